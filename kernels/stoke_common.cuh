@@ -1,0 +1,82 @@
+// Shared by every kernel and compiled for the host too (kernels/host/*.cpp), so CI runs the
+// exact source the GPU runs. Nothing here may depend on CUDA headers: under a host compiler
+// STOKE_HD expands to nothing.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define STOKE_HD __host__ __device__ __forceinline__
+#else
+#define STOKE_HD inline
+#include <stdint.h>
+#include <string.h>
+#endif
+
+#if defined(__CUDACC_RTC__)
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
+#endif
+
+// Output element types and layouts (DType::code / Layout::code in src/config.rs).
+#define STOKE_DTYPE_F32 0u
+#define STOKE_DTYPE_F16 1u
+#define STOKE_DTYPE_BF16 2u
+#define STOKE_LAYOUT_NCHW 0u
+#define STOKE_LAYOUT_NHWC 1u
+
+STOKE_HD uint32_t stoke_f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+
+// IEEE binary16 from binary32, round to nearest even (what __float2half_rn does), written out
+// so the host and the device give the same bits by construction.
+STOKE_HD uint16_t stoke_f32_to_f16_bits(float f) {
+    uint32_t x = stoke_f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) {  // inf or nan
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+    }
+    if (ax >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (ax < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+        if (ax < 0x33000000u) return (uint16_t)sign;  // < 2^-25 rounds to 0
+        uint32_t e = ax >> 23;
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;  // 14..24
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u))) r += 1u;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ax - 0x38000000u;  // rebias exponent 127 → 15 (in place, shifted by 13)
+    uint32_t low = r & 0x1fffu;
+    r >>= 13;
+    if (low > 0x1000u || (low == 0x1000u && (r & 1u))) r += 1u;
+    return (uint16_t)(sign | r);
+}
+
+// bfloat16 from binary32, round to nearest even; NaN stays NaN.
+STOKE_HD uint16_t stoke_f32_to_bf16_bits(float f) {
+    uint32_t x = stoke_f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    uint32_t lsb = (x >> 16) & 1u;
+    return (uint16_t)((x + 0x7fffu + lsb) >> 16);
+}
+
+// Normalize one channel value on the 0..255 scale: (x/255 − mean)/std in fp32, written as
+// separate IEEE operations (no fused multiply-add) so host and device agree bit for bit.
+// `mean` is on the 0..1 scale; the division by std is a true division.
+STOKE_HD float stoke_normalize(float x255, float mean, float std) {
+    float x = x255 / 255.0f;
+    return (x - mean) / std;
+}

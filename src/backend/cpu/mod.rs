@@ -1,0 +1,1 @@
+//! Decode and augment on the CPU: the reference and the fallback.

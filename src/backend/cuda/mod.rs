@@ -1,0 +1,1 @@
+//! nvJPEG + CUDA kernels.

@@ -1,0 +1,4 @@
+//! Decode + augment backends.
+
+pub mod cpu;
+pub mod cuda;

@@ -1,0 +1,338 @@
+//! `PipelineConfig` and its validation: everything a pipeline is built from.
+//!
+//! Memory is sized from this at build time and never grows (DESIGN.md contract 5), so every
+//! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
+
+use crate::augment::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_NEAREST};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// How the crop/resize step is chosen per sample.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CropMode {
+    /// torchvision `RandomResizedCrop(size, scale, ratio)`.
+    RandomResized {
+        /// Fraction of the image area, `(min, max)`.
+        scale: (f64, f64),
+        /// Aspect ratio range `(min, max)`, drawn log-uniformly.
+        ratio: (f64, f64),
+    },
+    /// `Resize(shorter)` then `CenterCrop(size)` (the eval preset uses `size·256/224`).
+    ResizeCenter {
+        /// Target length of the shorter side.
+        shorter: u32,
+    },
+    /// Plain `Resize((h, w))` of the whole image to the output size.
+    Resize,
+}
+
+/// The augmentation applied to every sample. The random parts are drawn per sample by
+/// [`crate::augment::params::draw`]; the rest is fixed here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AugmentSpec {
+    /// Output `(width, height)`.
+    pub size: (u32, u32),
+    /// Crop/resize step.
+    pub crop: CropMode,
+    /// [`FILTER_BILINEAR`] or [`FILTER_BICUBIC`].
+    pub filter: u32,
+    /// Antialias when downscaling (torchvision's default for tensors since 0.17).
+    pub antialias: bool,
+    /// Probability of a horizontal flip.
+    pub hflip_p: f64,
+    /// Probability of a vertical flip.
+    pub vflip_p: f64,
+    /// Rotation angle range in degrees `(min, max)`; `(0, 0)` = no rotation.
+    pub rotate_deg: (f32, f32),
+    /// Rotation sampling: nearest (0) or bilinear (1).
+    pub rotate_interp: u32,
+    /// Fill for pixels rotated in from outside, 0..255 per channel.
+    pub fill: [f32; 3],
+    /// Apply EXIF orientation before any geometry.
+    pub apply_exif: bool,
+}
+
+/// ImageNet channel means (RGB), on the 0..1 scale.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet channel standard deviations (RGB), on the 0..1 scale.
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+impl AugmentSpec {
+    /// `train`: RandomResizedCrop(size, (0.08, 1), (3/4, 4/3)) + horizontal flip p = 0.5.
+    pub fn train(size: u32) -> Self {
+        Self {
+            size: (size, size),
+            crop: CropMode::RandomResized { scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) },
+            filter: FILTER_BILINEAR,
+            antialias: true,
+            hflip_p: 0.5,
+            vflip_p: 0.0,
+            rotate_deg: (0.0, 0.0),
+            rotate_interp: ROT_NEAREST,
+            fill: [0.0; 3],
+            apply_exif: true,
+        }
+    }
+
+    /// `eval`: Resize(shorter = size·256/224) + CenterCrop(size).
+    pub fn eval(size: u32) -> Self {
+        Self {
+            crop: CropMode::ResizeCenter { shorter: size * 256 / 224 },
+            hflip_p: 0.0,
+            ..Self::train(size)
+        }
+    }
+
+    /// Check the spec; errors say which field and what was wrong.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::config(msg));
+        if self.size.0 == 0 || self.size.1 == 0 || self.size.0 > 8192 || self.size.1 > 8192 {
+            return bad(format!("output size must be 1..=8192 on each side, got {}x{}", self.size.0, self.size.1));
+        }
+        if let CropMode::RandomResized { scale, ratio } = self.crop {
+            if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+                return bad(format!("crop scale must satisfy 0 < min <= max <= 1, got {scale:?}"));
+            }
+            if !(ratio.0 > 0.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
+                return bad(format!("crop ratio must satisfy 0 < min <= max, got {ratio:?}"));
+            }
+        }
+        if let CropMode::ResizeCenter { shorter } = self.crop {
+            if shorter < self.size.0.min(self.size.1) {
+                return bad(format!(
+                    "resize shorter side {shorter} is smaller than the center crop {}x{}",
+                    self.size.0, self.size.1
+                ));
+            }
+        }
+        if self.filter != FILTER_BILINEAR && self.filter != FILTER_BICUBIC {
+            return bad(format!("filter must be bilinear (0) or bicubic (1), got {}", self.filter));
+        }
+        for (name, p) in [("hflip", self.hflip_p), ("vflip", self.vflip_p)] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} probability must be in [0, 1], got {p}"));
+            }
+        }
+        if !(self.rotate_deg.0 <= self.rotate_deg.1) || !self.rotate_deg.0.is_finite() || !self.rotate_deg.1.is_finite() {
+            return bad(format!("rotation range must be finite with min <= max, got {:?}", self.rotate_deg));
+        }
+        Ok(())
+    }
+}
+
+/// Element type of the output batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16, round to nearest even from the f32 value.
+    F16,
+    /// bfloat16, round to nearest even from the f32 value.
+    Bf16,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::Bf16 => 2,
+        }
+    }
+    /// Code shared with the kernels (`STOKE_DTYPE_*` in `kernels/stoke_params.cuh`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// Memory layout of the output batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `[N, C, H, W]`.
+    Nchw,
+    /// `[N, H, W, C]`.
+    Nhwc,
+}
+
+impl Layout {
+    /// Code shared with the kernels (`STOKE_LAYOUT_*`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// What the output tensor looks like, fixed per pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    /// Element type.
+    pub dtype: DType,
+    /// Memory layout.
+    pub layout: Layout,
+    /// Per-channel mean on the 0..1 scale.
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation on the 0..1 scale.
+    pub std: [f32; 3],
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        Self { dtype: DType::F32, layout: Layout::Nchw, mean: IMAGENET_MEAN, std: IMAGENET_STD }
+    }
+}
+
+/// What happens to a sample that cannot be read or decoded (DESIGN.md contract 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Deliver a substitute sample and record the failure.
+    Skip,
+    /// Stop with an error naming the sample.
+    Fail,
+}
+
+/// Which backend decodes and augments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// CUDA when a usable GPU is there, else CPU.
+    Auto,
+    /// Decode and augment on the CPU.
+    Cpu,
+    /// nvJPEG + CUDA kernels.
+    Cuda,
+}
+
+/// Default decoded-size guard: 100 megapixels (a 10000×10000 photo), far above ImageNet's
+/// largest images and far below the 64250×64250 decompression bombs in the corpus.
+pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
+
+/// Everything a pipeline is built from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PipelineConfig {
+    /// Dataset: a folder, a file list, a tar pattern or a folder of tars.
+    pub dataset: PathBuf,
+    /// Augmentation.
+    pub augment: AugmentSpec,
+    /// Output tensor.
+    pub output: OutputSpec,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Seed for the epoch permutation and every augment draw.
+    pub seed: u64,
+    /// Shuffle the dataset every epoch (off: dataset order, for evaluation).
+    pub shuffle: bool,
+    /// This process's rank.
+    pub rank: usize,
+    /// Number of ranks.
+    pub world_size: usize,
+    /// Drop the tail instead of padding by wrapping (PyTorch `DistributedSampler(drop_last)`).
+    pub drop_last: bool,
+    /// Backend.
+    pub backend: BackendKind,
+    /// Bad-sample policy.
+    pub on_error: OnError,
+    /// Reader threads (compressed bytes only).
+    pub reader_threads: usize,
+    /// Decode/augment threads for the CPU backend (0 = all cores).
+    pub cpu_threads: usize,
+    /// Batches read ahead.
+    pub prefetch_batches: usize,
+    /// RAM budget for caching compressed bytes (0 = off).
+    pub cache_bytes: u64,
+    /// Reject images whose header says more than this many pixels, before any allocation.
+    pub max_decoded_pixels: u64,
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Output slots in the device ring (>= 2).
+    pub ring_depth: usize,
+}
+
+impl PipelineConfig {
+    /// A config with the `train` preset at 224 and sensible defaults.
+    pub fn new(dataset: impl Into<PathBuf>) -> Self {
+        Self {
+            dataset: dataset.into(),
+            augment: AugmentSpec::train(224),
+            output: OutputSpec::default(),
+            batch_size: 256,
+            seed: 0,
+            shuffle: true,
+            rank: 0,
+            world_size: 1,
+            drop_last: false,
+            backend: BackendKind::Auto,
+            on_error: OnError::Skip,
+            reader_threads: 2,
+            cpu_threads: 0,
+            prefetch_batches: 2,
+            cache_bytes: 0,
+            max_decoded_pixels: DEFAULT_MAX_DECODED_PIXELS,
+            device: 0,
+            ring_depth: 2,
+        }
+    }
+
+    /// Check every field; the error names the field and the value.
+    pub fn validate(&self) -> Result<()> {
+        self.augment.validate()?;
+        let bad = |msg: String| Err(Error::config(msg));
+        if self.batch_size == 0 {
+            return bad("batch size must be at least 1".into());
+        }
+        if self.world_size == 0 {
+            return bad("world size must be at least 1".into());
+        }
+        if self.rank >= self.world_size {
+            return bad(format!("rank {} is out of range for world size {}", self.rank, self.world_size));
+        }
+        if self.reader_threads == 0 {
+            return bad("reader threads must be at least 1".into());
+        }
+        if self.prefetch_batches == 0 {
+            return bad("prefetch must be at least 1 batch".into());
+        }
+        if self.ring_depth < 2 {
+            return bad(format!("ring depth must be at least 2, got {}", self.ring_depth));
+        }
+        if self.max_decoded_pixels == 0 {
+            return bad("the decoded-size guard must be at least 1 pixel".into());
+        }
+        for (i, s) in self.output.std.iter().enumerate() {
+            if !(*s > 0.0 && s.is_finite()) {
+                return bad(format!("std[{i}] must be positive and finite, got {s}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate() {
+        AugmentSpec::train(224).validate().unwrap();
+        AugmentSpec::eval(224).validate().unwrap();
+        assert_eq!(AugmentSpec::eval(224).crop, CropMode::ResizeCenter { shorter: 256 });
+        PipelineConfig::new("x").validate().unwrap();
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut c = PipelineConfig::new("x");
+        c.rank = 4;
+        c.world_size = 4;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("rank 4") && e.contains("world size 4"), "{e}");
+        let mut c = PipelineConfig::new("x");
+        c.augment.hflip_p = 1.5;
+        assert!(c.validate().unwrap_err().to_string().contains("hflip probability"));
+        let mut c = PipelineConfig::new("x");
+        c.ring_depth = 1;
+        assert!(c.validate().unwrap_err().to_string().contains("ring depth"));
+    }
+}

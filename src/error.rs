@@ -1,0 +1,136 @@
+//! One error type for the crate. Messages are lowercase sentences that name the sample, the
+//! file, the shard and the offset, and show the offending value (STYLE.md).
+
+use std::path::{Path, PathBuf};
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in stoke.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value is invalid; the message names the field and the value.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+
+    /// An operating-system I/O error on a path.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The dataset as a whole is unusable: missing path, no class folders, empty class,
+    /// truncated tar, duplicate keys, label out of range, bad list line.
+    #[error("dataset {}: {message}", path.display())]
+    Dataset {
+        /// The dataset path (or the file inside it that is wrong).
+        path: PathBuf,
+        /// What was expected and what was found.
+        message: String,
+    },
+
+    /// One sample could not be read or decoded. `location` is the file, or the shard and byte
+    /// offset, so a user can find the bytes.
+    #[error("sample {key} ({location}): {message}")]
+    Sample {
+        /// The sample's stable key.
+        key: String,
+        /// Where its bytes live.
+        location: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The GPU side is unavailable or failed.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+}
+
+/// Why the CUDA backend cannot run, or what it failed at.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// libcuda could not be opened.
+    #[error("no NVIDIA driver: libcuda could not be loaded ({0}); install the NVIDIA driver or use --backend cpu")]
+    NoDriver(String),
+    /// The driver is older than the CUDA version the kernels need.
+    #[error("NVIDIA driver supports CUDA {found}, stoke needs CUDA {needed} or newer; update the driver or use --backend cpu")]
+    DriverTooOld {
+        /// e.g. "12.2"
+        found: String,
+        /// e.g. "13.0"
+        needed: String,
+    },
+    /// No device with that ordinal.
+    #[error("no CUDA device with ordinal {ordinal}: {count} device(s) visible (check CUDA_VISIBLE_DEVICES)")]
+    NoDevice {
+        /// Requested ordinal.
+        ordinal: usize,
+        /// Devices visible.
+        count: usize,
+    },
+    /// libnvjpeg could not be opened.
+    #[error("libnvjpeg could not be loaded; looked for {}; set STOKE_NVJPEG to its path ({detail})", searched.join(", "))]
+    NoNvjpeg {
+        /// Names and paths tried, in order.
+        searched: Vec<String>,
+        /// The loader's last message.
+        detail: String,
+    },
+    /// Device or pinned memory ran out.
+    #[error("out of {kind} memory allocating {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// "device" or "pinned host".
+        kind: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+        /// What the memory was for.
+        what: String,
+    },
+    /// No kernel image could be loaded (no fatbin for this GPU and NVRTC failed).
+    #[error("CUDA kernels unavailable: {0}")]
+    Kernels(String),
+    /// A CUDA driver call failed.
+    #[error("CUDA {call} failed: {message}")]
+    Cuda {
+        /// The driver function, e.g. "cuMemAlloc".
+        call: &'static str,
+        /// The driver's text.
+        message: String,
+    },
+    /// An nvJPEG call failed.
+    #[error("nvJPEG {call} failed: {message} (status {status})")]
+    Nvjpeg {
+        /// The nvJPEG function.
+        call: &'static str,
+        /// The raw `nvjpegStatus_t`.
+        status: i32,
+        /// The status as a sentence.
+        message: String,
+    },
+}
+
+impl Error {
+    /// An invalid configuration value.
+    pub fn config(msg: impl Into<String>) -> Self {
+        Error::Config(msg.into())
+    }
+
+    /// An I/O error on `path`.
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Error::Io { path: path.as_ref().to_path_buf(), source }
+    }
+
+    /// A dataset-level problem at `path`.
+    pub fn dataset(path: impl AsRef<Path>, message: impl Into<String>) -> Self {
+        Error::Dataset { path: path.as_ref().to_path_buf(), message: message.into() }
+    }
+
+    /// A per-sample problem.
+    pub fn sample(key: impl Into<String>, location: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Sample { key: key.into(), location: location.into(), message: message.into() }
+    }
+}

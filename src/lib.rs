@@ -1,0 +1,32 @@
+//! stoke keeps a training GPU fed.
+//!
+//! The CPU only reads compressed JPEG bytes; nvJPEG decodes them on the GPU; one fused CUDA
+//! kernel per batch does crop, resize, flip, rotate, normalize and the cast; batches land in a
+//! ring of device slots guarded by events. A CPU backend with the same semantics runs
+//! everywhere else and is the reference the GPU path is tested against.
+//!
+//! # Stages, in the order data flows
+//!
+//! | stage | module | what it does |
+//! |---|---|---|
+//! | source, index | [`source`] | folder / file list / tar shards → samples with key, location, label, JPEG header facts |
+//! | sampler | [`sampler`] | exact per-epoch permutation, rank shards, weights; draws augment params |
+//! | augment params + math | [`augment`] | the `#[repr(C)]` per-sample parameters and the one definition of the per-pixel math |
+//! | readers | [`reader`] | persistent threads reading compressed bytes into reusable buffers |
+//! | backends | [`backend`] | decode + augment: [`backend::cpu`] everywhere, [`backend::cuda`] on NVIDIA GPUs |
+//! | pipeline | [`pipeline`] | ties the stages together: an iterator of batches |
+//! | batch | [`batch`] | what the trainer receives |
+//!
+//! Contracts every stage leans on are in `DESIGN.md`; [`config::PipelineConfig`] holds every
+//! knob and bound.
+
+#![warn(missing_docs)]
+
+pub mod augment;
+pub mod backend;
+pub mod config;
+pub mod error;
+
+pub use config::PipelineConfig;
+pub use augment::AugParams;
+pub use error::{Error, GpuError, Result};
