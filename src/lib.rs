@@ -24,8 +24,14 @@
 
 pub mod augment;
 pub mod backend;
+pub mod batch;
 pub mod config;
 pub mod error;
+pub mod gen;
+pub mod pipeline;
+pub mod reader;
+pub mod sampler;
+pub mod source;
 
 pub use config::PipelineConfig;
 pub use augment::AugParams;

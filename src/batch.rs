@@ -1,0 +1,1 @@
+//! `Batch`: the output tensor (host or device), labels, shape, dtype, layout.

@@ -1,0 +1,1 @@
+//! Deterministic ImageNet-like JPEG dataset generator (`stoke gen`, `stoke bench`'s default).

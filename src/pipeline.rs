@@ -1,0 +1,1 @@
+//! `Pipeline`: source → sampler → readers → backend → batches; orderly shutdown on drop.

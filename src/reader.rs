@@ -1,0 +1,1 @@
+//! Persistent reader threads: compressed bytes into reusable buffers.

@@ -1,0 +1,1 @@
+//! Epoch permutation, rank sharding, weighted sampling; draws the augment parameters.

@@ -1,0 +1,1 @@
+//! Dataset sources (folder, file list, tar shards) and the header index.
