@@ -1,1 +1,16 @@
-//! nvJPEG + CUDA kernels.
+//! The CUDA backend: device, embedded kernels, nvJPEG.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`device`] | [`device::Gpu::open`]: driver and device checks, each absence a typed error |
+//! | [`module`] | the embedded kernels (fatbin from build.rs, or NVRTC at run time) and the launch path |
+//! | [`nvjpeg`] | libnvjpeg opened at run time, in sys / result / safe layers |
+//! | [`convert`] | u8 HWC images → normalized f32/f16/bf16 NCHW/NHWC batch |
+//!
+//! Nothing here links against CUDA: libcuda, libnvrtc and libnvjpeg are opened at run time,
+//! so the binaries start (and fall back to the CPU backend) on machines without them.
+
+pub mod convert;
+pub mod device;
+pub mod module;
+pub mod nvjpeg;
