@@ -223,6 +223,25 @@ mod tests {
         }
     }
 
+    /// NVRTC runs on the CPU: where libnvrtc.so.13 is on the loader path (e.g. from the
+    /// `nvidia-cuda-nvrtc==13.0.88` wheel), the fallback path compiles the embedded source for
+    /// every architecture the fatbin covers and the PTX holds every kernel.
+    #[test]
+    fn nvrtc_compiles_the_embedded_source_where_libnvrtc_is_present() {
+        // SAFETY: only tries to open libnvrtc.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: libnvrtc.so.13 not found (put the nvidia-cuda-nvrtc wheel's lib on LD_LIBRARY_PATH)");
+            return;
+        }
+        for arch in ["compute_80", "compute_90"] {
+            let ptx = nvrtc_compile(arch).unwrap_or_else(|e| panic!("{e}"));
+            let text = ptx.to_src();
+            assert!(text.contains(".entry stoke_convert_u8"), "{arch}: no stoke_convert_u8 entry in the PTX");
+            // -fmad=false: no fused multiply-add anywhere in the kernels.
+            assert!(!text.contains("fma.rn.f32"), "{arch}: PTX contains fma although fmad=false");
+        }
+    }
+
     #[test]
     fn grid_covers_every_pixel() {
         let c = grid_2d(225, 17, 3, BLOCK_2D);
