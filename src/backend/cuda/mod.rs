@@ -14,3 +14,15 @@ pub mod convert;
 pub mod device;
 pub mod module;
 pub mod nvjpeg;
+
+use crate::error::GpuError;
+use std::sync::Arc;
+
+/// Open device `ordinal` with everything the CUDA pipeline needs: the device, libnvjpeg and
+/// the kernels. `Err` says which is missing; `BackendKind::Auto` falls back to the CPU on it.
+pub fn open_for_pipeline(ordinal: usize) -> Result<Arc<device::Gpu>, GpuError> {
+    let gpu = device::Gpu::open(ordinal)?;
+    nvjpeg::sys::NvjpegLib::get()?;
+    gpu.kernels()?;
+    Ok(gpu)
+}
