@@ -443,6 +443,12 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
         }
         let len = c.u16(i + 2, segment_name(m))? as usize;
         if len < 2 {
+            if matches!(m, 0xE0..=0xEF | 0xFE) {
+                // libjpeg skips an APPn/COM with a length below 2 without skipping anything,
+                // then resyncs on the next 0xFF: do the same.
+                i += 4;
+                continue;
+            }
             return Err(HeaderError::Invalid { at, message: format!("marker ff {m:02x} has length {len}, must be at least 2") });
         }
         let seg = c.slice(i + 4, len - 2, segment_name(m))?;
