@@ -266,7 +266,7 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
     let mut ignored = 0u64;
     let mut stems: HashMap<String, usize> = HashMap::new();
     let mut any_label = false;
-    let mut unlabeled: Option<String> = None;
+    let mut unlabeled: Option<(String, usize)> = None;
     for (i, r) in results.into_iter().enumerate() {
         let (es, ign) = r?;
         let stem = shard_stem(&shards[i]);
@@ -281,7 +281,7 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
             if e.label >= 0 {
                 any_label = true;
             } else if unlabeled.is_none() {
-                unlabeled = Some(format!("{stem}/{}", e.key));
+                unlabeled = Some((format!("{stem}/{}", e.key), i));
             }
             e.key = format!("{stem}/{}", e.key);
             if let Location::Tar { shard, .. } = &mut e.location {
@@ -291,11 +291,12 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
         }
     }
     if entries.is_empty() {
-        return Err(Error::dataset(root, format!("empty dataset: the {} shard(s) hold no .jpg/.jpeg members", shards.len())));
+        let at = if shards.len() == 1 { shards[0].as_path() } else { root };
+        return Err(Error::dataset(at, format!("empty dataset: the {} shard(s) hold no .jpg/.jpeg members", shards.len())));
     }
     if any_label {
-        if let Some(k) = unlabeled {
-            return Err(Error::dataset(root, format!("sample {k} has no .cls label while other samples have one")));
+        if let Some((k, i)) = unlabeled {
+            return Err(Error::dataset(&shards[i], format!("sample {k} has no .cls label while other samples have one")));
         }
     }
     let mut max_label = -1i64;
