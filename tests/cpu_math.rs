@@ -241,7 +241,7 @@ fn raw_spec(dtype: DType, layout: Layout) -> OutputSpec {
 
 fn run(rgb: &[u8], w: i32, h: i32, p: &AugParams, spec: &OutputSpec) -> Vec<u8> {
     let mut out = vec![0u8; 3 * (p.out_w * p.out_h) as usize * spec.dtype.size()];
-    let src = SrcImage { rgb, width: w, height: h, row_stride: w as usize * 3 };
+    let src = SrcImage::full(rgb, w, h);
     host::augment(src, p, spec, &mut out, 0, &mut Scratch::default()).unwrap();
     out
 }
@@ -478,7 +478,7 @@ fn whole_augment_matches_the_naive_reference() {
 fn separable_and_per_pixel_resize_agree_bit_for_bit() {
     let (w, h) = (97i32, 71i32);
     let rgb = fixture(w as usize, h as usize);
-    let src = SrcImage { rgb: &rgb, width: w, height: h, row_stride: w as usize * 3 };
+    let src = SrcImage::full(&rgb, w, h);
     for (orientation, filter, aa, cw, ch, rw, rh) in [
         (1u32, FILTER_BILINEAR, 1u32, 90, 60, 31, 17),
         (5, FILTER_BICUBIC, 1, 50, 80, 64, 23),
@@ -545,7 +545,7 @@ fn dtypes_and_layouts_store_the_same_values() {
 fn inconsistent_params_are_refused_with_a_sentence() {
     let (w, h) = (10i32, 8i32);
     let rgb = fixture(w as usize, h as usize);
-    let src = SrcImage { rgb: &rgb, width: w, height: h, row_stride: 30 };
+    let src = SrcImage::full(&rgb, w, h);
     let spec = OutputSpec::default();
     let mut out = vec![0u8; 3 * 100 * 4];
     let mut s = Scratch::default();
@@ -567,4 +567,41 @@ fn inconsistent_params_are_refused_with_a_sentence() {
     assert!(e.contains("output holds 16 bytes"), "{e}");
     let short = SrcImage { rgb: &rgb[..100], ..src };
     assert!(host::augment(short, &p, &spec, &mut out, 0, &mut s).unwrap_err().contains("decoded buffer"));
+}
+
+/// Augmenting from a decoded region that holds the crop gives the same bits as from the whole
+/// image, for every orientation; a region that misses the crop is refused.
+#[test]
+fn region_input_gives_the_same_bits_as_the_whole_image() {
+    let (w, h) = (45i32, 33i32);
+    let rgb = fixture(w as usize, h as usize);
+    let spec = OutputSpec::default();
+    for orientation in 1..=8u32 {
+        let mut p = params(w, h, orientation);
+        p.crop_x = 5;
+        p.crop_y = 7;
+        p.crop_w = p.src_w - 12;
+        p.crop_h = p.src_h - 15;
+        p.resize_w = 16;
+        p.resize_h = 14;
+        p.out_w = 16;
+        p.out_h = 14;
+        let whole = run(&rgb, w, h, &p, &spec);
+        // Stored bounding box of the crop, then cut that region out of the image.
+        let a = host::orient_to_stored(orientation, p.crop_x, p.crop_y, p.src_w, p.src_h);
+        let b = host::orient_to_stored(orientation, p.crop_x + p.crop_w - 1, p.crop_y + p.crop_h - 1, p.src_w, p.src_h);
+        let (x0, y0, x1, y1) = (a.0.min(b.0), a.1.min(b.1), a.0.max(b.0) + 1, a.1.max(b.1) + 1);
+        let mut region = Vec::new();
+        for y in y0..y1 {
+            region.extend_from_slice(&rgb[((y * w + x0) * 3) as usize..((y * w + x1) * 3) as usize]);
+        }
+        let src = SrcImage { rgb: &region, width: w, height: h, region: (x0, y0, x1 - x0, y1 - y0), row_stride: ((x1 - x0) * 3) as usize };
+        let mut out = vec![0u8; whole.len()];
+        host::augment(src, &p, &spec, &mut out, 0, &mut Scratch::default()).unwrap();
+        assert_eq!(out, whole, "orientation {orientation}");
+        // One column short of the crop: refused, nothing read out of bounds.
+        let short = SrcImage { region: (x0 + 1, y0, x1 - x0 - 1, y1 - y0), ..src };
+        let e = host::augment(short, &p, &spec, &mut out, 0, &mut Scratch::default()).unwrap_err();
+        assert!(e.contains("does not hold the crop box"), "{e}");
+    }
 }

@@ -105,20 +105,38 @@ size_t stoke_host_augment_scratch(const StokeAugParams* p) {
     return plan(p).total_bytes;
 }
 
-// Augment one decoded image into sample `n` of the output batch `out` (N×3×H×W or N×H×W×3 of
+// Augment one decoded image (or the region of it that holds the crop) into sample `n` of the output batch `out` (N×3×H×W or N×H×W×3 of
 // `dtype`). `src` is interleaved RGB, `stored_w × stored_h`, `row_stride` bytes per row, as
 // stored (before EXIF orientation). `scratch` must hold stoke_host_augment_scratch(p) bytes,
-// 16-byte aligned. Returns 0, a stoke_params_check code (> 0), or −1 if scratch is too small.
-int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, int64_t row_stride,
-                       const StokeAugParams* p, const float* mean, const float* std, uint32_t dtype, uint32_t layout,
-                       void* out, uint64_t n, void* scratch, size_t scratch_bytes) {
+// 8-byte aligned. Returns 0, a stoke_params_check code (> 0), −1 if scratch is too small,
+// −2 if the region does not hold the crop box.
+//
+// `src` may hold only a region of the stored image: stored pixels [region_x, region_x +
+// region_w) × [region_y, region_y + region_h), `row_stride` bytes per region row (a full
+// image is the region (0, 0, stored_w, stored_h)). The crop box must lie inside it (−2 if not).
+int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, int32_t region_x, int32_t region_y,
+                       int32_t region_w, int32_t region_h, int64_t row_stride, const StokeAugParams* p,
+                       const float* mean, const float* std, uint32_t dtype, uint32_t layout, void* out, uint64_t n,
+                       void* scratch, size_t scratch_bytes) {
     int bad = stoke_params_check(p, stored_w, stored_h);
     if (bad) return bad;
+    // Stored bounding box of the crop box: every pixel the resize reads is inside it.
+    int32_t ax, ay, bx, by;
+    stoke_orient_to_stored(p->orientation, p->crop_x, p->crop_y, p->src_w, p->src_h, &ax, &ay);
+    stoke_orient_to_stored(p->orientation, p->crop_x + p->crop_w - 1, p->crop_y + p->crop_h - 1, p->src_w, p->src_h,
+                           &bx, &by);
+    if (region_x < 0 || region_y < 0 || region_w <= 0 || region_h <= 0 || (ax < bx ? ax : bx) < region_x ||
+        (ay < by ? ay : by) < region_y || (ax > bx ? ax : bx) >= region_x + region_w ||
+        (ay > by ? ay : by) >= region_y + region_h)
+        return -2;
     Plan pl = plan(p);
     if (scratch_bytes < pl.total_bytes) return -1;
     const int32_t ow = p->out_w, oh = p->out_h;
     int64_t base, step_x, step_y;
     stoke_orient_affine(p->orientation, p->src_w, p->src_h, row_stride, &base, &step_x, &step_y);
+    // Offsets are relative to the region's first pixel; they are only ever formed into a
+    // pointer after adding a tap's offset, when they land inside the region.
+    base -= (int64_t)region_y * row_stride + (int64_t)region_x * 3;
 
     // Carve the scratch.
     uint8_t* s = (uint8_t*)scratch;
@@ -148,14 +166,14 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
     const size_t row_len = (size_t)ow * 3;
     for (int32_t r = ty.lo; r < ty.hi; r++) {
-        const uint8_t* row = src + base + (int64_t)(p->crop_y + r) * step_y;
+        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y;
         float* dst = band + (size_t)(r - ty.lo) * row_len;
         for (int32_t j = 0; j < ow; j++) {
             const int64_t* off = tx.off + tx.start[j];
             const float* w = tx.w + tx.start[j];
             float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
             for (int32_t k = 0; k < tx.count[j]; k++) {
-                const uint8_t* px = row + off[k];
+                const uint8_t* px = src + (row + off[k]);
                 r0 = r0 + w[k] * (float)px[0];
                 r1 = r1 + w[k] * (float)px[1];
                 r2 = r2 + w[k] * (float)px[2];

@@ -14,6 +14,10 @@ mod ffi {
             src: *const u8,
             stored_w: i32,
             stored_h: i32,
+            region_x: i32,
+            region_y: i32,
+            region_w: i32,
+            region_h: i32,
             row_stride: i64,
             p: *const AugParams,
             mean: *const f32,
@@ -83,17 +87,43 @@ pub fn params_check(p: &AugParams, stored_w: i32, stored_h: i32) -> i32 {
 #[derive(Default, Debug)]
 pub struct Scratch(Vec<u64>);
 
-/// One decoded image (interleaved RGB as stored, before EXIF orientation).
+/// One decoded image (interleaved RGB as stored, before EXIF orientation), or the region of
+/// it that holds the crop box.
 #[derive(Clone, Copy, Debug)]
 pub struct SrcImage<'a> {
-    /// Pixels, `row_stride` bytes per row.
+    /// Pixels of the region, `row_stride` bytes per row.
     pub rgb: &'a [u8],
-    /// Stored width.
+    /// Stored width of the whole image.
     pub width: i32,
-    /// Stored height.
+    /// Stored height of the whole image.
     pub height: i32,
-    /// Bytes per row (>= 3·width).
+    /// The region `rgb` holds: `(x, y, w, h)` in stored pixels.
+    pub region: (i32, i32, i32, i32),
+    /// Bytes per row of the region (>= 3·region width).
     pub row_stride: usize,
+}
+
+impl<'a> SrcImage<'a> {
+    /// A whole image, rows packed.
+    pub fn full(rgb: &'a [u8], width: i32, height: i32) -> Self {
+        Self { rgb, width, height, region: (0, 0, width, height), row_stride: width.max(0) as usize * 3 }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let (x, y, w, h) = self.region;
+        if w <= 0 || h <= 0 || x < 0 || y < 0 || x > self.width - w || y > self.height - h {
+            return Err(format!("region {w}x{h} at ({x}, {y}) is not inside the {}x{} image", self.width, self.height));
+        }
+        let need = (h as usize - 1) * self.row_stride + w as usize * 3;
+        if self.row_stride < w as usize * 3 || self.rgb.len() < need {
+            return Err(format!(
+                "decoded buffer holds {} bytes, a {w}x{h} region with row stride {} needs {need}",
+                self.rgb.len(),
+                self.row_stride
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Augment `src` with `p` into sample `n` of the batch tensor `out` (the bytes of an
@@ -111,16 +141,7 @@ pub fn augment(
     if code != 0 {
         return Err(params_problem(code, p, src.width, src.height));
     }
-    let need_src = (src.height as usize - 1) * src.row_stride + src.width as usize * 3;
-    if src.row_stride < src.width as usize * 3 || src.rgb.len() < need_src {
-        return Err(format!(
-            "decoded buffer holds {} bytes, a {}x{} image with row stride {} needs {need_src}",
-            src.rgb.len(),
-            src.width,
-            src.height,
-            src.row_stride
-        ));
-    }
+    src.check()?;
     let sample_bytes = 3 * p.out_w as usize * p.out_h as usize * spec.dtype.size();
     if out.len() < (n + 1) * sample_bytes {
         return Err(format!("output holds {} bytes, sample {n} needs {}", out.len(), (n + 1) * sample_bytes));
@@ -131,15 +152,20 @@ pub fn augment(
     if scratch.0.len() < words {
         scratch.0.resize(words, 0);
     }
-    // SAFETY: `src.rgb` covers every pixel of the stored image (checked above) and the math
-    // only reads pixels of the crop box, which `params_check` placed inside the image; `out`
-    // holds sample `n` in full (checked above) and only that sample is written; scratch holds
-    // `need` bytes, 8-byte aligned; mean/std point at three f32 each.
+    // SAFETY: `src.rgb` covers the whole region (checked above); the math only reads pixels of
+    // the crop box, which `params_check` placed inside the image and the C side checks to be
+    // inside the region (else it returns −2 without reading); `out` holds sample `n` in full
+    // (checked above) and only that sample is written; scratch holds `need` bytes, 8-byte
+    // aligned; mean/std point at three f32 each.
     let rc = unsafe {
         ffi::stoke_host_augment(
             src.rgb.as_ptr(),
             src.width,
             src.height,
+            src.region.0,
+            src.region.1,
+            src.region.2,
+            src.region.3,
             src.row_stride as i64,
             p,
             spec.mean.as_ptr(),
@@ -154,6 +180,10 @@ pub fn augment(
     };
     match rc {
         0 => Ok(()),
+        -2 => Err(format!(
+            "the decoded region {:?} does not hold the crop box {}x{} at ({}, {}) (orientation {})",
+            src.region, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.orientation
+        )),
         c => Err(params_problem(c, p, src.width, src.height)),
     }
 }
@@ -203,10 +233,11 @@ pub fn resized_pixel(src: SrcImage<'_>, p: &AugParams, rx: i32, ry: i32) -> Resu
     if rx < 0 || ry < 0 || rx >= p.resize_w || ry >= p.resize_h {
         return Err(format!("pixel ({rx}, {ry}) is outside the {}x{} resized crop", p.resize_w, p.resize_h));
     }
-    if src.rgb.len() < (src.height as usize - 1) * src.row_stride + src.width as usize * 3 {
-        return Err("decoded buffer too small".into());
+    if src.region != (0, 0, src.width, src.height) {
+        return Err("the per-pixel form reads whole images only".into());
     }
-    let mut out = [0f32; 3];
+    src.check()?;
+let mut out = [0f32; 3];
     // SAFETY: params checked, pixel inside the resized crop so every tap is inside the crop
     // box and so inside the buffer (checked); writes three f32.
     unsafe { ffi::stoke_host_resized_pixel(src.rgb.as_ptr(), src.row_stride as i64, p, rx, ry, out.as_mut_ptr()) };
