@@ -1,1 +1,4 @@
 //! nvJPEG + CUDA kernels.
+
+pub mod ring;
+pub mod staging;
