@@ -1,4 +1,5 @@
 //! nvJPEG + CUDA kernels.
 
+pub mod decode;
 pub mod ring;
 pub mod staging;
