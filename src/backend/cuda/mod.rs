@@ -1,5 +1,6 @@
 //! nvJPEG + CUDA kernels.
 
+pub mod augment;
 pub mod decode;
 pub mod ring;
 pub mod staging;
