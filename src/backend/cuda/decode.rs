@@ -312,15 +312,36 @@ impl ArenaCursor {
     }
 }
 
-/// Canary bytes written into every GPU decode destination before the decode and checked
-/// after it: a decoder (the hardware engine in particular) can report success for an image
-/// it skipped. `CANARIES` positions are spread over every row band of the image; the image
-/// counts as not written when at least `CANARY_MIN_INTACT` still hold their value. A real
-/// picture matches a given canary with probability about 1/256, so 4 of 32 by chance is
-/// about 1e-5 (and costs only a CPU re-decode); a half-written image leaves about 16.
+/// Canary pixels written into every GPU decode destination before the decode and checked
+/// after it (`stoke_canary_set` / `stoke_canary_check` in `kernels/augment.cu`): a decoder,
+/// the hardware engine in particular, can report success for an image it skipped. The
+/// `CANARIES` pixels are spread over every row band and column band of the region, each with
+/// its own three-byte value; an image counts as not written when at least
+/// `CANARY_MIN_INTACT` of them survive. A decoded pixel equals a given canary with
+/// probability about 2^-24, so a false alarm (which only costs a CPU re-decode) happens about
+/// once in 500 000 images; a skipped or partly written image keeps canaries.
 pub const CANARIES: u32 = 32;
 /// See [`CANARIES`].
-pub const CANARY_MIN_INTACT: u32 = 4;
+pub const CANARY_MIN_INTACT: u32 = 1;
+
+/// Where one GPU decode writes, for the canary kernels. Mirrored by `StokeDecodeTarget` in
+/// `kernels/augment.cu`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct DecodeTarget {
+    /// Arena byte offset of the decoded region.
+    pub offset: u64,
+    /// Decoded width (the ROI's).
+    pub width: u32,
+    /// Decoded height.
+    pub height: u32,
+    /// Bytes per row (`3 · width`).
+    pub pitch: u32,
+    /// Zero.
+    pub pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<DecodeTarget>() == 24);
 
 #[cfg(test)]
 mod tests {
