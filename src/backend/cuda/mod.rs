@@ -10,10 +10,14 @@
 //! Nothing here links against CUDA: libcuda, libnvrtc and libnvjpeg are opened at run time,
 //! so the binaries start (and fall back to the CPU backend) on machines without them.
 
+pub mod augment;
 pub mod convert;
+pub mod decode;
 pub mod device;
 pub mod module;
 pub mod nvjpeg;
+pub mod ring;
+pub mod staging;
 
 use crate::error::GpuError;
 use std::sync::Arc;
