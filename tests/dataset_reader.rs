@@ -224,3 +224,39 @@ fn weighted_sampler_through_the_reader() {
     assert_eq!(got.iter().map(|b| b.2.len()).sum::<usize>(), 400);
     assert!((150..250).contains(&small), "{small} of 400 from the 2-sample class");
 }
+
+/// Opt-in throughput check (not a timing assertion): `STOKE_READ_BENCH=DATASET
+/// [STOKE_READ_THREADS=2] cargo test --release --test dataset_reader read_throughput -- --nocapture`.
+/// Reads three epochs (the first warms the page cache) and prints bytes/s and files/s.
+#[test]
+fn read_throughput() {
+    let Ok(path) = std::env::var("STOKE_READ_BENCH") else {
+        eprintln!("skipped: set STOKE_READ_BENCH=/path/to/dataset");
+        return;
+    };
+    let threads: usize = std::env::var("STOKE_READ_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let d = Arc::new(Dataset::open(Path::new(&path), &IndexOptions::default()).unwrap());
+    let mut c = PipelineConfig::new(&path);
+    c.batch_size = 256;
+    c.reader_threads = threads;
+    c.prefetch_batches = 4;
+    let mut r = Reader::new(d.clone(), &c).unwrap();
+    for epoch in 0..3 {
+        let t0 = std::time::Instant::now();
+        let (mut bytes, mut files) = (0usize, 0usize);
+        r.start_epoch(epoch, 0);
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            bytes += b.data.len();
+            files += b.samples.len();
+            r.recycle(b);
+        }
+        let s = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{path} epoch {epoch}, {threads} threads: {files} files, {:.1} MB in {s:.3} s = {:.2} GB/s, {:.0} files/s",
+            bytes as f64 / 1e6,
+            bytes as f64 / s / 1e9,
+            files as f64 / s
+        );
+    }
+}
