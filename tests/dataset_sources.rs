@@ -115,8 +115,11 @@ fn headers_past_the_prefix_and_non_jpegs() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("ds");
     let mut big = Jpeg::new(321, 123);
-    big.padding = 200_000; // header longer than the 64 KiB first read
+    big.padding = 200_000; // header longer than the 8 KiB first read
     write(&root.join("c/big.jpg"), &big.bytes());
+    let mut huge = Jpeg::new(322, 124);
+    huge.padding = 300_000; // and longer than the 256 KiB second read
+    write(&root.join("c/huge.jpg"), &huge.bytes());
     let mut dnl = Jpeg::new(64, 77);
     dnl.dnl = Some(77);
     dnl.scan = 100_000;
@@ -126,6 +129,7 @@ fn headers_past_the_prefix_and_non_jpegs() {
     let d = Dataset::open(&root, &opts(t.path())).unwrap();
     let by_key = |k: &str| d.samples().iter().find(|s| s.key == k).unwrap();
     assert_eq!(by_key("c/big.jpg").info.map(|i| (i.width, i.height)), Some((321, 123)));
+    assert_eq!(by_key("c/huge.jpg").info.map(|i| (i.width, i.height)), Some((322, 124)));
     let i = by_key("c/dnl.jpg").info.unwrap();
     assert_eq!((i.height, i.dnl), (77, true));
     let png = by_key("c/png.jpg");

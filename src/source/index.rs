@@ -1,8 +1,8 @@
 //! The saved index: one pass over the samples that records each one's location, label and JPEG
 //! header facts, saved so the next start skips it.
 //!
-//! The pass is parallel and reads only a prefix of each sample (64 KiB, more only when the
-//! header runs longer: big EXIF/ICC segments, or a DNL height after the first scan).
+//! The pass is parallel and reads only a prefix of each sample (8 KiB; 256 KiB or the whole
+//! sample only when the header runs longer: big EXIF/ICC segments, a DNL height after the scan).
 //!
 //! Where it lives: beside the dataset (`ROOT/.stoke-index`, `LIST.stoke-index`,
 //! `SHARDS/.stoke-index`), or, when that cannot be written, in `$XDG_CACHE_HOME/stoke` (or
@@ -27,8 +27,9 @@ use std::sync::Mutex;
 
 const MAGIC: &[u8; 8] = b"STOKEIX\0";
 const VERSION: u32 = 1;
-/// Bytes read first to find a header; almost every JPEG's header fits.
-pub(crate) const HEADER_PREFIX: usize = 64 << 10;
+/// Prefix lengths tried in turn to find a header: almost every JPEG's header fits in the first;
+/// big EXIF thumbnails or ICC profiles need the second; a DNL height needs the whole file.
+pub(crate) const HEADER_READS: [usize; 2] = [8 << 10, 256 << 10];
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -141,21 +142,25 @@ pub(crate) fn read_range(file: &File, offset: u64, len: usize, buf: &mut Vec<u8>
     Ok(())
 }
 
-/// Parse a sample's header from its bytes, reading more than the prefix only when needed.
-/// `read(len, buf)` fills `buf` with up to `len` bytes from the sample's start.
+/// Parse a sample's header from its bytes, reading longer prefixes only while the parser
+/// runs out of bytes. `read(len, buf)` fills `buf` with up to `len` bytes from the sample's start.
 pub(crate) fn header_of(
     total: u64,
     buf: &mut Vec<u8>,
     mut read: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
 ) -> std::io::Result<std::result::Result<JpegInfo, HeaderError>> {
-    let first = (total as usize).min(HEADER_PREFIX);
-    read(first, buf)?;
-    let r = jpeg::parse(buf);
-    if matches!(r, Err(HeaderError::Truncated { .. })) && (buf.len() as u64) < total && buf.len() == first {
-        read(total as usize, buf)?;
-        return Ok(jpeg::parse(buf));
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
+    let mut step = 0;
+    loop {
+        let len = HEADER_READS.get(step).copied().unwrap_or(total).min(total);
+        read(len, buf)?;
+        let r = jpeg::parse(buf);
+        // Stop unless the parser ran out of bytes and there are more to read.
+        if !matches!(r, Err(HeaderError::Truncated { .. })) || buf.len() < len || len == total {
+            return Ok(r);
+        }
+        step += 1;
     }
-    Ok(r)
 }
 
 /// Where the index goes beside the dataset.
