@@ -11,7 +11,7 @@ use stoke::augment::params::draw;
 use stoke::config::OnError;
 use stoke::reader::{ReadBatch, Reader};
 use stoke::sampler::{Sampler, SamplerConfig, Weights};
-use stoke::source::{Dataset, IndexOptions};
+use stoke::source::{Dataset, IndexOptions, Location};
 use stoke::PipelineConfig;
 
 fn dataset(root: &Path, cache: &Path) -> Arc<Dataset> {
@@ -179,6 +179,29 @@ fn missing_file_mid_epoch_skip_and_fail() {
     let order: Vec<usize> = Sampler::new(10, &SamplerConfig::from_pipeline(&c)).unwrap().iter(0, 0).map(|p| p.1).collect();
     let step = order.iter().position(|&i| i == victim).unwrap() / 4;
     assert_eq!(delivered, 10 - order.chunks(4).nth(step).unwrap().len());
+}
+
+#[test]
+fn shard_truncated_after_indexing_is_reported_not_hung() {
+    let t = tempfile::tempdir().unwrap();
+    let shard = t.path().join("s.tar");
+    let mut b = Vec::new();
+    for i in 0..6 {
+        tar_member(&mut b, &format!("k{i}.jpg"), &jpeg(10 + i, 10), b'0');
+    }
+    fs::write(&shard, &b).unwrap();
+    let d = dataset(&shard, t.path());
+    // Cut the shard in the middle of the fifth member's data.
+    let Location::Tar { offset, .. } = d.sample(4).location else { panic!("tar sample") };
+    let f = fs::OpenOptions::new().write(true).open(&shard).unwrap();
+    f.set_len(offset + 10).unwrap();
+    let mut c = config(&shard, 2, 2);
+    c.shuffle = false;
+    let mut r = Reader::new(d.clone(), &c).unwrap();
+    let got = run_epoch(&mut r, 0, 0);
+    let errs: Vec<(usize, String)> = got.iter().flat_map(|b| b.2.iter()).filter_map(|s| s.4.clone().map(|e| (s.0, e))).collect();
+    assert_eq!(errs.iter().map(|e| e.0).collect::<Vec<_>>(), [4, 5]);
+    assert!(errs[0].1.contains("sample s/k4") && errs[0].1.contains(&format!("s.tar at byte {offset}")), "{}", errs[0].1);
 }
 
 #[test]

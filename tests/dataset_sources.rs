@@ -377,3 +377,46 @@ fn a_file_that_disappears_is_named_by_key() {
     let e = d.read_bytes(1, &mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("sample a/img_0001.jpg") && e.contains("cannot open"), "{e}");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Shards written with random member names and sizes list back exactly; any truncation is
+    /// an error naming the shard (or, cut at a member boundary, a shorter listing), never a panic.
+    #[test]
+    fn tar_round_trip_and_truncation(
+        members in proptest::collection::vec(("[a-z]{1,8}(/[a-z]{1,90}){0,2}", 0usize..3000), 1..6),
+        cut in proptest::prelude::any::<proptest::sample::Index>(),
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("r.tar");
+        let mut w = TarWriter::new(Vec::new());
+        let mut want = Vec::new();
+        for (i, (name, size)) in members.iter().enumerate() {
+            let key = format!("{name}{i}");
+            let data: Vec<u8> = (0..*size).map(|b| (b * 7 + i) as u8).collect();
+            w.append(&format!("{key}.jpg"), &data).unwrap();
+            want.push((format!("r/{key}"), data));
+        }
+        let bytes = w.finish().unwrap();
+        fs::write(&p, &bytes).unwrap();
+        let d = Dataset::open(&p, &IndexOptions { save: false, ..opts(t.path()) }).unwrap();
+        proptest::prop_assert_eq!(d.len(), want.len());
+        let mut buf = Vec::new();
+        for (i, (key, data)) in want.iter().enumerate() {
+            proptest::prop_assert_eq!(&d.sample(i).key, key);
+            d.read_bytes(i, &mut buf).unwrap();
+            proptest::prop_assert_eq!(&buf, data);
+        }
+        let n = cut.index(bytes.len());
+        fs::write(&p, &bytes[..n]).unwrap();
+        match Dataset::open(&p, &IndexOptions { save: false, ..opts(t.path()) }) {
+            Ok(d) => proptest::prop_assert!(n % 512 == 0 && d.len() < want.len() || n >= bytes.len() - 1024),
+            Err(e) => {
+                let e = e.to_string();
+                proptest::prop_assert!(e.contains(&p.display().to_string()), "{}", e);
+                proptest::prop_assert!(e.contains("truncated tar") || e.contains("empty dataset"), "{}", e);
+            }
+        }
+    }
+}
