@@ -420,3 +420,53 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn ranks_opening_together_build_the_index_once() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a", "b"], &[40, 40]);
+    let results: Vec<(bool, usize)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| {
+                let d = Dataset::open(&root, &opts(t.path())).unwrap();
+                (d.index_reused(), d.len())
+            }))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.iter().all(|r| r.1 == 80));
+    // Exactly one built; the others waited for its lock and loaded its index.
+    assert_eq!(results.iter().filter(|r| !r.0).count(), 1, "{results:?}");
+    assert!(!root.join(".stoke-index.lock").exists());
+}
+
+#[test]
+fn index_locks_stale_and_released() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[3]);
+    // A lock left by a process that died long ago is taken over.
+    let lock = root.join(".stoke-index.lock");
+    fs::write(&lock, "12345\n").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert_eq!((d.len(), d.index_reused()), (3, false));
+    assert!(!lock.exists());
+    // A live lock: open waits until its holder lets go, then proceeds.
+    fs::remove_file(root.join(".stoke-index")).unwrap();
+    fs::write(&lock, "1\n").unwrap();
+    let l2 = lock.clone();
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r2 = released.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        r2.store(true, std::sync::atomic::Ordering::SeqCst);
+        fs::remove_file(l2).unwrap();
+    });
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(released.load(std::sync::atomic::Ordering::SeqCst), "open returned while the lock was held");
+    assert_eq!(d.len(), 3);
+    releaser.join().unwrap();
+}
