@@ -3,7 +3,7 @@
 //!
 //! | source | path given to [`Dataset::open`] | key of a sample |
 //! |---|---|---|
-//! | folder ([`folder`](self#folder)) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
+//! | folder (see below) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
 //! | file list | a text file of `relative/path label` lines | the path as listed |
 //! | tar shards | `train-{0000..0127}.tar`, one `.tar`, or a folder of `.tar` files | `shard/member key` |
 //!
