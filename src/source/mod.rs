@@ -173,7 +173,7 @@ impl Dataset {
         // when the index has to be rebuilt).
         let (root, fingerprint, listing, shards) = match kind {
             SourceKind::Folder => {
-                let l = folder::list(path)?;
+                let l = folder::list(path, opts.threads)?;
                 (l.root.clone(), l.fingerprint, Some(l), Vec::new())
             }
             SourceKind::List => {
