@@ -4,7 +4,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stoke::source::jpeg::{parse, HeaderError};
+
+#[path = "../../src/source/jpeg.rs"]
+#[allow(dead_code)]
+mod jpeg;
+
+use jpeg::{parse, HeaderError};
 
 fuzz_target!(|data: &[u8]| {
     match parse(data) {
