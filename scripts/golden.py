@@ -11,7 +11,8 @@ Subcommands
                             conformance/ and generated/: DIR/list.tsv + DIR/<n>.rgb (opt-in tests)
   eval-corpus CORPUS --out DIR [--size 224]
                             torchvision's eval preset with Pillow (Resize(size*256/224) bilinear
-                            antialiased, CenterCrop(size), uint8) on imagenet_like/: DIR/list.tsv +
+                            antialiased, CenterCrop(size), uint8, EXIF orientation applied) on
+                            imagenet_like/ and conformance/exif-orientation/: DIR/list.tsv +
                             DIR/<n>.rgb
 
 Only Pillow and numpy are needed (`pip install pillow numpy`).
@@ -77,7 +78,7 @@ def eval_preset(im, size):
 def cmd_eval_corpus(a):
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "list.tsv"), "w") as lst:
-        for n, rel in enumerate(corpus_files(a.corpus, ["imagenet_like"])):
+        for n, rel in enumerate(corpus_files(a.corpus, ["imagenet_like", "conformance/exif-orientation"])):
             try:
                 im = Image.open(os.path.join(a.corpus, rel))
                 if im.format != "JPEG":
