@@ -17,11 +17,8 @@
 // stoke_resized_pixel / stoke_host_augment, written with __fmul_rn/__fadd_rn so they are never
 // contracted into FMA even without -fmad=false (the build passes it anyway, for the math in
 // the header).
-#if !defined(__CUDACC_RTC__)
-#include <stddef.h>
-#include <stdint.h>
-#endif
 #include "augment_math.cuh"
+#include "convert.cuh"  // StokeNormalize (mean/std by value), shared with the convert kernel
 
 // Mirror of `SampleDesc` in src/backend/cuda/augment.rs.
 struct StokeSampleDesc {
@@ -46,12 +43,6 @@ struct StokeDecodeTarget {
     uint32_t pad;
 };
 static_assert(sizeof(StokeDecodeTarget) == 24, "StokeDecodeTarget must match DecodeTarget (24 bytes)");
-
-// Output normalisation, per channel, passed by value.
-struct StokeNorm {
-    float mean[3];
-    float std[3];
-};
 
 // ---------------------------------------------------------------------------------------
 // Filter tables
@@ -151,7 +142,7 @@ __device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ a
                                                    const StokeAugParams* __restrict__ params,
                                                    const StokeSampleDesc* __restrict__ descs, const StokeTables& t,
                                                    void* __restrict__ out, uint32_t dtype, uint32_t layout,
-                                                   const StokeNorm& norm) {
+                                                   const StokeNormalize& norm) {
     __shared__ StokeAugParams sp;
     __shared__ StokeSampleDesc sd;
     __shared__ StokeRotation sr;
@@ -215,7 +206,7 @@ __device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ a
 extern "C" __global__ void __launch_bounds__(256) stoke_augment(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
-    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
     stoke_augment_body<false>(arena, params, descs, t, out, dtype, layout, norm);
 }
@@ -224,7 +215,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment(
 extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
-    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
     stoke_augment_body<true>(arena, params, descs, t, out, dtype, layout, norm);
 }
