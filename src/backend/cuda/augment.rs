@@ -266,6 +266,84 @@ impl Augmenter {
     }
 }
 
+mod host_ffi {
+    use super::SampleDesc;
+    use crate::augment::AugParams;
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        pub fn stoke_host_gpu_augment(
+            arena: *const u8,
+            params: *const AugParams,
+            descs: *const SampleDesc,
+            n: u32,
+            counts: *mut i32,
+            offs: *mut i32,
+            weights: *mut f32,
+            out: *mut u8,
+            dtype: u32,
+            layout: u32,
+            mean: *const f32,
+            std: *const f32,
+            rotate: i32,
+        );
+        pub fn stoke_host_sample_desc_size() -> usize;
+        pub fn stoke_host_decode_target_size() -> usize;
+    }
+}
+
+/// `sizeof(StokeSampleDesc)` and `sizeof(StokeDecodeTarget)` as the C++ side sees them.
+pub fn host_struct_sizes() -> (usize, usize) {
+    // SAFETY: no arguments, constants.
+    unsafe { (host_ffi::stoke_host_sample_desc_size(), host_ffi::stoke_host_decode_target_size()) }
+}
+
+/// Run the augment kernels' own code (`kernels/augment.cu`, host-compiled) over a batch held
+/// in host memory: what the GPU computes, for CI. `out` receives `params.len()` samples.
+///
+/// # Safety
+/// Every tap the descriptors address lies inside `arena` (true for descriptors built by
+/// [`super::decode::Decoded::desc`] over regions from [`super::decode::decode_roi`], which
+/// contain every tap), and `tables` is the [`TableLayout`] the descriptors were filled from.
+#[doc(hidden)]
+pub unsafe fn augment_on_host(
+    arena: &[u8],
+    params: &[AugParams],
+    descs: &[SampleDesc],
+    tables: &TableLayout,
+    out: &mut [u8],
+    output: &crate::config::OutputSpec,
+    rotate: bool,
+) {
+    assert_eq!(params.len(), descs.len());
+    if let Some(p) = params.first() {
+        let need = params.len() * 3 * p.out_w as usize * p.out_h as usize * output.dtype.size();
+        assert!(out.len() >= need, "output holds {} bytes, the batch needs {need}", out.len());
+        assert!(params.iter().all(|q| (q.out_w, q.out_h) == (p.out_w, p.out_h)), "one output size per batch");
+    }
+    let mut counts = vec![0i32; tables.spans as usize];
+    let mut offs = vec![0i32; tables.weights as usize];
+    let mut weights = vec![0f32; tables.weights as usize];
+    // SAFETY: the arrays hold the table layout; `out` holds the batch (checked); the taps lie
+    // in `arena` (caller's contract).
+    unsafe {
+        host_ffi::stoke_host_gpu_augment(
+            arena.as_ptr(),
+            params.as_ptr(),
+            descs.as_ptr(),
+            params.len() as u32,
+            counts.as_mut_ptr(),
+            offs.as_mut_ptr(),
+            weights.as_mut_ptr(),
+            out.as_mut_ptr(),
+            output.dtype.code(),
+            output.layout.code(),
+            output.mean.as_ptr(),
+            output.std.as_ptr(),
+            rotate as i32,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +419,11 @@ mod tests {
         assert_eq!(plan.k_max, 7);
         assert!(plan.fits_sample(&p(500, 375)) && !plan.fits_sample(&p(1000, 100)));
         assert!(!TablePlan::new(1, (224, 224), 500, 224, 0, true).fits(&l));
+    }
+
+    #[test]
+    fn descriptor_structs_match_the_kernels() {
+        assert_eq!(host_struct_sizes(), (std::mem::size_of::<SampleDesc>(), 24));
     }
 
     #[test]

@@ -287,6 +287,7 @@ use super::nvjpeg::sys::{
     nvjpegBackend_t, nvjpegDecodeParams_t, nvjpegImage_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
 };
 use super::staging::driver_err;
+use crate::backend::cpu::decode::{decode_rgb_region, DecodedImage};
 use crate::error::GpuError;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
@@ -295,10 +296,6 @@ use std::sync::Arc;
 /// libjpeg-turbo's default (module doc).
 pub const NVJPEG_FLAGS: u32 = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
 const RGBI: nvjpegOutputFormat_t = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
-
-/// A CPU decoder: bytes → interleaved RGB of the stored image, `(width, height)`; the error
-/// says why. The pipeline passes `backend::cpu::decode::decode_rgb`.
-pub type CpuDecode<'a> = dyn Fn(&[u8], &mut Vec<u8>) -> Result<(u32, u32), String> + Sync + 'a;
 
 /// Sizes the decoder is built for, from the config and the index.
 #[derive(Clone, Copy, Debug)]
@@ -542,7 +539,6 @@ impl GpuDecoder {
     pub fn decode(
         &mut self,
         jobs: &[(&[u8], AugParams)],
-        cpu_decode: &CpuDecode<'_>,
         out: &mut Vec<Result<Decoded, String>>,
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
@@ -568,20 +564,22 @@ impl GpuDecoder {
         let mut cpu_list = Vec::new();
         out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
             Err(e) => Err(e.clone()),
-            Ok((route, roi, stored)) => {
-                let (route, roi) = if *route == Route::Cpu { (Route::Cpu, full(*stored)) } else { (*route, *roi) };
-                match cursor.place(roi.w, roi.h) {
-                    None => Err(arena_full(self.plan.arena.bytes)),
-                    Some(offset) => {
-                        match route {
-                            Route::Hardware => hw_list.push(i),
-                            Route::Cuda => cuda_list.push(i),
-                            Route::Cpu => cpu_list.push(i),
-                        }
-                        Ok(Decoded { offset, roi, stored: *stored, route })
-                    }
-                }
+            // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
+            Ok((Route::Cpu, roi, stored)) => {
+                cpu_list.push(i);
+                Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
             }
+            Ok((route, roi, stored)) => match cursor.place(roi.w, roi.h) {
+                None => Err(arena_full(self.plan.arena.bytes)),
+                Some(offset) => {
+                    if *route == Route::Hardware {
+                        hw_list.push(i);
+                    } else {
+                        cuda_list.push(i);
+                    }
+                    Ok(Decoded { offset, roi: *roi, stored: *stored, route: *route })
+                }
+            },
         }));
 
         // 2. Canaries into every GPU destination, before any decoder runs.
@@ -607,7 +605,7 @@ impl GpuDecoder {
         let mut cpu_out = std::mem::take(&mut self.cpu_out);
         cpu_out.clear();
         std::thread::scope(|scope| -> Result<(), GpuError> {
-            let workers = cpu_decode_workers(scope, &cpu_list, jobs, cpu_decode, cpu_threads);
+            let workers = cpu_decode_workers(scope, &cpu_list, jobs, out, max_pixels, cpu_threads);
             if !hw_list.is_empty() {
                 self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
             }
@@ -641,7 +639,7 @@ impl GpuDecoder {
         // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
         let retry: Vec<usize> = gpu_failed.iter().map(|(i, _)| *i).collect();
         let retried = std::thread::scope(|scope| {
-            cpu_decode_workers(scope, &retry, jobs, cpu_decode, cpu_threads)
+            cpu_decode_workers(scope, &retry, jobs, out, max_pixels, cpu_threads)
                 .into_iter()
                 .flat_map(|w| w.join().expect("cpu decode worker panicked"))
                 .collect::<Vec<_>>()
@@ -650,19 +648,17 @@ impl GpuDecoder {
         let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         for (i, r) in cpu_out.drain(..).chain(retried) {
-            let result = r.and_then(|(rgb, w, h)| {
-                check_decoded(&jobs[i].1, w, h, max_pixels)?;
-                let offset = match out[i] {
-                    // A CPU-routed image already has its full-size place.
-                    Ok(d) if d.route == Route::Cpu && d.stored == (w, h) => d.offset,
-                    _ => cursor.place(w, h).ok_or_else(|| arena_full(self.plan.arena.bytes))?,
-                };
-                // SAFETY: `offset .. offset + 3wh` lies inside arena `a` (placed by the
+            let result = r.and_then(|img| {
+                check_params(&jobs[i].1, (img.width, img.height))?;
+                let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
+                let offset = cursor.place(roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
+                let len = 3 * roi.w as usize * roi.h as usize;
+                // SAFETY: `offset .. offset + len` lies inside arena `a` (placed by the
                 // cursor); no GPU work reads or writes it (decodes finished, the augment of
                 // this arena's previous batch was waited on above).
-                unsafe { cudarc::driver::result::memcpy_htod_sync(arena + offset, &rgb[..]) }
+                unsafe { cudarc::driver::result::memcpy_htod_sync(arena + offset, &img.rgb[..len]) }
                     .map_err(|e| super::device::cuda_err("cuMemcpyHtoD", e).to_string())?;
-                Ok(Decoded { offset, roi: full((w, h)), stored: (w, h), route: Route::Cpu })
+                Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
             });
             out[i] = result.map_err(|e| match why_gpu.get(&i) {
                 Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
@@ -821,10 +817,6 @@ impl GpuDecoder {
     }
 }
 
-fn full(stored: (u32, u32)) -> Roi {
-    Roi { x: 0, y: 0, w: stored.0, h: stored.1 }
-}
-
 fn arena_full(bytes: u64) -> String {
     format!("the batch's decoded images do not fit the {bytes}-byte decode arena sized from the index (did files change since indexing?)")
 }
@@ -839,21 +831,17 @@ fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
     Ok(())
 }
 
-fn check_decoded(p: &AugParams, w: u32, h: u32, max_pixels: u64) -> Result<(), String> {
-    if w as u64 * h as u64 > max_pixels {
-        return Err(Reject::TooLarge { width: w, height: h, max_pixels }.to_string());
-    }
-    check_params(p, (w, h))
-}
+type CpuResult = (usize, Result<DecodedImage, String>);
 
-type CpuResult = (usize, Result<(Vec<u8>, u32, u32), String>);
-
-/// Decode `list` on up to `threads` scoped workers; each returns its results.
+/// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
+/// workers, each image only in the region `out[i]` asks for (the whole image when its header
+/// was unreadable); each worker returns its results.
 fn cpu_decode_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     list: &'env [usize],
     jobs: &'env [(&'env [u8], AugParams)],
-    cpu_decode: &'env CpuDecode<'env>,
+    out: &'env [Result<Decoded, String>],
+    max_pixels: u64,
     threads: usize,
 ) -> Vec<std::thread::ScopedJoinHandle<'scope, Vec<CpuResult>>> {
     if list.is_empty() {
@@ -868,8 +856,12 @@ fn cpu_decode_workers<'scope, 'env>(
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = list.get(k) else { break };
-                    let mut rgb = Vec::new();
-                    let r = cpu_decode(jobs[i].0, &mut rgb).map(|(w, h)| (rgb, w, h));
+                    let region = match &out[i] {
+                        Ok(d) if d.roi.w > 0 && d.roi.h > 0 => Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)),
+                        _ => None,
+                    };
+                    let mut img = DecodedImage::default();
+                    let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img).map_err(|e| e.to_string());
                     done.push((i, r));
                 }
                 done
