@@ -275,6 +275,32 @@ impl PipelineConfig {
         }
     }
 
+    /// Override fields from a JSON file holding a `PipelineConfig` or any subset of its
+    /// fields (e.g. what `stoke tune` writes: threads, prefetch, decode width). Fields in the
+    /// file win; fields not in it keep their values; `dataset` in the file is ignored (the
+    /// dataset is always the caller's). Unknown fields are an error naming them.
+    pub fn merge_json_file(&mut self, path: &std::path::Path) -> Result<()> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let bad = |m: String| Error::config(format!("{}: {m}", path.display()));
+        let file: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let serde_json::Value::Object(fields) = file else {
+            return Err(bad("expected a JSON object of pipeline config fields".into()));
+        };
+        let mut merged = serde_json::to_value(&*self).map_err(|e| bad(e.to_string()))?;
+        let obj = merged.as_object_mut().expect("a struct serializes to an object");
+        for (k, v) in fields {
+            if k == "dataset" {
+                continue;
+            }
+            if !obj.contains_key(&k) {
+                return Err(bad(format!("unknown pipeline config field {k:?}")));
+            }
+            obj.insert(k, v);
+        }
+        *self = serde_json::from_value(merged).map_err(|e| bad(format!("bad value: {e}")))?;
+        Ok(())
+    }
+
     /// Check every field; the error names the field and the value.
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
@@ -319,6 +345,25 @@ mod tests {
         AugmentSpec::eval(224).validate().unwrap();
         assert_eq!(AugmentSpec::eval(224).crop, CropMode::ResizeCenter { shorter: 256 });
         PipelineConfig::new("x").validate().unwrap();
+    }
+
+    #[test]
+    fn json_file_overrides_only_its_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tuned.json");
+        std::fs::write(&f, r#"{"reader_threads": 3, "cpu_threads": 1, "dataset": "elsewhere"}"#).unwrap();
+        let mut c = PipelineConfig::new("x");
+        c.batch_size = 64;
+        c.merge_json_file(&f).unwrap();
+        assert_eq!((c.reader_threads, c.cpu_threads, c.batch_size), (3, 1, 64));
+        assert_eq!(c.dataset, std::path::PathBuf::from("x"));
+        std::fs::write(&f, r#"{"reader_thread": 3}"#).unwrap();
+        let e = c.merge_json_file(&f).unwrap_err().to_string();
+        assert!(e.contains("unknown pipeline config field \"reader_thread\"") && e.contains("tuned.json"), "{e}");
+        std::fs::write(&f, r#"{"prefetch_batches": -1}"#).unwrap();
+        assert!(c.merge_json_file(&f).unwrap_err().to_string().contains("bad value"));
+        std::fs::write(&f, "[1]").unwrap();
+        assert!(c.merge_json_file(&f).unwrap_err().to_string().contains("JSON object"));
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub struct PipelineArgs {
     /// Do not apply EXIF orientation.
     #[arg(long)]
     pub no_exif: bool,
+    /// JSON file of pipeline config fields (e.g. from `stoke tune`); its fields override the
+    /// options above.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 impl PipelineArgs {
@@ -110,6 +114,9 @@ impl PipelineArgs {
         c.reader_threads = self.reader_threads;
         c.prefetch_batches = self.prefetch;
         c.device = self.device;
+        if let Some(f) = &self.config {
+            c.merge_json_file(f)?;
+        }
         c.validate()?;
         Ok(c)
     }

@@ -1,0 +1,147 @@
+"""Shared by the peer benchmarks: the dataset listing, the timing harness and the result line.
+
+Every peer measures the same thing as `stoke bench`:
+  - the same train pipeline: RandomResizedCrop(224, scale=(0.08, 1), ratio=(3/4, 4/3)),
+    horizontal flip p=0.5, ImageNet normalize, float16 NCHW on the GPU (float32 on the CPU
+    peer), batch 256;
+  - the same dataset (an ImageFolder, e.g. written by `stoke gen`);
+  - the same clock: the first `warmup` batches are not timed; the window runs from the hand-over
+    of batch `warmup` to the hand-over of the last batch, and images are the batches delivered
+    inside it. A batch counts as handed over once it is ready on the device (the CUDA peers
+    synchronize before reading the clock).
+
+Each peer prints its result as one JSON object on the last line of stdout, with at least
+`peer`, `images`, `seconds`, `images_per_sec`, `config`.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import struct
+import sys
+import time
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+JPEG_EXT = (".jpg", ".jpeg")
+
+
+def list_samples(root):
+    """(path, label) pairs of an ImageFolder: one subfolder per class, classes sorted by name,
+    .jpg/.jpeg in any case; the same convention as stoke's folder source."""
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    if not classes:
+        raise SystemExit(f"{root}: no class folders (expected an ImageFolder, e.g. from `stoke gen`)")
+    samples = []
+    for label, c in enumerate(classes):
+        d = os.path.join(root, c)
+        for dirpath, _, files in sorted(os.walk(d)):
+            for f in sorted(files):
+                if f.lower().endswith(JPEG_EXT):
+                    samples.append((os.path.join(dirpath, f), label))
+    if not samples:
+        raise SystemExit(f"{root}: no .jpg/.jpeg files")
+    return samples
+
+
+def jpeg_components(path):
+    """Number of colour components from the file's SOF header (1 gray, 3 YCbCr, 4 CMYK/YCCK),
+    or 0 when no SOF is found. Reads only the header. Used by the GPU peers to send what
+    nvJPEG's GPU path cannot take (4-component images) to the CPU, as stoke's index does."""
+    with open(path, "rb") as f:
+        data = f.read(1 << 16)
+    p = 2
+    while p + 4 <= len(data):
+        if data[p] != 0xFF:
+            return 0
+        m = data[p + 1]
+        (length,) = struct.unpack(">H", data[p + 2 : p + 4])
+        if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):
+            return data[p + 9] if p + 9 < len(data) else 0
+        if m == 0xDA:
+            return 0
+        p += 2 + length
+    return 0
+
+
+def base_parser(description):
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("dataset", help="ImageFolder root (e.g. written by `stoke gen`)")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--warmup-batches", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=None, help="stop after this many measured batches")
+    ap.add_argument("--seed", type=int, default=0)
+    return ap
+
+
+def epoch_order(n, seed, epoch):
+    """A permutation of range(n) from (seed, epoch): every sample once per epoch."""
+    order = list(range(n))
+    random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
+class Timer:
+    """The clock shared by all peers (see the module docstring)."""
+
+    def __init__(self, warmup, max_batches=None):
+        self.warmup = warmup
+        self.max_batches = max_batches
+        self.step = 0
+        self.t0 = None
+        self.t_last = None
+        self.images = 0
+        self.waits = []
+        self.asked = None
+
+    def before(self):
+        """Call right before asking for the next batch."""
+        self.asked = time.perf_counter()
+
+    def after(self, n_images):
+        """Call once the batch is ready (on the device). Returns False when done."""
+        now = time.perf_counter()
+        self.step += 1
+        if self.step <= self.warmup:
+            if self.step == self.warmup:
+                self.t0 = now
+            return True
+        if self.t0 is None:  # no warm-up: the window starts at the first request
+            self.t0 = self.asked
+        self.images += n_images
+        self.waits.append(now - self.asked)
+        self.t_last = now
+        return self.max_batches is None or self.step - self.warmup < self.max_batches
+
+    def result(self, peer, config):
+        if self.t_last is None or self.images == 0:
+            raise SystemExit(
+                f"{peer}: nothing measured ({self.step} batches, {self.warmup} warm-up): "
+                "use more epochs or fewer warm-up batches"
+            )
+        secs = self.t_last - self.t0
+        waits = sorted(self.waits)
+
+        def pick(q):  # nearest rank, as `stoke bench`
+            return waits[min(len(waits), max(1, math.ceil(q * len(waits)))) - 1]
+
+        return {
+            "peer": peer,
+            "images": self.images,
+            "seconds": secs,
+            "images_per_sec": self.images / secs if secs > 0 else 0.0,
+            "batches": len(self.waits),
+            "wait_ms_p50": pick(0.5) * 1e3,
+            "wait_ms_p99": pick(0.99) * 1e3,
+            "config": config,
+        }
+
+
+def emit(result):
+    """Print the one result line (last line of stdout)."""
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()

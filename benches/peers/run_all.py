@@ -1,0 +1,201 @@
+"""Run stoke and every peer on the same dataset in one call, print one table with stoke's ratio
+to each, and append the rows to BENCHMARKS.md.
+
+On a machine with a CUDA GPU and torch: `stoke bench --backend cuda --dtype f16` against
+  1. torch_dataloader.py (DataLoader + Pillow + torchvision, workers swept),
+  2. torchvision_gpu.py (decode_jpeg on cuda, batched, + transforms.v2 on GPU tensors),
+  3. nvimgcodec_gpu.py (where the nvImageCodec wheel is installed).
+Without a GPU: `stoke bench --backend cpu --dtype f32` against pillow_cpu.py (Pillow + numpy in
+worker processes; written with the CPU backend).
+
+Usage:
+  python3 benches/peers/run_all.py [--dataset DIR | --count N] [--stoke PATH] [--epochs E]
+      [--peers torch,torchvision,nvimgcodec,pillow] [--benchmarks BENCHMARKS.md] [--json-out FILE]
+Without --dataset it writes the ImageNet-like set with `stoke gen` (seed 0) into
+--gen-dir (default: $XDG_CACHE_HOME/stoke/peers-n{count}) once and reuses it.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+GPU_PEERS = {
+    "torch": "torch_dataloader.py",
+    "torchvision": "torchvision_gpu.py",
+    "nvimgcodec": "nvimgcodec_gpu.py",
+}
+CPU_PEERS = {"pillow": "pillow_cpu.py"}
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def gpu_info():
+    """(name, driver) of GPU 0 from nvidia-smi, or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = sh(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", "-i", "0"])
+    if not out or "," not in out:
+        return None
+    name, driver = [s.strip() for s in out.split(",", 1)]
+    return name, driver
+
+
+def cpu_info():
+    model = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def has_torch_cuda():
+    code = "import torch, torchvision; print(torch.cuda.is_available())"
+    return sh([sys.executable, "-c", code]) == "True"
+
+
+def run_json(cmd, timeout):
+    """Run `cmd`, pass stderr through, return the JSON object on the last stdout line."""
+    print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    if p.returncode != 0 or not lines:
+        return {"error": f"exit status {p.returncode}", "stdout_tail": lines[-3:]}
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return {"error": "last stdout line is not JSON", "stdout_tail": lines[-3:]}
+
+
+def ensure_dataset(args):
+    if args.dataset:
+        return args.dataset
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    d = args.gen_dir or os.path.join(cache, "stoke", f"peers-n{args.count}")
+    if not os.path.isfile(os.path.join(d, ".complete")):
+        subprocess.run([args.stoke, "gen", d, "--count", str(args.count)], check=True)
+        open(os.path.join(d, ".complete"), "w").close()
+    return d
+
+
+def commit_id(args):
+    if args.commit:
+        return args.commit
+    return sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]) or os.environ.get("STOKE_COMMIT", "unknown")
+
+
+def append_rows(path, rows):
+    header = (
+        "| date (UTC) | device | driver | commit | loader | command | images/s | stoke ÷ loader |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    )
+    title = "## Peers, side by side (benches/peers/run_all.py)"
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    if title not in text:
+        text = text.rstrip("\n") + f"\n\n{title}\n\n{header}"
+    text = text.rstrip("\n") + "\n" + "".join(rows)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset")
+    ap.add_argument("--count", type=int, default=1280, help="images to generate when no --dataset")
+    ap.add_argument("--gen-dir")
+    ap.add_argument("--stoke", default=os.environ.get("STOKE_BIN") or os.path.join(ROOT, "target", "release", "stoke"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--warmup-batches", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--workers", default="1,2,4,8,12,16", help="DataLoader worker sweep")
+    ap.add_argument("--peers", help="comma-separated subset of: " + ",".join([*GPU_PEERS, *CPU_PEERS]))
+    ap.add_argument("--cpu", action="store_true", help="compare on the CPU even when a GPU is there")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per peer")
+    ap.add_argument("--benchmarks", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--json-out")
+    ap.add_argument("--commit")
+    args = ap.parse_args()
+    if not (os.path.isfile(args.stoke) or shutil.which(args.stoke)):
+        raise SystemExit(f"stoke binary not found at {args.stoke}: build with `cargo build --release` or pass --stoke")
+
+    gpu = None if args.cpu else gpu_info()
+    on_gpu = gpu is not None and has_torch_cuda()
+    dataset = ensure_dataset(args)
+    device = f"{gpu[0]} + {cpu_info()}" if on_gpu else cpu_info()
+    driver = gpu[1] if on_gpu else "-"
+    peers = GPU_PEERS if on_gpu else CPU_PEERS
+    if args.peers:
+        wanted = args.peers.split(",")
+        peers = {k: v for k, v in {**GPU_PEERS, **CPU_PEERS}.items() if k in wanted}
+
+    common = ["--epochs", str(args.epochs), "--warmup-batches", str(args.warmup_batches),
+              "--batch-size", str(args.batch_size)]
+    backend = ["--backend", "cuda", "--dtype", "f16"] if on_gpu else ["--backend", "cpu", "--dtype", "f32"]
+    stoke_cmd = [args.stoke, "bench", dataset, "--preset", "train", "--size", "224", "--layout", "nchw",
+                 *backend, *common, "--json"]
+    results = {"stoke": (stoke_cmd, run_json(stoke_cmd, args.timeout))}
+    for name, script in peers.items():
+        path = os.path.join(HERE, script)
+        if not os.path.exists(path):
+            results[name] = ([path], {"skipped": f"{script} not found"})
+            continue
+        cmd = [sys.executable, path, dataset, *common]
+        if name == "torch":
+            cmd += ["--workers", args.workers]
+        results[name] = (cmd, run_json(cmd, args.timeout))
+
+    stoke_ips = results["stoke"][1].get("images_per_sec")
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    commit = commit_id(args)
+    rows = []
+    print(f"\n{device} | driver {driver} | commit {commit} | dataset {dataset}")
+    print(f"{'loader':<14} {'images/s':>10} {'stoke ÷':>9}  notes")
+    for name, (cmd, r) in results.items():
+        ips = r.get("images_per_sec")
+        ratio = (stoke_ips / ips) if (stoke_ips and ips) else None
+        note = r.get("error") or r.get("skipped") or ""
+        if name == "torch" and "sweep" in r:
+            note = "workers " + ", ".join(f"{s['workers']}: {s['images_per_sec']:.0f}" for s in r["sweep"])
+        label = f"stoke ({r.get('backend', backend[1])})" if name == "stoke" else r.get("peer", name)
+        print(f"{label:<14} {ips if ips is not None else float('nan'):>10.1f} "
+              f"{(f'{ratio:.2f}x' if ratio else '-'):>9}  {note}")
+        if ips is None:
+            continue
+        shown = " ".join(shlex.quote(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c) for c in cmd)
+        shown = shown.replace(dataset, "DATASET")
+        ratio_s = "1.00 (reference)" if name == "stoke" else (f"{ratio:.2f}" if ratio else "-")
+        rows.append(f"| {date} | {device} | {driver} | {commit} | {label} | `{shown}` | {ips:.1f} | {ratio_s} |\n")
+    if rows:
+        append_rows(args.benchmarks, rows)
+        print(f"\nappended {len(rows)} rows to {args.benchmarks}")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"device": device, "driver": driver, "commit": commit, "date": date, "dataset": dataset,
+                       "results": {k: {"command": c, "result": r} for k, (c, r) in results.items()}}, f, indent=1)
+    if "images_per_sec" not in results["stoke"][1]:
+        raise SystemExit(f"stoke bench failed: {results['stoke'][1]}")
+
+
+if __name__ == "__main__":
+    main()
