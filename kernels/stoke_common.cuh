@@ -16,6 +16,12 @@ typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
+#ifndef offsetof
+#define offsetof(t, m) __builtin_offsetof(t, m)
+#endif
+#elif defined(__CUDACC__)
+#include <stddef.h>
+#include <stdint.h>
 #endif
 
 // Output element types and layouts (DType::code / Layout::code in src/config.rs).

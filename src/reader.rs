@@ -1,1 +1,341 @@
-//! Persistent reader threads: compressed bytes into reusable buffers.
+//! Persistent reader threads: compressed bytes of whole batches into reusable buffers.
+//!
+//! `reader_threads` threads start with the [`Reader`] and live until it is dropped (they are
+//! not restarted per epoch). Work is handed out one batch per job; a batch's samples are read
+//! in order into one contiguous buffer ([`ReadBatch::data`]), so the backend (and later the
+//! GPU staging copy) sees one slice per batch. At most `max(prefetch_batches, reader_threads)`
+//! batches are in flight (issued but not yet returned by [`Reader::next_batch`]) so that every
+//! thread has work while memory stays bounded. Results are delivered strictly in step order
+//! whatever the thread count, so the output does not depend on it.
+//!
+//! Every sample's [`AugParams`] are drawn here from `(seed, epoch, position)` and the index's
+//! header facts (`1×1`, orientation 1 when the header is unreadable): backends never draw.
+//!
+//! A sample that cannot be read (a file deleted mid-epoch, an I/O error) is reported by key and
+//! location: under [`OnError::Skip`] as [`ReadSample::error`] with empty bytes (the backend
+//! substitutes), under [`OnError::Fail`] as an `Err` for its batch. A thread that panics
+//! reports an error for its batch instead of leaving the consumer waiting.
+//!
+//! With `cache_bytes > 0`, compressed bytes are kept in RAM up to that budget as they are read
+//! (so the first epoch fills the cache and later epochs read from it).
+
+use crate::augment::params::{draw, AugParams};
+use crate::config::{AugmentSpec, OnError};
+use crate::error::{Error, Result};
+use crate::sampler::{Sampler, SamplerConfig};
+use crate::source::Dataset;
+use crate::PipelineConfig;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+
+/// One sample of a [`ReadBatch`].
+#[derive(Debug)]
+pub struct ReadSample {
+    /// Dataset index.
+    pub index: usize,
+    /// Position in the epoch's global order (see [`crate::sampler`]).
+    pub position: u64,
+    /// Where its compressed bytes are in [`ReadBatch::data`] (empty on error).
+    pub bytes: Range<usize>,
+    /// Augment parameters drawn for it.
+    pub params: AugParams,
+    /// Why it could not be read (policy `skip` only); the bytes are then empty.
+    pub error: Option<Error>,
+}
+
+/// The compressed bytes of one batch, in the rank's delivery order.
+#[derive(Debug, Default)]
+pub struct ReadBatch {
+    /// Epoch.
+    pub epoch: u64,
+    /// Step within the epoch (batch number for this rank).
+    pub step: u64,
+    /// All samples' bytes, back to back.
+    pub data: Vec<u8>,
+    /// The samples, in order.
+    pub samples: Vec<ReadSample>,
+}
+
+struct Shared {
+    dataset: Arc<Dataset>,
+    sampler: Sampler,
+    spec: AugmentSpec,
+    seed: u64,
+    batch_size: usize,
+    on_error: OnError,
+    /// Bumped by `start_epoch` and on drop: jobs of an older generation stop early.
+    generation: AtomicU64,
+    cache: Vec<OnceLock<Box<[u8]>>>,
+    cache_budget: u64,
+    cache_used: AtomicU64,
+}
+
+struct Job {
+    generation: u64,
+    epoch: u64,
+    step: u64,
+    batch: ReadBatch,
+}
+
+struct Done {
+    generation: u64,
+    step: u64,
+    result: Result<ReadBatch>,
+}
+
+/// Reads batches of compressed bytes with persistent threads; see the module docs.
+pub struct Reader {
+    shared: Arc<Shared>,
+    jobs: Option<Sender<Job>>,
+    results: Receiver<Done>,
+    threads: Vec<JoinHandle<()>>,
+    free: Vec<ReadBatch>,
+    window: u64,
+    epoch: u64,
+    generation: u64,
+    steps: u64,
+    next_issue: u64,
+    next_deliver: u64,
+    pending: BTreeMap<u64, Result<ReadBatch>>,
+    active: bool,
+}
+
+impl Shared {
+    fn read_job(&self, job: &mut Job) -> Result<bool> {
+        let b = &mut job.batch;
+        b.epoch = job.epoch;
+        b.step = job.step;
+        b.data.clear();
+        b.samples.clear();
+        let order = self.sampler.epoch(job.epoch);
+        let first = job.step * self.batch_size as u64;
+        let last = (first + self.batch_size as u64).min(self.sampler.len());
+        for i in first..last {
+            if self.generation.load(Ordering::Relaxed) != job.generation {
+                return Ok(false);
+            }
+            let position = self.sampler.position(i);
+            let index = order.index(position);
+            let meta = self.dataset.sample(index);
+            let (w, h, o) = match meta.info {
+                Some(info) => (info.width as i32, info.height as i32, info.orientation as u32),
+                None => (1, 1, 1),
+            };
+            let params = draw(&self.spec, self.seed, job.epoch, position, w, h, o);
+            let read = match self.cache.get(index).and_then(OnceLock::get) {
+                Some(bytes) => {
+                    let start = b.data.len();
+                    b.data.extend_from_slice(bytes);
+                    Ok(start..b.data.len())
+                }
+                None => self.dataset.read_append(index, &mut b.data),
+            };
+            match read {
+                Ok(range) => {
+                    self.maybe_cache(index, &b.data[range.clone()]);
+                    b.samples.push(ReadSample { index, position, bytes: range, params, error: None });
+                }
+                Err(e) => match self.on_error {
+                    OnError::Fail => return Err(e),
+                    OnError::Skip => {
+                        let at = b.data.len();
+                        b.samples.push(ReadSample { index, position, bytes: at..at, params, error: Some(e) });
+                    }
+                },
+            }
+        }
+        Ok(true)
+    }
+
+    fn maybe_cache(&self, index: usize, bytes: &[u8]) {
+        let Some(slot) = self.cache.get(index) else { return };
+        if slot.get().is_some() {
+            return;
+        }
+        let n = bytes.len() as u64;
+        let used = self.cache_used.fetch_add(n, Ordering::Relaxed);
+        if used + n > self.cache_budget || slot.set(bytes.into()).is_err() {
+            self.cache_used.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+}
+
+fn worker(shared: Arc<Shared>, jobs: Receiver<Job>, results: Sender<Done>) {
+    while let Ok(mut job) = jobs.recv() {
+        let (generation, epoch, step) = (job.generation, job.epoch, job.step);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shared.read_job(&mut job)));
+        let result = match outcome {
+            Ok(Ok(true)) => Ok(job.batch),
+            Ok(Ok(false)) => continue, // superseded by a newer epoch; the buffer is dropped
+            Ok(Err(e)) => Err(e),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(Error::dataset(shared.dataset.path(), format!("reader thread panicked on epoch {epoch} step {step}: {msg}")))
+            }
+        };
+        if results.send(Done { generation, step, result }).is_err() {
+            return;
+        }
+    }
+}
+
+impl Reader {
+    /// Start the reader threads for `dataset` with `config`'s sampler settings (uniform
+    /// permutation), batch size, threads, prefetch, cache and bad-sample policy.
+    pub fn new(dataset: Arc<Dataset>, config: &PipelineConfig) -> Result<Reader> {
+        let sampler = Sampler::new(dataset.len(), &SamplerConfig::from_pipeline(config))?;
+        Self::with_sampler(dataset, config, sampler)
+    }
+
+    /// As [`Reader::new`] with a sampler built by the caller (weighted sampling, say).
+    pub fn with_sampler(dataset: Arc<Dataset>, config: &PipelineConfig, sampler: Sampler) -> Result<Reader> {
+        config.validate()?;
+        if sampler.dataset_len() != dataset.len() as u64 {
+            return Err(Error::config(format!(
+                "the sampler was built for {} samples but the dataset has {}",
+                sampler.dataset_len(),
+                dataset.len()
+            )));
+        }
+        let cache = if config.cache_bytes > 0 { (0..dataset.len()).map(|_| OnceLock::new()).collect() } else { Vec::new() };
+        let shared = Arc::new(Shared {
+            dataset,
+            sampler,
+            spec: config.augment.clone(),
+            seed: config.seed,
+            batch_size: config.batch_size,
+            on_error: config.on_error,
+            generation: AtomicU64::new(0),
+            cache,
+            cache_budget: config.cache_bytes,
+            cache_used: AtomicU64::new(0),
+        });
+        let (job_tx, job_rx) = unbounded::<Job>();
+        let (res_tx, res_rx) = unbounded::<Done>();
+        let mut threads = Vec::with_capacity(config.reader_threads);
+        for t in 0..config.reader_threads {
+            let (s, j, r) = (shared.clone(), job_rx.clone(), res_tx.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("stoke-reader-{t}"))
+                .spawn(move || worker(s, j, r))
+                .map_err(|e| Error::config(format!("cannot start reader thread {t}: {e}")))?;
+            threads.push(h);
+        }
+        Ok(Reader {
+            shared,
+            jobs: Some(job_tx),
+            results: res_rx,
+            threads,
+            free: Vec::new(),
+            window: config.prefetch_batches.max(config.reader_threads) as u64,
+            epoch: 0,
+            generation: 0,
+            steps: 0,
+            next_issue: 0,
+            next_deliver: 0,
+            pending: BTreeMap::new(),
+            active: false,
+        })
+    }
+
+    /// The sampler (epoch length, positions).
+    pub fn sampler(&self) -> &Sampler {
+        &self.shared.sampler
+    }
+
+    /// Batches per epoch for this rank (the last may be partial).
+    pub fn steps(&self) -> u64 {
+        self.shared.sampler.steps(self.shared.batch_size)
+    }
+
+    /// Bytes held by the RAM cache.
+    pub fn cache_used(&self) -> u64 {
+        self.shared.cache_used.load(Ordering::Relaxed)
+    }
+
+    /// Begin `epoch` at batch `start_step` (resume without replaying). Abandons whatever was
+    /// in flight for the previous epoch.
+    pub fn start_epoch(&mut self, epoch: u64, start_step: u64) {
+        self.generation += 1;
+        self.shared.generation.store(self.generation, Ordering::Relaxed);
+        for (_, r) in std::mem::take(&mut self.pending) {
+            if let Ok(b) = r {
+                self.free.push(b);
+            }
+        }
+        self.epoch = epoch;
+        self.steps = self.steps();
+        self.next_issue = start_step.min(self.steps);
+        self.next_deliver = self.next_issue;
+        self.active = true;
+        self.top_up();
+    }
+
+    fn top_up(&mut self) {
+        let Some(jobs) = &self.jobs else { return };
+        while self.next_issue < self.steps && self.next_issue - self.next_deliver < self.window {
+            let batch = self.free.pop().unwrap_or_default();
+            let job = Job { generation: self.generation, epoch: self.epoch, step: self.next_issue, batch };
+            if jobs.send(job).is_err() {
+                return;
+            }
+            self.next_issue += 1;
+        }
+    }
+
+    /// The next batch of the epoch, in order; `None` at the end of the epoch (or before
+    /// [`Reader::start_epoch`]).
+    pub fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        if !self.active || self.next_deliver >= self.steps {
+            self.active = false;
+            return None;
+        }
+        loop {
+            if let Some(r) = self.pending.remove(&self.next_deliver) {
+                self.next_deliver += 1;
+                self.top_up();
+                return Some(r);
+            }
+            match self.results.recv() {
+                Ok(d) if d.generation == self.generation => {
+                    self.pending.insert(d.step, d.result);
+                }
+                Ok(d) => {
+                    if let Ok(b) = d.result {
+                        self.free.push(b);
+                    }
+                }
+                Err(_) => {
+                    self.active = false;
+                    return Some(Err(Error::dataset(self.shared.dataset.path(), "all reader threads have stopped")));
+                }
+            }
+        }
+    }
+
+    /// Give a batch's buffers back for reuse.
+    pub fn recycle(&mut self, batch: ReadBatch) {
+        if self.free.len() < self.window as usize + 2 {
+            self.free.push(batch);
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // Stop in-flight jobs early, close the job queue, and wait for every thread.
+        self.shared.generation.store(u64::MAX, Ordering::Relaxed);
+        self.jobs = None;
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

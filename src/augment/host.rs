@@ -2,12 +2,269 @@
 //! `build.rs`), so the CPU backend and CI run the exact source the GPU runs.
 
 mod ffi {
+    use crate::augment::AugParams;
     extern "C" {
         pub fn stoke_host_f32_to_f16(f: f32) -> u16;
         pub fn stoke_host_f32_to_bf16(f: f32) -> u16;
         pub fn stoke_host_normalize(x255: f32, mean: f32, std: f32) -> f32;
         pub fn stoke_host_params_size() -> usize;
+        pub fn stoke_host_augment_scratch(p: *const AugParams) -> usize;
+        #[allow(clippy::too_many_arguments)]
+        pub fn stoke_host_augment(
+            src: *const u8,
+            stored_w: i32,
+            stored_h: i32,
+            region_x: i32,
+            region_y: i32,
+            region_w: i32,
+            region_h: i32,
+            row_stride: i64,
+            p: *const AugParams,
+            mean: *const f32,
+            std: *const f32,
+            dtype: u32,
+            layout: u32,
+            out: *mut u8,
+            n: u64,
+            scratch: *mut u8,
+            scratch_bytes: usize,
+        ) -> i32;
+        pub fn stoke_host_orient_to_stored(o: u32, x: i32, y: i32, w: i32, h: i32, sx: *mut i32, sy: *mut i32);
+        pub fn stoke_host_axis(
+            in_size: i32,
+            out_size: i32,
+            i: i32,
+            filter: u32,
+            aa: u32,
+            taps: *mut i32,
+            weights: *mut f32,
+            cap: i32,
+        ) -> i32;
+        pub fn stoke_host_window_flip(p: *const AugParams, x: i32, y: i32, rx: *mut i32, ry: *mut i32);
+        pub fn stoke_host_resized_pixel(src: *const u8, row_stride: i64, p: *const AugParams, rx: i32, ry: i32, out3: *mut f32);
+        pub fn stoke_host_sincos_deg(deg: f32, s: *mut f64, c: *mut f64);
+        pub fn stoke_host_rotate_src(p: *const AugParams, x: i32, y: i32, fx: *mut f32, fy: *mut f32) -> u32;
+        pub fn stoke_host_params_check(p: *const AugParams, stored_w: i32, stored_h: i32) -> i32;
+        pub fn stoke_host_out_index(layout: u32, n: u64, c: i32, y: i32, x: i32, h: i32, w: i32) -> u64;
     }
+}
+
+use super::AugParams;
+use crate::config::OutputSpec;
+
+/// Why a parameter set cannot be applied to an image (`stoke_params_check`).
+pub fn params_problem(code: i32, p: &AugParams, stored_w: i32, stored_h: i32) -> String {
+    match code {
+        1 => format!("exif orientation must be 1..=8, got {}", p.orientation),
+        2 => format!(
+            "params are for a {}x{} oriented image but the decoded image is {stored_w}x{stored_h} stored with orientation {}",
+            p.src_w, p.src_h, p.orientation
+        ),
+        3 => format!(
+            "crop box {}x{} at ({}, {}) is not inside the {}x{} image",
+            p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h
+        ),
+        4 => format!("resize size must be positive, got {}x{}", p.resize_w, p.resize_h),
+        5 => format!(
+            "output window {}x{} at ({}, {}) is not inside the {}x{} resized crop",
+            p.out_w, p.out_h, p.win_x, p.win_y, p.resize_w, p.resize_h
+        ),
+        6 => format!("unknown filter {} or rotation interpolation {}", p.filter, p.rot_interp),
+        7 => format!("rotation angle must be finite, got {}", p.angle_deg),
+        c => format!("augment math returned code {c}"),
+    }
+}
+
+/// `stoke_params_check`: 0 when `p` fits a stored `stored_w × stored_h` image.
+pub fn params_check(p: &AugParams, stored_w: i32, stored_h: i32) -> i32 {
+    // SAFETY: `p` is a valid reference to a #[repr(C)] struct the C side mirrors (size
+    // asserted on both sides); the function only reads it.
+    unsafe { ffi::stoke_host_params_check(p, stored_w, stored_h) }
+}
+
+/// Reusable scratch memory for [`augment`] (8-byte aligned; grows to the largest need and
+/// then stays, so steady state allocates nothing).
+#[derive(Default, Debug)]
+pub struct Scratch(Vec<u64>);
+
+/// One decoded image (interleaved RGB as stored, before EXIF orientation), or the region of
+/// it that holds the crop box.
+#[derive(Clone, Copy, Debug)]
+pub struct SrcImage<'a> {
+    /// Pixels of the region, `row_stride` bytes per row.
+    pub rgb: &'a [u8],
+    /// Stored width of the whole image.
+    pub width: i32,
+    /// Stored height of the whole image.
+    pub height: i32,
+    /// The region `rgb` holds: `(x, y, w, h)` in stored pixels.
+    pub region: (i32, i32, i32, i32),
+    /// Bytes per row of the region (>= 3·region width).
+    pub row_stride: usize,
+}
+
+impl<'a> SrcImage<'a> {
+    /// A whole image, rows packed.
+    pub fn full(rgb: &'a [u8], width: i32, height: i32) -> Self {
+        Self { rgb, width, height, region: (0, 0, width, height), row_stride: width.max(0) as usize * 3 }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let (x, y, w, h) = self.region;
+        if w <= 0 || h <= 0 || x < 0 || y < 0 || x > self.width - w || y > self.height - h {
+            return Err(format!("region {w}x{h} at ({x}, {y}) is not inside the {}x{} image", self.width, self.height));
+        }
+        let need = (h as usize - 1) * self.row_stride + w as usize * 3;
+        if self.row_stride < w as usize * 3 || self.rgb.len() < need {
+            return Err(format!(
+                "decoded buffer holds {} bytes, a {w}x{h} region with row stride {} needs {need}",
+                self.rgb.len(),
+                self.row_stride
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Augment `src` with `p` into sample `n` of the batch tensor `out` (the bytes of an
+/// `N × 3 × out_h × out_w` tensor of `spec.dtype` in `spec.layout`), through the shared
+/// kernel math (`stoke_host_augment`). Errors say what does not fit.
+pub fn augment(
+    src: SrcImage<'_>,
+    p: &AugParams,
+    spec: &OutputSpec,
+    out: &mut [u8],
+    n: usize,
+    scratch: &mut Scratch,
+) -> Result<(), String> {
+    let code = params_check(p, src.width, src.height);
+    if code != 0 {
+        return Err(params_problem(code, p, src.width, src.height));
+    }
+    src.check()?;
+    let sample_bytes = 3 * p.out_w as usize * p.out_h as usize * spec.dtype.size();
+    if out.len() < (n + 1) * sample_bytes {
+        return Err(format!("output holds {} bytes, sample {n} needs {}", out.len(), (n + 1) * sample_bytes));
+    }
+    // SAFETY: `p` was checked consistent just above; the C side only reads it.
+    let need = unsafe { ffi::stoke_host_augment_scratch(p) };
+    let words = need.div_ceil(8);
+    if scratch.0.len() < words {
+        scratch.0.resize(words, 0);
+    }
+    // SAFETY: `src.rgb` covers the whole region (checked above); the math only reads pixels of
+    // the crop box, which `params_check` placed inside the image and the C side checks to be
+    // inside the region (else it returns −2 without reading); `out` holds sample `n` in full
+    // (checked above) and only that sample is written; scratch holds `need` bytes, 8-byte
+    // aligned; mean/std point at three f32 each.
+    let rc = unsafe {
+        ffi::stoke_host_augment(
+            src.rgb.as_ptr(),
+            src.width,
+            src.height,
+            src.region.0,
+            src.region.1,
+            src.region.2,
+            src.region.3,
+            src.row_stride as i64,
+            p,
+            spec.mean.as_ptr(),
+            spec.std.as_ptr(),
+            spec.dtype.code(),
+            spec.layout.code(),
+            out.as_mut_ptr(),
+            n as u64,
+            scratch.0.as_mut_ptr() as *mut u8,
+            scratch.0.len() * 8,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        -2 => Err(format!(
+            "the decoded region {:?} does not hold the crop box {}x{} at ({}, {}) (orientation {})",
+            src.region, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.orientation
+        )),
+        c => Err(params_problem(c, p, src.width, src.height)),
+    }
+}
+
+/// Oriented pixel `(x, y)` of an oriented `w × h` image → stored pixel, for EXIF tag `o`.
+pub fn orient_to_stored(o: u32, x: i32, y: i32, w: i32, h: i32) -> (i32, i32) {
+    let (mut sx, mut sy) = (0, 0);
+    // SAFETY: pure function writing two i32 through valid references.
+    unsafe { ffi::stoke_host_orient_to_stored(o, x, y, w, h, &mut sx, &mut sy) };
+    (sx, sy)
+}
+
+/// Resize taps of output index `i` (`in_size` → `out_size`): source indices and weights.
+pub fn axis_taps(in_size: i32, out_size: i32, i: i32, filter: u32, antialias: bool) -> (Vec<i32>, Vec<f32>) {
+    let mut cap = 16;
+    loop {
+        let mut taps = vec![0i32; cap];
+        let mut w = vec![0f32; cap];
+        // SAFETY: both buffers hold `cap` elements and the C side writes at most `cap`.
+        let n = unsafe {
+            ffi::stoke_host_axis(in_size, out_size, i, filter, antialias as u32, taps.as_mut_ptr(), w.as_mut_ptr(), cap as i32)
+        } as usize;
+        if n <= cap {
+            taps.truncate(n);
+            w.truncate(n);
+            return (taps, w);
+        }
+        cap = n;
+    }
+}
+
+/// Window + flip: pre-rotation output pixel → resized-crop pixel.
+pub fn window_flip(p: &AugParams, x: i32, y: i32) -> (i32, i32) {
+    let (mut rx, mut ry) = (0, 0);
+    // SAFETY: reads `p`, writes two i32 through valid references.
+    unsafe { ffi::stoke_host_window_flip(p, x, y, &mut rx, &mut ry) };
+    (rx, ry)
+}
+
+/// One resized-crop pixel computed per pixel (the GPU kernel's form of the resize).
+/// `src` must hold the whole stored image described by `p` (checked).
+pub fn resized_pixel(src: SrcImage<'_>, p: &AugParams, rx: i32, ry: i32) -> Result<[f32; 3], String> {
+    let code = params_check(p, src.width, src.height);
+    if code != 0 {
+        return Err(params_problem(code, p, src.width, src.height));
+    }
+    if rx < 0 || ry < 0 || rx >= p.resize_w || ry >= p.resize_h {
+        return Err(format!("pixel ({rx}, {ry}) is outside the {}x{} resized crop", p.resize_w, p.resize_h));
+    }
+    if src.region != (0, 0, src.width, src.height) {
+        return Err("the per-pixel form reads whole images only".into());
+    }
+    src.check()?;
+let mut out = [0f32; 3];
+    // SAFETY: params checked, pixel inside the resized crop so every tap is inside the crop
+    // box and so inside the buffer (checked); writes three f32.
+    unsafe { ffi::stoke_host_resized_pixel(src.rgb.as_ptr(), src.row_stride as i64, p, rx, ry, out.as_mut_ptr()) };
+    Ok(out)
+}
+
+/// `sin`, `cos` of an angle in degrees as the kernels compute them.
+pub fn sincos_deg(deg: f32) -> (f64, f64) {
+    let (mut s, mut c) = (0f64, 0f64);
+    // SAFETY: pure function writing two f64 through valid references.
+    unsafe { ffi::stoke_host_sincos_deg(deg, &mut s, &mut c) };
+    (s, c)
+}
+
+/// Rotation of output pixel `(x, y)`: `(kind, fx, fy)` with kind 0 none, 1 exact quarter
+/// turn (integer source), 2 affine (continuous source).
+pub fn rotate_src(p: &AugParams, x: i32, y: i32) -> (u32, f32, f32) {
+    let (mut fx, mut fy) = (0f32, 0f32);
+    // SAFETY: reads `p`, writes two f32 through valid references.
+    let k = unsafe { ffi::stoke_host_rotate_src(p, x, y, &mut fx, &mut fy) };
+    (k, fx, fy)
+}
+
+/// Element index of `(n, c, y, x)` in an `N×3×h×w` tensor of `layout`.
+pub fn out_index(layout: crate::config::Layout, n: u64, c: i32, y: i32, x: i32, h: i32, w: i32) -> u64 {
+    // SAFETY: pure function of its arguments.
+    unsafe { ffi::stoke_host_out_index(layout.code(), n, c, y, x, h, w) }
 }
 
 /// binary16 bits of `f`, round to nearest even (`stoke_f32_to_f16_bits`).

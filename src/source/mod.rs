@@ -1,1 +1,365 @@
-//! Dataset sources (folder, file list, tar shards) and the header index.
+//! Dataset sources and the header index: where every sample's compressed bytes live, its label,
+//! and what its JPEG header says.
+//!
+//! | source | path given to [`Dataset::open`] | key of a sample |
+//! |---|---|---|
+//! | folder ([`folder`](self#folder)) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
+//! | file list | a text file of `relative/path label` lines | the path as listed |
+//! | tar shards | `train-{0000..0127}.tar`, one `.tar`, or a folder of `.tar` files | `shard/member key` |
+//!
+//! Opening a dataset loads its saved index when the source is unchanged, or builds it (a
+//! parallel pass over the headers) and saves it; see `index.rs`.
+//!
+//! # Folder
+//! torchvision's ImageFolder convention: classes sorted by name get labels `0..C`; `.jpg` /
+//! `.jpeg` files in any case, at any depth, are samples; other files are ignored and counted.
+
+mod folder;
+mod index;
+pub mod jpeg;
+mod list;
+pub mod tar;
+
+pub use jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
+
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::io::Read;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// Which kind of source a dataset is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// ImageFolder layout.
+    Folder = 0,
+    /// A file list.
+    List = 1,
+    /// Tar shards.
+    Tar = 2,
+}
+
+/// Where a sample's bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Its own file: the dataset root joined with the key.
+    File,
+    /// Inside a shard, from `offset` for [`SampleMeta::len`] bytes.
+    Tar {
+        /// Index into [`Dataset::shards`].
+        shard: u32,
+        /// Byte offset of the member's data in the shard.
+        offset: u64,
+    },
+}
+
+/// One sample as the index records it.
+#[derive(Clone, Debug)]
+pub struct SampleMeta {
+    /// Stable key: path relative to the root (folder, list) or `shard/key` (tar).
+    pub key: String,
+    /// Class label (`-1` for unlabeled tar samples).
+    pub label: i64,
+    /// Compressed size in bytes, as indexed.
+    pub len: u64,
+    /// Where the bytes are.
+    pub location: Location,
+    /// The JPEG header facts; `None` when the header could not be parsed.
+    pub info: Option<JpegInfo>,
+    /// Why the header could not be parsed (not a JPEG, truncated, malformed).
+    pub header_error: Option<Box<str>>,
+}
+
+/// How [`Dataset::open`] indexes.
+#[derive(Clone, Debug)]
+pub struct IndexOptions {
+    /// Threads for the header pass (0 = all cores).
+    pub threads: usize,
+    /// Show a progress bar on stderr when it is a terminal.
+    pub progress: bool,
+    /// Rebuild the index even when a saved one matches.
+    pub rebuild: bool,
+    /// Save the index (beside the dataset, else in the cache folder).
+    pub save: bool,
+    /// Cache folder instead of `$XDG_CACHE_HOME/stoke` / `~/.cache/stoke`.
+    pub cache_dir: Option<PathBuf>,
+    /// When set, labels must be below this; a label at or above it is an error.
+    pub num_classes: Option<usize>,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self { threads: 0, progress: false, rebuild: false, save: true, cache_dir: None, num_classes: None }
+    }
+}
+
+/// What a source lists before the header pass.
+pub(crate) struct Entry {
+    pub key: String,
+    pub label: i64,
+    pub len: u64,
+    pub location: Location,
+}
+
+/// A listed source.
+pub(crate) struct Listing {
+    pub root: PathBuf,
+    pub classes: Vec<String>,
+    pub ignored: u64,
+    pub shards: Vec<PathBuf>,
+    pub entries: Vec<Entry>,
+    pub fingerprint: u64,
+}
+
+/// Shards kept open at once; beyond this, a read opens and closes its shard.
+const MAX_OPEN_SHARDS: usize = 512;
+
+/// An opened, indexed dataset. Cheap to share across threads (`Arc<Dataset>`).
+#[derive(Debug)]
+pub struct Dataset {
+    path: PathBuf,
+    root: PathBuf,
+    kind: SourceKind,
+    classes: Vec<String>,
+    ignored: u64,
+    shards: Vec<PathBuf>,
+    shard_files: Vec<OnceLock<File>>,
+    open_shards: AtomicUsize,
+    samples: Vec<SampleMeta>,
+    index_path: Option<PathBuf>,
+    index_reused: bool,
+}
+
+/// Decide what kind of source `path` is.
+fn detect(path: &Path) -> Result<SourceKind> {
+    let s = path.to_string_lossy();
+    if s.contains('{') {
+        return Ok(SourceKind::Tar);
+    }
+    let md = std::fs::metadata(path).map_err(|e| {
+        let what = if e.kind() == std::io::ErrorKind::NotFound { "no such file or folder".to_string() } else { format!("cannot read: {e}") };
+        Error::dataset(path, what)
+    })?;
+    if md.is_file() {
+        let is_tar = path.extension().is_some_and(|x| x.eq_ignore_ascii_case("tar"));
+        return Ok(if is_tar { SourceKind::Tar } else { SourceKind::List });
+    }
+    let has_classes = !folder::class_dirs(path)?.is_empty();
+    let has_tars = !tar::shard_paths(path)?.is_empty();
+    match (has_classes, has_tars) {
+        (true, true) => Err(Error::dataset(
+            path,
+            "holds both class folders and .tar shards; point at one or the other",
+        )),
+        (true, false) => Ok(SourceKind::Folder),
+        (false, true) => Ok(SourceKind::Tar),
+        (false, false) => Err(Error::dataset(
+            path,
+            "no class folders: expected one subfolder per class holding .jpg/.jpeg files (ImageFolder layout), or .tar shards",
+        )),
+    }
+}
+
+impl Dataset {
+    /// Open a folder, file list, tar pattern or folder of tars; load the saved index when the
+    /// source is unchanged, else build and save it. Errors name the path and what was wrong.
+    pub fn open(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
+        let kind = detect(path)?;
+        // List the source (folder, list) or just fingerprint it (tar: its headers are read only
+        // when the index has to be rebuilt).
+        let (root, fingerprint, listing, shards) = match kind {
+            SourceKind::Folder => {
+                let l = folder::list(path)?;
+                (l.root.clone(), l.fingerprint, Some(l), Vec::new())
+            }
+            SourceKind::List => {
+                let l = list::list(path)?;
+                (l.root.clone(), l.fingerprint, Some(l), Vec::new())
+            }
+            SourceKind::Tar => {
+                let shards = tar::shard_paths(path)?;
+                let root = if path.is_dir() {
+                    path.to_path_buf()
+                } else {
+                    match path.parent() {
+                        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                        _ => PathBuf::from("."),
+                    }
+                };
+                if shards.is_empty() {
+                    return Err(Error::dataset(path, "empty dataset: no .tar shards found"));
+                }
+                (root, tar::fingerprint(&shards)?, None, shards)
+            }
+        };
+        let mut candidates = vec![index::beside_path(kind, path, &root)];
+        candidates.extend(index::cache_path(opts.cache_dir.as_deref(), path));
+        let loaded = if opts.rebuild { None } else { index::load(&candidates, fingerprint) };
+        let (saved, index_path, reused) = match loaded {
+            Some((s, p)) if s.kind == kind => (s, Some(p), true),
+            _ => {
+                let l = match listing {
+                    Some(l) => l,
+                    None => tar::list(&root, shards, fingerprint, opts.threads)?,
+                };
+                let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
+                let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
+                let p = if opts.save { index::save(&candidates, fingerprint, &saved) } else { None };
+                (saved, p, false)
+            }
+        };
+        if let Some(n) = opts.num_classes {
+            if let Some(m) = saved.samples.iter().find(|m| m.label >= n as i64) {
+                return Err(Error::dataset(
+                    path,
+                    format!("sample {}: label {} is out of range for {n} classes (labels must be 0..{n})", m.key, m.label),
+                ));
+            }
+        }
+        let shard_files = saved.shards.iter().map(|_| OnceLock::new()).collect();
+        Ok(Dataset {
+            path: path.to_path_buf(),
+            root,
+            kind,
+            classes: saved.classes,
+            ignored: saved.ignored,
+            shards: saved.shards,
+            shard_files,
+            open_shards: AtomicUsize::new(0),
+            samples: saved.samples,
+            index_path,
+            index_reused: reused,
+        })
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// True when there are no samples (never, for an opened dataset).
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Sample `i`'s index record.
+    pub fn sample(&self, i: usize) -> &SampleMeta {
+        &self.samples[i]
+    }
+
+    /// All samples, in dataset order.
+    pub fn samples(&self) -> &[SampleMeta] {
+        &self.samples
+    }
+
+    /// The path the dataset was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder keys are relative to (folder, list) or the shards' folder (tar).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Source kind.
+    pub fn kind(&self) -> SourceKind {
+        self.kind
+    }
+
+    /// Class names in label order (folder: the subfolder names; list/tar: the label numbers,
+    /// or `classes.txt` beside packed shards).
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// Files (or tar members) that are not `.jpg`/`.jpeg` samples.
+    pub fn ignored(&self) -> u64 {
+        self.ignored
+    }
+
+    /// The tar shards (empty for folders and lists).
+    pub fn shards(&self) -> &[PathBuf] {
+        &self.shards
+    }
+
+    /// Where the index was loaded from or saved to (`None` when it could not be saved).
+    pub fn index_path(&self) -> Option<&Path> {
+        self.index_path.as_deref()
+    }
+
+    /// True when the saved index was reused rather than rebuilt.
+    pub fn index_reused(&self) -> bool {
+        self.index_reused
+    }
+
+    /// Where sample `i`'s bytes are, for messages: `path/to/file.jpg` or
+    /// `train-0004.tar at byte 99120`.
+    pub fn location(&self, i: usize) -> String {
+        let m = &self.samples[i];
+        match m.location {
+            Location::File => self.root.join(&m.key).display().to_string(),
+            Location::Tar { shard, offset } => format!("{} at byte {offset}", self.shards[shard as usize].display()),
+        }
+    }
+
+    /// Run `f` on shard `s`'s open file (opened once and kept, up to [`MAX_OPEN_SHARDS`]).
+    fn with_shard<T>(&self, s: usize, f: impl FnOnce(&File) -> std::io::Result<T>) -> std::io::Result<T> {
+        if let Some(file) = self.shard_files[s].get() {
+            return f(file);
+        }
+        let file = File::open(&self.shards[s])?;
+        if self.open_shards.fetch_add(1, Ordering::Relaxed) >= MAX_OPEN_SHARDS {
+            self.open_shards.fetch_sub(1, Ordering::Relaxed);
+            return f(&file);
+        }
+        match self.shard_files[s].set(file) {
+            Ok(()) => f(self.shard_files[s].get().expect("just set")),
+            Err(file) => {
+                self.open_shards.fetch_sub(1, Ordering::Relaxed);
+                f(&file)
+            }
+        }
+    }
+
+    /// Append sample `i`'s compressed bytes to `buf` (positioned reads; nothing else is
+    /// touched) and return where they landed. Errors name the sample's key and location.
+    pub fn read_append(&self, i: usize, buf: &mut Vec<u8>) -> Result<Range<usize>> {
+        let m = &self.samples[i];
+        let start = buf.len();
+        let fail = |what: String| {
+            Error::sample(&m.key, self.location(i), what)
+        };
+        match m.location {
+            Location::File => {
+                let path = self.root.join(&m.key);
+                let mut f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
+                buf.reserve(m.len as usize);
+                if let Err(e) = f.read_to_end(buf) {
+                    buf.truncate(start);
+                    return Err(fail(format!("cannot read: {e}")));
+                }
+            }
+            Location::Tar { shard, offset } => {
+                let len = m.len as usize;
+                buf.resize(start + len, 0);
+                let r = self.with_shard(shard as usize, |f| f.read_exact_at(&mut buf[start..], offset));
+                if let Err(e) = r {
+                    buf.truncate(start);
+                    return Err(fail(format!("cannot read {len} bytes: {e}")));
+                }
+            }
+        }
+        Ok(start..buf.len())
+    }
+
+    /// Replace `buf`'s contents with sample `i`'s compressed bytes (buffer reused).
+    pub fn read_bytes(&self, i: usize, buf: &mut Vec<u8>) -> Result<()> {
+        buf.clear();
+        self.read_append(i, buf).map(|_| ())
+    }
+}

@@ -1,1 +1,3 @@
 //! Decode and augment on the CPU: the reference and the fallback.
+
+pub mod decode;

@@ -1,9 +1,169 @@
-//! `stoke pack` (scaffold: its issue fills this in).
+//! `stoke pack SRC OUT [--shard-size 256MiB]`: a folder or file list → tar shards
+//! (WebDataset layout: `key.jpg` + `key.cls`), labels kept, class names in `classes.txt`, and
+//! the shards' index built beside them.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use stoke::source::tar::{TarWriter, CLASSES_FILE};
+use stoke::source::{Dataset, IndexOptions};
+use stoke::Error;
 
 /// Options of `stoke pack`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Folder (ImageFolder) or file list to pack.
+    pub src: PathBuf,
+    /// Output folder for the shards (created; must not already hold .tar files).
+    pub out: PathBuf,
+    /// Target shard size: bytes, or with a unit (KiB, MiB, GiB, KB, MB, GB).
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    pub shard_size: u64,
+    /// Check that every label is below this.
+    #[arg(long)]
+    pub num_classes: Option<usize>,
+    /// Shard file name prefix: `PREFIX-000000.tar`, ...
+    #[arg(long, default_value = "shard")]
+    pub prefix: String,
+}
 
-pub fn run(_args: Args) -> stoke::Result<()> {
-    Err(stoke::Error::config("`stoke pack` is not built yet"))
+/// "256MiB" → 268435456. Units are case-insensitive; a bare number is bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let v: f64 = num.parse().map_err(|_| format!("size {s:?} must be a number with an optional unit, like 256MiB"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        _ => return Err(format!("unknown size unit {unit:?} in {s:?} (use B, KiB, MiB, GiB, KB, MB or GB)")),
+    };
+    let bytes = v * mult as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("size {s:?} must be at least 1 byte"));
+    }
+    Ok(bytes as u64)
+}
+
+/// A sample key → the tar member stem: extension dropped, dots in the file name replaced (a
+/// WebDataset key ends at the first dot of the file name).
+fn member_stem(key: &str) -> String {
+    let base = key.rfind('/').map(|i| i + 1).unwrap_or(0);
+    let name = &key[base..];
+    let stem = match name.rfind('.') {
+        Some(dot) if dot > 0 => &name[..dot],
+        _ => name,
+    };
+    format!("{}{}", &key[..base], stem.replace('.', "_"))
+}
+
+fn shard_path(out: &Path, prefix: &str, n: usize) -> PathBuf {
+    out.join(format!("{prefix}-{n:06}.tar"))
+}
+
+pub fn run(args: Args) -> stoke::Result<()> {
+    let src = Dataset::open(&args.src, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
+    if args.out.exists() {
+        let holds_tars = fs::read_dir(&args.out)
+            .map_err(|e| Error::io(&args.out, e))?
+            .filter_map(|e| e.ok())
+            .any(|e| e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("tar")));
+        if holds_tars {
+            return Err(Error::dataset(&args.out, "output folder already holds .tar files; pack into a new or empty folder"));
+        }
+    }
+    fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+    let total: u64 = src.samples().iter().map(|s| s.len).sum();
+    let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("packing {wide_bar} {bytes}/{total_bytes} [{elapsed_precise} < {eta_precise}] {bytes_per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut shard_no = 0usize;
+    let open_shard = |n: usize| -> stoke::Result<TarWriter<BufWriter<File>>> {
+        let p = shard_path(&args.out, &args.prefix, n);
+        let f = File::create(&p).map_err(|e| Error::io(&p, e))?;
+        Ok(TarWriter::new(BufWriter::with_capacity(1 << 20, f)))
+    };
+    let mut w = open_shard(0)?;
+    let mut in_shard = 0usize;
+    let mut names: HashMap<String, String> = HashMap::new(); // member stem → source key, per shard
+    let mut buf = Vec::new();
+    for i in 0..src.len() {
+        src.read_bytes(i, &mut buf)?;
+        let m = src.sample(i);
+        // Member headers and padding: about 3 blocks per sample with its label.
+        let need = buf.len() as u64 + 3 * 512;
+        if in_shard > 0 && w.written() + need + 1024 > args.shard_size {
+            let p = shard_path(&args.out, &args.prefix, shard_no);
+            w.finish().map_err(|e| Error::io(&p, e))?;
+            shard_no += 1;
+            w = open_shard(shard_no)?;
+            in_shard = 0;
+            names.clear();
+        }
+        let stem = member_stem(&m.key);
+        if let Some(other) = names.insert(stem.clone(), m.key.clone()) {
+            return Err(Error::dataset(
+                &args.src,
+                format!("duplicate keys: samples {other:?} and {:?} both become tar key {stem:?}", m.key),
+            ));
+        }
+        let p = shard_path(&args.out, &args.prefix, shard_no);
+        w.append(&format!("{stem}.jpg"), &buf).map_err(|e| Error::io(&p, e))?;
+        if m.label >= 0 {
+            w.append(&format!("{stem}.cls"), m.label.to_string().as_bytes()).map_err(|e| Error::io(&p, e))?;
+        }
+        in_shard += 1;
+        pb.inc(buf.len() as u64);
+    }
+    let last = shard_path(&args.out, &args.prefix, shard_no);
+    w.finish().map_err(|e| Error::io(&last, e))?;
+    pb.finish_and_clear();
+    let classes = args.out.join(CLASSES_FILE);
+    let mut text = src.classes().join("\n");
+    text.push('\n');
+    fs::write(&classes, text).map_err(|e| Error::io(&classes, e))?;
+    let packed = Dataset::open(&args.out, &IndexOptions { progress: true, ..IndexOptions::default() })?;
+    if packed.len() != src.len() {
+        return Err(Error::dataset(&args.out, format!("packed {} samples but the shards index {}", src.len(), packed.len())));
+    }
+    println!(
+        "packed {} samples ({:.1} MiB) from {} into {} shard(s) in {}",
+        src.len(),
+        total as f64 / (1 << 20) as f64,
+        args.src.display(),
+        shard_no + 1,
+        args.out.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("10kb"), Ok(10_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12 parsecs").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("MiB").unwrap_err().contains("must be a number"));
+        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
+    }
+
+    #[test]
+    fn stems() {
+        assert_eq!(member_stem("n01/n01_10026.JPEG"), "n01/n01_10026");
+        assert_eq!(member_stem("a/img.v2.jpg"), "a/img_v2");
+        assert_eq!(member_stem("plain"), "plain");
+    }
 }

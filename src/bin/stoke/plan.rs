@@ -1,9 +1,83 @@
-//! `stoke plan` (scaffold: its issue fills this in).
+//! `stoke plan DATASET`: print the keys this rank will deliver, one per line, in order. A dry
+//! run of the sampler for users checking their sharding.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use stoke::sampler::{Sampler, SamplerConfig};
+use stoke::source::{Dataset, IndexOptions};
 
 /// Options of `stoke plan`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Folder, file list, tar pattern or folder of tars.
+    pub dataset: PathBuf,
+    /// Seed of the epoch permutation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Epoch.
+    #[arg(long, default_value_t = 0)]
+    pub epoch: u64,
+    /// This rank (default: $RANK or 0).
+    #[arg(long)]
+    pub rank: Option<usize>,
+    /// Number of ranks (default: $WORLD_SIZE or 1).
+    #[arg(long)]
+    pub world_size: Option<usize>,
+    /// Drop the tail (floor(N/world) per rank) instead of padding by wrapping.
+    #[arg(long)]
+    pub drop_last: bool,
+    /// Dataset order (no shuffle), as for evaluation.
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Check that every label is below this.
+    #[arg(long)]
+    pub num_classes: Option<usize>,
+    /// Also print each sample's global position and label: `position<TAB>label<TAB>key`.
+    #[arg(long)]
+    pub positions: bool,
+}
 
-pub fn run(_args: Args) -> stoke::Result<()> {
-    Err(stoke::Error::config("`stoke plan` is not built yet"))
+/// `$name` as a non-negative integer, if set.
+pub fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
+        Err(_) => Ok(None),
+    }
+}
+
+pub fn run(args: Args) -> stoke::Result<()> {
+    let rank = match args.rank {
+        Some(r) => r,
+        None => env_usize("RANK")?.unwrap_or(0),
+    };
+    let world_size = match args.world_size {
+        Some(w) => w,
+        None => env_usize("WORLD_SIZE")?.unwrap_or(1),
+    };
+    let d = Dataset::open(&args.dataset, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
+    let cfg = SamplerConfig { seed: args.seed, shuffle: !args.no_shuffle, rank, world_size, drop_last: args.drop_last };
+    let s = Sampler::new(d.len(), &cfg).map_err(|e| stoke::Error::dataset(&args.dataset, e.to_string()))?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut emit = || -> std::io::Result<()> {
+        for (p, i) in s.iter(args.epoch, 0) {
+            let m = d.sample(i);
+            if args.positions {
+                writeln!(out, "{p}\t{}\t{}", m.label, m.key)?;
+            } else {
+                writeln!(out, "{}", m.key)?;
+            }
+        }
+        out.flush()
+    };
+    match emit() {
+        // `stoke plan ... | head` is normal use, not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(stoke::Error::io("<stdout>", e)),
+        Ok(()) => Ok(()),
+    }
 }

@@ -1,0 +1,271 @@
+// The GPU path's kernels (issue 5): the fused augment of a batch and the decode canaries.
+//
+// Per batch, on the producer stream:
+//   stoke_augment_tables  one thread per (sample, axis, window index): that column's (row's)
+//                         filter taps from the shared math, as byte offsets + weights;
+//   stoke_augment(_rotate) one thread per output pixel: rotation → flip/window → resize
+//                         (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
+//                         normalize → cast, three output elements written once each.
+// Around the nvJPEG decodes:
+//   stoke_canary_set      marks CANARIES pixels of every GPU decode destination;
+//   stoke_canary_check    counts the marks still intact after the decode (a decoder, the
+//                         hardware engine in particular, can report success for an image it
+//                         skipped); the host re-decodes those images on the CPU.
+//
+// All per-pixel math is augment_math.cuh's (shared with the CPU backend, compiled for the
+// host by build.rs). The accumulations here are the same sequence of IEEE f32 operations as
+// stoke_resized_pixel / stoke_host_augment, written with __fmul_rn/__fadd_rn so they are never
+// contracted into FMA even without -fmad=false (the build passes it anyway, for the math in
+// the header).
+#if !defined(__CUDACC_RTC__)
+#include <stddef.h>
+#include <stdint.h>
+#endif
+#include "augment_math.cuh"
+
+// Mirror of `SampleDesc` in src/backend/cuda/augment.rs.
+struct StokeSampleDesc {
+    int64_t base;     // arena byte offset of oriented crop pixel (0, 0) (may be outside the ROI)
+    int64_t step_x;   // bytes per oriented pixel to the right
+    int64_t step_y;   // bytes per oriented pixel down
+    uint32_t span_x;  // first x span (window column 0) in `counts`
+    uint32_t span_y;  // first y span
+    uint32_t weight_x;  // first x tap in `offs` / `weights` (stride ktaps_x per span)
+    uint32_t weight_y;  // first y tap (stride ktaps_y per span)
+    uint32_t ktaps_x;
+    uint32_t ktaps_y;
+};
+static_assert(sizeof(StokeSampleDesc) == 48, "StokeSampleDesc must match SampleDesc (48 bytes)");
+
+// Mirror of `DecodeTarget` in src/backend/cuda/decode.rs: where one GPU decode writes.
+struct StokeDecodeTarget {
+    uint64_t offset;  // arena byte offset of the decoded region
+    uint32_t width;   // decoded width (the ROI's)
+    uint32_t height;
+    uint32_t pitch;   // bytes per row (3·width)
+    uint32_t pad;
+};
+static_assert(sizeof(StokeDecodeTarget) == 24, "StokeDecodeTarget must match DecodeTarget (24 bytes)");
+
+// Output normalisation, per channel, passed by value.
+struct StokeNorm {
+    float mean[3];
+    float std[3];
+};
+
+// ---------------------------------------------------------------------------------------
+// Filter tables
+// ---------------------------------------------------------------------------------------
+
+// grid (ceil(max(out_w, out_h) / blockDim.x), 2, batch). Tap k of window column i of sample n
+// is stored as the byte offset `tap · step_x` (int32: a decoded region is under the 700 M
+// pixel limit the config enforces) and its normalised weight.
+extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict__ params,
+                                                const StokeSampleDesc* __restrict__ descs,
+                                                int32_t* __restrict__ counts, int32_t* __restrict__ offs,
+                                                float* __restrict__ weights) {
+    const uint32_t n = blockIdx.z;
+    const uint32_t axis = blockIdx.y;
+    const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const StokeAugParams* p = params + n;
+    const StokeSampleDesc d = descs[n];
+    StokeAxis ax;
+    uint32_t span, first, k_max;
+    int64_t step;
+    if (axis == 0) {
+        if (i >= p->out_w) return;
+        stoke_axis_init(p->crop_w, p->resize_w, p->win_x + i, p->filter, p->antialias, &ax);
+        span = d.span_x + (uint32_t)i;
+        k_max = d.ktaps_x;
+        first = d.weight_x + (uint32_t)i * k_max;
+        step = d.step_x;
+    } else {
+        if (i >= p->out_h) return;
+        stoke_axis_init(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ax);
+        span = d.span_y + (uint32_t)i;
+        k_max = d.ktaps_y;
+        first = d.weight_y + (uint32_t)i * k_max;
+        step = d.step_y;
+    }
+    // The host sizes k_max as Pillow's ksize bound, which count never exceeds; the min only
+    // keeps a broken invariant from writing outside this span.
+    const int32_t count = ax.count < (int32_t)k_max ? ax.count : (int32_t)k_max;
+    counts[span] = count;
+    for (int32_t k = 0; k < count; k++) {
+        offs[first + k] = (int32_t)((int64_t)stoke_axis_tap(&ax, k) * step);
+        weights[first + k] = stoke_axis_weight(&ax, k);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fused augment
+// ---------------------------------------------------------------------------------------
+
+struct StokeTables {
+    const int32_t* __restrict__ counts;
+    const int32_t* __restrict__ offs;
+    const float* __restrict__ weights;
+};
+
+// Resized-crop value of pre-rotation output pixel (x, y), all three channels, clamped to
+// [0, 255]: stoke_resized_pixel with the taps read from the tables.
+__device__ __forceinline__ void stoke_resized_from_tables(const uint8_t* __restrict__ arena, const StokeAugParams& p,
+                                                          const StokeSampleDesc& d, const StokeTables& t, int32_t x,
+                                                          int32_t y, float v[3]) {
+    int32_t rx, ry;
+    stoke_window_flip(&p, x, y, &rx, &ry);
+    const uint32_t jx = (uint32_t)(rx - p.win_x), jy = (uint32_t)(ry - p.win_y);
+    const int32_t cx = t.counts[d.span_x + jx];
+    const int32_t cy = t.counts[d.span_y + jy];
+    const int32_t* ox = t.offs + d.weight_x + jx * d.ktaps_x;
+    const float* wxs = t.weights + d.weight_x + jx * d.ktaps_x;
+    const int32_t* oy = t.offs + d.weight_y + jy * d.ktaps_y;
+    const float* wys = t.weights + d.weight_y + jy * d.ktaps_y;
+    const uint8_t* origin = arena + d.base;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+    for (int32_t ky = 0; ky < cy; ky++) {
+        const float wy = __ldg(wys + ky);
+        const uint8_t* row = origin + __ldg(oy + ky);
+        float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
+        for (int32_t kx = 0; kx < cx; kx++) {
+            const float wx = __ldg(wxs + kx);
+            const uint8_t* px = row + __ldg(ox + kx);
+            r0 = __fadd_rn(r0, __fmul_rn(wx, (float)__ldg(px)));
+            r1 = __fadd_rn(r1, __fmul_rn(wx, (float)__ldg(px + 1)));
+            r2 = __fadd_rn(r2, __fmul_rn(wx, (float)__ldg(px + 2)));
+        }
+        a0 = __fadd_rn(a0, __fmul_rn(wy, r0));
+        a1 = __fadd_rn(a1, __fmul_rn(wy, r1));
+        a2 = __fadd_rn(a2, __fmul_rn(wy, r2));
+    }
+    v[0] = stoke_clamp255(a0);
+    v[1] = stoke_clamp255(a1);
+    v[2] = stoke_clamp255(a2);
+}
+
+// Output pixel (x, y) of sample blockIdx.z: writes its 3 elements of `out` (dtype/layout as
+// given) exactly once. ROTATE = false is only launched when every angle of the batch is 0
+// (the host checks), so it skips the rotation machinery and its registers.
+template <bool ROTATE>
+__device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ arena,
+                                                   const StokeAugParams* __restrict__ params,
+                                                   const StokeSampleDesc* __restrict__ descs, const StokeTables& t,
+                                                   void* __restrict__ out, uint32_t dtype, uint32_t layout,
+                                                   const StokeNorm& norm) {
+    __shared__ StokeAugParams sp;
+    __shared__ StokeSampleDesc sd;
+    __shared__ StokeRotation sr;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        sp = params[n];
+        sd = descs[n];
+        if (ROTATE) stoke_rotation_init(&sp, &sr);  // f64 sin/cos: once per block, not per pixel
+    }
+    __syncthreads();
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    const int32_t W = sp.out_w, H = sp.out_h;
+    if (x >= W || y >= H) return;
+    float v[3];
+    if (!ROTATE || sr.kind == STOKE_ROT_NONE) {
+        stoke_resized_from_tables(arena, sp, sd, t, x, y, v);
+    } else if (sr.kind == STOKE_ROT_EXACT) {
+        int32_t px, py;
+        stoke_rot90_src(sr.quarter, x, y, W, H, &px, &py);
+        stoke_resized_from_tables(arena, sp, sd, t, px, py, v);
+    } else if (sp.rot_interp == STOKE_ROT_NEAREST) {
+        int32_t px, py;
+        if (stoke_rot_nearest(&sr, x, y, W, H, &px, &py)) {
+            stoke_resized_from_tables(arena, sp, sd, t, px, py, v);
+        } else {
+            v[0] = sp.fill[0];
+            v[1] = sp.fill[1];
+            v[2] = sp.fill[2];
+        }
+    } else {
+        int32_t x0, y0;
+        float w[4];
+        stoke_rot_bilinear(&sr, x, y, W, H, &x0, &y0, w);
+        const float mask = stoke_rot_mask(w);
+        const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+        // One resize body for the four taps (not four inlined copies): keeps the kernel in
+        // registers on every architecture. Taps in order 0..3, as the CPU backend.
+#pragma unroll 1
+        for (int tap = 0; tap < 4; tap++) {
+            const float wt = tap == 0 ? w0 : (tap == 1 ? w1 : (tap == 2 ? w2 : w3));
+            if (wt != 0.0f) {
+                float pv[3];
+                stoke_resized_from_tables(arena, sp, sd, t, x0 + (tap & 1), y0 + (tap >> 1), pv);
+                a0 = __fadd_rn(a0, __fmul_rn(wt, pv[0]));
+                a1 = __fadd_rn(a1, __fmul_rn(wt, pv[1]));
+                a2 = __fadd_rn(a2, __fmul_rn(wt, pv[2]));
+            }
+        }
+        v[0] = stoke_rot_blend(a0, mask, sp.fill[0]);
+        v[1] = stoke_rot_blend(a1, mask, sp.fill[1]);
+        v[2] = stoke_rot_blend(a2, mask, sp.fill[2]);
+    }
+    for (int c = 0; c < 3; c++) {
+        stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, H, W), v[c], norm.mean[c], norm.std[c]);
+    }
+}
+
+// grid (ceil(out_w / 32), ceil(out_h / 8), batch), block (32, 8). Every angle of the batch is 0.
+extern "C" __global__ void __launch_bounds__(256) stoke_augment(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const StokeTables t = {counts, offs, weights};
+    stoke_augment_body<false>(arena, params, descs, t, out, dtype, layout, norm);
+}
+
+// Same launch as stoke_augment, for batches with rotation.
+extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const StokeTables t = {counts, offs, weights};
+    stoke_augment_body<true>(arena, params, descs, t, out, dtype, layout, norm);
+}
+
+// ---------------------------------------------------------------------------------------
+// Decode canaries
+// ---------------------------------------------------------------------------------------
+
+#define STOKE_CANARIES 32u
+
+// Canary k of a w×h region: rows spread evenly, columns a permutation of the same bands
+// (13 is coprime with 32), three bytes that differ from each other.
+__device__ __forceinline__ uint64_t stoke_canary_at(const StokeDecodeTarget& t, uint32_t k, uint8_t v[3]) {
+    const uint64_t y = ((2u * (uint64_t)k + 1u) * t.height) / (2u * STOKE_CANARIES);
+    const uint64_t x = ((2u * (uint64_t)((k * 13u) % STOKE_CANARIES) + 1u) * t.width) / (2u * STOKE_CANARIES);
+    const uint8_t b = (uint8_t)(0xA5u ^ (k * 29u));
+    v[0] = b;
+    v[1] = (uint8_t)(b ^ 0x5Au);
+    v[2] = (uint8_t)(b ^ 0xC3u);
+    return t.offset + y * t.pitch + x * 3u;
+}
+
+// grid (n_targets), block (STOKE_CANARIES).
+extern "C" __global__ void stoke_canary_set(uint8_t* __restrict__ arena, const StokeDecodeTarget* __restrict__ targets) {
+    const StokeDecodeTarget t = targets[blockIdx.x];
+    uint8_t v[3];
+    uint8_t* p = arena + stoke_canary_at(t, threadIdx.x, v);
+    p[0] = v[0];
+    p[1] = v[1];
+    p[2] = v[2];
+}
+
+// grid (n_targets), block (STOKE_CANARIES): intact[i] = how many of target i's canaries
+// survived the decode (0 for a written image).
+extern "C" __global__ void stoke_canary_check(const uint8_t* __restrict__ arena,
+                                              const StokeDecodeTarget* __restrict__ targets,
+                                              uint32_t* __restrict__ intact) {
+    const StokeDecodeTarget t = targets[blockIdx.x];
+    uint8_t v[3];
+    const uint8_t* p = arena + stoke_canary_at(t, threadIdx.x, v);
+    const bool same = p[0] == v[0] && p[1] == v[1] && p[2] == v[2];
+    const uint32_t votes = __ballot_sync(0xffffffffu, same);
+    if (threadIdx.x == 0) intact[blockIdx.x] = (uint32_t)__popc(votes);
+}

@@ -1,0 +1,308 @@
+// Host build of kernels/augment_math.cuh: the whole-image augment the CPU backend calls, and
+// small per-function exports for the tests (src/augment/host.rs). Compiled by build.rs with
+// -ffp-contract=off, so every f32 operation is the one the device build performs.
+//
+// The whole-image path computes the resize separably (a horizontal pass into an f32 row band,
+// then the vertical pass). That is the same sequence of f32 operations per output value as
+// stoke_resized_pixel, which the GPU kernel evaluates per output pixel: a test checks it.
+#include <stddef.h>
+#include <stdint.h>
+#include "../augment_math.cuh"
+
+namespace {
+
+// Tap tables of one axis for `n` consecutive output indices starting at `first`.
+struct Table {
+    int32_t* start;  // [n] index of the first tap in off/w
+    int32_t* count;  // [n]
+    int64_t* off;    // [taps] byte offset of the tap along this axis
+    float* w;        // [taps] normalised weight
+    int32_t lo, hi;  // range of source indices touched (crop-relative), [lo, hi)
+};
+
+// Bytes of scratch for one axis table (n outputs), counting taps exactly.
+size_t count_taps(int32_t in_size, int32_t out_size, int32_t first, int32_t n, uint32_t filter, uint32_t aa) {
+    size_t taps = 0;
+    for (int32_t i = 0; i < n; i++) {
+        StokeAxis ax;
+        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        taps += (size_t)ax.count;
+    }
+    return taps;
+}
+
+size_t align16(size_t b) { return (b + 15u) & ~(size_t)15u; }
+
+struct Plan {
+    size_t taps_x, taps_y, band_rows, total_bytes;
+    int rotate;
+};
+
+Plan plan(const StokeAugParams* p) {
+    Plan pl;
+    pl.taps_x = count_taps(p->crop_w, p->resize_w, p->win_x, p->out_w, p->filter, p->antialias);
+    pl.taps_y = count_taps(p->crop_h, p->resize_h, p->win_y, p->out_h, p->filter, p->antialias);
+    // The band of crop rows the vertical pass reads: computed exactly from the y taps.
+    int32_t lo = p->crop_h, hi = 0;
+    for (int32_t i = 0; i < p->out_h; i++) {
+        StokeAxis ay;
+        stoke_axis_init(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ay);
+        for (int32_t k = 0; k < ay.count; k++) {
+            int32_t t = stoke_axis_tap(&ay, k);
+            if (t < lo) lo = t;
+            if (t + 1 > hi) hi = t + 1;
+        }
+    }
+    pl.band_rows = hi > lo ? (size_t)(hi - lo) : 0;
+    StokeRotation r;
+    stoke_rotation_init(p, &r);
+    pl.rotate = r.kind != STOKE_ROT_NONE;
+    size_t ow = (size_t)p->out_w, oh = (size_t)p->out_h;
+    size_t b = 0;
+    b += align16((ow + oh) * 2 * sizeof(int32_t));
+    b += align16((pl.taps_x + pl.taps_y) * sizeof(int64_t));
+    b += align16((pl.taps_x + pl.taps_y) * sizeof(float));
+    b += align16(pl.band_rows * ow * 3 * sizeof(float));  // horizontal pass
+    b += align16(ow * 3 * sizeof(float));                 // one vertical accumulator row
+    if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
+    pl.total_bytes = b;
+    return pl;
+}
+
+void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int32_t n, uint32_t filter, uint32_t aa,
+                int32_t crop_off, int64_t step) {
+    int32_t at = 0;
+    t->lo = in_size;
+    t->hi = 0;
+    for (int32_t i = 0; i < n; i++) {
+        StokeAxis ax;
+        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        t->start[i] = at;
+        t->count[i] = ax.count;
+        for (int32_t k = 0; k < ax.count; k++) {
+            int32_t j = stoke_axis_tap(&ax, k);
+            if (j < t->lo) t->lo = j;
+            if (j + 1 > t->hi) t->hi = j + 1;
+            t->off[at] = (int64_t)(crop_off + j) * step;
+            t->w[at] = stoke_axis_weight(&ax, k);
+            at++;
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- whole image -------------------------------------------------------------------------
+
+// Bytes of scratch stoke_host_augment needs for these parameters (0 if they are invalid for
+// the image size they describe).
+size_t stoke_host_augment_scratch(const StokeAugParams* p) {
+    int32_t sw, sh;
+    stoke_oriented_size(p->orientation, p->src_w, p->src_h, &sw, &sh);  // stored size
+    if (stoke_params_check(p, sw, sh) != 0) return 0;
+    return plan(p).total_bytes;
+}
+
+// Augment one decoded image (or the region of it that holds the crop) into sample `n` of the output batch `out` (N×3×H×W or N×H×W×3 of
+// `dtype`). `src` is interleaved RGB, `stored_w × stored_h`, `row_stride` bytes per row, as
+// stored (before EXIF orientation). `scratch` must hold stoke_host_augment_scratch(p) bytes,
+// 8-byte aligned. Returns 0, a stoke_params_check code (> 0), −1 if scratch is too small,
+// −2 if the region does not hold the crop box.
+//
+// `src` may hold only a region of the stored image: stored pixels [region_x, region_x +
+// region_w) × [region_y, region_y + region_h), `row_stride` bytes per region row (a full
+// image is the region (0, 0, stored_w, stored_h)). The crop box must lie inside it (−2 if not).
+int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, int32_t region_x, int32_t region_y,
+                       int32_t region_w, int32_t region_h, int64_t row_stride, const StokeAugParams* p,
+                       const float* mean, const float* std, uint32_t dtype, uint32_t layout, void* out, uint64_t n,
+                       void* scratch, size_t scratch_bytes) {
+    int bad = stoke_params_check(p, stored_w, stored_h);
+    if (bad) return bad;
+    // Stored bounding box of the crop box: every pixel the resize reads is inside it.
+    int32_t ax, ay, bx, by;
+    stoke_orient_to_stored(p->orientation, p->crop_x, p->crop_y, p->src_w, p->src_h, &ax, &ay);
+    stoke_orient_to_stored(p->orientation, p->crop_x + p->crop_w - 1, p->crop_y + p->crop_h - 1, p->src_w, p->src_h,
+                           &bx, &by);
+    if (region_x < 0 || region_y < 0 || region_w <= 0 || region_h <= 0 || (ax < bx ? ax : bx) < region_x ||
+        (ay < by ? ay : by) < region_y || (ax > bx ? ax : bx) >= region_x + region_w ||
+        (ay > by ? ay : by) >= region_y + region_h)
+        return -2;
+    Plan pl = plan(p);
+    if (scratch_bytes < pl.total_bytes) return -1;
+    const int32_t ow = p->out_w, oh = p->out_h;
+    int64_t base, step_x, step_y;
+    stoke_orient_affine(p->orientation, p->src_w, p->src_h, row_stride, &base, &step_x, &step_y);
+    // Offsets are relative to the region's first pixel; they are only ever formed into a
+    // pointer after adding a tap's offset, when they land inside the region.
+    base -= (int64_t)region_y * row_stride + (int64_t)region_x * 3;
+
+    // Carve the scratch.
+    uint8_t* s = (uint8_t*)scratch;
+    Table tx, ty;
+    int32_t* ints = (int32_t*)s;
+    tx.start = ints;
+    tx.count = ints + ow;
+    ty.start = ints + 2 * ow;
+    ty.count = ints + 2 * ow + oh;
+    s += align16((size_t)(ow + oh) * 2 * sizeof(int32_t));
+    tx.off = (int64_t*)s;
+    ty.off = tx.off + pl.taps_x;
+    s += align16((pl.taps_x + pl.taps_y) * sizeof(int64_t));
+    tx.w = (float*)s;
+    ty.w = tx.w + pl.taps_x;
+    s += align16((pl.taps_x + pl.taps_y) * sizeof(float));
+    float* band = (float*)s;
+    s += align16(pl.band_rows * (size_t)ow * 3 * sizeof(float));
+    float* acc = (float*)s;
+    s += align16((size_t)ow * 3 * sizeof(float));
+    float* pre = pl.rotate ? (float*)s : nullptr;
+
+    fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, p->crop_x, step_x);
+    // Row offsets are relative to the band, so they index `band` rows, not bytes.
+    fill_table(&ty, p->crop_h, p->resize_h, p->win_y, oh, p->filter, p->antialias, 0, 1);
+
+    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
+    const size_t row_len = (size_t)ow * 3;
+    for (int32_t r = ty.lo; r < ty.hi; r++) {
+        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y;
+        float* dst = band + (size_t)(r - ty.lo) * row_len;
+        for (int32_t j = 0; j < ow; j++) {
+            const int64_t* off = tx.off + tx.start[j];
+            const float* w = tx.w + tx.start[j];
+            float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
+            for (int32_t k = 0; k < tx.count[j]; k++) {
+                const uint8_t* px = src + (row + off[k]);
+                r0 = r0 + w[k] * (float)px[0];
+                r1 = r1 + w[k] * (float)px[1];
+                r2 = r2 + w[k] * (float)px[2];
+            }
+            dst[3 * j] = r0;
+            dst[3 * j + 1] = r1;
+            dst[3 * j + 2] = r2;
+        }
+    }
+
+    // Vertical pass: acc = Σ_ky wy·r, in tap order; then clamp, window/flip, and either the
+    // output write or the pre-rotation image.
+    for (int32_t i = 0; i < oh; i++) {
+        for (size_t e = 0; e < row_len; e++) acc[e] = 0.0f;
+        for (int32_t k = 0; k < ty.count[i]; k++) {
+            const float wy = ty.w[ty.start[i] + k];
+            const float* b = band + (size_t)(ty.off[ty.start[i] + k] - ty.lo) * row_len;
+            for (size_t e = 0; e < row_len; e++) acc[e] = acc[e] + wy * b[e];
+        }
+        // Resized-window row i lands on pre-rotation row y (vertical flip) and column j on x.
+        const int32_t y = p->flip_v ? oh - 1 - i : i;
+        for (int32_t j = 0; j < ow; j++) {
+            const int32_t x = p->flip_h ? ow - 1 - j : j;
+            for (int32_t c = 0; c < 3; c++) {
+                float v = stoke_clamp255(acc[3 * j + c]);
+                if (pre) {
+                    pre[((size_t)y * ow + x) * 3 + c] = v;
+                } else {
+                    stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v, mean[c], std[c]);
+                }
+            }
+        }
+    }
+    if (!pre) return 0;
+
+    // Rotation pass over the pre-rotation image.
+    StokeRotation rot;
+    stoke_rotation_init(p, &rot);
+    for (int32_t y = 0; y < oh; y++) {
+        for (int32_t x = 0; x < ow; x++) {
+            float v[3];
+            if (rot.kind == STOKE_ROT_EXACT) {
+                int32_t px, py;
+                stoke_rot90_src(rot.quarter, x, y, ow, oh, &px, &py);
+                for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
+            } else if (p->rot_interp == STOKE_ROT_NEAREST) {
+                int32_t px, py;
+                if (stoke_rot_nearest(&rot, x, y, ow, oh, &px, &py)) {
+                    for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
+                } else {
+                    for (int c = 0; c < 3; c++) v[c] = p->fill[c];
+                }
+            } else {
+                int32_t x0, y0;
+                float w[4];
+                stoke_rot_bilinear(&rot, x, y, ow, oh, &x0, &y0, w);
+                float mask = stoke_rot_mask(w);
+                for (int c = 0; c < 3; c++) {
+                    float a = 0.0f;
+                    for (int t = 0; t < 4; t++) {
+                        if (w[t] != 0.0f) {
+                            int32_t px = x0 + (t & 1), py = y0 + (t >> 1);
+                            a = a + w[t] * pre[((size_t)py * ow + px) * 3 + c];
+                        }
+                    }
+                    v[c] = stoke_rot_blend(a, mask, p->fill[c]);
+                }
+            }
+            for (int c = 0; c < 3; c++)
+                stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v[c], mean[c], std[c]);
+        }
+    }
+    return 0;
+}
+
+// ---- per-function exports for tests -----------------------------------------------------
+
+void stoke_host_orient_to_stored(uint32_t o, int32_t x, int32_t y, int32_t W, int32_t H, int32_t* sx, int32_t* sy) {
+    stoke_orient_to_stored(o, x, y, W, H, sx, sy);
+}
+
+// Taps of output index i: writes up to `cap` source indices and weights, returns the count.
+int32_t stoke_host_axis(int32_t in_size, int32_t out_size, int32_t i, uint32_t filter, uint32_t aa, int32_t* taps,
+                        float* weights, int32_t cap) {
+    StokeAxis ax;
+    stoke_axis_init(in_size, out_size, i, filter, aa, &ax);
+    for (int32_t k = 0; k < ax.count && k < cap; k++) {
+        taps[k] = stoke_axis_tap(&ax, k);
+        weights[k] = stoke_axis_weight(&ax, k);
+    }
+    return ax.count;
+}
+
+void stoke_host_window_flip(const StokeAugParams* p, int32_t x, int32_t y, int32_t* rx, int32_t* ry) {
+    stoke_window_flip(p, x, y, rx, ry);
+}
+
+void stoke_host_resized_pixel(const uint8_t* src, int64_t row_stride, const StokeAugParams* p, int32_t rx, int32_t ry,
+                              float* out3) {
+    stoke_resized_pixel(src, row_stride, p, rx, ry, out3);
+}
+
+void stoke_host_sincos_deg(float deg, double* s, double* c) { stoke_sincos_deg(deg, s, c); }
+
+// Rotation of output pixel (x, y): returns the kind (STOKE_ROT_*); for EXACT writes the
+// integer source to (fx, fy), for AFFINE the continuous source.
+uint32_t stoke_host_rotate_src(const StokeAugParams* p, int32_t x, int32_t y, float* fx, float* fy) {
+    StokeRotation r;
+    stoke_rotation_init(p, &r);
+    if (r.kind == STOKE_ROT_EXACT) {
+        int32_t px, py;
+        stoke_rot90_src(r.quarter, x, y, p->out_w, p->out_h, &px, &py);
+        *fx = (float)px;
+        *fy = (float)py;
+    } else if (r.kind == STOKE_ROT_AFFINE) {
+        stoke_rot_src(&r, x, y, p->out_w, p->out_h, fx, fy);
+    } else {
+        *fx = (float)x;
+        *fy = (float)y;
+    }
+    return r.kind;
+}
+
+int stoke_host_params_check(const StokeAugParams* p, int32_t stored_w, int32_t stored_h) {
+    return stoke_params_check(p, stored_w, stored_h);
+}
+
+uint64_t stoke_host_out_index(uint32_t layout, uint64_t n, int32_t c, int32_t y, int32_t x, int32_t H, int32_t W) {
+    return stoke_out_index(layout, n, c, y, x, H, W);
+}
+
+}  // extern "C"

@@ -1,0 +1,465 @@
+//! JPEG → RGB on the CPU, with libjpeg-turbo 3.1 (the TurboJPEG API, built from the source
+//! bundled in `turbojpeg-sys`).
+//!
+//! Why libjpeg-turbo (measured on `corpus/dev/imagenet_like`, 299 photos, this machine):
+//!
+//! | decoder | ms/image | vs Pillow (max / mean abs diff) |
+//! |---|---|---|
+//! | libjpeg-turbo 3.1 (TurboJPEG) | 1.52 | 0 / 0 (bit-exact) |
+//! | zune-jpeg 0.5 | 1.69 | 19 / 0.15 |
+//! | jpeg-decoder 0.3 | 1.78 (5 files refused) | 5 / 0.09 |
+//!
+//! It is the fastest, decodes every kind Pillow does (arithmetic coding included), supports
+//! decoding only a region (rows and iMCU columns outside it are not transformed) and gives
+//! exactly Pillow's pixels, which is what torchvision users train on.
+//!
+//! Conventions (SEMANTICS.md "Decode conventions"):
+//! - always 3-channel RGB: grayscale is replicated, CMYK/YCCK converted by libjpeg-turbo
+//!   (Adobe-inverted CMYK read as libjpeg-turbo reads it: Pillow's pixels);
+//! - chroma upsampling is libjpeg-turbo's default smooth ("fancy") upsampling with the
+//!   accurate integer IDCT, bit-exact with Pillow. The CUDA backend creates nvJPEG with its
+//!   interpolated-upsampling flag to come as close as nvJPEG allows;
+//! - EXIF orientation is *not* applied here: the stored image is returned and the orientation
+//!   travels in [`crate::AugParams`], applied by the augment math's inverse mapping;
+//! - the decoded-size guard is checked from the header before anything is allocated;
+//! - libjpeg-turbo warnings about damaged data are accepted (the image is delivered, as Pillow
+//!   does), except a premature end of data, which Pillow also refuses ("image file is
+//!   truncated"): that is an error of kind [`DecodeErrorKind::Truncated`].
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+use turbojpeg_sys as tj;
+
+/// What kind of failure a [`DecodeError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The bytes are not a JPEG stream (no SOI marker, or no frame header).
+    NotJpeg,
+    /// The stream ends before the image does.
+    Truncated,
+    /// The stream is damaged beyond what libjpeg-turbo recovers from.
+    Corrupt,
+    /// A valid JPEG of a kind stoke does not decode (12/16-bit precision, hierarchical, ...).
+    Unsupported,
+    /// The header announces more pixels than the configured guard allows.
+    TooLarge,
+}
+
+/// Why an image could not be decoded. The message is a lowercase sentence with the numbers
+/// involved; the caller adds the file name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    /// Category, for policies and statistics.
+    pub kind: DecodeErrorKind,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl DecodeError {
+    fn new(kind: DecodeErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+/// A decoded image, or a region of it, as stored (before EXIF orientation). Buffers are
+/// reused from call to call.
+#[derive(Clone, Debug, Default)]
+pub struct DecodedImage {
+    /// Stored width of the whole image.
+    pub width: u32,
+    /// Stored height of the whole image.
+    pub height: u32,
+    /// Left edge of the decoded region (0 for a full decode).
+    pub region_x: u32,
+    /// Top edge of the decoded region.
+    pub region_y: u32,
+    /// Width of the decoded region (`width` for a full decode).
+    pub region_w: u32,
+    /// Height of the decoded region.
+    pub region_h: u32,
+    /// Interleaved RGB of the region, `region_w · 3` bytes per row.
+    pub rgb: Vec<u8>,
+}
+
+/// Facts from a JPEG header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JpegHeader {
+    /// Stored width.
+    pub width: u32,
+    /// Stored height.
+    pub height: u32,
+    /// Sample precision in bits.
+    pub precision: u32,
+    /// Width of one iMCU in pixels (regions start on multiples of it), 0 when the chroma
+    /// layout is one TurboJPEG does not name (then only full decodes are done).
+    pub mcu_width: u32,
+    /// Colour components in the frame (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK).
+    pub components: u32,
+    /// An Adobe APP14 marker is present (4-component data is then stored inverted).
+    pub adobe: bool,
+}
+
+/// One TurboJPEG decompressor (one per thread; `Drop` destroys it).
+struct Handle(tj::tjhandle);
+
+impl Handle {
+    fn new() -> Result<Self, DecodeError> {
+        // SAFETY: tj3Init has no preconditions; a null return is handled.
+        let h = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_DECOMPRESS as i32) };
+        if h.is_null() {
+            return Err(DecodeError::new(DecodeErrorKind::Corrupt, "could not create a libjpeg-turbo decompressor"));
+        }
+        Ok(Handle(h))
+    }
+
+    fn error_text(&self) -> String {
+        // SAFETY: the handle is valid; tj3GetErrorStr returns a NUL-terminated string owned by
+        // the handle (or a static one), valid until the next call on this handle.
+        let s = unsafe { CStr::from_ptr(tj::tj3GetErrorStr(self.0)) };
+        let s = s.to_string_lossy();
+        let mut chars = s.chars();
+        match chars.next() {
+            Some(c) => c.to_lowercase().chain(chars).collect(),
+            None => String::new(),
+        }
+    }
+
+    fn get(&self, param: tj::TJPARAM) -> i32 {
+        // SAFETY: valid handle; tj3Get only reads the handle's state.
+        unsafe { tj::tj3Get(self.0, param as i32) }
+    }
+
+    fn set(&self, param: tj::TJPARAM, value: i32) {
+        // SAFETY: valid handle; setting a parameter to a value in its documented range.
+        unsafe { tj::tj3Set(self.0, param as i32, value) };
+    }
+
+    fn classify(&self, during: &str) -> DecodeError {
+        let text = self.error_text();
+        let lower = text.to_lowercase();
+        // "Premature end of JPEG file" is the data running out (Pillow: "image file is
+        // truncated"); "premature end of data segment" is damage inside, a warning.
+        let kind = if lower.contains("premature end of jpeg file") || lower.contains("truncated") {
+            DecodeErrorKind::Truncated
+        } else if lower.contains("not a jpeg") || lower.contains("soi") && lower.contains("not") {
+            DecodeErrorKind::NotJpeg
+        } else if lower.contains("unsupported") || lower.contains("not supported") || lower.contains("precision") {
+            DecodeErrorKind::Unsupported
+        } else if lower.contains("exceeds the limit") || lower.contains("maximum") {
+            DecodeErrorKind::TooLarge
+        } else {
+            DecodeErrorKind::Corrupt
+        };
+        DecodeError::new(kind, format!("{during}: {text}"))
+    }
+
+    fn header(&self, bytes: &[u8]) -> Result<JpegHeader, DecodeError> {
+        // Our own marker walk first: libjpeg-turbo's header call "succeeds" on a stream that
+        // ends before its frame header and then reports the previous image's size.
+        let frame = scan_markers(bytes)?;
+        // SAFETY: valid handle; the buffer pointer and length describe `bytes`.
+        let rc = unsafe { tj::tj3DecompressHeader(self.0, bytes.as_ptr(), bytes.len() as _) };
+        // SAFETY: valid handle.
+        if rc != 0 && unsafe { tj::tj3GetErrorCode(self.0) } == tj::TJERR_TJERR_FATAL as i32 {
+            let e = self.classify("reading the header");
+            // A stream that ends inside its headers is truncated as far as the user cares.
+            return Err(if e.kind == DecodeErrorKind::Corrupt && bytes.len() < 1024 {
+                DecodeError::new(DecodeErrorKind::Truncated, format!("{} ({} bytes)", e.message, bytes.len()))
+            } else {
+                e
+            });
+        }
+        let width = self.get(tj::TJPARAM_TJPARAM_JPEGWIDTH);
+        let height = self.get(tj::TJPARAM_TJPARAM_JPEGHEIGHT);
+        if width <= 0 || height <= 0 || (width as u32, height as u32) != (frame.width, frame.height) {
+            return Err(DecodeError::new(
+                DecodeErrorKind::Corrupt,
+                format!("the frame header says {}x{} but libjpeg-turbo read {width}x{height}", frame.width, frame.height),
+            ));
+        }
+        let subsamp = self.get(tj::TJPARAM_TJPARAM_SUBSAMP);
+        // turbojpeg.h's tjMCUWidth (a header-only table): 4:4:4, 4:2:2, 4:2:0, gray, 4:4:0,
+        // 4:1:1, 4:4:1.
+        const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
+        let mcu_width = usize::try_from(subsamp).ok().and_then(|i| MCU_WIDTH.get(i)).copied().unwrap_or(0);
+        Ok(JpegHeader {
+            width: width as u32,
+            height: height as u32,
+            precision: frame.precision,
+            mcu_width,
+            components: frame.components,
+            adobe: frame.adobe,
+        })
+    }
+}
+
+/// What the marker walk finds before the first scan.
+struct Frame {
+    width: u32,
+    height: u32,
+    precision: u32,
+    components: u32,
+    adobe: bool,
+}
+
+/// Walk the markers up to the frame header (SOFn): checks the stream starts like a JPEG,
+/// reads the size and precision, and notes an Adobe APP14 marker. Errors name the offset.
+fn scan_markers(b: &[u8]) -> Result<Frame, DecodeError> {
+    if b.len() < 4 || b[0] != 0xFF || b[1] != 0xD8 {
+        let head: Vec<String> = b.iter().take(4).map(|x| format!("{x:02x}")).collect();
+        return Err(DecodeError::new(
+            DecodeErrorKind::NotJpeg,
+            format!("not a jpeg: expected the start-of-image marker ff d8, found [{}] ({} bytes)", head.join(" "), b.len()),
+        ));
+    }
+    let truncated = |at: usize| {
+        DecodeError::new(
+            DecodeErrorKind::Truncated,
+            format!("the stream ends at byte {at} of {} before the frame header", b.len()),
+        )
+    };
+    let mut i = 2;
+    let mut adobe = false;
+    loop {
+        if i >= b.len() {
+            return Err(truncated(i));
+        }
+        if b[i] != 0xFF {
+            // Junk between segments: libjpeg skips to the next marker with a warning, and so
+            // does Pillow, so the walk does too.
+            match b[i..].iter().position(|&x| x == 0xFF) {
+                Some(k) => i += k,
+                None => return Err(truncated(b.len())),
+            }
+        }
+        while i < b.len() && b[i] == 0xFF {
+            i += 1; // fill bytes
+        }
+        if i >= b.len() {
+            return Err(truncated(i));
+        }
+        let m = b[i];
+        i += 1;
+        if m == 0x01 || (0xD0..=0xD7).contains(&m) {
+            continue; // standalone markers
+        }
+        if m == 0xD9 || m == 0xDA {
+            return Err(DecodeError::new(
+                DecodeErrorKind::Corrupt,
+                format!("no frame header: marker ff {m:02x} at byte {} comes first", i - 2),
+            ));
+        }
+        if i + 2 > b.len() {
+            return Err(truncated(i));
+        }
+        let len = u16::from_be_bytes([b[i], b[i + 1]]) as usize;
+        if len < 2 {
+            return Err(DecodeError::new(DecodeErrorKind::Corrupt, format!("marker ff {m:02x} at byte {} has length {len}", i - 2)));
+        }
+        if i + len > b.len() {
+            return Err(truncated(b.len()));
+        }
+        let seg = &b[i + 2..i + len];
+        match m {
+            0xEE if seg.len() >= 5 && &seg[..5] == b"Adobe" => adobe = true,
+            0xC0..=0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => {
+                if seg.len() < 6 {
+                    return Err(DecodeError::new(DecodeErrorKind::Corrupt, format!("frame header at byte {} is {} bytes", i - 2, len)));
+                }
+                if matches!(m, 0xC5..=0xC7 | 0xCD..=0xCF) {
+                    return Err(DecodeError::new(
+                        DecodeErrorKind::Unsupported,
+                        format!("hierarchical (differential, marker ff {m:02x}) jpeg is not supported"),
+                    ));
+                }
+                let precision = seg[0] as u32;
+                if precision != 8 {
+                    let kind = if matches!(m, 0xC3 | 0xCB) { "lossless" } else { "dct" };
+                    return Err(DecodeError::new(
+                        DecodeErrorKind::Unsupported,
+                        format!("{precision}-bit {kind} jpeg is not supported (8-bit sample precision only)"),
+                    ));
+                }
+                let height = u16::from_be_bytes([seg[1], seg[2]]) as u32;
+                let width = u16::from_be_bytes([seg[3], seg[4]]) as u32;
+                if height == 0 {
+                    return Err(DecodeError::new(
+                        DecodeErrorKind::Unsupported,
+                        format!("frame height 0 (height given by a DNL marker) is not supported, width {width}"),
+                    ));
+                }
+                return Ok(Frame { width, height, precision, components: seg[5] as u32, adobe });
+            }
+            _ => {}
+        }
+        i += len;
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tj3Init and is destroyed exactly once.
+        unsafe { tj::tj3Destroy(self.0) };
+    }
+}
+
+thread_local! {
+    static HANDLE: RefCell<Option<Handle>> = const { RefCell::new(None) };
+    static CMYK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+    HANDLE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Handle::new()?);
+        }
+        let r = f(slot.as_ref().expect("handle was just created"));
+        if r.is_err() {
+            // libjpeg-turbo can keep state from a failed stream: start the next image afresh.
+            *slot = None;
+        }
+        r
+    })
+}
+
+/// Pillow's `MULDIV255`: `a·b/255` rounded, in integers.
+#[inline]
+fn muldiv255(a: u32, b: u32) -> u32 {
+    let t = a * b + 128;
+    ((t >> 8) + t) >> 8
+}
+
+/// CMYK → RGB as Pillow converts (`cmyk2rgb`): `R = (255 − K) − C·(255 − K)/255`. Adobe
+/// (Photoshop) files store the inks inverted; libjpeg-turbo hands them over as stored, so
+/// they are inverted first, as Pillow's "CMYK;I" raw mode does.
+fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], inverted: bool) {
+    let inv = if inverted { 255u8 } else { 0 };
+    for (s, d) in cmyk.chunks_exact(4).zip(rgb.chunks_exact_mut(3)) {
+        let nk = 255 - (s[3] ^ inv) as u32;
+        for c in 0..3 {
+            d[c] = (nk - muldiv255((s[c] ^ inv) as u32, nk).min(nk)) as u8;
+        }
+    }
+}
+
+/// Read the header only: size, precision, iMCU width. Checks nothing else.
+pub fn read_header(bytes: &[u8]) -> Result<JpegHeader, DecodeError> {
+    with_handle(|h| h.header(bytes))
+}
+
+/// Decode the whole image to RGB into `out` (buffers reused). `max_pixels` is the
+/// decoded-size guard, checked from the header before anything is allocated.
+pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Result<(), DecodeError> {
+    decode_rgb_region(bytes, max_pixels, None, out)
+}
+
+/// Decode the region `(x, y, w, h)` of the stored image (or all of it for `None`) to RGB.
+/// The decoded region contains the requested one: its left edge is moved down to a multiple
+/// of the iMCU width, as libjpeg-turbo requires; `out.region_*` say what was decoded. Rows
+/// below the region are not decoded and columns outside it are not transformed, so a crop
+/// decodes faster than the whole image.
+pub fn decode_rgb_region(
+    bytes: &[u8],
+    max_pixels: u64,
+    region: Option<(u32, u32, u32, u32)>,
+    out: &mut DecodedImage,
+) -> Result<(), DecodeError> {
+    with_handle(|h| {
+        let hdr = h.header(bytes)?;
+        let pixels = hdr.width as u64 * hdr.height as u64;
+        if pixels > max_pixels {
+            return Err(DecodeError::new(
+                DecodeErrorKind::TooLarge,
+                format!(
+                    "the header announces {}x{} = {pixels} pixels, over the decoded-size guard of {max_pixels} pixels",
+                    hdr.width, hdr.height
+                ),
+            ));
+        }
+        // Second line of defence inside libjpeg-turbo itself.
+        h.set(tj::TJPARAM_TJPARAM_MAXPIXELS, max_pixels.min(i32::MAX as u64) as i32);
+        h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0);
+        let (mut rx, ry, mut rw, rh) = match region {
+            Some((x, y, w, h)) if hdr.mcu_width > 0 && w > 0 && h > 0 && x + w <= hdr.width && y + h <= hdr.height => {
+                (x, y, w, h)
+            }
+            _ => (0, 0, hdr.width, hdr.height),
+        };
+        if hdr.mcu_width > 0 {
+            let aligned = rx - rx % hdr.mcu_width;
+            rw += rx - aligned;
+            rx = aligned;
+        }
+        let full = rx == 0 && ry == 0 && rw == hdr.width && rh == hdr.height;
+        let crop = if full {
+            tj::tjregion { x: 0, y: 0, w: 0, h: 0 }
+        } else {
+            tj::tjregion { x: rx as i32, y: ry as i32, w: rw as i32, h: rh as i32 }
+        };
+        // SAFETY: valid handle; the region lies inside the image with x aligned to the iMCU.
+        if unsafe { tj::tj3SetCroppingRegion(h.0, crop) } != 0 {
+            return Err(h.classify("setting the crop region"));
+        }
+        let len = rw as usize * rh as usize * 3;
+        out.rgb.clear();
+        out.rgb.resize(len, 0);
+        let four = hdr.components == 4;
+        let rc = if four {
+            // libjpeg-turbo converts 4-component data only to CMYK; Pillow's formula does the rest.
+            CMYK.with(|c| {
+                let mut cmyk = c.borrow_mut();
+                cmyk.clear();
+                cmyk.resize(rw as usize * rh as usize * 4, 0);
+                // SAFETY: valid handle; `cmyk` holds rh rows of `rw·4` bytes, what the cropping
+                // region produces in TJPF_CMYK with that pitch.
+                let rc = unsafe {
+                    tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, cmyk.as_mut_ptr(), (rw * 4) as i32, tj::TJPF_TJPF_CMYK as i32)
+                };
+                // SAFETY: valid handle.
+                if rc == 0 || unsafe { tj::tj3GetErrorCode(h.0) } != tj::TJERR_TJERR_FATAL as i32 {
+                    cmyk_to_rgb(&cmyk, &mut out.rgb, hdr.adobe);
+                }
+                rc
+            })
+        } else {
+            // SAFETY: valid handle; `out.rgb` holds rh rows of `rw·3` bytes, exactly what the
+            // cropping region set above produces in TJPF_RGB with that pitch.
+            unsafe {
+                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB as i32)
+            }
+        };
+        if rc != 0 {
+            // SAFETY: valid handle.
+            let fatal = unsafe { tj::tj3GetErrorCode(h.0) } == tj::TJERR_TJERR_FATAL as i32;
+            let e = h.classify("decoding");
+            if fatal || e.kind == DecodeErrorKind::Truncated {
+                return Err(e);
+            }
+            log::debug!("libjpeg-turbo warning accepted: {}", e.message);
+        }
+        out.width = hdr.width;
+        out.height = hdr.height;
+        out.region_x = rx;
+        out.region_y = ry;
+        out.region_w = rw;
+        out.region_h = rh;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_jpeg_bytes_are_named_as_such() {
+        let mut out = DecodedImage::default();
+        let e = decode_rgb(b"\x89PNG\r\n\x1a\n....", 1 << 20, &mut out).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::NotJpeg);
+        assert!(e.message.contains("89 50 4e 47"), "{e}");
+        let e = decode_rgb(b"", 1 << 20, &mut out).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::NotJpeg);
+    }
+}

@@ -1,0 +1,254 @@
+//! Opening a CUDA device: every way it can be missing becomes a typed [`GpuError`] with a
+//! sentence a user understands, never a panic.
+//!
+//! Order of checks in [`Gpu::open`]: libcuda present (cudarc panics when it is not, so we
+//! probe first) → `cuInit` → driver version ≥ [`MIN_DRIVER_VERSION`] → ordinal in range →
+//! primary context. [`probe_driver`] and [`device_info`] answer the same questions without
+//! creating a context, for `stoke doctor`.
+//!
+//! Not yet verified on a GPU: written against cudarc 0.19.10 and the CUDA driver API
+//! documentation; on this project's machines only the no-driver path has run.
+
+use super::module::Kernels;
+use crate::error::GpuError;
+use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
+use std::sync::{Arc, OnceLock};
+
+/// The oldest driver API version the kernels load on: they are built with CUDA 13.0 (fatbin
+/// from nvcc 13.0, cudarc bound to the 13.0 API), which needs a CUDA 13.0 driver (R580+).
+pub const MIN_DRIVER_VERSION: i32 = 13000;
+
+/// `13000` → `"13.0"`, the way NVIDIA prints driver API versions.
+pub fn version_string(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// The driver as seen without opening a device.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DriverInfo {
+    /// CUDA driver API version, e.g. 13000 for CUDA 13.0 (`cuDriverGetVersion`).
+    pub version: i32,
+    /// Devices visible to this process (after `CUDA_VISIBLE_DEVICES`).
+    pub device_count: usize,
+}
+
+/// What `stoke doctor` prints about a device.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Ordinal among the visible devices.
+    pub ordinal: usize,
+    /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// Compute capability `(major, minor)`.
+    pub compute_capability: (i32, i32),
+    /// Total device memory in bytes.
+    pub total_memory: usize,
+    /// Streaming multiprocessors.
+    pub multiprocessors: i32,
+    /// PCI address `domain:bus:device`, to match `nvidia-smi`.
+    pub pci: String,
+}
+
+/// A [`DriverError`] from `call` as a [`GpuError`], with the driver's own name and text.
+pub fn cuda_err(call: &'static str, e: DriverError) -> GpuError {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("CUresult {}", e.0 as i32));
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    GpuError::Cuda { call, message: if text.is_empty() { name } else { format!("{name}: {text}") } }
+}
+
+/// Like [`cuda_err`], but an out-of-memory status becomes [`GpuError::OutOfMemory`] naming
+/// the size and purpose of the allocation.
+pub fn alloc_err(call: &'static str, e: DriverError, bytes: usize, what: impl Into<String>) -> GpuError {
+    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        GpuError::OutOfMemory { kind: "device", bytes, what: what.into() }
+    } else {
+        cuda_err(call, e)
+    }
+}
+
+/// Runs `f`, turning a panic inside cudarc (e.g. a driver that lacks a symbol the bindings
+/// expect) into an error instead of taking the process down.
+fn no_panic<T>(call: &'static str, f: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into());
+        Err(GpuError::Cuda { call, message: msg })
+    })
+}
+
+/// libcuda loaded, initialised and new enough; how many devices it sees.
+///
+/// Errors: [`GpuError::NoDriver`] (no libcuda), [`GpuError::DriverTooOld`],
+/// [`GpuError::Cuda`] (`cuInit` failed for another reason). Zero devices is not an error
+/// here (`device_count == 0`).
+pub fn probe_driver() -> Result<DriverInfo, GpuError> {
+    // SAFETY: only tries to open libcuda by its usual names; no symbols are called.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(GpuError::NoDriver("libcuda.so.1 not found by the dynamic loader".into()));
+    }
+    no_panic("cuInit", || {
+        let mut version = 0;
+        // SAFETY: libcuda is present; cuDriverGetVersion may be called before cuInit and
+        // writes one int.
+        let v = unsafe { sys::cuDriverGetVersion(&mut version) };
+        if v != sys::CUresult::CUDA_SUCCESS {
+            return Err(cuda_err("cuDriverGetVersion", DriverError(v)));
+        }
+        if version < MIN_DRIVER_VERSION {
+            return Err(GpuError::DriverTooOld {
+                found: version_string(version),
+                needed: version_string(MIN_DRIVER_VERSION),
+            });
+        }
+        match result::init() {
+            Ok(()) => {}
+            // No device (or none visible): the driver is fine, there is nothing to open.
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => return Ok(DriverInfo { version, device_count: 0 }),
+            // The user-space libcuda and the kernel module disagree: a half-updated driver.
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+                return Err(GpuError::NoDriver(format!(
+                    "libcuda {} does not match the loaded NVIDIA kernel module ({}); reboot or reinstall the driver",
+                    version_string(version),
+                    cuda_err("cuInit", e)
+                )))
+            }
+            Err(e) => return Err(cuda_err("cuInit", e)),
+        }
+        let n = result::device::get_count().map_err(|e| cuda_err("cuDeviceGetCount", e))?;
+        Ok(DriverInfo { version, device_count: n.max(0) as usize })
+    })
+}
+
+/// Properties of device `ordinal` (after [`probe_driver`] succeeded), without a context.
+pub fn device_info(ordinal: usize) -> Result<DeviceInfo, GpuError> {
+    no_panic("cuDeviceGet", || {
+        let dev = result::device::get(ordinal as i32).map_err(|e| cuda_err("cuDeviceGet", e))?;
+        let attr = |a: sys::CUdevice_attribute| {
+            // SAFETY: `dev` is a valid device handle from cuDeviceGet.
+            unsafe { result::device::get_attribute(dev, a) }.map_err(|e| cuda_err("cuDeviceGetAttribute", e))
+        };
+        use sys::CUdevice_attribute as A;
+        Ok(DeviceInfo {
+            ordinal,
+            name: result::device::get_name(dev).map_err(|e| cuda_err("cuDeviceGetName", e))?,
+            compute_capability: (
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+            ),
+            // SAFETY: `dev` is a valid device handle.
+            total_memory: unsafe { result::device::total_mem(dev) }.map_err(|e| cuda_err("cuDeviceTotalMem", e))?,
+            multiprocessors: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            pci: format!(
+                "{:04x}:{:02x}:{:02x}",
+                attr(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                attr(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+            ),
+        })
+    })
+}
+
+/// An opened CUDA device: its primary context, a stream for stoke's work, what it is, and
+/// its kernels (loaded on first use, once).
+#[derive(Debug)]
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    driver: DriverInfo,
+    info: DeviceInfo,
+    kernels: OnceLock<Arc<Kernels>>,
+}
+
+impl Gpu {
+    /// Open device `ordinal`. Every absence is a typed error: [`GpuError::NoDriver`],
+    /// [`GpuError::DriverTooOld`], [`GpuError::NoDevice`], [`GpuError::OutOfMemory`] (no
+    /// memory for the context), [`GpuError::Cuda`] otherwise. Never panics.
+    pub fn open(ordinal: usize) -> Result<Arc<Gpu>, GpuError> {
+        let driver = probe_driver()?;
+        if ordinal >= driver.device_count {
+            return Err(GpuError::NoDevice { ordinal, count: driver.device_count });
+        }
+        let info = device_info(ordinal)?;
+        no_panic("cuDevicePrimaryCtxRetain", || {
+            let ctx = CudaContext::new(ordinal).map_err(|e| {
+                if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                    GpuError::OutOfMemory { kind: "device", bytes: 0, what: format!("the CUDA context on device {ordinal}") }
+                } else {
+                    cuda_err("cuDevicePrimaryCtxRetain", e)
+                }
+            })?;
+            let stream = ctx.new_stream().map_err(|e| cuda_err("cuStreamCreate", e))?;
+            Ok(Arc::new(Gpu { ctx, stream, driver, info, kernels: OnceLock::new() }))
+        })
+    }
+
+    /// The primary context.
+    pub fn ctx(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// stoke's stream on this device (non-blocking with respect to the legacy stream).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Driver version and device count seen when opening.
+    pub fn driver(&self) -> &DriverInfo {
+        &self.driver
+    }
+
+    /// Name, compute capability, memory, multiprocessors.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The embedded kernels loaded into this context: the fatbin when build.rs made one, else
+    /// compiled with NVRTC for this device. Loaded on the first call, then shared.
+    pub fn kernels(&self) -> Result<Arc<Kernels>, GpuError> {
+        if let Some(k) = self.kernels.get() {
+            return Ok(k.clone());
+        }
+        let k = Arc::new(Kernels::load(&self.ctx, self.info.compute_capability)?);
+        // Two threads may race to load; the first one stored wins, the other's is dropped.
+        Ok(self.kernels.get_or_init(|| k).clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_print_as_nvidia_does() {
+        assert_eq!(version_string(13000), "13.0");
+        assert_eq!(version_string(12020), "12.2");
+        assert_eq!(version_string(12090), "12.9");
+    }
+
+    #[test]
+    fn driver_too_old_says_what_was_found_and_needed() {
+        let e = GpuError::DriverTooOld { found: version_string(12020), needed: version_string(MIN_DRIVER_VERSION) };
+        let m = e.to_string();
+        assert!(m.contains("CUDA 12.2") && m.contains("CUDA 13.0"), "{m}");
+    }
+
+    /// Whatever this machine has, opening never panics: either a device, or a typed error.
+    /// (Here, without a driver: NoDriver. With a GPU: an open device.)
+    #[test]
+    fn open_never_panics_and_absence_is_typed() {
+        match Gpu::open(0) {
+            Ok(gpu) => assert!(!gpu.info().name.is_empty()),
+            Err(GpuError::NoDriver(m)) => assert!(m.contains("libcuda")),
+            Err(GpuError::NoDevice { ordinal: 0, count: 0 }) | Err(GpuError::DriverTooOld { .. }) => {}
+            Err(e) => panic!("unexpected error kind: {e}"),
+        }
+        // An ordinal no machine has is always an error, never a panic.
+        match Gpu::open(4096) {
+            Err(GpuError::NoDevice { ordinal: 4096, .. }) | Err(GpuError::NoDriver(_)) | Err(GpuError::DriverTooOld { .. }) => {}
+            other => panic!("ordinal 4096: {:?}", other.map(|g| g.info().clone())),
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! Owning nvJPEG types: each frees its object on `Drop`, and each child keeps the library handle
+//! it was created from alive (`Arc<NvjpegHandle>`), so destruction order is always right.
+//!
+//! What stays `unsafe`: calls that write device memory through raw `nvjpegImage_t` pointers
+//! (the caller vouches for the allocation) and calls that take a raw CUDA stream.
+//!
+//! Not yet verified on a GPU: everything beyond loading the library and
+//! [`NvjpegHandle::library_version`] was written against the nvJPEG 13.0 documentation on a
+//! machine without one.
+
+use super::result;
+use super::sys::*;
+use crate::error::GpuError;
+use std::ffi::c_int;
+use std::sync::Arc;
+
+/// The loaded library plus one nvJPEG library handle (`nvjpegHandle_t`), made by
+/// [nvjpegCreateEx] and freed by [nvjpegDestroy].
+///
+/// [nvjpegCreateEx]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegcreateex
+/// [nvjpegDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdestroy
+#[derive(Debug)]
+pub struct NvjpegHandle {
+    lib: &'static NvjpegLib,
+    raw: nvjpegHandle_t,
+}
+
+// SAFETY: nvJPEG documents the library handle as thread safe; it is only freed in Drop.
+unsafe impl Send for NvjpegHandle {}
+// SAFETY: as above: concurrent calls on one handle are allowed by nvJPEG.
+unsafe impl Sync for NvjpegHandle {}
+
+impl std::fmt::Debug for NvjpegLib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvjpegLib").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl NvjpegHandle {
+    /// Open libnvjpeg (search order in [`NvjpegLib::get`]) and create a handle for `backend`
+    /// with nvJPEG's default allocators and `flags` (`NVJPEG_FLAGS_*`). Needs a GPU.
+    pub fn new(backend: nvjpegBackend_t, flags: u32) -> Result<Arc<Self>, GpuError> {
+        let lib = NvjpegLib::get()?;
+        let raw = result::create_ex(lib, backend, flags)?;
+        Ok(Arc::new(Self { lib, raw }))
+    }
+
+    /// The version of the loaded library, `(major, minor, patch)`: works without a GPU.
+    pub fn library_version() -> Result<(i32, i32, i32), GpuError> {
+        result::get_version(NvjpegLib::get()?)
+    }
+
+    /// The loaded library's function table.
+    pub fn lib(&self) -> &'static NvjpegLib {
+        self.lib
+    }
+
+    /// The raw handle, for calls this layer does not wrap.
+    pub fn raw(&self) -> nvjpegHandle_t {
+        self.raw
+    }
+
+    /// `(engines, cores per engine)` of the hardware JPEG decoder
+    /// ([nvjpegGetHardwareDecoderInfo]); meaningful for a handle made with
+    /// `NVJPEG_BACKEND_HARDWARE`.
+    ///
+    /// [nvjpegGetHardwareDecoderInfo]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpeggethardwaredecoderinfo
+    pub fn hardware_decoder_info(&self) -> Result<(u32, u32), GpuError> {
+        // SAFETY: `raw` is live while `self` is.
+        unsafe { result::hardware_decoder_info(self.lib, self.raw) }
+    }
+
+    /// Components, chroma subsampling and per-component sizes from the header
+    /// ([nvjpegGetImageInfo]).
+    ///
+    /// [nvjpegGetImageInfo]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpeggetimageinfo
+    pub fn image_info(&self, data: &[u8]) -> Result<(i32, nvjpegChromaSubsampling_t, [i32; 4], [i32; 4]), GpuError> {
+        // SAFETY: `raw` is live while `self` is.
+        unsafe { result::get_image_info(self.lib, self.raw, data) }
+    }
+}
+
+impl Drop for NvjpegHandle {
+    fn drop(&mut self) {
+        // SAFETY: every child holds an Arc of this handle, so none outlives it.
+        if let Err(e) = unsafe { result::destroy(self.lib, self.raw) } {
+            log::warn!("{e}");
+        }
+    }
+}
+
+/// Declares an owning wrapper of a raw nvJPEG object freed by `$destroy`.
+macro_rules! owned {
+    ($(#[$m:meta])* $name:ident, $raw:ty, $destroy:path) => {
+        $(#[$m])*
+        #[derive(Debug)]
+        pub struct $name {
+            handle: Arc<NvjpegHandle>,
+            raw: $raw,
+        }
+
+        // SAFETY: the object is used from one thread at a time (&mut for state-changing
+        // calls); nvJPEG objects are not tied to the creating thread.
+        unsafe impl Send for $name {}
+
+        impl $name {
+            /// The raw object, for calls this layer does not wrap.
+            pub fn raw(&self) -> $raw {
+                self.raw
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: `raw` was created from `handle`, which is still alive, and is freed
+                // exactly once.
+                if let Err(e) = unsafe { $destroy(self.handle.lib, self.raw) } {
+                    log::warn!("{e}");
+                }
+            }
+        }
+    };
+}
+
+owned!(
+    /// A decoder for one backend (`nvjpegJpegDecoder_t`): [nvjpegDecoderCreate] /
+    /// [nvjpegDecoderDestroy].
+    ///
+    /// [nvjpegDecoderCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodercreate
+    /// [nvjpegDecoderDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecoderdestroy
+    Decoder, nvjpegJpegDecoder_t, result::decoder_destroy);
+owned!(
+    /// Decode state (`nvjpegJpegState_t`), from [nvjpegJpegStateCreate] or
+    /// [nvjpegDecoderStateCreate], freed by [nvjpegJpegStateDestroy]. Keeps attached buffers
+    /// alive.
+    ///
+    /// [nvjpegJpegStateCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstatecreate
+    /// [nvjpegDecoderStateCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecoderstatecreate
+    /// [nvjpegJpegStateDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstatedestroy
+    StateInner, nvjpegJpegState_t, result::jpeg_state_destroy);
+owned!(
+    /// A parsed JPEG bitstream (`nvjpegJpegStream_t`): [nvjpegJpegStreamCreate] /
+    /// [nvjpegJpegStreamDestroy].
+    ///
+    /// [nvjpegJpegStreamCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamcreate
+    /// [nvjpegJpegStreamDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamdestroy
+    JpegStream, nvjpegJpegStream_t, result::jpeg_stream_destroy);
+owned!(
+    /// Decode parameters (`nvjpegDecodeParams_t`): [nvjpegDecodeParamsCreate] /
+    /// [nvjpegDecodeParamsDestroy].
+    ///
+    /// [nvjpegDecodeParamsCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamscreate
+    /// [nvjpegDecodeParamsDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamsdestroy
+    DecodeParams, nvjpegDecodeParams_t, result::decode_params_destroy);
+owned!(
+    /// A pinned host buffer for the decoupled decode (`nvjpegBufferPinned_t`):
+    /// [nvjpegBufferPinnedCreate] / [nvjpegBufferPinnedDestroy].
+    ///
+    /// [nvjpegBufferPinnedCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreate
+    /// [nvjpegBufferPinnedDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinneddestroy
+    PinnedBuffer, nvjpegBufferPinned_t, result::buffer_pinned_destroy);
+owned!(
+    /// A device buffer for the decoupled decode (`nvjpegBufferDevice_t`):
+    /// [nvjpegBufferDeviceCreate] / [nvjpegBufferDeviceDestroy].
+    ///
+    /// [nvjpegBufferDeviceCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreate
+    /// [nvjpegBufferDeviceDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicedestroy
+    DeviceBuffer, nvjpegBufferDevice_t, result::buffer_device_destroy);
+
+/// A decode state plus the buffers attached to it (dropped after the state).
+#[derive(Debug)]
+pub struct JpegState {
+    inner: StateInner,
+    pinned: Option<Arc<PinnedBuffer>>,
+    device: Option<Arc<DeviceBuffer>>,
+}
+
+impl JpegState {
+    /// A state for the simple and batched APIs ([nvjpegJpegStateCreate]).
+    ///
+    /// [nvjpegJpegStateCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstatecreate
+    pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Self, GpuError> {
+        // SAFETY: the handle is live.
+        let raw = unsafe { result::jpeg_state_create(handle.lib, handle.raw) }?;
+        Ok(Self { inner: StateInner { handle: handle.clone(), raw }, pinned: None, device: None })
+    }
+
+    /// The raw state.
+    pub fn raw(&self) -> nvjpegJpegState_t {
+        self.inner.raw
+    }
+
+    /// Attach a pinned buffer ([nvjpegStateAttachPinnedBuffer]); the state keeps it alive.
+    ///
+    /// [nvjpegStateAttachPinnedBuffer]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegstateattachpinnedbuffer
+    pub fn attach_pinned(&mut self, buf: Arc<PinnedBuffer>) -> Result<(), GpuError> {
+        // SAFETY: both objects are live; the state holds `buf` from now on.
+        unsafe { result::state_attach_pinned_buffer(self.inner.handle.lib, self.inner.raw, buf.raw) }?;
+        self.pinned = Some(buf);
+        Ok(())
+    }
+
+    /// Attach a device buffer ([nvjpegStateAttachDeviceBuffer]); the state keeps it alive.
+    ///
+    /// [nvjpegStateAttachDeviceBuffer]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegstateattachdevicebuffer
+    pub fn attach_device(&mut self, buf: Arc<DeviceBuffer>) -> Result<(), GpuError> {
+        // SAFETY: both objects are live; the state holds `buf` from now on.
+        unsafe { result::state_attach_device_buffer(self.inner.handle.lib, self.inner.raw, buf.raw) }?;
+        self.device = Some(buf);
+        Ok(())
+    }
+
+    /// Prepare the batched decoder ([nvjpegDecodeBatchedInitialize]) for `batch_size` images
+    /// written in `format`.
+    ///
+    /// [nvjpegDecodeBatchedInitialize]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatchedinitialize
+    pub fn batched_initialize(&mut self, batch_size: usize, max_cpu_threads: usize, format: nvjpegOutputFormat_t) -> Result<(), GpuError> {
+        let h = &self.inner.handle;
+        // SAFETY: handle and state are live and belong together.
+        unsafe {
+            result::decode_batched_initialize(h.lib, h.raw, self.inner.raw, to_int(batch_size)?, to_int(max_cpu_threads)?, format)
+        }
+    }
+
+    /// Reserve hardware-decoder memory for `batch` images up to `w × h`
+    /// ([nvjpegDecodeBatchedPreAllocate]) so nothing allocates after warm-up.
+    ///
+    /// [nvjpegDecodeBatchedPreAllocate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatchedpreallocate
+    pub fn batched_pre_allocate(
+        &mut self,
+        batch: usize,
+        w: u32,
+        h: u32,
+        css: nvjpegChromaSubsampling_t,
+        format: nvjpegOutputFormat_t,
+    ) -> Result<(), GpuError> {
+        let hd = &self.inner.handle;
+        // SAFETY: handle and state are live and belong together.
+        unsafe {
+            result::decode_batched_pre_allocate(hd.lib, hd.raw, self.inner.raw, to_int(batch)?, to_int(w as usize)?, to_int(h as usize)?, css, format)
+        }
+    }
+
+    /// Decode a batch ([nvjpegDecodeBatched]) on `stream`.
+    ///
+    /// # Safety
+    /// `images` and `destinations` have the length given to [`Self::batched_initialize`]; each
+    /// destination points at device memory for the whole image in the initialised format;
+    /// the bytes stay alive and unchanged until the stream has passed this decode; `stream`
+    /// belongs to the current context.
+    pub unsafe fn decode_batched(&mut self, images: &[&[u8]], destinations: &mut [nvjpegImage_t], stream: cudaStream_t) -> Result<(), GpuError> {
+        assert_eq!(images.len(), destinations.len(), "one destination per image");
+        let ptrs: Vec<*const u8> = images.iter().map(|b| b.as_ptr()).collect();
+        let lens: Vec<usize> = images.iter().map(|b| b.len()).collect();
+        let h = &self.inner.handle;
+        // SAFETY: caller's contract; the pointer/length arrays live across the call.
+        unsafe { result::decode_batched(h.lib, h.raw, self.inner.raw, ptrs.as_ptr(), lens.as_ptr(), destinations.as_mut_ptr(), stream) }
+    }
+}
+
+fn to_int(v: usize) -> Result<c_int, GpuError> {
+    c_int::try_from(v).map_err(|_| GpuError::Nvjpeg {
+        call: "argument",
+        status: nvjpegStatus_t::NVJPEG_STATUS_INVALID_PARAMETER.0,
+        message: format!("value {v} does not fit a C int"),
+    })
+}
+
+impl Decoder {
+    /// A decoder for `backend` ([nvjpegDecoderCreate]).
+    ///
+    /// [nvjpegDecoderCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodercreate
+    pub fn new(handle: &Arc<NvjpegHandle>, backend: nvjpegBackend_t) -> Result<Self, GpuError> {
+        // SAFETY: the handle is live.
+        let raw = unsafe { result::decoder_create(handle.lib, handle.raw, backend) }?;
+        Ok(Self { handle: handle.clone(), raw })
+    }
+
+    /// A state for this decoder ([nvjpegDecoderStateCreate]).
+    ///
+    /// [nvjpegDecoderStateCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecoderstatecreate
+    pub fn new_state(&self) -> Result<JpegState, GpuError> {
+        // SAFETY: handle and decoder are live.
+        let raw = unsafe { result::decoder_state_create(self.handle.lib, self.handle.raw, self.raw) }?;
+        Ok(JpegState { inner: StateInner { handle: self.handle.clone(), raw }, pinned: None, device: None })
+    }
+
+    /// Whether this decoder takes `stream` with `params` ([nvjpegDecoderJpegSupported]).
+    ///
+    /// [nvjpegDecoderJpegSupported]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecoderjpegsupported
+    pub fn supports(&self, stream: &JpegStream, params: &DecodeParams) -> Result<bool, GpuError> {
+        // SAFETY: all objects are live; 0 means supported.
+        Ok(unsafe { result::decoder_jpeg_supported(self.handle.lib, self.raw, stream.raw, params.raw) }? == 0)
+    }
+
+    /// CPU phase of the decoupled decode ([nvjpegDecodeJpegHost]).
+    ///
+    /// [nvjpegDecodeJpegHost]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodejpeghost
+    pub fn decode_host(&self, state: &mut JpegState, params: &DecodeParams, stream: &JpegStream) -> Result<(), GpuError> {
+        // SAFETY: all objects are live; the state was made for this decoder by the caller's
+        // construction (nvJPEG reports a mismatch as a status).
+        unsafe { result::decode_jpeg_host(self.handle.lib, self.handle.raw, self.raw, state.raw(), params.raw, stream.raw) }
+    }
+
+    /// Copy phase ([nvjpegDecodeJpegTransferToDevice]) on `cuda_stream`.
+    ///
+    /// # Safety
+    /// `cuda_stream` is a live stream of the current context.
+    ///
+    /// [nvjpegDecodeJpegTransferToDevice]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodejpegtransfertodevice
+    pub unsafe fn transfer_to_device(&self, state: &mut JpegState, stream: &JpegStream, cuda_stream: cudaStream_t) -> Result<(), GpuError> {
+        // SAFETY: objects live; caller's contract for the stream.
+        unsafe { result::decode_jpeg_transfer_to_device(self.handle.lib, self.handle.raw, self.raw, state.raw(), stream.raw, cuda_stream) }
+    }
+
+    /// GPU phase ([nvjpegDecodeJpegDevice]) writing `dst` on `cuda_stream`.
+    ///
+    /// # Safety
+    /// `dst` points at device memory large enough for the image in the params' output format
+    /// and stays allocated until the stream has passed this call.
+    ///
+    /// [nvjpegDecodeJpegDevice]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodejpegdevice
+    pub unsafe fn decode_device(&self, state: &mut JpegState, dst: &mut nvjpegImage_t, cuda_stream: cudaStream_t) -> Result<(), GpuError> {
+        // SAFETY: objects live; caller's contract for dst and the stream.
+        unsafe { result::decode_jpeg_device(self.handle.lib, self.handle.raw, self.raw, state.raw(), dst, cuda_stream) }
+    }
+}
+
+/// Header facts read by [`JpegStream::parse_header`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Frame width.
+    pub width: u32,
+    /// Frame height.
+    pub height: u32,
+    /// Number of components.
+    pub components: u32,
+    /// Chroma subsampling.
+    pub subsampling: nvjpegChromaSubsampling_t,
+    /// SOF coding.
+    pub encoding: nvjpegJpegEncoding_t,
+}
+
+impl JpegStream {
+    /// An empty stream object ([nvjpegJpegStreamCreate]).
+    ///
+    /// [nvjpegJpegStreamCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamcreate
+    pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Self, GpuError> {
+        // SAFETY: the handle is live.
+        let raw = unsafe { result::jpeg_stream_create(handle.lib, handle.raw) }?;
+        Ok(Self { handle: handle.clone(), raw })
+    }
+
+    /// Parse the whole bitstream for decoding ([nvjpegJpegStreamParse] with
+    /// `save_stream = 1`: nvJPEG keeps its own copy of the bytes, so `data` may be reused as
+    /// soon as this returns).
+    ///
+    /// [nvjpegJpegStreamParse]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamparse
+    pub fn parse(&mut self, data: &[u8]) -> Result<(), GpuError> {
+        // SAFETY: handle/stream live; data valid for its length. save_stream = 1 makes nvJPEG
+        // copy the bytes, so no lifetime ties the stream to `data`.
+        unsafe { result::jpeg_stream_parse(self.handle.lib, self.handle.raw, data.as_ptr(), data.len(), 0, 1, self.raw) }
+    }
+
+    /// Parse only the header ([nvjpegJpegStreamParseHeader]) and report what it says.
+    ///
+    /// [nvjpegJpegStreamParseHeader]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamparseheader
+    pub fn parse_header(&mut self, data: &[u8]) -> Result<StreamInfo, GpuError> {
+        // SAFETY: handle/stream live; data valid for its length.
+        unsafe { result::jpeg_stream_parse_header(self.handle.lib, self.handle.raw, data.as_ptr(), data.len(), self.raw) }?;
+        self.info()
+    }
+
+    /// Facts of the last parsed stream (frame dimensions, components, subsampling, encoding).
+    pub fn info(&self) -> Result<StreamInfo, GpuError> {
+        let lib = self.handle.lib;
+        // SAFETY: the stream is live and was parsed (nvJPEG reports otherwise as a status).
+        unsafe {
+            let (width, height) = result::jpeg_stream_frame_dimensions(lib, self.raw)?;
+            Ok(StreamInfo {
+                width,
+                height,
+                components: result::jpeg_stream_components(lib, self.raw)?,
+                subsampling: result::jpeg_stream_subsampling(lib, self.raw)?,
+                encoding: result::jpeg_stream_encoding(lib, self.raw)?,
+            })
+        }
+    }
+
+    /// Whether the batched (hardware) decoder takes this stream ([nvjpegDecodeBatchedSupported],
+    /// or the `Ex` form with `params` when given and available).
+    ///
+    /// [nvjpegDecodeBatchedSupported]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatchedsupported
+    pub fn batched_supported(&self, params: Option<&DecodeParams>) -> Result<bool, GpuError> {
+        let h = &self.handle;
+        // SAFETY: handle, stream and params are live; 0 means supported.
+        let r = unsafe {
+            match params {
+                Some(p) if h.lib.nvjpegDecodeBatchedSupportedEx.is_some() => {
+                    result::decode_batched_supported_ex(h.lib, h.raw, self.raw, p.raw)?
+                }
+                _ => result::decode_batched_supported(h.lib, h.raw, self.raw)?,
+            }
+        };
+        Ok(r == 0)
+    }
+}
+
+impl DecodeParams {
+    /// Default decode parameters ([nvjpegDecodeParamsCreate]).
+    ///
+    /// [nvjpegDecodeParamsCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamscreate
+    pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Self, GpuError> {
+        // SAFETY: the handle is live.
+        let raw = unsafe { result::decode_params_create(handle.lib, handle.raw) }?;
+        Ok(Self { handle: handle.clone(), raw })
+    }
+
+    /// [nvjpegDecodeParamsSetOutputFormat](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamssetoutputformat).
+    pub fn set_output_format(&mut self, format: nvjpegOutputFormat_t) -> Result<(), GpuError> {
+        // SAFETY: params live.
+        unsafe { result::decode_params_set_output_format(self.handle.lib, self.raw, format) }
+    }
+
+    /// Decode only `w × h` at `(x, y)`; `None` decodes everything
+    /// ([nvjpegDecodeParamsSetROI](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamssetroi)).
+    pub fn set_roi(&mut self, roi: Option<(u32, u32, u32, u32)>) -> Result<(), GpuError> {
+        let (x, y, w, h) = match roi {
+            Some((x, y, w, h)) => (to_int(x as usize)?, to_int(y as usize)?, to_int(w as usize)?, to_int(h as usize)?),
+            None => (0, 0, -1, -1),
+        };
+        // SAFETY: params live.
+        unsafe { result::decode_params_set_roi(self.handle.lib, self.raw, x, y, w, h) }
+    }
+
+    /// Let nvJPEG decode CMYK/YCCK to RGB
+    /// ([nvjpegDecodeParamsSetAllowCMYK](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamssetallowcmyk)).
+    pub fn set_allow_cmyk(&mut self, allow: bool) -> Result<(), GpuError> {
+        // SAFETY: params live.
+        unsafe { result::decode_params_set_allow_cmyk(self.handle.lib, self.raw, allow as c_int) }
+    }
+}
+
+impl PinnedBuffer {
+    /// A pinned buffer with nvJPEG's default allocator ([nvjpegBufferPinnedCreate]).
+    ///
+    /// [nvjpegBufferPinnedCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreate
+    pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Arc<Self>, GpuError> {
+        // SAFETY: the handle is live; null selects the default allocator.
+        let raw = unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
+        Ok(Arc::new(Self { handle: handle.clone(), raw }))
+    }
+}
+
+impl DeviceBuffer {
+    /// A device buffer with nvJPEG's default allocator ([nvjpegBufferDeviceCreate]).
+    ///
+    /// [nvjpegBufferDeviceCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreate
+    pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Arc<Self>, GpuError> {
+        // SAFETY: the handle is live; null selects the default allocator.
+        let raw = unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
+        Ok(Arc::new(Self { handle: handle.clone(), raw }))
+    }
+}

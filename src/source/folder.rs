@@ -1,0 +1,123 @@
+//! The folder source, torchvision `ImageFolder` convention: one subfolder per class, classes
+//! sorted by name → labels `0..C`; `.jpg`/`.jpeg` files (any case, any depth) are samples;
+//! other files are ignored and counted.
+
+use super::index::Fingerprint;
+use super::{Entry, Listing, Location, SourceKind};
+use crate::error::{Error, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// True for `.jpg` / `.jpeg` in any case.
+pub(crate) fn is_jpeg_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".jpg") || lower.ends_with(".jpeg")
+}
+
+/// A path relative to the dataset root as a `/`-separated key.
+pub(crate) fn key_of(root: &Path, path: &Path) -> Result<String> {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c.as_os_str().to_str() {
+            Some(s) => parts.push(s),
+            None => {
+                return Err(Error::dataset(path, format!("file name {:?} is not valid UTF-8", c.as_os_str())));
+            }
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn read_dir_sorted(dir: &Path) -> Result<Vec<fs::DirEntry>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        out.push(e.map_err(|e| Error::io(dir, e))?);
+    }
+    out.sort_by_key(|e| e.file_name());
+    Ok(out)
+}
+
+/// `(is_dir, metadata)` following symlinks; a dangling link is an error naming it.
+fn stat(path: &Path) -> Result<fs::Metadata> {
+    fs::metadata(path).map_err(|e| Error::dataset(path, format!("cannot read: {e}")))
+}
+
+/// The class folders of `root` (sorted), or an error when there are none.
+pub(crate) fn class_dirs(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut classes = Vec::new();
+    for e in read_dir_sorted(root)? {
+        let p = e.path();
+        if stat(&p)?.is_dir() {
+            let name = e.file_name().to_str().map(str::to_owned).ok_or_else(|| {
+                Error::dataset(&p, format!("class folder name {:?} is not valid UTF-8", e.file_name()))
+            })?;
+            classes.push((name, p));
+        }
+    }
+    Ok(classes)
+}
+
+/// Walk `dir` as torchvision's `make_dataset` does: folders in sorted path order, the files
+/// of each folder sorted by name. Pushes JPEGs to `out`, counts the rest in `ignored`.
+fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fingerprint, ignored: &mut u64) -> Result<()> {
+    let mut dirs = vec![dir.to_path_buf()];
+    let mut all = Vec::new(); // (folder, its sorted files)
+    while let Some(d) = dirs.pop() {
+        let mut files = Vec::new();
+        for e in read_dir_sorted(&d)? {
+            let p = e.path();
+            let md = stat(&p)?;
+            if md.is_dir() {
+                dirs.push(p);
+            } else {
+                files.push((p, md));
+            }
+        }
+        all.push((d, files));
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, files) in all {
+        for (p, md) in files {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !is_jpeg_name(&name) {
+                *ignored += 1;
+                continue;
+            }
+            let key = key_of(root, &p)?;
+            fp.add_file(&key, &md);
+            out.push(Entry { key, label, len: md.len(), location: Location::File });
+        }
+    }
+    Ok(())
+}
+
+/// List an ImageFolder dataset.
+pub(crate) fn list(root: &Path) -> Result<Listing> {
+    let classes = class_dirs(root)?;
+    if classes.is_empty() {
+        return Err(Error::dataset(
+            root,
+            "no class folders: expected one subfolder per class holding .jpg/.jpeg files (ImageFolder layout)",
+        ));
+    }
+    let mut fp = Fingerprint::new(SourceKind::Folder);
+    let mut entries = Vec::new();
+    let mut ignored = 0u64;
+    for (label, (name, dir)) in classes.iter().enumerate() {
+        let before = entries.len();
+        fp.add_str(name);
+        walk(root, dir, label as i64, &mut entries, &mut fp, &mut ignored)?;
+        if entries.len() == before {
+            return Err(Error::dataset(dir, format!("class folder {name:?} holds no .jpg/.jpeg files")));
+        }
+    }
+    Ok(Listing {
+        root: root.to_path_buf(),
+        classes: classes.into_iter().map(|(n, _)| n).collect(),
+        ignored,
+        shards: Vec::new(),
+        entries,
+        fingerprint: fp.finish(),
+    })
+}

@@ -1,0 +1,494 @@
+//! The saved index: one pass over the samples that records each one's location, label and JPEG
+//! header facts, saved so the next start skips it.
+//!
+//! The pass is parallel and reads only a prefix of each sample (64 KiB, more only when the
+//! header runs longer: big EXIF/ICC segments, or a DNL height after the first scan).
+//!
+//! Where it lives: beside the dataset (`ROOT/.stoke-index`, `LIST.stoke-index`,
+//! `SHARDS/.stoke-index`), or, when that cannot be written, in `$XDG_CACHE_HOME/stoke` (or
+//! `~/.cache/stoke`) under a name derived from the dataset's absolute path. It is reused when
+//! its fingerprint matches the source's: the sizes and modification times of every file (folder,
+//! list: plus the list's text) or every shard. Anything else (missing, stale, a different
+//! version, corrupt) rebuilds it.
+//!
+//! The file format is private and versioned: magic `STOKEIX\0`, version, fingerprint, then
+//! the dataset (classes, ignored count, shards, samples), then an FNV-1a checksum of all of it.
+
+use super::jpeg::{self, Coding, HeaderError, JpegInfo, Subsampling};
+use super::{Entry, Location, SampleMeta, SourceKind};
+use crate::error::{Error, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+const MAGIC: &[u8; 8] = b"STOKEIX\0";
+const VERSION: u32 = 1;
+/// Bytes read first to find a header; almost every JPEG's header fits.
+pub(crate) const HEADER_PREFIX: usize = 64 << 10;
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+/// A running FNV-1a hash of what identifies a source's contents.
+pub(crate) struct Fingerprint(u64);
+
+impl Fingerprint {
+    pub(crate) fn new(kind: SourceKind) -> Self {
+        Fingerprint(fnv(FNV_OFFSET, &[kind as u8, VERSION as u8]))
+    }
+    pub(crate) fn add_bytes(&mut self, b: &[u8]) {
+        self.0 = fnv(self.0, &(b.len() as u64).to_le_bytes());
+        self.0 = fnv(self.0, b);
+    }
+    pub(crate) fn add_str(&mut self, s: &str) {
+        self.add_bytes(s.as_bytes());
+    }
+    /// A file by its key, size and modification time.
+    pub(crate) fn add_file(&mut self, key: &str, md: &fs::Metadata) {
+        use std::os::unix::fs::MetadataExt;
+        self.add_str(key);
+        self.0 = fnv(self.0, &md.len().to_le_bytes());
+        self.0 = fnv(self.0, &md.mtime().to_le_bytes());
+        self.0 = fnv(self.0, &md.mtime_nsec().to_le_bytes());
+    }
+    pub(crate) fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// A progress bar on stderr when `enabled` and stderr is a terminal (hidden otherwise).
+pub(crate) fn progress(enabled: bool, len: u64, what: &str) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} [{elapsed_precise} < {eta_precise}] {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// `f(i)` for `i in 0..n` on `threads` threads (0 = all cores), results in index order.
+pub(crate) fn parallel_map<T: Send>(n: usize, threads: usize, pb: Option<&ProgressBar>, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    parallel_map_with(n, threads, pb, || (), |_, i| f(i))
+}
+
+/// As [`parallel_map`] with per-thread scratch state made by `init`.
+pub(crate) fn parallel_map_with<S, T: Send>(
+    n: usize,
+    threads: usize,
+    pb: Option<&ProgressBar>,
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize) -> T + Sync,
+) -> Vec<T> {
+    let threads = if threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { threads };
+    let threads = threads.min(n.max(1));
+    const CHUNK: usize = 64;
+    let next = AtomicUsize::new(0);
+    let parts: Mutex<Vec<(usize, Vec<T>)>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut state = init();
+                loop {
+                    let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                    if start >= n {
+                        break;
+                    }
+                    let end = (start + CHUNK).min(n);
+                    let out: Vec<T> = (start..end).map(|i| f(&mut state, i)).collect();
+                    if let Some(pb) = pb {
+                        pb.inc((end - start) as u64);
+                    }
+                    parts.lock().unwrap_or_else(|e| e.into_inner()).push((start, out));
+                }
+            });
+        }
+    });
+    let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
+    parts.sort_by_key(|p| p.0);
+    parts.into_iter().flat_map(|p| p.1).collect()
+}
+
+/// Read `[offset, offset + len)` of `file` into `buf` (cleared first); short files give fewer bytes.
+pub(crate) fn read_range(file: &File, offset: u64, len: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    buf.clear();
+    buf.resize(len, 0);
+    let mut got = 0;
+    while got < len {
+        match file.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(k) => got += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(got);
+    Ok(())
+}
+
+/// Parse a sample's header from its bytes, reading more than the prefix only when needed.
+/// `read(len, buf)` fills `buf` with up to `len` bytes from the sample's start.
+pub(crate) fn header_of(
+    total: u64,
+    buf: &mut Vec<u8>,
+    mut read: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
+) -> std::io::Result<std::result::Result<JpegInfo, HeaderError>> {
+    let first = (total as usize).min(HEADER_PREFIX);
+    read(first, buf)?;
+    let r = jpeg::parse(buf);
+    if matches!(r, Err(HeaderError::Truncated { .. })) && (buf.len() as u64) < total && buf.len() == first {
+        read(total as usize, buf)?;
+        return Ok(jpeg::parse(buf));
+    }
+    Ok(r)
+}
+
+/// Where the index goes beside the dataset.
+pub(crate) fn beside_path(kind: SourceKind, given: &Path, root: &Path) -> PathBuf {
+    match kind {
+        SourceKind::Folder => root.join(".stoke-index"),
+        SourceKind::List => {
+            let mut s = given.as_os_str().to_owned();
+            s.push(".stoke-index");
+            PathBuf::from(s)
+        }
+        SourceKind::Tar => {
+            if given.is_dir() {
+                root.join(".stoke-index")
+            } else {
+                // A pattern or a single shard: name it after the pattern, beside the shards.
+                let name = given.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+                root.join(format!(".{clean}.stoke-index"))
+            }
+        }
+    }
+}
+
+/// The cache folder: `cache_dir`, else `$XDG_CACHE_HOME/stoke`, else `~/.cache/stoke`.
+pub(crate) fn cache_path(cache_dir: Option<&Path>, given: &Path) -> Option<PathBuf> {
+    let dir = match cache_dir {
+        Some(d) => d.to_path_buf(),
+        None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+            Some(x) => PathBuf::from(x).join("stoke"),
+            None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("stoke"),
+        },
+    };
+    let abs = std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf());
+    let h = fnv(FNV_OFFSET, abs.as_os_str().as_encoded_bytes());
+    let name = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+    Some(dir.join(format!("{clean}-{h:016x}.stoke-index")))
+}
+
+/// What a saved index holds.
+pub(crate) struct Saved {
+    pub kind: SourceKind,
+    pub classes: Vec<String>,
+    pub ignored: u64,
+    pub shards: Vec<PathBuf>,
+    pub samples: Vec<SampleMeta>,
+}
+
+struct W(Vec<u8>);
+impl W {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u16(&mut self, v: u16) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+}
+
+struct R<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes(self.take(2)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).ok()
+    }
+}
+
+const CODINGS: [Coding; 8] = [
+    Coding::Baseline,
+    Coding::Extended,
+    Coding::Progressive,
+    Coding::Lossless,
+    Coding::ArithmeticSequential,
+    Coding::ArithmeticProgressive,
+    Coding::ArithmeticLossless,
+    Coding::Hierarchical,
+];
+const SUBSAMPLINGS: [Subsampling; 8] = [
+    Subsampling::Gray,
+    Subsampling::S444,
+    Subsampling::S422,
+    Subsampling::S420,
+    Subsampling::S440,
+    Subsampling::S411,
+    Subsampling::S410,
+    Subsampling::Other,
+];
+const KINDS: [SourceKind; 3] = [SourceKind::Folder, SourceKind::List, SourceKind::Tar];
+
+fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
+    let mut w = W(Vec::with_capacity(64 + s.samples.len() * 64));
+    w.0.extend_from_slice(MAGIC);
+    w.u32(VERSION);
+    w.u64(fingerprint);
+    w.u8(s.kind as u8);
+    w.u32(s.classes.len() as u32);
+    for c in &s.classes {
+        w.str(c);
+    }
+    w.u64(s.ignored);
+    w.u32(s.shards.len() as u32);
+    for p in &s.shards {
+        w.str(&p.to_string_lossy());
+    }
+    w.u64(s.samples.len() as u64);
+    for m in &s.samples {
+        w.str(&m.key);
+        w.u64(m.label as u64);
+        w.u64(m.len);
+        match m.location {
+            Location::File => w.u8(0),
+            Location::Tar { shard, offset } => {
+                w.u8(1);
+                w.u32(shard);
+                w.u64(offset);
+            }
+        }
+        match (&m.info, &m.header_error) {
+            (Some(i), _) => {
+                w.u8(1);
+                w.u32(i.width);
+                w.u32(i.height);
+                w.u8(i.components);
+                w.u8(i.precision);
+                w.u8(i.sof);
+                w.u8(CODINGS.iter().position(|c| *c == i.coding).unwrap_or(0) as u8);
+                for (h, v) in i.sampling {
+                    w.u8(h << 4 | v);
+                }
+                w.u8(SUBSAMPLINGS.iter().position(|c| *c == i.subsampling).unwrap_or(7) as u8);
+                w.u16(i.adobe_transform.map(|t| t as u16).unwrap_or(0x100));
+                w.u8(i.orientation);
+                w.u8(i.jfif as u8 | (i.icc as u8) << 1 | (i.dnl as u8) << 2);
+                w.u16(i.restart_interval);
+            }
+            (None, Some(e)) => {
+                w.u8(2);
+                w.str(e);
+            }
+            (None, None) => w.u8(0),
+        }
+    }
+    let sum = fnv(FNV_OFFSET, &w.0);
+    w.u64(sum);
+    w.0
+}
+
+fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
+    if b.len() < 8 + 8 || &b[..8] != MAGIC {
+        return None;
+    }
+    let (body, sum) = b.split_at(b.len() - 8);
+    if fnv(FNV_OFFSET, body) != u64::from_le_bytes(sum.try_into().ok()?) {
+        return None;
+    }
+    let mut r = R { b: body, at: 8 };
+    if r.u32()? != VERSION || r.u64()? != fingerprint {
+        return None;
+    }
+    let kind = *KINDS.get(r.u8()? as usize)?;
+    let nc = r.u32()? as usize;
+    let mut classes = Vec::with_capacity(nc.min(1 << 20));
+    for _ in 0..nc {
+        classes.push(r.str()?);
+    }
+    let ignored = r.u64()?;
+    let ns = r.u32()? as usize;
+    let mut shards = Vec::with_capacity(ns.min(1 << 20));
+    for _ in 0..ns {
+        shards.push(PathBuf::from(r.str()?));
+    }
+    let n = r.u64()? as usize;
+    let mut samples = Vec::with_capacity(n.min(body.len() / 16));
+    for _ in 0..n {
+        let key = r.str()?;
+        let label = r.u64()? as i64;
+        let len = r.u64()?;
+        let location = match r.u8()? {
+            0 => Location::File,
+            1 => Location::Tar { shard: r.u32()?, offset: r.u64()? },
+            _ => return None,
+        };
+        let (info, header_error) = match r.u8()? {
+            0 => (None, None),
+            1 => {
+                let width = r.u32()?;
+                let height = r.u32()?;
+                let components = r.u8()?;
+                let precision = r.u8()?;
+                let sof = r.u8()?;
+                let coding = *CODINGS.get(r.u8()? as usize)?;
+                let mut sampling = [(0, 0); 4];
+                for s in &mut sampling {
+                    let hv = r.u8()?;
+                    *s = (hv >> 4, hv & 15);
+                }
+                let subsampling = *SUBSAMPLINGS.get(r.u8()? as usize)?;
+                let adobe = r.u16()?;
+                let orientation = r.u8()?;
+                let flags = r.u8()?;
+                let restart_interval = r.u16()?;
+                let info = JpegInfo {
+                    width,
+                    height,
+                    components,
+                    precision,
+                    sof,
+                    coding,
+                    sampling,
+                    subsampling,
+                    adobe_transform: (adobe < 0x100).then_some(adobe as u8),
+                    orientation,
+                    jfif: flags & 1 != 0,
+                    icc: flags & 2 != 0,
+                    restart_interval,
+                    dnl: flags & 4 != 0,
+                };
+                (Some(info), None)
+            }
+            2 => (None, Some(r.str()?.into_boxed_str())),
+            _ => return None,
+        };
+        samples.push(SampleMeta { key, label, len, location, info, header_error });
+    }
+    (r.at == body.len()).then_some(Saved { kind, classes, ignored, shards, samples })
+}
+
+/// Load a saved index if one of `paths` holds one for this fingerprint.
+pub(crate) fn load(paths: &[PathBuf], fingerprint: u64) -> Option<(Saved, PathBuf)> {
+    for p in paths {
+        let Ok(mut f) = File::open(p) else { continue };
+        let mut b = Vec::new();
+        if f.read_to_end(&mut b).is_err() {
+            continue;
+        }
+        match decode(&b, fingerprint) {
+            Some(s) => return Some((s, p.clone())),
+            None => log::info!("index {} is stale or unreadable; rebuilding", p.display()),
+        }
+    }
+    None
+}
+
+/// Save to the first of `paths` that can be written (atomically: temp file + rename).
+pub(crate) fn save(paths: &[PathBuf], fingerprint: u64, s: &Saved) -> Option<PathBuf> {
+    let bytes = encode(fingerprint, s);
+    for p in paths {
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        let attempt = (|| -> std::io::Result<()> {
+            if let Some(dir) = p.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all().ok();
+            fs::rename(&tmp, p)
+        })();
+        match attempt {
+            Ok(()) => return Some(p.clone()),
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                log::info!("cannot write the index to {}: {e}", p.display());
+            }
+        }
+    }
+    log::warn!("the dataset index could not be saved anywhere; it will be rebuilt next time");
+    None
+}
+
+/// Parse every entry's header in parallel. An unreadable sample is an error naming it.
+pub(crate) fn build(
+    root: &Path,
+    shards: &[PathBuf],
+    entries: Vec<Entry>,
+    threads: usize,
+    show_progress: bool,
+) -> Result<Vec<SampleMeta>> {
+    let shard_files: Vec<File> = shards.iter().map(|p| File::open(p).map_err(|e| Error::io(p, e))).collect::<Result<_>>()?;
+    let pb = progress(show_progress, entries.len() as u64, "indexing");
+    let results = parallel_map_with(entries.len(), threads, Some(&pb), Vec::new, |buf, i| {
+        let e = &entries[i];
+        match e.location {
+            Location::File => {
+                let path = root.join(&e.key);
+                let f = File::open(&path).map_err(|err| Error::dataset(&path, format!("cannot read: {err}")))?;
+                header_of(e.len, buf, |n, b| read_range(&f, 0, n, b)).map_err(|err| Error::dataset(&path, format!("cannot read: {err}")))
+            }
+            Location::Tar { shard, offset } => {
+                let f = &shard_files[shard as usize];
+                header_of(e.len, buf, |n, b| read_range(f, offset, n, b)).map_err(|err| {
+                    Error::dataset(&shards[shard as usize], format!("cannot read sample {} at byte {offset}: {err}", e.key))
+                })
+            }
+        }
+    });
+    pb.finish_and_clear();
+    let mut out = Vec::with_capacity(entries.len());
+    for (e, r) in entries.into_iter().zip(results) {
+        let (info, header_error) = match r? {
+            Ok(i) => (Some(i), None),
+            Err(h) => (None, Some(h.to_string().into_boxed_str())),
+        };
+        out.push(SampleMeta { key: e.key, label: e.label, len: e.len, location: e.location, info, header_error });
+    }
+    Ok(out)
+}

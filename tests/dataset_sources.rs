@@ -1,0 +1,375 @@
+//! Folder, file-list and tar sources, the saved index, and every bad input's message.
+
+mod dataset_common;
+
+use dataset_common::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use stoke::source::tar::TarWriter;
+use stoke::source::{Dataset, IndexOptions, Location, SourceKind};
+
+fn opts(cache: &Path) -> IndexOptions {
+    IndexOptions { threads: 2, cache_dir: Some(cache.to_path_buf()), ..IndexOptions::default() }
+}
+
+fn open_err(path: &Path, cache: &Path) -> String {
+    Dataset::open(path, &opts(cache)).unwrap_err().to_string()
+}
+
+#[test]
+fn folder_labels_keys_and_headers() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    // Classes created out of order; labels follow sorted names.
+    folder(&root, &["zebra", "ant", "moth"], &[2, 3, 1]);
+    write(&root.join("ant/deeper/x.JPEG"), &jpeg(99, 98));
+    write(&root.join("ant/notes.txt"), b"not an image");
+    write(&root.join("moth/thumbs.db"), b"junk");
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert_eq!(d.kind(), SourceKind::Folder);
+    assert_eq!(d.classes(), ["ant", "moth", "zebra"]);
+    assert_eq!(d.ignored(), 2);
+    let keys: Vec<&str> = d.samples().iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "ant/img_0000.jpg",
+            "ant/img_0001.jpg",
+            "ant/img_0002.jpg",
+            "ant/deeper/x.JPEG",
+            "moth/img_0000.jpg",
+            "zebra/img_0000.jpg",
+            "zebra/img_0001.jpg"
+        ]
+    );
+    let labels: Vec<i64> = d.samples().iter().map(|s| s.label).collect();
+    assert_eq!(labels, [0, 0, 0, 0, 1, 2, 2]);
+    // Header facts: `folder()` encodes (class position, i) in the size.
+    let s = d.sample(5);
+    let info = s.info.unwrap();
+    assert_eq!((info.width, info.height), (10, 20)); // "zebra" was created first: width 10 + 0
+    assert_eq!(d.sample(4).info.unwrap().width, 12); // "moth" third
+    let info = d.sample(3).info.unwrap();
+    assert_eq!((info.width, info.height), (99, 98));
+    // Bytes and location.
+    let mut buf = vec![1, 2, 3];
+    d.read_bytes(3, &mut buf).unwrap();
+    assert_eq!(buf, fs::read(root.join("ant/deeper/x.JPEG")).unwrap());
+    assert_eq!(d.location(3), root.join("ant/deeper/x.JPEG").display().to_string());
+    assert_eq!(d.sample(3).len, buf.len() as u64);
+}
+
+#[test]
+fn index_saved_reused_and_rebuilt_on_change() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a", "b"], &[3, 3]);
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(!d.index_reused());
+    assert_eq!(d.index_path(), Some(root.join(".stoke-index").as_path()));
+    // The index file itself is not a sample nor counted as ignored.
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(d.index_reused());
+    assert_eq!((d.len(), d.ignored()), (6, 0));
+    // Replace one file with a different size: rebuilt and the new header is seen.
+    write(&root.join("b/img_0001.jpg"), &jpeg(500, 400));
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(!d.index_reused());
+    assert_eq!(d.sample(4).info.unwrap().width, 500);
+    // Adding a file also rebuilds.
+    write(&root.join("b/new.jpg"), &jpeg(7, 7));
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(!d.index_reused());
+    assert_eq!(d.len(), 7);
+    // A corrupt index file is ignored and rebuilt, never trusted.
+    let idx = root.join(".stoke-index");
+    let mut b = fs::read(&idx).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 0xFF;
+    fs::write(&idx, &b).unwrap();
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(!d.index_reused());
+    assert_eq!(d.len(), 7);
+}
+
+#[test]
+fn index_falls_back_to_the_cache_folder() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("data");
+    write(&dir.join("a.jpg"), &jpeg(5, 6));
+    fs::write(dir.join("list.txt"), "a.jpg 0\n").unwrap();
+    // Make the beside-the-dataset location unwritable: a folder sits where the file would go.
+    fs::create_dir_all(dir.join("list.txt.stoke-index")).unwrap();
+    let cache = t.path().join("cache");
+    let o = opts(&cache);
+    let d = Dataset::open(&dir.join("list.txt"), &o).unwrap();
+    let p = d.index_path().unwrap().to_path_buf();
+    assert!(p.starts_with(&cache), "{}", p.display());
+    let d = Dataset::open(&dir.join("list.txt"), &o).unwrap();
+    assert!(d.index_reused());
+    assert_eq!(d.index_path(), Some(p.as_path()));
+}
+
+#[test]
+fn headers_past_the_prefix_and_non_jpegs() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    let mut big = Jpeg::new(321, 123);
+    big.padding = 200_000; // header longer than the 64 KiB first read
+    write(&root.join("c/big.jpg"), &big.bytes());
+    let mut dnl = Jpeg::new(64, 77);
+    dnl.dnl = Some(77);
+    dnl.scan = 100_000;
+    write(&root.join("c/dnl.jpg"), &dnl.bytes());
+    write(&root.join("c/png.jpg"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR");
+    write(&root.join("c/empty.jpg"), b"");
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    let by_key = |k: &str| d.samples().iter().find(|s| s.key == k).unwrap();
+    assert_eq!(by_key("c/big.jpg").info.map(|i| (i.width, i.height)), Some((321, 123)));
+    let i = by_key("c/dnl.jpg").info.unwrap();
+    assert_eq!((i.height, i.dnl), (77, true));
+    let png = by_key("c/png.jpg");
+    assert!(png.info.is_none());
+    assert!(png.header_error.as_deref().unwrap().contains("a PNG file"));
+    assert!(by_key("c/empty.jpg").header_error.as_deref().unwrap().contains("empty"));
+    // Reloaded from the saved index: the same facts.
+    let d2 = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(d2.index_reused());
+    for (a, b) in d.samples().iter().zip(d2.samples()) {
+        assert_eq!((&a.key, a.label, a.len, a.location, a.info, &a.header_error), (&b.key, b.label, b.len, b.location, b.info, &b.header_error));
+    }
+}
+
+#[test]
+fn file_list() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("l");
+    write(&dir.join("imgs/a b.jpg"), &jpeg(11, 12));
+    write(&dir.join("imgs/c.jpeg"), &jpeg(13, 14));
+    fs::write(dir.join("train.txt"), "# comment\n\nimgs/c.jpeg 4\nimgs/a b.jpg\t1\n").unwrap();
+    let d = Dataset::open(&dir.join("train.txt"), &opts(t.path())).unwrap();
+    assert_eq!(d.kind(), SourceKind::List);
+    let got: Vec<(&str, i64)> = d.samples().iter().map(|s| (s.key.as_str(), s.label)).collect();
+    assert_eq!(got, [("imgs/c.jpeg", 4), ("imgs/a b.jpg", 1)]);
+    assert_eq!(d.classes().len(), 5);
+    let mut buf = Vec::new();
+    d.read_bytes(1, &mut buf).unwrap();
+    assert_eq!(buf, jpeg(11, 12));
+}
+
+#[test]
+fn file_list_errors_name_the_line() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("l");
+    write(&dir.join("a.jpg"), &jpeg(1, 1));
+    let case = |name: &str, text: &str| {
+        let p = dir.join(name);
+        fs::write(&p, text).unwrap();
+        let e = open_err(&p, t.path());
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        e
+    };
+    let e = case("bad.txt", "a.jpg 0\na.jpg\n");
+    assert!(e.contains("line 2") && e.contains("no label"), "{e}");
+    let e = case("nonint.txt", "a.jpg zero\n");
+    assert!(e.contains("line 1") && e.contains("\"zero\" is not an integer"), "{e}");
+    let e = case("neg.txt", "a.jpg -2\n");
+    assert!(e.contains("line 1") && e.contains("label -2 is out of range"), "{e}");
+    let e = case("dup.txt", "a.jpg 0\n\na.jpg 1\n");
+    assert!(e.contains("line 3") && e.contains("duplicate key \"a.jpg\"") && e.contains("line 1"), "{e}");
+    let e = case("missing.txt", "a.jpg 0\nnope.jpg 1\n");
+    assert!(e.contains("line 2") && e.contains("nope.jpg"), "{e}");
+    let e = case("empty.txt", "# nothing\n\n");
+    assert!(e.contains("empty dataset"), "{e}");
+    let e = case("escape.txt", "../x.jpg 0\n");
+    assert!(e.contains("line 1") && e.contains("relative"), "{e}");
+    // Out of range for a declared class count.
+    let p = dir.join("ok.txt");
+    fs::write(&p, "a.jpg 7\n").unwrap();
+    let o = IndexOptions { num_classes: Some(5), ..opts(t.path()) };
+    let e = Dataset::open(&p, &o).unwrap_err().to_string();
+    assert!(e.contains("a.jpg") && e.contains("label 7 is out of range for 5 classes"), "{e}");
+}
+
+#[test]
+fn folder_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let missing = t.path().join("nope");
+    let e = open_err(&missing, t.path());
+    assert!(e.contains(&missing.display().to_string()) && e.contains("no such file or folder"), "{e}");
+
+    let flat = t.path().join("flat");
+    write(&flat.join("a.jpg"), &jpeg(1, 1));
+    let e = open_err(&flat, t.path());
+    assert!(e.contains(&flat.display().to_string()) && e.contains("no class folders"), "{e}");
+
+    let empty_class = t.path().join("ec");
+    folder(&empty_class, &["a"], &[2]);
+    write(&empty_class.join("b/readme.txt"), b"x");
+    let e = open_err(&empty_class, t.path());
+    assert!(e.contains(&empty_class.join("b").display().to_string()) && e.contains("holds no .jpg/.jpeg files"), "{e}");
+
+    // Unreadable: a dangling symlink (root can read anything, so permissions would not do).
+    let unreadable = t.path().join("ur");
+    folder(&unreadable, &["a"], &[1]);
+    std::os::unix::fs::symlink(t.path().join("gone.jpg"), unreadable.join("a/link.jpg")).unwrap();
+    let e = open_err(&unreadable, t.path());
+    assert!(e.contains(&unreadable.join("a/link.jpg").display().to_string()) && e.contains("cannot read"), "{e}");
+}
+
+/// Shards written with the crate's writer: `{key}.jpg` + `{key}.cls`.
+fn write_shard(path: &Path, samples: &[(&str, Vec<u8>, Option<i64>)]) {
+    let f = fs::File::create(path).unwrap();
+    let mut w = TarWriter::new(std::io::BufWriter::new(f));
+    for (key, data, label) in samples {
+        w.append(&format!("{key}.jpg"), data).unwrap();
+        if let Some(l) = label {
+            w.append(&format!("{key}.cls"), l.to_string().as_bytes()).unwrap();
+        }
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn tar_shards_pattern_folder_and_reads() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("shards");
+    fs::create_dir_all(&dir).unwrap();
+    let long = format!("{}/deep_name", "d".repeat(120));
+    write_shard(&dir.join("train-0000.tar"), &[("a", jpeg(10, 11), Some(3)), (&long, jpeg(12, 13), Some(0))]);
+    write_shard(&dir.join("train-0001.tar"), &[("n01/b", jpeg(14, 15), Some(1))]);
+    write_shard(&dir.join("train-0002.tar"), &[("c", jpeg(16, 17), Some(2))]);
+    let pat = dir.join("train-{0000..0001}.tar");
+    let d = Dataset::open(&pat, &opts(t.path())).unwrap();
+    assert_eq!(d.kind(), SourceKind::Tar);
+    let got: Vec<(String, i64, u32)> = d.samples().iter().map(|s| (s.key.clone(), s.label, s.info.unwrap().width)).collect();
+    assert_eq!(
+        got,
+        [("train-0000/a".to_string(), 3, 10), (format!("train-0000/{long}"), 0, 12), ("train-0001/n01/b".to_string(), 1, 14)]
+    );
+    let mut buf = Vec::new();
+    for (i, want) in [jpeg(10, 11), jpeg(12, 13), jpeg(14, 15)].iter().enumerate() {
+        d.read_bytes(i, &mut buf).unwrap();
+        assert_eq!(&buf, want);
+    }
+    // The first member's data starts after one 512-byte header.
+    assert_eq!(d.sample(0).location, Location::Tar { shard: 0, offset: 512 });
+    assert_eq!(d.location(0), format!("{} at byte 512", dir.join("train-0000.tar").display()));
+    // Folder of tars: all three, in name order; the pattern's index does not count as a shard.
+    let d = Dataset::open(&dir, &opts(t.path())).unwrap();
+    assert_eq!(d.len(), 4);
+    assert_eq!(d.shards().len(), 3);
+    assert_eq!(d.sample(3).key, "train-0002/c");
+    assert!(Dataset::open(&dir, &opts(t.path())).unwrap().index_reused());
+    // A single .tar.
+    let d = Dataset::open(&dir.join("train-0002.tar"), &opts(t.path())).unwrap();
+    assert_eq!(d.len(), 1);
+}
+
+#[test]
+fn tar_pax_and_gnu_headers_written_by_hand() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("raw.tar");
+    let mut b = Vec::new();
+    let pax_name = format!("{}/pax_key.jpg", "p".repeat(150));
+    tar_member(&mut b, "PaxHeaders/x", pax_record("path", &pax_name).as_bytes(), b'x');
+    tar_member(&mut b, "truncated-name-ignored.jpg", &jpeg(21, 22), b'0');
+    tar_member(&mut b, "dir/", b"", b'5');
+    let gnu_name = format!("{}/gnu_key.jpeg", "g".repeat(140));
+    let mut long = gnu_name.clone().into_bytes();
+    long.push(0);
+    tar_member(&mut b, "././@LongLink", &long, b'L');
+    tar_member(&mut b, "short", &jpeg(23, 24), b'0');
+    tar_member(&mut b, "readme.txt", b"hello", b'0');
+    tar_member(&mut b, "orphan.cls", b"1", b'0');
+    b.extend_from_slice(&[0u8; 1024]);
+    fs::write(&p, &b).unwrap();
+    let d = Dataset::open(&p, &opts(t.path())).unwrap();
+    let keys: Vec<&str> = d.samples().iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, [format!("raw/{}/pax_key", "p".repeat(150)), format!("raw/{}/gnu_key", "g".repeat(140))]);
+    assert_eq!(d.sample(1).info.unwrap().width, 23);
+    assert_eq!(d.ignored(), 2);
+    assert!(d.samples().iter().all(|s| s.label == -1));
+}
+
+#[test]
+fn tar_errors_name_the_shard_and_offset() {
+    let t = tempfile::tempdir().unwrap();
+    let make = |name: &str, f: &dyn Fn(&mut Vec<u8>)| -> (PathBuf, String) {
+        let p = t.path().join(name);
+        let mut b = Vec::new();
+        f(&mut b);
+        fs::write(&p, &b).unwrap();
+        let e = open_err(&p, t.path());
+        assert!(e.contains(&p.display().to_string()), "{e}");
+        (p, e)
+    };
+    // Truncated inside a member's data.
+    let (_, e) = make("trunc.tar", &|b| {
+        tar_member(b, "a.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "b.jpg", &vec![7u8; 3000], b'0');
+        let cut = b.len() - 1500;
+        b.truncate(cut);
+    });
+    let first_len = jpeg(5, 5).len().div_ceil(512) * 512 + 512;
+    assert!(e.contains("truncated tar") && e.contains(&format!("\"b.jpg\" at byte {first_len}")), "{e}");
+    // Truncated inside a header.
+    let (_, e) = make("trunc_hdr.tar", &|b| {
+        tar_member(b, "a.jpg", &jpeg(5, 5), b'0');
+        b.extend_from_slice(&[1u8; 100]);
+    });
+    assert!(e.contains("truncated tar") && e.contains(&format!("header at byte {}", first_len)), "{e}");
+    // Not a tar at all.
+    let (_, e) = make("junk.tar", &|b| b.extend_from_slice(&[b'x'; 2048]));
+    assert!(e.contains("bad header checksum at byte 0"), "{e}");
+    // Duplicate keys.
+    let (_, e) = make("dup.tar", &|b| {
+        tar_member(b, "k.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "k.jpeg", &jpeg(5, 5), b'0');
+    });
+    assert!(e.contains("duplicate keys") && e.contains("\"k\"") && e.contains("at byte 512"), "{e}");
+    // Label not an integer / out of range.
+    let (_, e) = make("lbl.tar", &|b| {
+        tar_member(b, "k.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "k.cls", b"cat", b'0');
+    });
+    assert!(e.contains("k.cls at byte") && e.contains("\"cat\" is not an integer"), "{e}");
+    let (_, e) = make("neg.tar", &|b| {
+        tar_member(b, "k.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "k.cls", b"-4", b'0');
+    });
+    assert!(e.contains("label -4 is out of range"), "{e}");
+    // Some labelled, some not.
+    let (_, e) = make("mixed.tar", &|b| {
+        tar_member(b, "k.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "k.cls", b"1", b'0');
+        tar_member(b, "m.jpg", &jpeg(5, 5), b'0');
+    });
+    assert!(e.contains("mixed/m has no .cls label"), "{e}");
+    // No JPEG members: empty dataset.
+    let (_, e) = make("empty.tar", &|b| tar_member(b, "x.txt", b"hi", b'0'));
+    assert!(e.contains("empty dataset"), "{e}");
+    // A brace pattern naming a shard that is missing.
+    let e = open_err(&t.path().join("dup{,x}.tar"), t.path());
+    assert!(e.contains("dupx.tar") && e.contains("does not exist"), "{e}");
+    // Label out of range for a declared class count, named by key.
+    let p = t.path().join("range.tar");
+    let mut b = Vec::new();
+    tar_member(&mut b, "k.jpg", &jpeg(5, 5), b'0');
+    tar_member(&mut b, "k.cls", b"1000", b'0');
+    fs::write(&p, &b).unwrap();
+    let o = IndexOptions { num_classes: Some(1000), ..opts(t.path()) };
+    let e = Dataset::open(&p, &o).unwrap_err().to_string();
+    assert!(e.contains("range/k") && e.contains("label 1000 is out of range for 1000 classes"), "{e}");
+}
+
+#[test]
+fn a_file_that_disappears_is_named_by_key() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[2]);
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    fs::remove_file(root.join("a/img_0001.jpg")).unwrap();
+    let e = d.read_bytes(1, &mut Vec::new()).unwrap_err().to_string();
+    assert!(e.contains("sample a/img_0001.jpg") && e.contains("cannot open"), "{e}");
+}
