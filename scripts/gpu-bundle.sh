@@ -23,20 +23,24 @@ cu13="$(cd "$(dirname "$NVCC")/.." && pwd)"
 rm -rf bundle
 mkdir -p bundle/bin bundle/tests bundle/bench-bin bundle/lib bundle/work
 
-# Paths of the executables cargo reports, as "kind name path" lines.
+# Executables cargo reports, as "kind name path" lines; $1 = "test" keeps only test harnesses
+# (cargo test --no-run also reports the plain `stoke` binary it builds for the CLI tests);
+# "bin" keeps the rest; "any" keeps everything.
 list_executables() {
   python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        if sys.argv[1] != "any" and (sys.argv[1] == "test") != bool(m["profile"]["test"]):
+            continue
         t = m["target"]
         print(t["kind"][0], t["name"], m["executable"])
-'
+' "$1"
 }
 
 echo "gpu-bundle: building release test executables" >&2
-cargo test --release --no-run --message-format=json | list_executables | while read -r kind name exe; do
+cargo test --release --no-run --message-format=json | list_executables test | while read -r kind name exe; do
   case "$kind" in
     lib) cp "$exe" "bundle/tests/lib-$name" ;;
     bin) cp "$exe" "bundle/tests/bin-$name" ;;
@@ -45,10 +49,10 @@ cargo test --release --no-run --message-format=json | list_executables | while r
 done
 
 echo "gpu-bundle: building the stoke binary and the benchmarks" >&2
-cargo build --release --bin stoke --message-format=json | list_executables | while read -r kind name exe; do
+cargo build --release --bin stoke --message-format=json | list_executables bin | while read -r kind name exe; do
   if [ "$kind" = bin ]; then cp "$exe" "bundle/bin/$name"; fi
 done
-cargo bench --no-run --message-format=json | list_executables | while read -r kind name exe; do
+cargo bench --no-run --message-format=json | list_executables any | while read -r kind name exe; do
   if [ "$kind" = bench ]; then cp "$exe" "bundle/bench-bin/$name"; fi
 done
 
