@@ -226,7 +226,7 @@ impl Dataset {
             };
             let l = match listing.take() {
                 Some(l) => l,
-                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads)?,
+                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress)?,
             };
             let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
             let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };

@@ -256,12 +256,14 @@ pub(crate) fn fingerprint(shards: &[PathBuf]) -> Result<u64> {
 }
 
 /// List the samples of the shards (`root` is where keys and the index are anchored).
-pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads: usize) -> Result<Listing> {
+pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads: usize, progress: bool) -> Result<Listing> {
     if shards.is_empty() {
         return Err(Error::dataset(root, "empty dataset: no .tar shards found"));
     }
     // Walk the shards in parallel (headers only), then assemble in shard order.
-    let results = super::index::parallel_map(shards.len(), threads, None, |i| scan_shard(&shards[i]));
+    let pb = super::index::progress(progress, shards.len() as u64, "reading shard headers");
+    let results = super::index::parallel_map(shards.len(), threads, Some(&pb), |i| scan_shard(&shards[i]));
+    pb.finish_and_clear();
     let mut entries = Vec::new();
     let mut ignored = 0u64;
     let mut stems: HashMap<String, usize> = HashMap::new();
