@@ -214,6 +214,8 @@ pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Me
             }
             b'0' | 0 | b'7' => {
                 let name = long_name.take().or(pax_path.take()).unwrap_or_else(name_from_header);
+                // `tar cf x.tar .` writes `./a/b.jpg`: the key is `a/b`.
+                let name = name.trim_start_matches("./").to_string();
                 out.push(Member { name, offset: data, len: size });
             }
             _ => {
