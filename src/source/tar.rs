@@ -307,7 +307,11 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
     for e in &entries {
         max_label = max_label.max(e.label);
     }
-    let classes = read_class_names(root).unwrap_or_else(|| (0..=max_label).map(|l| l.to_string()).collect());
+    // Names from `classes.txt` where present, label numbers for any label beyond it.
+    let mut classes = read_class_names(root).unwrap_or_default();
+    for l in classes.len() as i64..=max_label {
+        classes.push(l.to_string());
+    }
     Ok(Listing { root: root.to_path_buf(), classes, ignored, shards, entries, fingerprint })
 }
 
