@@ -221,7 +221,15 @@ impl Dataset {
                     may_load = true;
                     continue;
                 }
-                index::Lock::Acquired(g) => Some(g),
+                index::Lock::Acquired(g) => {
+                    // Another process may have saved the index between our load and our lock.
+                    if !opts.rebuild || waited {
+                        if let Some((s, p)) = index::load(&candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
+                            break (s, Some(p), true);
+                        }
+                    }
+                    Some(g)
+                }
                 index::Lock::Unavailable => None,
             };
             let l = match listing.take() {
