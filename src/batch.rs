@@ -1,1 +1,135 @@
-//! `Batch`: the output tensor (host or device), labels, shape, dtype, layout.
+//! `Batch`: what the trainer receives — the output tensor (host or device), labels, shape,
+//! dtype, layout, and for every slot where its pixels came from.
+//!
+//! Slot `i` of a batch holds the sample at epoch position `positions[i]`. When that sample
+//! could not be read or decoded under `on_error = skip`, the slot holds a copy of the next
+//! good sample of the same batch (cyclic): its pixels, `params[i]`, `labels[i]` and
+//! `indices[i]` are the replacement's, and a [`Substitute`] records what happened.
+
+use crate::augment::AugParams;
+use crate::config::{DType, Layout};
+
+/// The batch tensor's storage.
+#[derive(Debug)]
+pub enum Images {
+    /// Host memory: the little-endian bytes of the tensor, `shape` elements of `dtype`.
+    Host(Vec<u8>),
+}
+
+/// A sample that was replaced (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Substitute {
+    /// Slot in the batch.
+    pub slot: usize,
+    /// Epoch position of the sample that failed.
+    pub position: u64,
+    /// Dataset index of the sample that failed.
+    pub index: usize,
+    /// Its key.
+    pub key: String,
+    /// Why it failed (read or decode error, with the location).
+    pub reason: String,
+    /// Dataset index of the sample delivered in its place.
+    pub replaced_by: usize,
+    /// Key of the sample delivered in its place.
+    pub replaced_by_key: String,
+}
+
+/// One batch of augmented samples.
+#[derive(Debug)]
+pub struct Batch {
+    /// The tensor.
+    pub images: Images,
+    /// Class labels, one per slot.
+    pub labels: Vec<i64>,
+    /// `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]` (NHWC).
+    pub shape: [usize; 4],
+    /// Element type.
+    pub dtype: DType,
+    /// Memory layout.
+    pub layout: Layout,
+    /// Epoch.
+    pub epoch: u64,
+    /// Step within the epoch.
+    pub step: u64,
+    /// Epoch position of each slot.
+    pub positions: Vec<u64>,
+    /// Dataset index of the sample whose pixels are in each slot.
+    pub indices: Vec<usize>,
+    /// Augment parameters applied to each slot.
+    pub params: Vec<AugParams>,
+    /// Slots whose sample was replaced.
+    pub substitutes: Vec<Substitute>,
+}
+
+impl Batch {
+    /// An empty host batch of `dtype`/`layout` (buffers grow on first use, then are reused).
+    pub fn new_host(dtype: DType, layout: Layout) -> Self {
+        Self {
+            images: Images::Host(Vec::new()),
+            labels: Vec::new(),
+            shape: [0; 4],
+            dtype,
+            layout,
+            epoch: 0,
+            step: 0,
+            positions: Vec::new(),
+            indices: Vec::new(),
+            params: Vec::new(),
+            substitutes: Vec::new(),
+        }
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.shape[0]
+    }
+
+    /// True when the batch holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.shape[0] == 0
+    }
+
+    /// Output `(height, width)`.
+    pub fn image_size(&self) -> (usize, usize) {
+        match self.layout {
+            Layout::Nchw => (self.shape[2], self.shape[3]),
+            Layout::Nhwc => (self.shape[1], self.shape[2]),
+        }
+    }
+
+    /// Bytes of one sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.shape[1] * self.shape[2] * self.shape[3] * self.dtype.size()
+    }
+
+    /// The tensor bytes when the batch is on the host.
+    pub fn host_bytes(&self) -> Option<&[u8]> {
+        match &self.images {
+            Images::Host(v) => Some(&v[..self.len() * self.sample_bytes()]),
+        }
+    }
+
+    /// Sample `i`'s value at channel `c`, row `y`, column `x` as f32 (host batches only).
+    pub fn value(&self, i: usize, c: usize, y: usize, x: usize) -> Option<f32> {
+        let (h, w) = self.image_size();
+        let e = match self.layout {
+            Layout::Nchw => ((i * 3 + c) * h + y) * w + x,
+            Layout::Nhwc => ((i * h + y) * w + x) * 3 + c,
+        };
+        let b = self.host_bytes()?;
+        Some(match self.dtype {
+            DType::F32 => f32::from_le_bytes(b[4 * e..4 * e + 4].try_into().ok()?),
+            DType::F16 => half::f16::from_le_bytes([b[2 * e], b[2 * e + 1]]).to_f32(),
+            DType::Bf16 => half::bf16::from_le_bytes([b[2 * e], b[2 * e + 1]]).to_f32(),
+        })
+    }
+
+    /// Set the shape for `n` samples of `w × h` in this batch's layout.
+    pub fn set_shape(&mut self, n: usize, w: usize, h: usize) {
+        self.shape = match self.layout {
+            Layout::Nchw => [n, 3, h, w],
+            Layout::Nhwc => [n, h, w, 3],
+        };
+    }
+}

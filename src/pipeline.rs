@@ -1,1 +1,330 @@
 //! `Pipeline`: source → sampler → readers → backend → batches; orderly shutdown on drop.
+//!
+//! ```no_run
+//! # fn main() -> stoke::Result<()> {
+//! let mut config = stoke::PipelineConfig::new("/data/imagenet/train");
+//! config.backend = stoke::config::BackendKind::Cpu;
+//! let mut pipeline = stoke::pipeline::Pipeline::new(config)?;
+//! for epoch in 0..2 {
+//!     pipeline.start_epoch(epoch, 0);
+//!     while let Some(batch) = pipeline.next_batch() {
+//!         let batch = batch?;
+//!         // ... train on batch.host_bytes(), batch.labels ...
+//!         pipeline.recycle(batch); // optional: lets the next batch reuse the buffers
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A producer thread owns the [`Reader`] and the backend: it decodes and augments batch
+//! `n + 1` (up to `prefetch_batches` ahead) while the trainer works on batch `n`, and hands
+//! batches over through a bounded channel. Batches come in step order, with the same bytes
+//! whatever the thread counts. [`Pipeline::start_epoch`] abandons whatever the producer had
+//! made for the previous epoch; dropping the pipeline stops the producer and the readers and
+//! waits for them.
+
+use crate::backend::cpu::{BatchTimes, CpuBackend, SampleIn};
+use crate::batch::Batch;
+use crate::config::{BackendKind, PipelineConfig};
+use crate::error::{Error, Result};
+use crate::reader::{ReadBatch, Reader};
+use crate::source::{Dataset, IndexOptions};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Where the pipeline's time went, summed since it was built.
+///
+/// `read_wait` is time the backend waited for compressed bytes (readers too slow);
+/// `decode` and `augment` are worker thread time (sum over the pool); `backend` is the
+/// elapsed time the backend spent on batches; `consumer_wait` is time `next_batch` blocked
+/// (the trainer waiting on the pipeline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// Batches delivered by the backend.
+    pub batches: u64,
+    /// Samples delivered (substitutes included).
+    pub images: u64,
+    /// Compressed bytes decoded.
+    pub bytes: u64,
+    /// Samples replaced by a substitute.
+    pub substitutes: u64,
+    /// Time the backend waited for the readers.
+    pub read_wait: Duration,
+    /// Decode time, summed over worker threads.
+    pub decode: Duration,
+    /// Augment time, summed over worker threads.
+    pub augment: Duration,
+    /// Elapsed backend time.
+    pub backend: Duration,
+    /// Time callers of `next_batch` waited.
+    pub consumer_wait: Duration,
+}
+
+enum Item {
+    Batch(Result<Batch>),
+    End,
+}
+
+struct Msg {
+    generation: u64,
+    item: Item,
+}
+
+enum Command {
+    Epoch { generation: u64, epoch: u64, start_step: u64 },
+}
+
+struct Shared {
+    generation: AtomicU64,
+    stats: Mutex<Stats>,
+}
+
+/// The batch iterator; see the module docs.
+pub struct Pipeline {
+    config: PipelineConfig,
+    dataset: Arc<Dataset>,
+    steps: u64,
+    threads: usize,
+    shared: Arc<Shared>,
+    commands: Option<Sender<Command>>,
+    batches: Option<Receiver<Msg>>,
+    free: Sender<Batch>,
+    producer: Option<JoinHandle<()>>,
+    generation: u64,
+    active: bool,
+}
+
+impl Pipeline {
+    /// Open the dataset (building or reusing its index), start the readers and the backend.
+    pub fn new(config: PipelineConfig) -> Result<Self> {
+        let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions::default())?);
+        Self::with_dataset(config, dataset)
+    }
+
+    /// As [`Pipeline::new`] with a dataset that is already open.
+    pub fn with_dataset(config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
+        config.validate()?;
+        let backend = match config.backend {
+            BackendKind::Cpu | BackendKind::Auto => CpuBackend::new(&config)?,
+            BackendKind::Cuda => {
+                return Err(Error::config(
+                    "the cuda backend is not available in this build of the pipeline; use --backend cpu (or auto)",
+                ))
+            }
+        };
+        let threads = backend.threads();
+        let reader = Reader::new(dataset.clone(), &config)?;
+        let steps = reader.steps();
+        let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
+        let (cmd_tx, cmd_rx) = unbounded();
+        let (out_tx, out_rx) = bounded(config.prefetch_batches);
+        let (free_tx, free_rx) = unbounded();
+        let producer = Producer { reader, backend, dataset: dataset.clone(), shared: shared.clone(), out: out_tx, free: free_rx, config: config.clone() };
+        let handle = std::thread::Builder::new()
+            .name("stoke-pipeline".into())
+            .spawn(move || producer.run(cmd_rx))
+            .map_err(|e| Error::config(format!("cannot start the pipeline thread: {e}")))?;
+        Ok(Self {
+            config,
+            dataset,
+            steps,
+            threads,
+            shared,
+            commands: Some(cmd_tx),
+            batches: Some(out_rx),
+            free: free_tx,
+            producer: Some(handle),
+            generation: 0,
+            active: false,
+        })
+    }
+
+    /// The dataset (keys, labels, locations of the samples in a batch's `indices`).
+    pub fn dataset(&self) -> &Arc<Dataset> {
+        &self.dataset
+    }
+
+    /// The configuration it runs.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// Batches per epoch for this rank (the last may be partial unless `drop_last`).
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.steps
+    }
+
+    /// Decode/augment worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Start (or restart) `epoch` at batch `start_step`: resume without replaying. Whatever was
+    /// made ahead for another epoch is dropped.
+    pub fn start_epoch(&mut self, epoch: u64, start_step: u64) {
+        self.generation += 1;
+        self.shared.generation.store(self.generation, Ordering::SeqCst);
+        self.active = true;
+        if let Some(c) = &self.commands {
+            let _ = c.send(Command::Epoch { generation: self.generation, epoch, start_step });
+        }
+    }
+
+    /// The next batch of the current epoch, in step order; `None` at its end (or before the
+    /// first [`Pipeline::start_epoch`]).
+    pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+        if !self.active {
+            return None;
+        }
+        let rx = self.batches.as_ref()?;
+        let t0 = Instant::now();
+        let item = loop {
+            match rx.recv() {
+                Ok(m) if m.generation == self.generation => break m.item,
+                Ok(m) => {
+                    if let Item::Batch(Ok(b)) = m.item {
+                        let _ = self.free.send(b);
+                    }
+                }
+                Err(_) => {
+                    self.active = false;
+                    return Some(Err(Error::config("the pipeline thread stopped unexpectedly")));
+                }
+            }
+        };
+        self.lock_stats().consumer_wait += t0.elapsed();
+        match item {
+            Item::Batch(r) => {
+                if r.is_err() {
+                    self.active = false;
+                }
+                Some(r)
+            }
+            Item::End => {
+                self.active = false;
+                None
+            }
+        }
+    }
+
+    /// Give a batch back so its buffers are reused (optional; without it each batch is a
+    /// fresh allocation).
+    pub fn recycle(&self, batch: Batch) {
+        let _ = self.free.send(batch);
+    }
+
+    /// Per-stage times and counts so far.
+    pub fn stats(&self) -> Stats {
+        *self.lock_stats()
+    }
+
+    fn lock_stats(&self) -> std::sync::MutexGuard<'_, Stats> {
+        self.shared.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // Abandon the epoch, close both channels (a producer blocked on a full channel wakes
+        // with an error), then wait for it; it drops the reader, which joins its threads.
+        self.shared.generation.store(u64::MAX, Ordering::SeqCst);
+        self.commands = None;
+        self.batches = None;
+        if let Some(h) = self.producer.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Producer {
+    reader: Reader,
+    backend: CpuBackend,
+    dataset: Arc<Dataset>,
+    shared: Arc<Shared>,
+    out: Sender<Msg>,
+    free: Receiver<Batch>,
+    config: PipelineConfig,
+}
+
+impl Producer {
+    fn run(mut self, commands: Receiver<Command>) {
+        while let Ok(Command::Epoch { generation, epoch, start_step }) = commands.recv() {
+            if !self.epoch(generation, epoch, start_step) {
+                return;
+            }
+        }
+    }
+
+    fn current(&self, generation: u64) -> bool {
+        self.shared.generation.load(Ordering::SeqCst) == generation
+    }
+
+    /// Run one epoch; false when the consumer is gone.
+    fn epoch(&mut self, generation: u64, epoch: u64, start_step: u64) -> bool {
+        self.reader.start_epoch(epoch, start_step);
+        loop {
+            if !self.current(generation) {
+                return true; // superseded by a newer start_epoch (or shutting down)
+            }
+            let t0 = Instant::now();
+            let Some(read) = self.reader.next_batch() else { break };
+            let read_wait = t0.elapsed();
+            let item = match read {
+                Ok(rb) => {
+                    let r = self.process(&rb);
+                    self.reader.recycle(rb);
+                    r.map(|(batch, times, bytes)| {
+                        let mut s = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
+                        s.batches += 1;
+                        s.images += batch.len() as u64;
+                        s.bytes += bytes;
+                        s.substitutes += batch.substitutes.len() as u64;
+                        s.read_wait += read_wait;
+                        s.decode += times.decode;
+                        s.augment += times.augment;
+                        s.backend += times.wall;
+                        batch
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            let failed = item.is_err();
+            if self.out.send(Msg { generation, item: Item::Batch(item) }).is_err() {
+                return false;
+            }
+            if failed {
+                return true;
+            }
+        }
+        self.out.send(Msg { generation, item: Item::End }).is_ok()
+    }
+
+    fn process(&mut self, rb: &ReadBatch) -> Result<(Batch, BatchTimes, u64)> {
+        // One small vector per batch (it borrows the batch's bytes); nothing per sample.
+        let mut v = Vec::with_capacity(rb.samples.len());
+        let mut bytes = 0u64;
+        for s in &rb.samples {
+            let meta = self.dataset.sample(s.index);
+            bytes += s.bytes.len() as u64;
+            v.push(SampleIn {
+                index: s.index,
+                position: s.position,
+                label: meta.label,
+                bytes: &rb.data[s.bytes.clone()],
+                params: s.params,
+                read_error: s.error.as_ref().map(|e| e.to_string()),
+            });
+        }
+        let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));
+        let dataset = &self.dataset;
+        let describe = |i: usize| {
+            let idx = rb.samples[i].index;
+            (dataset.sample(idx).key.clone(), dataset.location(idx))
+        };
+        let times = self.backend.run(rb.epoch, rb.step, &v, &describe, &mut batch)?;
+        Ok((batch, times, bytes))
+    }
+}

@@ -64,6 +64,7 @@ Plan plan(const StokeAugParams* p) {
     b += align16((pl.taps_x + pl.taps_y) * sizeof(float));
     b += align16(pl.band_rows * ow * 3 * sizeof(float));  // horizontal pass
     b += align16(ow * 3 * sizeof(float));                 // one vertical accumulator row
+    b += align16(ow * 3 * sizeof(float));                 // the row, planar and flipped
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
     pl.total_bytes = b;
     return pl;
@@ -88,6 +89,25 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
             at++;
         }
     }
+}
+
+// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`). The same
+// per-element stoke_store math, arranged so the compiler can vectorize the f32 NCHW case
+// (element-wise IEEE operations give the same bits vectorized or not).
+void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
+               const float* planar, const float* mean, const float* std) {
+    if (layout == STOKE_LAYOUT_NCHW && dtype == STOKE_DTYPE_F32) {
+        for (int32_t c = 0; c < 3; c++) {
+            float* dst = (float*)out + stoke_out_index(layout, n, c, y, 0, oh, ow);
+            const float* src = planar + (size_t)c * ow;
+            const float m = mean[c], sd = std[c];
+            for (int32_t x = 0; x < ow; x++) dst[x] = stoke_normalize(src[x], m, sd);
+        }
+        return;
+    }
+    for (int32_t x = 0; x < ow; x++)
+        for (int32_t c = 0; c < 3; c++)
+            stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), planar[c * ow + x], mean[c], std[c]);
 }
 
 }  // namespace
@@ -157,6 +177,8 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     s += align16(pl.band_rows * (size_t)ow * 3 * sizeof(float));
     float* acc = (float*)s;
     s += align16((size_t)ow * 3 * sizeof(float));
+    float* planar = (float*)s;
+    s += align16((size_t)ow * 3 * sizeof(float));
     float* pre = pl.rotate ? (float*)s : nullptr;
 
     fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, p->crop_x, step_x);
@@ -197,14 +219,15 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         const int32_t y = p->flip_v ? oh - 1 - i : i;
         for (int32_t j = 0; j < ow; j++) {
             const int32_t x = p->flip_h ? ow - 1 - j : j;
-            for (int32_t c = 0; c < 3; c++) {
-                float v = stoke_clamp255(acc[3 * j + c]);
-                if (pre) {
-                    pre[((size_t)y * ow + x) * 3 + c] = v;
-                } else {
-                    stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v, mean[c], std[c]);
-                }
-            }
+            planar[x] = stoke_clamp255(acc[3 * j]);
+            planar[ow + x] = stoke_clamp255(acc[3 * j + 1]);
+            planar[2 * ow + x] = stoke_clamp255(acc[3 * j + 2]);
+        }
+        if (pre) {
+            for (int32_t x = 0; x < ow; x++)
+                for (int32_t c = 0; c < 3; c++) pre[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+        } else {
+            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std);
         }
     }
     if (!pre) return 0;

@@ -381,13 +381,15 @@ pub fn decode_rgb_region(
         // Second line of defence inside libjpeg-turbo itself.
         h.set(tj::TJPARAM_TJPARAM_MAXPIXELS, max_pixels.min(i32::MAX as u64) as i32);
         h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0);
+        // libjpeg-turbo cannot decode part of a lossless image: those are decoded whole.
+        let lossless = h.get(tj::TJPARAM_TJPARAM_LOSSLESS) == 1;
         let (mut rx, ry, mut rw, rh) = match region {
-            Some((x, y, w, h)) if hdr.mcu_width > 0 && w > 0 && h > 0 && x + w <= hdr.width && y + h <= hdr.height => {
+            Some((x, y, w, h)) if !lossless && hdr.mcu_width > 0 && w > 0 && h > 0 && x + w <= hdr.width && y + h <= hdr.height => {
                 (x, y, w, h)
             }
             _ => (0, 0, hdr.width, hdr.height),
         };
-        if hdr.mcu_width > 0 {
+        if hdr.mcu_width > 0 && !lossless {
             let aligned = rx - rx % hdr.mcu_width;
             rw += rx - aligned;
             rx = aligned;

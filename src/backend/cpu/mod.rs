@@ -1,3 +1,255 @@
 //! Decode and augment on the CPU: the reference and the fallback.
+//!
+//! A pool of `cpu_threads` workers (all cores when 0) decodes and augments the samples of one
+//! batch in parallel. Each sample is written straight into its slot of the batch tensor by
+//! the shared kernel math ([`crate::augment::host::augment`]); every worker keeps its decoded
+//! image and scratch buffers between samples, so nothing is allocated per sample once the
+//! buffers have grown to the largest image. A sample's bytes depend only on its compressed
+//! bytes and its [`AugParams`], so the batch is the same whatever the thread count.
+//!
+//! Only the part of the image that holds the crop box is decoded (libjpeg-turbo skips the
+//! rows below it and the inverse DCT of iMCU columns left and right of it): identical pixels,
+//! less work (see [`decode::decode_rgb_region`]).
+//!
+//! Substitutes (INTERFACES.md): under `skip`, a sample that cannot be read or decoded is
+//! replaced by the next good sample of the same batch (cyclic): pixels, params, label and
+//! dataset index are copied into its slot and a [`Substitute`] is recorded. A batch with no
+//! good sample is an error naming its keys. Under `fail`, the first bad sample (in slot order)
+//! is an error naming it.
 
 pub mod decode;
+
+use crate::augment::host::{self, Scratch, SrcImage};
+use crate::augment::params::oriented_size;
+use crate::augment::AugParams;
+use crate::batch::{Batch, Images, Substitute};
+use crate::config::{OnError, OutputSpec, PipelineConfig};
+use crate::error::{Error, Result};
+use decode::DecodedImage;
+use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One sample handed to the backend.
+#[derive(Clone, Debug)]
+pub struct SampleIn<'a> {
+    /// Dataset index.
+    pub index: usize,
+    /// Epoch position.
+    pub position: u64,
+    /// Class label.
+    pub label: i64,
+    /// Compressed bytes (empty when `read_error` is set).
+    pub bytes: &'a [u8],
+    /// Augment parameters drawn for it.
+    pub params: AugParams,
+    /// Why it could not be read, if it could not.
+    pub read_error: Option<String>,
+}
+
+/// Where the time of one batch went. `decode` and `augment` are summed over the workers
+/// (thread time); `wall` is the batch's elapsed time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchTimes {
+    /// Time spent decoding, summed over workers.
+    pub decode: Duration,
+    /// Time spent in the augment math, summed over workers.
+    pub augment: Duration,
+    /// Elapsed time for the batch.
+    pub wall: Duration,
+}
+
+/// The CPU decode + augment backend.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    output: OutputSpec,
+    out_w: usize,
+    out_h: usize,
+    max_pixels: u64,
+    on_error: OnError,
+    status: Vec<Option<String>>,
+}
+
+struct Worker {
+    image: DecodedImage,
+    scratch: Scratch,
+}
+
+thread_local! {
+    static WORKER: RefCell<Worker> = RefCell::new(Worker { image: DecodedImage::default(), scratch: Scratch::default() });
+}
+
+/// Decode the region of `bytes` that holds `p`'s crop box and augment it into slot `n`.
+fn process_one(
+    bytes: &[u8],
+    p: &AugParams,
+    spec: &OutputSpec,
+    max_pixels: u64,
+    out: &mut [u8],
+    decode_ns: &AtomicU64,
+    augment_ns: &AtomicU64,
+) -> std::result::Result<(), String> {
+    WORKER.with(|w| {
+        let w = &mut *w.borrow_mut();
+        let t0 = Instant::now();
+        // Stored bounding box of the crop (the params describe the oriented image).
+        let (sw, sh) = oriented_size(p.src_w, p.src_h, p.orientation);
+        let region = if p.crop_w > 0 && p.crop_h > 0 && (1..=8).contains(&p.orientation) {
+            let a = host::orient_to_stored(p.orientation, p.crop_x, p.crop_y, p.src_w, p.src_h);
+            let b = host::orient_to_stored(p.orientation, p.crop_x + p.crop_w - 1, p.crop_y + p.crop_h - 1, p.src_w, p.src_h);
+            let (x0, y0) = (a.0.min(b.0), a.1.min(b.1));
+            let (x1, y1) = (a.0.max(b.0) + 1, a.1.max(b.1) + 1);
+            let full = x0 == 0 && y0 == 0 && x1 == sw && y1 == sh;
+            (!full && x0 >= 0 && y0 >= 0).then_some((x0 as u32, y0 as u32, (x1 - x0) as u32, (y1 - y0) as u32))
+        } else {
+            None
+        };
+        let r = decode::decode_rgb_region(bytes, max_pixels, region, &mut w.image);
+        let t1 = Instant::now();
+        decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
+        r.map_err(|e| e.to_string())?;
+        let img = &w.image;
+        let src = SrcImage {
+            rgb: &img.rgb,
+            width: img.width as i32,
+            height: img.height as i32,
+            region: (img.region_x as i32, img.region_y as i32, img.region_w as i32, img.region_h as i32),
+            row_stride: img.region_w as usize * 3,
+        };
+        let r = host::augment(src, p, spec, out, 0, &mut w.scratch);
+        augment_ns.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r
+    })
+}
+
+impl CpuBackend {
+    /// A backend for `config`: a pool of `config.cpu_threads` workers (0 = all cores).
+    pub fn new(config: &PipelineConfig) -> Result<Self> {
+        config.validate()?;
+        let threads = if config.cpu_threads == 0 {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        } else {
+            config.cpu_threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("stoke-cpu-{i}"))
+            .build()
+            .map_err(|e| Error::config(format!("cannot start {threads} cpu worker threads: {e}")))?;
+        Ok(Self {
+            pool,
+            threads,
+            output: config.output.clone(),
+            out_w: config.augment.size.0 as usize,
+            out_h: config.augment.size.1 as usize,
+            max_pixels: config.max_decoded_pixels,
+            on_error: config.on_error,
+            status: Vec::new(),
+        })
+    }
+
+    /// Worker threads in the pool.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Decode and augment `samples` into `batch` (its buffers are reused). `describe(i)` gives
+    /// slot `i`'s key and location, for messages and substitute records.
+    pub fn run(
+        &mut self,
+        epoch: u64,
+        step: u64,
+        samples: &[SampleIn<'_>],
+        describe: &dyn Fn(usize) -> (String, String),
+        batch: &mut Batch,
+    ) -> Result<BatchTimes> {
+        let t0 = Instant::now();
+        let n = samples.len();
+        batch.dtype = self.output.dtype;
+        batch.layout = self.output.layout;
+        batch.set_shape(n, self.out_w, self.out_h);
+        batch.epoch = epoch;
+        batch.step = step;
+        let sample_bytes = batch.sample_bytes();
+        let Images::Host(images) = &mut batch.images;
+        images.resize(n * sample_bytes, 0);
+        for s in samples {
+            if (s.params.out_w as usize, s.params.out_h as usize) != (self.out_w, self.out_h) {
+                return Err(Error::config(format!(
+                    "sample params ask for a {}x{} output, the pipeline makes {}x{}",
+                    s.params.out_w, s.params.out_h, self.out_w, self.out_h
+                )));
+            }
+        }
+        self.status.clear();
+        self.status.resize(n, None);
+        let (decode_ns, augment_ns) = (AtomicU64::new(0), AtomicU64::new(0));
+        let (spec, max_pixels) = (&self.output, self.max_pixels);
+        let status = &mut self.status;
+        self.pool.install(|| {
+            images[..n * sample_bytes]
+                .par_chunks_mut(sample_bytes)
+                .zip(samples.par_iter())
+                .zip(status.par_iter_mut())
+                .for_each(|((out, s), st)| {
+                    *st = match &s.read_error {
+                        Some(e) => Some(e.clone()),
+                        None => process_one(s.bytes, &s.params, spec, max_pixels, out, &decode_ns, &augment_ns).err(),
+                    };
+                });
+        });
+
+        batch.labels.clear();
+        batch.positions.clear();
+        batch.indices.clear();
+        batch.params.clear();
+        batch.substitutes.clear();
+        for s in samples {
+            batch.labels.push(s.label);
+            batch.positions.push(s.position);
+            batch.indices.push(s.index);
+            batch.params.push(s.params);
+        }
+        if let Some(bad) = self.status.iter().position(|s| s.is_some()) {
+            if self.on_error == OnError::Fail {
+                let (key, location) = describe(bad);
+                return Err(Error::sample(key, location, self.status[bad].clone().unwrap_or_default()));
+            }
+            let Some(first_good) = self.status.iter().position(|s| s.is_none()) else {
+                let keys: Vec<String> = (0..n).map(|i| describe(i).0).collect();
+                return Err(Error::sample(
+                    keys.join(", "),
+                    format!("epoch {epoch} step {step}"),
+                    format!("no sample of the batch could be decoded, nothing to substitute: first error: {}", self.status[0].as_deref().unwrap_or("")),
+                ));
+            };
+            let Images::Host(images) = &mut batch.images;
+            for i in 0..n {
+                let Some(reason) = self.status[i].clone() else { continue };
+                // Next good slot after i, cyclic (there is one: first_good).
+                let j = (1..n).map(|d| (i + d) % n).find(|&j| self.status[j].is_none()).unwrap_or(first_good);
+                images.copy_within(j * sample_bytes..(j + 1) * sample_bytes, i * sample_bytes);
+                let (key, location) = describe(i);
+                batch.substitutes.push(Substitute {
+                    slot: i,
+                    position: samples[i].position,
+                    index: samples[i].index,
+                    key,
+                    reason: format!("{location}: {reason}"),
+                    replaced_by: samples[j].index,
+                    replaced_by_key: describe(j).0,
+                });
+                batch.labels[i] = samples[j].label;
+                batch.indices[i] = samples[j].index;
+                batch.params[i] = samples[j].params;
+            }
+        }
+        Ok(BatchTimes {
+            decode: Duration::from_nanos(decode_ns.into_inner()),
+            augment: Duration::from_nanos(augment_ns.into_inner()),
+            wall: t0.elapsed(),
+        })
+    }
+}

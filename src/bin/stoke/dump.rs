@@ -1,9 +1,159 @@
-//! `stoke dump` (scaffold: its issue fills this in).
+//! `stoke dump DATASET --out DIR`: write augmented batches as NumPy `.npy` files, with the
+//! parameters drawn for every sample, for people who want to look at (or export) what the
+//! model sees and for checks against other libraries.
+//!
+//! Files written in DIR:
+//! - `batch_00000.npy` …: the batch tensor, standard NumPy format 1.0, little-endian: `<f4`
+//!   (f32) or `<f2` (f16); bf16 has no NumPy dtype and is written as its raw bits, `<u2`
+//!   (`torch.from_numpy(a).view(torch.bfloat16)` reads it back);
+//! - `batch_00000.labels.npy`: the labels, `<i8`;
+//! - `samples.jsonl`: one line per delivered sample: `batch`, `slot`, `index`, `key`,
+//!   `label`, `position`, the drawn `params`, and `replaces` (the key it stands in for) when
+//!   the slot holds a substitute;
+//! - `errors.jsonl`: one line per skipped sample: `key`, `reason`, `location`, `batch`,
+//!   `position`, `replaced_by`;
+//! - `dump.json`: the shape, dtype, layout, mean/std and how the `.npy` files are typed.
+
+use crate::pipeline_args::PipelineArgs;
+use serde_json::json;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use stoke::config::DType;
+use stoke::pipeline::Pipeline;
 
 /// Options of `stoke dump`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Folder (ImageFolder), file list, tar pattern or folder of tars.
+    pub dataset: PathBuf,
+    /// Output folder (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Batches to write (0 = the whole epoch).
+    #[arg(long, default_value_t = 1)]
+    pub batches: u64,
+    /// Shared pipeline options.
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
 
-pub fn run(_args: Args) -> stoke::Result<()> {
-    Err(stoke::Error::config("`stoke dump` is not built yet"))
+/// Write a NumPy format 1.0 `.npy` file: magic, version, header length, the header dict
+/// padded with spaces to a multiple of 64 bytes (newline-terminated), then the raw data.
+pub fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> stoke::Result<()> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut f = BufWriter::new(std::fs::File::create(path).map_err(|e| stoke::Error::io(path, e))?);
+    let mut w = || -> std::io::Result<()> {
+        f.write_all(b"\x93NUMPY\x01\x00")?;
+        f.write_all(&(header.len() as u16).to_le_bytes())?;
+        f.write_all(header.as_bytes())?;
+        f.write_all(data)?;
+        f.flush()
+    };
+    w().map_err(|e| stoke::Error::io(path, e))
+}
+
+/// The `.npy` descr of a dtype.
+pub fn npy_descr(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "<f4",
+        DType::F16 => "<f2",
+        DType::Bf16 => "<u2",
+    }
+}
+
+fn jsonl(path: &Path) -> stoke::Result<BufWriter<std::fs::File>> {
+    Ok(BufWriter::new(std::fs::File::create(path).map_err(|e| stoke::Error::io(path, e))?))
+}
+
+pub fn run(args: Args) -> stoke::Result<()> {
+    let config = args.pipeline.to_config(args.dataset.clone())?;
+    std::fs::create_dir_all(&args.out).map_err(|e| stoke::Error::io(&args.out, e))?;
+    let mut pipeline = Pipeline::new(config.clone())?;
+    let samples_path = args.out.join("samples.jsonl");
+    let errors_path = args.out.join("errors.jsonl");
+    let mut samples = jsonl(&samples_path)?;
+    let mut errors = jsonl(&errors_path)?;
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| stoke::Error::io(&p, e)
+    };
+    pipeline.start_epoch(args.pipeline.epoch, 0);
+    let mut written = 0u64;
+    let mut shape = [0usize; 4];
+    let (mut delivered, mut skipped) = (0u64, 0u64);
+    while args.batches == 0 || written < args.batches {
+        let Some(batch) = pipeline.next_batch() else { break };
+        let batch = batch?;
+        let b = written;
+        shape = batch.shape;
+        let bytes = batch.host_bytes().ok_or_else(|| stoke::Error::config("dump needs host batches"))?;
+        write_npy(&args.out.join(format!("batch_{b:05}.npy")), npy_descr(batch.dtype), &batch.shape, bytes)?;
+        let labels: Vec<u8> = batch.labels.iter().flat_map(|l| l.to_le_bytes()).collect();
+        write_npy(&args.out.join(format!("batch_{b:05}.labels.npy")), "<i8", &[batch.len()], &labels)?;
+        let ds = pipeline.dataset();
+        for slot in 0..batch.len() {
+            let index = batch.indices[slot];
+            let mut line = json!({
+                "batch": b,
+                "slot": slot,
+                "index": index,
+                "key": ds.sample(index).key,
+                "label": batch.labels[slot],
+                "position": batch.positions[slot],
+                "params": batch.params[slot],
+            });
+            if let Some(s) = batch.substitutes.iter().find(|s| s.slot == slot) {
+                line["replaces"] = json!(s.key);
+            }
+            writeln!(samples, "{line}").map_err(io(&samples_path))?;
+            delivered += 1;
+        }
+        for s in &batch.substitutes {
+            let line = json!({
+                "key": s.key,
+                "reason": s.reason,
+                "location": ds.location(s.index),
+                "batch": b,
+                "position": s.position,
+                "replaced_by": s.replaced_by_key,
+            });
+            writeln!(errors, "{line}").map_err(io(&errors_path))?;
+            skipped += 1;
+        }
+        written += 1;
+        pipeline.recycle(batch);
+    }
+    samples.flush().map_err(io(&samples_path))?;
+    errors.flush().map_err(io(&errors_path))?;
+    let meta = json!({
+        "batches": written,
+        "batch_shape": shape,
+        "dtype": format!("{:?}", config.output.dtype).to_lowercase(),
+        "npy_descr": npy_descr(config.output.dtype),
+        "layout": format!("{:?}", config.output.layout).to_lowercase(),
+        "mean": config.output.mean,
+        "std": config.output.std,
+        "note": if config.output.dtype == DType::Bf16 {
+            "bfloat16 has no NumPy dtype: the .npy files hold its raw bits as uint16; \
+             torch.from_numpy(a).view(torch.bfloat16) or (a.astype(np.uint32) << 16).view(np.float32) reads them"
+        } else {
+            "values are (x/255 - mean)/std"
+        },
+        "epoch": args.pipeline.epoch,
+        "seed": config.seed,
+        "samples": delivered,
+        "skipped": skipped,
+    });
+    let meta_path = args.out.join("dump.json");
+    std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap_or_default()).map_err(io(&meta_path))?;
+    eprintln!(
+        "stoke dump: {written} batches, {delivered} samples ({skipped} skipped, see errors.jsonl) in {}",
+        args.out.display()
+    );
+    Ok(())
 }

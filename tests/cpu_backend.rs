@@ -1,0 +1,164 @@
+//! The CPU backend on JPEGs the test encodes: same bytes whatever the thread count, region
+//! decoding equal to the whole-image path, substitutes and the fail policy.
+
+use jpeg_encoder::{ColorType, Encoder};
+use stoke::augment::host::{self, Scratch, SrcImage};
+use stoke::augment::params::draw;
+use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
+use stoke::backend::cpu::{CpuBackend, SampleIn};
+use stoke::batch::Batch;
+use stoke::config::{AugmentSpec, DType, Layout, OnError, PipelineConfig};
+
+fn jpeg(w: u16, h: u16, seed: usize) -> Vec<u8> {
+    let mut rgb = Vec::new();
+    for y in 0..h as usize {
+        for x in 0..w as usize {
+            rgb.push(((x * 3 + seed * 40) % 256) as u8);
+            rgb.push(((y * 5 + x) % 256) as u8);
+            rgb.push(((x * y + seed) % 256) as u8);
+        }
+    }
+    let mut out = Vec::new();
+    Encoder::new(&mut out, 90).encode(&rgb, w, h, ColorType::Rgb).unwrap();
+    out
+}
+
+struct Set {
+    files: Vec<Vec<u8>>,
+    dims: Vec<(i32, i32)>,
+}
+
+fn set() -> Set {
+    let dims = vec![(120, 90), (64, 100), (200, 150), (33, 47), (90, 90), (150, 61)];
+    let files = dims.iter().enumerate().map(|(i, &(w, h))| jpeg(w as u16, h as u16, i)).collect();
+    Set { files, dims }
+}
+
+fn config(spec: AugmentSpec, threads: usize, on_error: OnError, dtype: DType, layout: Layout) -> PipelineConfig {
+    let mut c = PipelineConfig::new("unused");
+    c.augment = spec;
+    c.cpu_threads = threads;
+    c.on_error = on_error;
+    c.output.dtype = dtype;
+    c.output.layout = layout;
+    c
+}
+
+fn samples<'a>(s: &'a Set, spec: &AugmentSpec, broken: &[usize]) -> Vec<SampleIn<'a>> {
+    s.files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SampleIn {
+            index: i,
+            position: 100 + i as u64,
+            label: i as i64 * 10,
+            bytes: if broken.contains(&i) { &f[..f.len() / 3] } else { f },
+            params: draw(spec, 7, 1, 100 + i as u64, s.dims[i].0, s.dims[i].1, 1),
+            read_error: None,
+        })
+        .collect()
+}
+
+fn describe(i: usize) -> (String, String) {
+    (format!("key{i}"), format!("file{i}.jpg"))
+}
+
+#[test]
+fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
+    let s = set();
+    for spec in [AugmentSpec::train(48), AugmentSpec::eval(40)] {
+        for (dtype, layout) in [(DType::F32, Layout::Nchw), (DType::F16, Layout::Nhwc), (DType::Bf16, Layout::Nchw)] {
+            let ins = samples(&s, &spec, &[]);
+            let mut outs = Vec::new();
+            for threads in [1, 2, 3] {
+                let c = config(spec.clone(), threads, OnError::Skip, dtype, layout);
+                let mut b = CpuBackend::new(&c).unwrap();
+                let mut batch = Batch::new_host(dtype, layout);
+                b.run(1, 4, &ins, &describe, &mut batch).unwrap();
+                assert!(batch.substitutes.is_empty());
+                assert_eq!(batch.labels, vec![0, 10, 20, 30, 40, 50]);
+                assert_eq!(batch.positions, (100..106).collect::<Vec<u64>>());
+                outs.push(batch.host_bytes().unwrap().to_vec());
+            }
+            assert_eq!(outs[0], outs[1]);
+            assert_eq!(outs[0], outs[2]);
+            // Reference: whole-image decode, then the shared math, sample by sample.
+            let c = config(spec.clone(), 1, OnError::Skip, dtype, layout);
+            let per = outs[0].len() / 6;
+            let mut img = DecodedImage::default();
+            for (i, smp) in ins.iter().enumerate() {
+                decode_rgb(smp.bytes, 1 << 30, &mut img).unwrap();
+                let mut want = vec![0u8; per];
+                let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
+                host::augment(src, &smp.params, &c.output, &mut want, 0, &mut Scratch::default()).unwrap();
+                assert_eq!(&outs[0][i * per..(i + 1) * per], &want[..], "sample {i} {dtype:?} {layout:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_samples_are_replaced_by_the_next_good_one_cyclically() {
+    let s = set();
+    let spec = AugmentSpec::train(32);
+    let ins = samples(&s, &spec, &[1, 2, 5]);
+    let c = config(spec.clone(), 2, OnError::Skip, DType::F32, Layout::Nchw);
+    let mut b = CpuBackend::new(&c).unwrap();
+    let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
+    b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+    let subs: Vec<(usize, usize)> = batch.substitutes.iter().map(|x| (x.slot, x.replaced_by)).collect();
+    assert_eq!(subs, vec![(1, 3), (2, 3), (5, 0)]); // 5 wraps around to 0
+    let per = batch.sample_bytes();
+    let bytes = batch.host_bytes().unwrap();
+    assert_eq!(&bytes[per..2 * per], &bytes[3 * per..4 * per]);
+    assert_eq!(&bytes[5 * per..6 * per], &bytes[..per]);
+    assert_eq!(batch.labels, vec![0, 30, 30, 30, 40, 0]);
+    assert_eq!(batch.indices, vec![0, 3, 3, 3, 4, 0]);
+    assert_eq!(batch.params[1], ins[3].params);
+    assert_eq!(batch.positions[1], 101, "the slot keeps its own position");
+    let sub = &batch.substitutes[0];
+    assert_eq!((sub.key.as_str(), sub.replaced_by_key.as_str(), sub.position, sub.index), ("key1", "key3", 101, 1));
+    assert!(sub.reason.contains("file1.jpg") && sub.reason.contains("premature end"), "{}", sub.reason);
+}
+
+#[test]
+fn read_errors_are_substituted_too_and_an_all_bad_batch_is_an_error() {
+    let s = set();
+    let spec = AugmentSpec::eval(32);
+    let mut ins = samples(&s, &spec, &[]);
+    ins[0].read_error = Some("no such file".into());
+    ins[0].bytes = &[];
+    let c = config(spec.clone(), 1, OnError::Skip, DType::F16, Layout::Nchw);
+    let mut b = CpuBackend::new(&c).unwrap();
+    let mut batch = Batch::new_host(DType::F16, Layout::Nchw);
+    b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+    assert_eq!(batch.substitutes.len(), 1);
+    assert!(batch.substitutes[0].reason.contains("no such file"));
+    let all_bad = samples(&s, &spec, &[0, 1, 2, 3, 4, 5]);
+    let e = b.run(0, 1, &all_bad, &describe, &mut batch).unwrap_err().to_string();
+    assert!(e.contains("key0, key1") && e.contains("no sample of the batch"), "{e}");
+}
+
+#[test]
+fn fail_policy_names_the_first_bad_sample() {
+    let s = set();
+    let spec = AugmentSpec::train(32);
+    let ins = samples(&s, &spec, &[4, 2]);
+    let c = config(spec, 2, OnError::Fail, DType::F32, Layout::Nhwc);
+    let mut b = CpuBackend::new(&c).unwrap();
+    let e = b.run(0, 0, &ins, &describe, &mut Batch::new_host(DType::F32, Layout::Nhwc)).unwrap_err().to_string();
+    assert!(e.contains("key2") && e.contains("file2.jpg") && e.contains("premature end"), "{e}");
+}
+
+#[test]
+fn params_that_do_not_fit_the_decoded_image_are_a_sample_error() {
+    let s = set();
+    let spec = AugmentSpec::train(32);
+    let mut ins = samples(&s, &spec, &[]);
+    // The index thought sample 3 was 1x1 (unreadable header): params drawn for that.
+    ins[3].params = draw(&spec, 7, 1, 103, 1, 1, 1);
+    let c = config(spec, 1, OnError::Fail, DType::F32, Layout::Nchw);
+    let mut b = CpuBackend::new(&c).unwrap();
+    let e = b.run(0, 0, &ins, &describe, &mut Batch::new_host(DType::F32, Layout::Nchw)).unwrap_err().to_string();
+    assert!(e.contains("key3") && e.contains("1x1"), "{e}");
+}
