@@ -46,8 +46,11 @@ fn config(root: &Path, threads: usize) -> PipelineConfig {
     c
 }
 
-/// (images bytes, labels, positions, indices) of every batch of one epoch.
-fn run_epoch(p: &mut Pipeline, epoch: u64, start: u64) -> Vec<(Vec<u8>, Vec<i64>, Vec<u64>, Vec<usize>)> {
+/// Images bytes, labels, positions, indices of one batch.
+type Seen = (Vec<u8>, Vec<i64>, Vec<u64>, Vec<usize>);
+
+/// What every batch of one epoch held.
+fn run_epoch(p: &mut Pipeline, epoch: u64, start: u64) -> Vec<Seen> {
     p.start_epoch(epoch, start);
     let mut out = Vec::new();
     while let Some(b) = p.next_batch() {

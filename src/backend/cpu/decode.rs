@@ -417,7 +417,7 @@ pub fn decode_rgb_region(
                 // SAFETY: valid handle; `cmyk` holds rh rows of `rw·4` bytes, what the cropping
                 // region produces in TJPF_CMYK with that pitch.
                 let rc = unsafe {
-                    tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, cmyk.as_mut_ptr(), (rw * 4) as i32, tj::TJPF_TJPF_CMYK as i32)
+                    tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, cmyk.as_mut_ptr(), (rw * 4) as i32, tj::TJPF_TJPF_CMYK)
                 };
                 // SAFETY: valid handle.
                 if rc == 0 || unsafe { tj::tj3GetErrorCode(h.0) } != tj::TJERR_TJERR_FATAL as i32 {
@@ -429,7 +429,7 @@ pub fn decode_rgb_region(
             // SAFETY: valid handle; `out.rgb` holds rh rows of `rw·3` bytes, exactly what the
             // cropping region set above produces in TJPF_RGB with that pitch.
             unsafe {
-                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB as i32)
+                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB)
             }
         };
         if rc != 0 {
