@@ -12,16 +12,15 @@
 //                         hardware engine in particular, can report success for an image it
 //                         skipped); the host re-decodes those images on the CPU.
 //
-// All per-pixel math is augment_math.cuh's (shared with the CPU backend, compiled for the
-// host by build.rs). The accumulations here are the same sequence of IEEE f32 operations as
-// stoke_resized_pixel / stoke_host_augment, written with __fmul_rn/__fadd_rn so they are never
-// contracted into FMA even without -fmad=false (the build passes it anyway, for the math in
-// the header).
-#if !defined(__CUDACC_RTC__)
-#include <stddef.h>
-#include <stdint.h>
-#endif
+// All per-pixel math is augment_math.cuh's (shared with the CPU backend). The accumulations
+// here are the same sequence of IEEE f32 operations as stoke_resized_pixel / stoke_host_augment,
+// written with __fmul_rn/__fadd_rn so they are never contracted into FMA even without
+// -fmad=false (the build passes it anyway, for the math in the header). The per-pixel
+// functions are STOKE_HD: kernels/host/gpu_augment_host.cpp compiles this file for the host
+// (the __global__ parts are device-only) and CI checks its output against the CPU backend bit
+// for bit (tests/gpu_kernel_host.rs).
 #include "augment_math.cuh"
+#include "convert.cuh"  // StokeNormalize (mean/std by value), shared with the convert kernel
 
 // Mirror of `SampleDesc` in src/backend/cuda/augment.rs.
 struct StokeSampleDesc {
@@ -47,45 +46,45 @@ struct StokeDecodeTarget {
 };
 static_assert(sizeof(StokeDecodeTarget) == 24, "StokeDecodeTarget must match DecodeTarget (24 bytes)");
 
-// Output normalisation, per channel, passed by value.
-struct StokeNorm {
-    float mean[3];
-    float std[3];
-};
+// Device: the IEEE intrinsics (never contracted) and read-only loads. Host (the CI build in
+// kernels/host/gpu_augment_host.cpp, compiled with -ffp-contract=off): plain operations, the
+// same IEEE single-precision results.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define STOKE_FADD(a, b) __fadd_rn((a), (b))
+#define STOKE_FMUL(a, b) __fmul_rn((a), (b))
+#define STOKE_LDG(p) __ldg(p)
+#else
+#define STOKE_FADD(a, b) ((a) + (b))
+#define STOKE_FMUL(a, b) ((a) * (b))
+#define STOKE_LDG(p) (*(p))
+#endif
 
 // ---------------------------------------------------------------------------------------
 // Filter tables
 // ---------------------------------------------------------------------------------------
 
-// grid (ceil(max(out_w, out_h) / blockDim.x), 2, batch). Tap k of window column i of sample n
-// is stored as the byte offset `tap · step_x` (int32: a decoded region is under the 700 M
-// pixel limit the config enforces) and its normalised weight.
-extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict__ params,
-                                                const StokeSampleDesc* __restrict__ descs,
-                                                int32_t* __restrict__ counts, int32_t* __restrict__ offs,
-                                                float* __restrict__ weights) {
-    const uint32_t n = blockIdx.z;
-    const uint32_t axis = blockIdx.y;
-    const int32_t i = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
-    const StokeAugParams* p = params + n;
-    const StokeSampleDesc d = descs[n];
+// Table entry of window index i on `axis` (0 = x, 1 = y) of one sample: the tap count, and
+// per tap the byte offset `tap · step` (int32: the backend refuses guards over 715 M pixels,
+// so 3 · w · h < 2^31) and the normalised weight.
+STOKE_HD void stoke_table_entry(const StokeAugParams* p, const StokeSampleDesc* d, uint32_t axis, int32_t i,
+                                int32_t* counts, int32_t* offs, float* weights) {
     StokeAxis ax;
     uint32_t span, first, k_max;
     int64_t step;
     if (axis == 0) {
         if (i >= p->out_w) return;
         stoke_axis_init(p->crop_w, p->resize_w, p->win_x + i, p->filter, p->antialias, &ax);
-        span = d.span_x + (uint32_t)i;
-        k_max = d.ktaps_x;
-        first = d.weight_x + (uint32_t)i * k_max;
-        step = d.step_x;
+        span = d->span_x + (uint32_t)i;
+        k_max = d->ktaps_x;
+        first = d->weight_x + (uint32_t)i * k_max;
+        step = d->step_x;
     } else {
         if (i >= p->out_h) return;
         stoke_axis_init(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ax);
-        span = d.span_y + (uint32_t)i;
-        k_max = d.ktaps_y;
-        first = d.weight_y + (uint32_t)i * k_max;
-        step = d.step_y;
+        span = d->span_y + (uint32_t)i;
+        k_max = d->ktaps_y;
+        first = d->weight_y + (uint32_t)i * k_max;
+        step = d->step_y;
     }
     // The host sizes k_max as Pillow's ksize bound, which count never exceeds; the min only
     // keeps a broken invariant from writing outside this span.
@@ -98,20 +97,20 @@ extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict
 }
 
 // ---------------------------------------------------------------------------------------
-// Fused augment
+// Fused augment, per output pixel
 // ---------------------------------------------------------------------------------------
 
 struct StokeTables {
-    const int32_t* __restrict__ counts;
-    const int32_t* __restrict__ offs;
-    const float* __restrict__ weights;
+    const int32_t* counts;
+    const int32_t* offs;
+    const float* weights;
 };
 
 // Resized-crop value of pre-rotation output pixel (x, y), all three channels, clamped to
 // [0, 255]: stoke_resized_pixel with the taps read from the tables.
-__device__ __forceinline__ void stoke_resized_from_tables(const uint8_t* __restrict__ arena, const StokeAugParams& p,
-                                                          const StokeSampleDesc& d, const StokeTables& t, int32_t x,
-                                                          int32_t y, float v[3]) {
+STOKE_HD void stoke_resized_from_tables(const uint8_t* __restrict__ arena, const StokeAugParams& p,
+                                        const StokeSampleDesc& d, const StokeTables& t, int32_t x, int32_t y,
+                                        float v[3]) {
     int32_t rx, ry;
     stoke_window_flip(&p, x, y, &rx, &ry);
     const uint32_t jx = (uint32_t)(rx - p.win_x), jy = (uint32_t)(ry - p.win_y);
@@ -124,48 +123,34 @@ __device__ __forceinline__ void stoke_resized_from_tables(const uint8_t* __restr
     const uint8_t* origin = arena + d.base;
     float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
     for (int32_t ky = 0; ky < cy; ky++) {
-        const float wy = __ldg(wys + ky);
-        const uint8_t* row = origin + __ldg(oy + ky);
+        const float wy = STOKE_LDG(wys + ky);
+        const uint8_t* row = origin + STOKE_LDG(oy + ky);
         float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
         for (int32_t kx = 0; kx < cx; kx++) {
-            const float wx = __ldg(wxs + kx);
-            const uint8_t* px = row + __ldg(ox + kx);
-            r0 = __fadd_rn(r0, __fmul_rn(wx, (float)__ldg(px)));
-            r1 = __fadd_rn(r1, __fmul_rn(wx, (float)__ldg(px + 1)));
-            r2 = __fadd_rn(r2, __fmul_rn(wx, (float)__ldg(px + 2)));
+            const float wx = STOKE_LDG(wxs + kx);
+            const uint8_t* px = row + STOKE_LDG(ox + kx);
+            r0 = STOKE_FADD(r0, STOKE_FMUL(wx, (float)STOKE_LDG(px)));
+            r1 = STOKE_FADD(r1, STOKE_FMUL(wx, (float)STOKE_LDG(px + 1)));
+            r2 = STOKE_FADD(r2, STOKE_FMUL(wx, (float)STOKE_LDG(px + 2)));
         }
-        a0 = __fadd_rn(a0, __fmul_rn(wy, r0));
-        a1 = __fadd_rn(a1, __fmul_rn(wy, r1));
-        a2 = __fadd_rn(a2, __fmul_rn(wy, r2));
+        a0 = STOKE_FADD(a0, STOKE_FMUL(wy, r0));
+        a1 = STOKE_FADD(a1, STOKE_FMUL(wy, r1));
+        a2 = STOKE_FADD(a2, STOKE_FMUL(wy, r2));
     }
     v[0] = stoke_clamp255(a0);
     v[1] = stoke_clamp255(a1);
     v[2] = stoke_clamp255(a2);
 }
 
-// Output pixel (x, y) of sample blockIdx.z: writes its 3 elements of `out` (dtype/layout as
-// given) exactly once. ROTATE = false is only launched when every angle of the batch is 0
-// (the host checks), so it skips the rotation machinery and its registers.
+// Output pixel (x, y) of sample n: its 3 elements of `out` (dtype/layout as given), written
+// once. ROTATE = false is only used when every angle of the batch is 0 (the host checks), so
+// it skips the rotation machinery and its registers. `sr` is stoke_rotation_init(&sp).
 template <bool ROTATE>
-__device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ arena,
-                                                   const StokeAugParams* __restrict__ params,
-                                                   const StokeSampleDesc* __restrict__ descs, const StokeTables& t,
-                                                   void* __restrict__ out, uint32_t dtype, uint32_t layout,
-                                                   const StokeNorm& norm) {
-    __shared__ StokeAugParams sp;
-    __shared__ StokeSampleDesc sd;
-    __shared__ StokeRotation sr;
-    const uint32_t n = blockIdx.z;
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        sp = params[n];
-        sd = descs[n];
-        if (ROTATE) stoke_rotation_init(&sp, &sr);  // f64 sin/cos: once per block, not per pixel
-    }
-    __syncthreads();
-    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
-    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                  const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
+                                  uint32_t n, int32_t x, int32_t y, void* __restrict__ out, uint32_t dtype,
+                                  uint32_t layout, const StokeNormalize& norm) {
     const int32_t W = sp.out_w, H = sp.out_h;
-    if (x >= W || y >= H) return;
     float v[3];
     if (!ROTATE || sr.kind == STOKE_ROT_NONE) {
         stoke_resized_from_tables(arena, sp, sd, t, x, y, v);
@@ -191,15 +176,17 @@ __device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ a
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
         // One resize body for the four taps (not four inlined copies): keeps the kernel in
         // registers on every architecture. Taps in order 0..3, as the CPU backend.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #pragma unroll 1
+#endif
         for (int tap = 0; tap < 4; tap++) {
             const float wt = tap == 0 ? w0 : (tap == 1 ? w1 : (tap == 2 ? w2 : w3));
             if (wt != 0.0f) {
                 float pv[3];
                 stoke_resized_from_tables(arena, sp, sd, t, x0 + (tap & 1), y0 + (tap >> 1), pv);
-                a0 = __fadd_rn(a0, __fmul_rn(wt, pv[0]));
-                a1 = __fadd_rn(a1, __fmul_rn(wt, pv[1]));
-                a2 = __fadd_rn(a2, __fmul_rn(wt, pv[2]));
+                a0 = STOKE_FADD(a0, STOKE_FMUL(wt, pv[0]));
+                a1 = STOKE_FADD(a1, STOKE_FMUL(wt, pv[1]));
+                a2 = STOKE_FADD(a2, STOKE_FMUL(wt, pv[2]));
             }
         }
         v[0] = stoke_rot_blend(a0, mask, sp.fill[0]);
@@ -211,22 +198,57 @@ __device__ __forceinline__ void stoke_augment_body(const uint8_t* __restrict__ a
     }
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+
+// grid (ceil(max(out_w, out_h) / blockDim.x), 2, batch): one thread per table entry.
+extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict__ params,
+                                                const StokeSampleDesc* __restrict__ descs,
+                                                int32_t* __restrict__ counts, int32_t* __restrict__ offs,
+                                                float* __restrict__ weights) {
+    const uint32_t n = blockIdx.z;
+    const StokeSampleDesc d = descs[n];
+    stoke_table_entry(params + n, &d, blockIdx.y, (int32_t)(blockIdx.x * blockDim.x + threadIdx.x), counts, offs,
+                      weights);
+}
+
+template <bool ROTATE>
+__device__ __forceinline__ void stoke_augment_block(const uint8_t* __restrict__ arena,
+                                                    const StokeAugParams* __restrict__ params,
+                                                    const StokeSampleDesc* __restrict__ descs, const StokeTables& t,
+                                                    void* __restrict__ out, uint32_t dtype, uint32_t layout,
+                                                    const StokeNormalize& norm) {
+    __shared__ StokeAugParams sp;
+    __shared__ StokeSampleDesc sd;
+    __shared__ StokeRotation sr;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        sp = params[n];
+        sd = descs[n];
+        if (ROTATE) stoke_rotation_init(&sp, &sr);  // f64 sin/cos: once per block, not per pixel
+    }
+    __syncthreads();
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= sp.out_w || y >= sp.out_h) return;
+    stoke_augment_pixel<ROTATE>(arena, sp, sd, sr, t, n, x, y, out, dtype, layout, norm);
+}
+
 // grid (ceil(out_w / 32), ceil(out_h / 8), batch), block (32, 8). Every angle of the batch is 0.
 extern "C" __global__ void __launch_bounds__(256) stoke_augment(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
-    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
-    stoke_augment_body<false>(arena, params, descs, t, out, dtype, layout, norm);
+    stoke_augment_block<false>(arena, params, descs, t, out, dtype, layout, norm);
 }
 
 // Same launch as stoke_augment, for batches with rotation.
 extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
-    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNorm norm) {
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
-    stoke_augment_body<true>(arena, params, descs, t, out, dtype, layout, norm);
+    stoke_augment_block<true>(arena, params, descs, t, out, dtype, layout, norm);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -269,3 +291,5 @@ extern "C" __global__ void stoke_canary_check(const uint8_t* __restrict__ arena,
     const uint32_t votes = __ballot_sync(0xffffffffu, same);
     if (threadIdx.x == 0) intact[blockIdx.x] = (uint32_t)__popc(votes);
 }
+
+#endif  // device only

@@ -24,7 +24,9 @@
 
 use crate::error::{Error, Result};
 use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
-use std::io::Write;
+use crate::source::tar::TarWriter;
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -513,30 +515,6 @@ pub fn image(seed: u64, classes: usize, index: usize) -> Result<GenImage> {
 // ---------------------------------------------------------------------------------------------
 // Writing.
 
-/// Append one ustar member (regular file, mode 0644, mtime 0: deterministic) to `out`.
-fn tar_member(out: &mut Vec<u8>, name: &str, data: &[u8]) -> Result<()> {
-    if name.len() > 100 {
-        return Err(Error::config(format!("tar member name longer than 100 bytes: {name:?}")));
-    }
-    let mut h = [0u8; 512];
-    h[..name.len()].copy_from_slice(name.as_bytes());
-    h[100..108].copy_from_slice(b"0000644\0");
-    h[108..116].copy_from_slice(b"0000000\0");
-    h[116..124].copy_from_slice(b"0000000\0");
-    h[124..136].copy_from_slice(format!("{:011o}\0", data.len()).as_bytes());
-    h[136..148].copy_from_slice(b"00000000000\0");
-    h[148..156].copy_from_slice(b"        ");
-    h[156] = b'0';
-    h[257..263].copy_from_slice(b"ustar\0");
-    h[263..265].copy_from_slice(b"00");
-    let sum: u32 = h.iter().map(|&b| b as u32).sum();
-    h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(data);
-    out.resize(out.len().next_multiple_of(512), 0);
-    Ok(())
-}
-
 /// Generate `cfg.count` images into `out` (created if missing), in parallel, calling
 /// `progress(n)` after each `n` images written. The files are identical whatever the thread
 /// count.
@@ -554,7 +532,7 @@ pub fn generate(out: &Path, cfg: &GenConfig, progress: &(dyn Fn(usize) + Sync)) 
             std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
         }
     }
-    let mut shard: Vec<u8> = Vec::new();
+    let mut shard: Option<(PathBuf, TarWriter<BufWriter<File>>)> = None;
     let mut shard_no = 0usize;
     // Chunks: generated in parallel, written in index order (tar members stay ordered).
     let chunk = threads * 8;
@@ -573,15 +551,19 @@ pub fn generate(out: &Path, cfg: &GenConfig, progress: &(dyn Fn(usize) + Sync)) 
                     summary.files += 1;
                 }
                 GenFormat::Tar => {
-                    tar_member(&mut shard, &format!("{}.jpg", img.key), &img.bytes)?;
-                    tar_member(&mut shard, &format!("{}.cls", img.key), img.label.to_string().as_bytes())?;
-                    if summary.images % cfg.shard_images == 0 || summary.images == cfg.count {
-                        shard.extend_from_slice(&[0u8; 1024]);
+                    if shard.is_none() {
                         let p = out.join(format!("train-{shard_no:04}.tar"));
-                        let mut f = std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?;
-                        f.write_all(&shard).map_err(|e| Error::io(&p, e))?;
-                        shard.clear();
+                        let f = File::create(&p).map_err(|e| Error::io(&p, e))?;
+                        shard = Some((p, TarWriter::new(BufWriter::new(f))));
                         shard_no += 1;
+                    }
+                    let (p, w) = shard.as_mut().expect("opened above");
+                    w.append(&format!("{}.jpg", img.key), &img.bytes).map_err(|e| Error::io(&*p, e))?;
+                    w.append(&format!("{}.cls", img.key), img.label.to_string().as_bytes())
+                        .map_err(|e| Error::io(&*p, e))?;
+                    if summary.images % cfg.shard_images == 0 || summary.images == cfg.count {
+                        let (p, w) = shard.take().expect("opened above");
+                        w.finish().map_err(|e| Error::io(&p, e))?;
                         summary.files += 1;
                     }
                 }
@@ -682,21 +664,6 @@ mod tests {
                 assert_eq!(counts[&Kind::Baseline420], rest);
             }
         }
-    }
-
-    #[test]
-    fn tar_header_checksum_matches_a_hand_computed_one() {
-        let mut v = Vec::new();
-        tar_member(&mut v, "a.cls", b"3").unwrap();
-        assert_eq!(v.len(), 1024);
-        // Independent recomputation: the checksum treats its own field as 8 spaces.
-        let mut h = v[..512].to_vec();
-        let stored = u32::from_str_radix(std::str::from_utf8(&h[148..154]).unwrap(), 8).unwrap();
-        h[148..156].copy_from_slice(b"        ");
-        assert_eq!(stored, h.iter().map(|&b| b as u32).sum::<u32>());
-        assert_eq!(&v[124..135], b"00000000001");
-        assert_eq!(v[512], b'3');
-        assert!(tar_member(&mut v, &"x".repeat(101), b"").is_err());
     }
 
     /// What the test needs from a JPEG header, parsed independently of the generator: SOF

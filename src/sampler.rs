@@ -339,6 +339,26 @@ mod tests {
     }
 
     #[test]
+    fn permutation_spreads_every_element_evenly() {
+        // Where element i lands, over many seeds, is close to uniform (a weak keying or a
+        // round function that ignores the key would pile up). Fixed seeds: deterministic.
+        for n in [3u64, 10, 1000] {
+            let bins = n.min(10);
+            for i in [0, n / 2, n - 1] {
+                let mut counts = vec![0u32; bins as usize];
+                let seeds = 20_000;
+                for seed in 0..seeds {
+                    counts[(Permutation::new(n, seed, 0).apply(i) * bins / n) as usize] += 1;
+                }
+                let expect = seeds as f64 / bins as f64;
+                for c in &counts {
+                    assert!((*c as f64 - expect).abs() < 0.08 * expect, "n {n} element {i}: {counts:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn alias_matches_weights() {
         let w = [1.0, 0.0, 3.0, 6.0];
         let a = Alias::new(&w).unwrap();

@@ -136,6 +136,26 @@ fn pack_then_plan_lists_the_same_samples_with_labels_kept() {
     assert_eq!(ib["classes"], ia["classes"]); // names from classes.txt
     assert_eq!(ib["top_resolutions"], ia["top_resolutions"]);
     assert_eq!(ib["index_reused"], true); // pack built the shards' index
+    // Byte for byte: every folder sample is in the shards under its tar key.
+    let o = stoke::source::IndexOptions { cache_dir: Some(t.path().to_path_buf()), ..Default::default() };
+    let src = stoke::source::Dataset::open(&root, &o).unwrap();
+    let packed = stoke::source::Dataset::open(&out, &o).unwrap();
+    let by_key: BTreeMap<String, usize> = packed
+        .samples()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.key.split_once('/').unwrap().1.to_string(), i))
+        .collect();
+    let (mut a_buf, mut b_buf) = (Vec::new(), Vec::new());
+    for (i, s) in src.samples().iter().enumerate() {
+        let stem = s.key.rsplit_once('.').unwrap().0.replace("name.with", "name_with").replace("with.dots", "with_dots");
+        let j = by_key[&stem];
+        src.read_bytes(i, &mut a_buf).unwrap();
+        packed.read_bytes(j, &mut b_buf).unwrap();
+        assert_eq!(a_buf, b_buf, "{}", s.key);
+        assert_eq!(s.label, packed.sample(j).label);
+        assert_eq!(s.info, packed.sample(j).info);
+    }
     // Packing into a folder that already holds shards is refused; a file list packs too.
     let e = fails(stoke(&["pack", p(&root), p(&out)], &[], t.path()));
     assert!(e.contains(p(&out)) && e.contains("already holds .tar files"), "{e}");

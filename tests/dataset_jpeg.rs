@@ -33,7 +33,8 @@ fn every_sof_type() {
 
 #[test]
 fn sampling_factors_name_the_subsampling() {
-    let table: [(&[(u8, u8, u8)], Subsampling); 9] = [
+    type Comps = &'static [(u8, u8, u8)];
+    let table: [(Comps, Subsampling); 9] = [
         (&[(1, 1, 1), (2, 1, 1), (3, 1, 1)], Subsampling::S444),
         (&[(1, 2, 1), (2, 1, 1), (3, 1, 1)], Subsampling::S422),
         (&[(1, 2, 2), (2, 1, 1), (3, 1, 1)], Subsampling::S420),

@@ -11,7 +11,7 @@ use stoke::augment::params::draw;
 use stoke::config::OnError;
 use stoke::reader::{ReadBatch, Reader};
 use stoke::sampler::{Sampler, SamplerConfig, Weights};
-use stoke::source::{Dataset, IndexOptions};
+use stoke::source::{Dataset, IndexOptions, Location};
 use stoke::PipelineConfig;
 
 fn dataset(root: &Path, cache: &Path) -> Arc<Dataset> {
@@ -182,6 +182,29 @@ fn missing_file_mid_epoch_skip_and_fail() {
 }
 
 #[test]
+fn shard_truncated_after_indexing_is_reported_not_hung() {
+    let t = tempfile::tempdir().unwrap();
+    let shard = t.path().join("s.tar");
+    let mut b = Vec::new();
+    for i in 0..6 {
+        tar_member(&mut b, &format!("k{i}.jpg"), &jpeg(10 + i, 10), b'0');
+    }
+    fs::write(&shard, &b).unwrap();
+    let d = dataset(&shard, t.path());
+    // Cut the shard in the middle of the fifth member's data.
+    let Location::Tar { offset, .. } = d.sample(4).location else { panic!("tar sample") };
+    let f = fs::OpenOptions::new().write(true).open(&shard).unwrap();
+    f.set_len(offset + 10).unwrap();
+    let mut c = config(&shard, 2, 2);
+    c.shuffle = false;
+    let mut r = Reader::new(d.clone(), &c).unwrap();
+    let got = run_epoch(&mut r, 0, 0);
+    let errs: Vec<(usize, String)> = got.iter().flat_map(|b| b.2.iter()).filter_map(|s| s.4.clone().map(|e| (s.0, e))).collect();
+    assert_eq!(errs.iter().map(|e| e.0).collect::<Vec<_>>(), [4, 5]);
+    assert!(errs[0].1.contains("sample s/k4") && errs[0].1.contains(&format!("s.tar at byte {offset}")), "{}", errs[0].1);
+}
+
+#[test]
 fn ram_cache_fills_in_the_first_epoch_and_respects_its_budget() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("ds");
@@ -223,4 +246,40 @@ fn weighted_sampler_through_the_reader() {
     let small = got.iter().flat_map(|b| b.2.iter()).filter(|s| labels[s.0] == 1).count();
     assert_eq!(got.iter().map(|b| b.2.len()).sum::<usize>(), 400);
     assert!((150..250).contains(&small), "{small} of 400 from the 2-sample class");
+}
+
+/// Opt-in throughput check (not a timing assertion): `STOKE_READ_BENCH=DATASET
+/// [STOKE_READ_THREADS=2] cargo test --release --test dataset_reader read_throughput -- --nocapture`.
+/// Reads three epochs (the first warms the page cache) and prints bytes/s and files/s.
+#[test]
+fn read_throughput() {
+    let Ok(path) = std::env::var("STOKE_READ_BENCH") else {
+        eprintln!("skipped: set STOKE_READ_BENCH=/path/to/dataset");
+        return;
+    };
+    let threads: usize = std::env::var("STOKE_READ_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let d = Arc::new(Dataset::open(Path::new(&path), &IndexOptions::default()).unwrap());
+    let mut c = PipelineConfig::new(&path);
+    c.batch_size = 256;
+    c.reader_threads = threads;
+    c.prefetch_batches = 4;
+    let mut r = Reader::new(d.clone(), &c).unwrap();
+    for epoch in 0..3 {
+        let t0 = std::time::Instant::now();
+        let (mut bytes, mut files) = (0usize, 0usize);
+        r.start_epoch(epoch, 0);
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            bytes += b.data.len();
+            files += b.samples.len();
+            r.recycle(b);
+        }
+        let s = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{path} epoch {epoch}, {threads} threads: {files} files, {:.1} MB in {s:.3} s = {:.2} GB/s, {:.0} files/s",
+            bytes as f64 / 1e6,
+            bytes as f64 / s / 1e9,
+            files as f64 / s
+        );
+    }
 }

@@ -115,8 +115,11 @@ fn headers_past_the_prefix_and_non_jpegs() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("ds");
     let mut big = Jpeg::new(321, 123);
-    big.padding = 200_000; // header longer than the 64 KiB first read
+    big.padding = 200_000; // header longer than the 8 KiB first read
     write(&root.join("c/big.jpg"), &big.bytes());
+    let mut huge = Jpeg::new(322, 124);
+    huge.padding = 300_000; // and longer than the 256 KiB second read
+    write(&root.join("c/huge.jpg"), &huge.bytes());
     let mut dnl = Jpeg::new(64, 77);
     dnl.dnl = Some(77);
     dnl.scan = 100_000;
@@ -126,6 +129,7 @@ fn headers_past_the_prefix_and_non_jpegs() {
     let d = Dataset::open(&root, &opts(t.path())).unwrap();
     let by_key = |k: &str| d.samples().iter().find(|s| s.key == k).unwrap();
     assert_eq!(by_key("c/big.jpg").info.map(|i| (i.width, i.height)), Some((321, 123)));
+    assert_eq!(by_key("c/huge.jpg").info.map(|i| (i.width, i.height)), Some((322, 124)));
     let i = by_key("c/dnl.jpg").info.unwrap();
     assert_eq!((i.height, i.dnl), (77, true));
     let png = by_key("c/png.jpg");
@@ -372,4 +376,97 @@ fn a_file_that_disappears_is_named_by_key() {
     fs::remove_file(root.join("a/img_0001.jpg")).unwrap();
     let e = d.read_bytes(1, &mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("sample a/img_0001.jpg") && e.contains("cannot open"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Shards written with random member names and sizes list back exactly; any truncation is
+    /// an error naming the shard (or, cut at a member boundary, a shorter listing), never a panic.
+    #[test]
+    fn tar_round_trip_and_truncation(
+        members in proptest::collection::vec(("[a-z]{1,8}(/[a-z]{1,90}){0,2}", 0usize..3000), 1..6),
+        cut in proptest::prelude::any::<proptest::sample::Index>(),
+    ) {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("r.tar");
+        let mut w = TarWriter::new(Vec::new());
+        let mut want = Vec::new();
+        for (i, (name, size)) in members.iter().enumerate() {
+            let key = format!("{name}{i}");
+            let data: Vec<u8> = (0..*size).map(|b| (b * 7 + i) as u8).collect();
+            w.append(&format!("{key}.jpg"), &data).unwrap();
+            want.push((format!("r/{key}"), data));
+        }
+        let bytes = w.finish().unwrap();
+        fs::write(&p, &bytes).unwrap();
+        let d = Dataset::open(&p, &IndexOptions { save: false, ..opts(t.path()) }).unwrap();
+        proptest::prop_assert_eq!(d.len(), want.len());
+        let mut buf = Vec::new();
+        for (i, (key, data)) in want.iter().enumerate() {
+            proptest::prop_assert_eq!(&d.sample(i).key, key);
+            d.read_bytes(i, &mut buf).unwrap();
+            proptest::prop_assert_eq!(&buf, data);
+        }
+        let n = cut.index(bytes.len());
+        fs::write(&p, &bytes[..n]).unwrap();
+        match Dataset::open(&p, &IndexOptions { save: false, ..opts(t.path()) }) {
+            Ok(d) => proptest::prop_assert!(n % 512 == 0 && d.len() < want.len() || n >= bytes.len() - 1024),
+            Err(e) => {
+                let e = e.to_string();
+                proptest::prop_assert!(e.contains(&p.display().to_string()), "{}", e);
+                proptest::prop_assert!(e.contains("truncated tar") || e.contains("empty dataset"), "{}", e);
+            }
+        }
+    }
+}
+
+#[test]
+fn ranks_opening_together_build_the_index_once() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a", "b"], &[40, 40]);
+    let results: Vec<(bool, usize)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| {
+                let d = Dataset::open(&root, &opts(t.path())).unwrap();
+                (d.index_reused(), d.len())
+            }))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.iter().all(|r| r.1 == 80));
+    // Exactly one built; the others waited for its lock and loaded its index.
+    assert_eq!(results.iter().filter(|r| !r.0).count(), 1, "{results:?}");
+    assert!(!root.join(".stoke-index.lock").exists());
+}
+
+#[test]
+fn index_locks_stale_and_released() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[3]);
+    // A lock left by a process that died long ago is taken over.
+    let lock = root.join(".stoke-index.lock");
+    fs::write(&lock, "12345\n").unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    fs::File::options().write(true).open(&lock).unwrap().set_modified(old).unwrap();
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert_eq!((d.len(), d.index_reused()), (3, false));
+    assert!(!lock.exists());
+    // A live lock: open waits until its holder lets go, then proceeds.
+    fs::remove_file(root.join(".stoke-index")).unwrap();
+    fs::write(&lock, "1\n").unwrap();
+    let l2 = lock.clone();
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r2 = released.clone();
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        r2.store(true, std::sync::atomic::Ordering::SeqCst);
+        fs::remove_file(l2).unwrap();
+    });
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(released.load(std::sync::atomic::Ordering::SeqCst), "open returned while the lock was held");
+    assert_eq!(d.len(), 3);
+    releaser.join().unwrap();
 }

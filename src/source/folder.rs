@@ -92,8 +92,8 @@ fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fing
     Ok(())
 }
 
-/// List an ImageFolder dataset.
-pub(crate) fn list(root: &Path) -> Result<Listing> {
+/// List an ImageFolder dataset, walking the class folders on `threads` threads (0 = all cores).
+pub(crate) fn list(root: &Path, threads: usize) -> Result<Listing> {
     let classes = class_dirs(root)?;
     if classes.is_empty() {
         return Err(Error::dataset(
@@ -101,16 +101,26 @@ pub(crate) fn list(root: &Path) -> Result<Listing> {
             "no class folders: expected one subfolder per class holding .jpg/.jpeg files (ImageFolder layout)",
         ));
     }
+    // Each class is walked (and fingerprinted) on its own; results are combined in label order.
+    let walked = super::index::parallel_map(classes.len(), threads, None, |label| {
+        let (name, dir) = &classes[label];
+        let mut fp = Fingerprint::new(SourceKind::Folder);
+        fp.add_str(name);
+        let (mut entries, mut ignored) = (Vec::new(), 0u64);
+        walk(root, dir, label as i64, &mut entries, &mut fp, &mut ignored)?;
+        if entries.is_empty() {
+            return Err(Error::dataset(dir, format!("class folder {name:?} holds no .jpg/.jpeg files")));
+        }
+        Ok((entries, ignored, fp.finish()))
+    });
     let mut fp = Fingerprint::new(SourceKind::Folder);
     let mut entries = Vec::new();
     let mut ignored = 0u64;
-    for (label, (name, dir)) in classes.iter().enumerate() {
-        let before = entries.len();
-        fp.add_str(name);
-        walk(root, dir, label as i64, &mut entries, &mut fp, &mut ignored)?;
-        if entries.len() == before {
-            return Err(Error::dataset(dir, format!("class folder {name:?} holds no .jpg/.jpeg files")));
-        }
+    for w in walked {
+        let (e, i, h) = w?;
+        entries.extend(e);
+        ignored += i;
+        fp.add_bytes(&h.to_le_bytes());
     }
     Ok(Listing {
         root: root.to_path_buf(),

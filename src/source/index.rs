@@ -1,8 +1,8 @@
 //! The saved index: one pass over the samples that records each one's location, label and JPEG
 //! header facts, saved so the next start skips it.
 //!
-//! The pass is parallel and reads only a prefix of each sample (64 KiB, more only when the
-//! header runs longer: big EXIF/ICC segments, or a DNL height after the first scan).
+//! The pass is parallel and reads only a prefix of each sample (8 KiB; 256 KiB or the whole
+//! sample only when the header runs longer: big EXIF/ICC segments, a DNL height after the scan).
 //!
 //! Where it lives: beside the dataset (`ROOT/.stoke-index`, `LIST.stoke-index`,
 //! `SHARDS/.stoke-index`), or, when that cannot be written, in `$XDG_CACHE_HOME/stoke` (or
@@ -22,13 +22,15 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"STOKEIX\0";
 const VERSION: u32 = 1;
-/// Bytes read first to find a header; almost every JPEG's header fits.
-pub(crate) const HEADER_PREFIX: usize = 64 << 10;
+/// Prefix lengths tried in turn to find a header: almost every JPEG's header fits in the first;
+/// big EXIF thumbnails or ICC profiles need the second; a DNL height needs the whole file.
+pub(crate) const HEADER_READS: [usize; 2] = [8 << 10, 256 << 10];
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -141,21 +143,25 @@ pub(crate) fn read_range(file: &File, offset: u64, len: usize, buf: &mut Vec<u8>
     Ok(())
 }
 
-/// Parse a sample's header from its bytes, reading more than the prefix only when needed.
-/// `read(len, buf)` fills `buf` with up to `len` bytes from the sample's start.
+/// Parse a sample's header from its bytes, reading longer prefixes only while the parser
+/// runs out of bytes. `read(len, buf)` fills `buf` with up to `len` bytes from the sample's start.
 pub(crate) fn header_of(
     total: u64,
     buf: &mut Vec<u8>,
     mut read: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
 ) -> std::io::Result<std::result::Result<JpegInfo, HeaderError>> {
-    let first = (total as usize).min(HEADER_PREFIX);
-    read(first, buf)?;
-    let r = jpeg::parse(buf);
-    if matches!(r, Err(HeaderError::Truncated { .. })) && (buf.len() as u64) < total && buf.len() == first {
-        read(total as usize, buf)?;
-        return Ok(jpeg::parse(buf));
+    let total = usize::try_from(total).unwrap_or(usize::MAX);
+    let mut step = 0;
+    loop {
+        let len = HEADER_READS.get(step).copied().unwrap_or(total).min(total);
+        read(len, buf)?;
+        let r = jpeg::parse(buf);
+        // Stop unless the parser ran out of bytes and there are more to read.
+        if !matches!(r, Err(HeaderError::Truncated { .. })) || buf.len() < len || len == total {
+            return Ok(r);
+        }
+        step += 1;
     }
-    Ok(r)
 }
 
 /// Where the index goes beside the dataset.
@@ -491,4 +497,83 @@ pub(crate) fn build(
         out.push(SampleMeta { key: e.key, label: e.label, len: e.len, location: e.location, info, header_error });
     }
     Ok(out)
+}
+
+/// How often a process waiting for another one's index build looks again.
+pub(crate) const LOCK_POLL: Duration = Duration::from_millis(250);
+/// The builder touches its lock this often...
+const LOCK_HEARTBEAT: Duration = Duration::from_secs(5);
+/// ...so a lock untouched for this long belongs to a process that died; it is taken over.
+const LOCK_STALE: Duration = Duration::from_secs(60);
+
+/// The outcome of trying to take the build lock.
+pub(crate) enum Lock {
+    /// We build; the guard removes the lock when dropped.
+    Acquired(BuildLock),
+    /// Another live process is building; wait and load its index.
+    Busy(PathBuf),
+    /// No lock can be created anywhere (read-only everywhere): build without one.
+    Unavailable,
+}
+
+/// A lock file `<index>.lock`, kept fresh by a heartbeat thread while the index is built.
+pub(crate) struct BuildLock {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    beat: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BuildLock {
+    /// Try the lock beside each index location in turn.
+    pub(crate) fn acquire(index_paths: &[PathBuf]) -> Lock {
+        for p in index_paths {
+            let mut lock = p.as_os_str().to_owned();
+            lock.push(".lock");
+            let lock = PathBuf::from(lock);
+            if let Some(dir) = lock.parent() {
+                let _ = fs::create_dir_all(dir);
+            }
+            match fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
+                Ok(mut f) => {
+                    let _ = writeln!(f, "{}", std::process::id());
+                    let stop = Arc::new(AtomicBool::new(false));
+                    let (s, path) = (stop.clone(), lock.clone());
+                    let beat = std::thread::spawn(move || {
+                        let mut since = Duration::ZERO;
+                        while !s.load(Ordering::Relaxed) {
+                            std::thread::sleep(LOCK_POLL);
+                            since += LOCK_POLL;
+                            if since >= LOCK_HEARTBEAT {
+                                since = Duration::ZERO;
+                                if let Ok(f) = File::options().write(true).open(&path) {
+                                    let _ = f.set_modified(SystemTime::now());
+                                }
+                            }
+                        }
+                    });
+                    return Lock::Acquired(BuildLock { path: lock, stop, beat: Some(beat) });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = fs::metadata(&lock).and_then(|m| m.modified()).ok().and_then(|m| m.elapsed().ok());
+                    if age.is_some_and(|a| a > LOCK_STALE) {
+                        log::warn!("removing stale index lock {} (untouched for {:?})", lock.display(), age.unwrap_or_default());
+                        let _ = fs::remove_file(&lock);
+                    }
+                    return Lock::Busy(lock);
+                }
+                Err(_) => continue, // not writable here: try the next location
+            }
+        }
+        Lock::Unavailable
+    }
+}
+
+impl Drop for BuildLock {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.beat.take() {
+            let _ = h.join();
+        }
+        let _ = fs::remove_file(&self.path);
+    }
 }

@@ -460,11 +460,7 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                     frame = Some((f, m, coding));
                 }
             }
-            0xDE => {
-                if dhp.is_none() {
-                    dhp = Some(parse_frame(seg, at, "DHP")?);
-                }
-            }
+            0xDE if dhp.is_none() => dhp = Some(parse_frame(seg, at, "DHP")?),
             0xDD => {
                 if seg.len() < 2 {
                     return Err(HeaderError::Invalid { at, message: format!("DRI segment length {len}, must be 4") });

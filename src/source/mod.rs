@@ -3,7 +3,7 @@
 //!
 //! | source | path given to [`Dataset::open`] | key of a sample |
 //! |---|---|---|
-//! | folder ([`folder`](self#folder)) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
+//! | folder (see below) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
 //! | file list | a text file of `relative/path label` lines | the path as listed |
 //! | tar shards | `train-{0000..0127}.tar`, one `.tar`, or a folder of `.tar` files | `shard/member key` |
 //!
@@ -173,7 +173,7 @@ impl Dataset {
         // when the index has to be rebuilt).
         let (root, fingerprint, listing, shards) = match kind {
             SourceKind::Folder => {
-                let l = folder::list(path)?;
+                let l = folder::list(path, opts.threads)?;
                 (l.root.clone(), l.fingerprint, Some(l), Vec::new())
             }
             SourceKind::List => {
@@ -198,19 +198,41 @@ impl Dataset {
         };
         let mut candidates = vec![index::beside_path(kind, path, &root)];
         candidates.extend(index::cache_path(opts.cache_dir.as_deref(), path));
-        let loaded = if opts.rebuild { None } else { index::load(&candidates, fingerprint) };
-        let (saved, index_path, reused) = match loaded {
-            Some((s, p)) if s.kind == kind => (s, Some(p), true),
-            _ => {
-                let l = match listing {
-                    Some(l) => l,
-                    None => tar::list(&root, shards, fingerprint, opts.threads)?,
-                };
-                let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
-                let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
-                let p = if opts.save { index::save(&candidates, fingerprint, &saved) } else { None };
-                (saved, p, false)
+        // Load a current index; else build one, holding a lock beside it so that ranks started
+        // together (torchrun) build it once while the others wait and then load it.
+        let mut may_load = !opts.rebuild;
+        let mut listing = listing;
+        let mut shards = Some(shards);
+        let mut waited = false;
+        let (saved, index_path, reused) = loop {
+            if may_load {
+                if let Some((s, p)) = index::load(&candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
+                    break (s, Some(p), true);
+                }
             }
+            let lock = if opts.save { index::BuildLock::acquire(&candidates) } else { index::Lock::Unavailable };
+            let guard = match lock {
+                index::Lock::Busy(lock_path) => {
+                    if !waited {
+                        log::warn!("another process is indexing this dataset (lock {}); waiting", lock_path.display());
+                        waited = true;
+                    }
+                    std::thread::sleep(index::LOCK_POLL);
+                    may_load = true;
+                    continue;
+                }
+                index::Lock::Acquired(g) => Some(g),
+                index::Lock::Unavailable => None,
+            };
+            let l = match listing.take() {
+                Some(l) => l,
+                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads)?,
+            };
+            let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
+            let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
+            let p = if opts.save { index::save(&candidates, fingerprint, &saved) } else { None };
+            drop(guard);
+            break (saved, p, false);
         };
         if let Some(n) = opts.num_classes {
             if let Some(m) = saved.samples.iter().find(|m| m.label >= n as i64) {

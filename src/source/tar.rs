@@ -323,21 +323,20 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
     let file_len = file.metadata().map_err(|e| Error::io(shard, e))?.len();
     let ms = members(shard, &file, file_len)?;
     let mut entries: Vec<Entry> = Vec::new();
-    let mut by_key: HashMap<&str, usize> = HashMap::new();
+    let mut by_key: HashMap<&str, u64> = HashMap::new(); // key → offset of its JPEG
     let mut labels: HashMap<&str, (i64, u64)> = HashMap::new();
     let mut ignored = 0u64;
     for m in &ms {
         let (key, ext) = split_key(&m.name);
         let ext = ext.to_ascii_lowercase();
         if ext == "jpg" || ext == "jpeg" {
-            if let Some(&j) = by_key.get(key) {
-                let Location::Tar { offset, .. } = entries[j].location else { unreachable!("tar entries have tar locations") };
+            if let Some(&first) = by_key.get(key) {
                 return Err(Error::dataset(
                     shard,
-                    format!("duplicate keys: {key:?} has JPEG members at byte {} and at byte {}", offset, m.offset),
+                    format!("duplicate keys: {key:?} has JPEG members at byte {first} and at byte {}", m.offset),
                 ));
             }
-            by_key.insert(key, entries.len());
+            by_key.insert(key, m.offset);
             entries.push(Entry { key: key.to_string(), label: -1, len: m.len, location: Location::Tar { shard: 0, offset: m.offset } });
         } else if ext == "cls" {
             if let Some((_, at)) = labels.get(key) {

@@ -124,6 +124,9 @@ pub struct TablePlan {
     pub spans: u32,
     /// Weights capacity.
     pub weights: u32,
+    /// Most taps per span any sample may need: a batch of samples that each stay within it
+    /// always fits.
+    pub k_max: u32,
 }
 
 impl TablePlan {
@@ -135,7 +138,15 @@ impl TablePlan {
         let k = max_taps(max_side, resize_min.max(1), filter, antialias);
         let spans = batch as u64 * (out.0 + out.1) as u64;
         let weights = spans * k as u64;
-        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32 }
+        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32, k_max: k }
+    }
+
+    /// Whether one sample's tables stay within [`TablePlan::k_max`] (its crop is no larger than
+    /// the index promised).
+    pub fn fits_sample(&self, p: &AugParams) -> bool {
+        let aa = p.antialias != 0;
+        max_taps(p.crop_w as u32, p.resize_w as u32, p.filter, aa) <= self.k_max
+            && max_taps(p.crop_h as u32, p.resize_h as u32, p.filter, aa) <= self.k_max
     }
 
     /// Whether `l` fits.
@@ -159,6 +170,178 @@ pub fn augment_grid(batch: usize, out_w: u32, out_h: u32) -> (u32, u32, u32) {
 /// Grid of `stoke_augment_tables`: one thread per span of the whole batch.
 pub fn tables_grid(total_spans: u32) -> u32 {
     total_spans.div_ceil(TABLE_BLOCK).max(1)
+}
+
+/// The two augment launches of a batch and their table scratch (allocated once).
+///
+/// Not yet verified on a GPU: written against cudarc 0.19.10 without one.
+pub struct Augmenter {
+    gpu: std::sync::Arc<super::device::Gpu>,
+    plan: TablePlan,
+    counts: cudarc::driver::CudaSlice<i32>,
+    offs: cudarc::driver::CudaSlice<i32>,
+    weights: cudarc::driver::CudaSlice<f32>,
+    dtype: crate::config::DType,
+    layout: crate::config::Layout,
+    norm: super::convert::Normalize,
+}
+
+impl Augmenter {
+    /// Allocate the table scratch for `plan` on `stream`.
+    pub fn new(
+        gpu: &std::sync::Arc<super::device::Gpu>,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        plan: TablePlan,
+        output: &crate::config::OutputSpec,
+    ) -> Result<Self, crate::error::GpuError> {
+        use super::device::alloc_err;
+        let (spans, weights) = (plan.spans as usize, plan.weights as usize);
+        // SAFETY: scratch written by `stoke_augment_tables` before `stoke_augment` reads it,
+        // both on the producer stream.
+        let counts = unsafe { stream.alloc::<i32>(spans.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, spans * 4, "filter table spans"))?;
+        let offs = unsafe { stream.alloc::<i32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter tap offsets"))?;
+        let w = unsafe { stream.alloc::<f32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter weights"))?;
+        Ok(Self {
+            gpu: gpu.clone(),
+            plan,
+            counts,
+            offs,
+            weights: w,
+            dtype: output.dtype,
+            layout: output.layout,
+            norm: super::convert::Normalize { mean: output.mean, std: output.std },
+        })
+    }
+
+    /// The table plan.
+    pub fn plan(&self) -> TablePlan {
+        self.plan
+    }
+
+    /// Enqueue the tables kernel and the fused kernel for `n` samples of `out_w × out_h` on
+    /// `stream`: params and descriptors at `params`/`descs` (device), decoded pixels in
+    /// `arena`, output tensor at `out`. `rotate`: some sample has a non-zero angle.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        stream: &cudarc::driver::CudaStream,
+        arena: u64,
+        params: u64,
+        descs: u64,
+        n: usize,
+        out_size: (u32, u32),
+        out: u64,
+        rotate: bool,
+    ) -> Result<(), crate::error::GpuError> {
+        use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
+        let k = self.gpu.kernels()?;
+        let (ow, oh) = out_size;
+        let (counts, _c) = self.counts.device_ptr(stream);
+        let (offs, _o) = self.offs.device_ptr(stream);
+        let (weights, _w) = self.weights.device_ptr(stream);
+
+        let f = k.function("stoke_augment_tables")?;
+        let mut b = stream.launch_builder(&f);
+        b.arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights);
+        let cfg = LaunchConfig {
+            grid_dim: (ow.max(oh).div_ceil(TABLE_BLOCK), 2, n as u32),
+            block_dim: (TABLE_BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: argument list of `stoke_augment_tables`; the descriptors' span/weight
+        // offsets were laid out by `TableLayout` within this scratch (`TablePlan::fits`).
+        unsafe { super::module::launch(&mut b, "stoke_augment_tables", cfg) }?;
+
+        let name = if rotate { "stoke_augment_rotate" } else { "stoke_augment" };
+        let f = k.function(name)?;
+        let mut b = stream.launch_builder(&f);
+        let (dtype, layout) = (self.dtype.code(), self.layout.code());
+        b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&out).arg(&dtype).arg(&layout).arg(&self.norm);
+        let (gx, gy, gz) = augment_grid(n, ow, oh);
+        let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (BLOCK_X, BLOCK_Y, 1), shared_mem_bytes: 0 };
+        // SAFETY: argument list of `stoke_augment(_rotate)`; every tap lies in its sample's
+        // decoded region inside `arena` (decode::decode_roi contains all taps, tested), and
+        // `out` holds `n` samples of out_w × out_h × 3 in this dtype (the ring's layout).
+        unsafe { super::module::launch(&mut b, name, cfg) }
+    }
+}
+
+mod host_ffi {
+    use super::SampleDesc;
+    use crate::augment::AugParams;
+    extern "C" {
+        #[allow(clippy::too_many_arguments)]
+        pub fn stoke_host_gpu_augment(
+            arena: *const u8,
+            params: *const AugParams,
+            descs: *const SampleDesc,
+            n: u32,
+            counts: *mut i32,
+            offs: *mut i32,
+            weights: *mut f32,
+            out: *mut u8,
+            dtype: u32,
+            layout: u32,
+            mean: *const f32,
+            std: *const f32,
+            rotate: i32,
+        );
+        pub fn stoke_host_sample_desc_size() -> usize;
+        pub fn stoke_host_decode_target_size() -> usize;
+    }
+}
+
+/// `sizeof(StokeSampleDesc)` and `sizeof(StokeDecodeTarget)` as the C++ side sees them.
+pub fn host_struct_sizes() -> (usize, usize) {
+    // SAFETY: no arguments, constants.
+    unsafe { (host_ffi::stoke_host_sample_desc_size(), host_ffi::stoke_host_decode_target_size()) }
+}
+
+/// Run the augment kernels' own code (`kernels/augment.cu`, host-compiled) over a batch held
+/// in host memory: what the GPU computes, for CI. `out` receives `params.len()` samples.
+///
+/// # Safety
+/// Every tap the descriptors address lies inside `arena` (true for descriptors built by
+/// [`super::decode::Decoded::desc`] over regions from [`super::decode::decode_roi`], which
+/// contain every tap), and `tables` is the [`TableLayout`] the descriptors were filled from.
+#[doc(hidden)]
+pub unsafe fn augment_on_host(
+    arena: &[u8],
+    params: &[AugParams],
+    descs: &[SampleDesc],
+    tables: &TableLayout,
+    out: &mut [u8],
+    output: &crate::config::OutputSpec,
+    rotate: bool,
+) {
+    assert_eq!(params.len(), descs.len());
+    if let Some(p) = params.first() {
+        let need = params.len() * 3 * p.out_w as usize * p.out_h as usize * output.dtype.size();
+        assert!(out.len() >= need, "output holds {} bytes, the batch needs {need}", out.len());
+        assert!(params.iter().all(|q| (q.out_w, q.out_h) == (p.out_w, p.out_h)), "one output size per batch");
+    }
+    let mut counts = vec![0i32; tables.spans as usize];
+    let mut offs = vec![0i32; tables.weights as usize];
+    let mut weights = vec![0f32; tables.weights as usize];
+    // SAFETY: the arrays hold the table layout; `out` holds the batch (checked); the taps lie
+    // in `arena` (caller's contract).
+    unsafe {
+        host_ffi::stoke_host_gpu_augment(
+            arena.as_ptr(),
+            params.as_ptr(),
+            descs.as_ptr(),
+            params.len() as u32,
+            counts.as_mut_ptr(),
+            offs.as_mut_ptr(),
+            weights.as_mut_ptr(),
+            out.as_mut_ptr(),
+            output.dtype.code(),
+            output.layout.code(),
+            output.mean.as_ptr(),
+            output.std.as_ptr(),
+            rotate as i32,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -233,7 +416,14 @@ mod tests {
         assert_eq!(l.spans, 896);
         let plan = TablePlan::new(2, (224, 224), 500, 224, 0, true);
         assert!(plan.fits(&l));
+        assert_eq!(plan.k_max, 7);
+        assert!(plan.fits_sample(&p(500, 375)) && !plan.fits_sample(&p(1000, 100)));
         assert!(!TablePlan::new(1, (224, 224), 500, 224, 0, true).fits(&l));
+    }
+
+    #[test]
+    fn descriptor_structs_match_the_kernels() {
+        assert_eq!(host_struct_sizes(), (std::mem::size_of::<SampleDesc>(), 24));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! sized, which region of the image is decoded, and where it lands in the device arena.
 //!
 //! Routing (DESIGN.md "performance model", contract 4):
-//! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupported(Ex)` accepts go to
+//! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
 //!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
 //!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`);
 //! - progressive, extended-sequential and the subsamplings the engine refuses go to the CUDA
@@ -20,92 +20,18 @@
 //! so GPU- and CPU-decoded pictures agree to the corpus tolerance (mean abs diff < 2).
 
 use crate::augment::params::{AugParams, FILTER_BICUBIC};
+use crate::source::jpeg::{Coding, JpegInfo, Subsampling};
 
 /// Offset alignment of every decoded image in the arena (the CUDA allocation granularity;
 /// nvJPEG's hardware engine writes whole 256-byte lines most efficiently).
 pub const ARENA_ALIGN: u64 = 256;
-
-/// JPEG coding process, from the SOF marker (`nvjpegJpegEncoding_t` values where nvJPEG
-/// names them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Coding {
-    /// SOF0.
-    Baseline,
-    /// SOF1 (Huffman).
-    Extended,
-    /// SOF2 (Huffman).
-    Progressive,
-    /// SOF3.
-    Lossless,
-    /// SOF9–SOF11 and anything else nvJPEG does not parse.
-    Other,
-}
-
-/// Chroma layout of a 3-component image (`nvjpegChromaSubsampling_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Css {
-    /// 4:4:4.
-    S444,
-    /// 4:2:2.
-    S422,
-    /// 4:2:0.
-    S420,
-    /// 4:4:0.
-    S440,
-    /// 4:1:1.
-    S411,
-    /// 4:1:0.
-    S410,
-    /// 4:1:0 vertical.
-    S410V,
-    /// One component.
-    Gray,
-    /// Sampling factors nvJPEG has no name for.
-    Unknown,
-}
-
-impl Css {
-    /// From the raw `nvjpegChromaSubsampling_t`.
-    pub fn from_nvjpeg(v: i32) -> Self {
-        match v {
-            0 => Css::S444,
-            1 => Css::S422,
-            2 => Css::S420,
-            3 => Css::S440,
-            4 => Css::S411,
-            5 => Css::S410,
-            6 => Css::Gray,
-            7 => Css::S410V,
-            _ => Css::Unknown,
-        }
-    }
-}
-
-/// What the header says, as far as routing cares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StreamFacts {
-    /// Coding process.
-    pub coding: Coding,
-    /// Bits per sample.
-    pub precision: u32,
-    /// Number of components (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK).
-    pub components: u32,
-    /// Chroma layout.
-    pub css: Css,
-    /// Adobe APP14 transform flag when present (0 = RGB/CMYK stored as is).
-    pub adobe_transform: Option<u8>,
-    /// Stored width.
-    pub width: u32,
-    /// Stored height.
-    pub height: u32,
-}
 
 /// Which decoder takes an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     /// nvJPEG's hardware engine, batched.
     Hardware,
-    /// nvJPEG's CUDA (GPU-assisted hybrid) decoder, on its own stream.
+    /// nvJPEG's CUDA decoders (GPU-assisted hybrid, then hybrid), on their own stream.
     Cuda,
     /// The CPU decoder.
     Cpu,
@@ -140,17 +66,15 @@ impl std::fmt::Display for Reject {
     }
 }
 
-/// Pick the decoder for one image.
-///
-/// `facts` is `None` when nvJPEG could not parse the header (the CPU decoder is more
-/// tolerant and produces the error message when it fails too). `hw_supported` is nvJPEG's
-/// answer from `nvjpegDecodeBatchedSupportedEx` (`None` when there is no hardware engine).
-pub fn route(facts: Option<&StreamFacts>, hw_supported: Option<bool>, max_pixels: u64) -> Result<Route, Reject> {
-    let Some(f) = facts else { return Ok(Route::Cpu) };
+/// Whether an image can go to a GPU decoder at all, and whether the hardware engine is worth
+/// asking (`Some(true)`) — from the header alone (`source::jpeg::parse`). `None` facts (a
+/// header our parser refused) go to the CPU decoder, which produces the message if it fails.
+pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<bool>, Reject> {
+    let Some(f) = info else { return Ok(None) };
     if f.width == 0 || f.height == 0 {
         return Err(Reject::Empty);
     }
-    if f.width as u64 * f.height as u64 > max_pixels {
+    if f.pixels() > max_pixels {
         return Err(Reject::TooLarge { width: f.width, height: f.height, max_pixels });
     }
     let colour_ok = match f.components {
@@ -158,25 +82,26 @@ pub fn route(facts: Option<&StreamFacts>, hw_supported: Option<bool>, max_pixels
         // Adobe transform 0 on 3 components is RGB stored as is: nvJPEG would convert it as
         // YCbCr.
         3 => f.adobe_transform != Some(0),
-        _ => false, // CMYK / YCCK: libjpeg-turbo's inverted-CMYK convention lives on the CPU
+        // CMYK / YCCK: libjpeg-turbo's inverted-CMYK convention lives on the CPU.
+        _ => false,
     };
-    let gpu_css = matches!(f.css, Css::S444 | Css::S422 | Css::S420 | Css::S440 | Css::S411 | Css::S410 | Css::Gray);
-    if !colour_ok || f.precision != 8 || !gpu_css {
-        return Ok(Route::Cpu);
+    let gpu_css = !matches!(f.subsampling, Subsampling::Other);
+    let gpu_coding = matches!(f.coding, Coding::Baseline | Coding::Extended | Coding::Progressive);
+    if !colour_ok || f.precision != 8 || !gpu_css || !gpu_coding || f.dnl {
+        return Ok(None);
     }
-    match f.coding {
-        Coding::Baseline => {
-            // The engine takes single-scan baseline without 4:1:1/4:1:0 (nvjpeg.h), and we
-            // trust its own check over ours.
-            let engine_css = !matches!(f.css, Css::S411 | Css::S410);
-            if hw_supported == Some(true) && engine_css {
-                Ok(Route::Hardware)
-            } else {
-                Ok(Route::Cuda)
-            }
-        }
-        Coding::Extended | Coding::Progressive => Ok(Route::Cuda),
-        Coding::Lossless | Coding::Other => Ok(Route::Cpu),
+    // The engine takes single-scan baseline without 4:1:1 / 4:1:0 (nvjpeg.h); nvJPEG's own
+    // check (`nvjpegDecodeBatchedSupportedEx`) has the last word.
+    Ok(Some(f.coding == Coding::Baseline && !matches!(f.subsampling, Subsampling::S411 | Subsampling::S410)))
+}
+
+/// Pick the decoder: `candidate` from [`gpu_candidate`], `hw_supported` nvJPEG's answer for
+/// the hardware engine (`None` when the GPU has no engine or it was not asked).
+pub fn route(candidate: Option<bool>, hw_supported: Option<bool>) -> Route {
+    match candidate {
+        None => Route::Cpu,
+        Some(true) if hw_supported == Some(true) => Route::Hardware,
+        Some(_) => Route::Cuda,
     }
 }
 
@@ -343,57 +268,682 @@ pub struct DecodeTarget {
 
 const _: () = assert!(std::mem::size_of::<DecodeTarget>() == 24);
 
+// SAFETY: #[repr(C)] plain integers, the layout `StokeDecodeTarget` asserts on the C side.
+unsafe impl cudarc::driver::DeviceRepr for DecodeTarget {}
+// SAFETY: all-zero bytes are a valid DecodeTarget (integers only).
+unsafe impl cudarc::driver::ValidAsZeroBits for DecodeTarget {}
+
+// ---------------------------------------------------------------------------------------
+// The decoder itself (needs a GPU). Not yet verified on a GPU: written against the nvJPEG
+// 13.0 header and documentation and cudarc 0.19.10 on a machine without one.
+// ---------------------------------------------------------------------------------------
+
+use super::augment::SampleDesc;
+use super::device::{alloc_err, Gpu};
+use super::module::launch;
+use super::nvjpeg::result as nvr;
+use super::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
+use super::nvjpeg::sys::{
+    nvjpegBackend_t, nvjpegDecodeParams_t, nvjpegImage_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+};
+use super::staging::driver_err;
+use crate::backend::cpu::decode::{decode_rgb_region, DecodedImage};
+use crate::error::GpuError;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use std::sync::Arc;
+
+/// The nvJPEG handles are created with interpolated ("fancy") chroma upsampling, as
+/// libjpeg-turbo's default (module doc).
+pub const NVJPEG_FLAGS: u32 = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+const RGBI: nvjpegOutputFormat_t = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
+
+/// Sizes the decoder is built for, from the config and the index.
+#[derive(Clone, Copy, Debug)]
+pub struct DecoderPlan {
+    /// Samples per batch.
+    pub batch: usize,
+    /// Bytes of each of the two decode arenas.
+    pub arena: ArenaPlan,
+    /// The decoded-size guard.
+    pub max_pixels: u64,
+    /// Largest stored width and height in the index (hardware pre-allocation).
+    pub max_dims: (u32, u32),
+    /// Most images per hardware call (rounded to the engine width).
+    pub hw_max_per_call: usize,
+    /// Threads decoding on the CPU (fallback route and retries).
+    pub cpu_threads: usize,
+}
+
+/// Where one sample's pixels are, after [`GpuDecoder::decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// Byte offset of the decoded region in the arena.
+    pub offset: u64,
+    /// The decoded region, in stored coordinates.
+    pub roi: Roi,
+    /// Stored size of the whole image.
+    pub stored: (u32, u32),
+    /// Which decoder produced it (after retries).
+    pub route: Route,
+}
+
+impl Decoded {
+    /// The augment kernel's descriptor fields for this image under `p` (table fields are
+    /// filled by [`super::augment::TableLayout::add`]).
+    pub fn desc(&self, p: &AugParams) -> SampleDesc {
+        let (base, step_x, step_y) = super::augment::oriented_steps(
+            self.offset,
+            3 * self.roi.w as u64,
+            (self.roi.x, self.roi.y),
+            self.stored,
+            (p.crop_x, p.crop_y),
+            p.orientation,
+        );
+        SampleDesc { base, step_x, step_y, ..Default::default() }
+    }
+}
+
+/// Counters for `stoke bench` and the tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Images the hardware engine decoded.
+    pub hardware: u64,
+    /// Images the CUDA decoders decoded.
+    pub cuda: u64,
+    /// Images routed to the CPU decoder.
+    pub cpu: u64,
+    /// GPU decodes that failed or were not written (canaries) and went to the CPU.
+    pub retried: u64,
+    /// Images no decoder could decode (left to the policy).
+    pub failed: u64,
+}
+
+struct HwPath {
+    handle: Arc<NvjpegHandle>,
+    parse: JpegStream,
+    params: Vec<DecodeParams>,
+    // Two states used in turn, each guarded by the event recorded after its last call.
+    states: [JpegState; 2],
+    state_done: [CudaEvent; 2],
+    unit: usize,
+    per_call: usize,
+}
+
+struct CudaSlot {
+    state: JpegState,
+    stream: JpegStream,
+    params: DecodeParams,
+    done: CudaEvent,
+}
+
+struct CudaPath {
+    // [GPU-assisted hybrid, hybrid]: the first that supports an image decodes it.
+    decoders: Vec<(Decoder, [CudaSlot; 2])>,
+    turn: usize,
+}
+
+/// nvJPEG on one device: the hardware engine (when the GPU has one) and the CUDA decoders,
+/// on two streams, plus two decode arenas used in turn (the augment of batch n reads one while
+/// batch n + 1 decodes into the other).
+pub struct GpuDecoder {
+    gpu: Arc<Gpu>,
+    plan: DecoderPlan,
+    hw: Option<HwPath>,
+    cuda: CudaPath,
+    hw_stream: Arc<CudaStream>,
+    cuda_stream: Arc<CudaStream>,
+    // Owns the memory `arena_ptr` points into.
+    _arenas: [CudaSlice<u8>; 2],
+    arena_ptr: [u64; 2],
+    arena_free: [CudaEvent; 2],
+    arena_used: [bool; 2],
+    next: usize,
+    targets_host: PinnedHostSlice<DecodeTarget>,
+    targets_dev: CudaSlice<DecodeTarget>,
+    intact_host: PinnedHostSlice<u32>,
+    intact_dev: CudaSlice<u32>,
+    canaries_set: CudaEvent,
+    done: CudaEvent,
+    stats: DecodeStats,
+    // Per-batch scratch, reused.
+    routes: Vec<Result<(Route, Roi, (u32, u32)), String>>,
+    cpu_out: Vec<CpuResult>,
+}
+
+// SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
+// at a time (`&mut self`).
+unsafe impl Send for GpuDecoder {}
+
+fn nv_ptr(p: &DecodeParams) -> nvjpegDecodeParams_t {
+    p.raw()
+}
+
+impl GpuDecoder {
+    /// Create the handles, states, streams and the two arenas (the only allocations).
+    pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
+        let ctx = gpu.ctx();
+        ctx.bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let hw_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let cuda_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
+
+        // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
+        let hw = match NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS) {
+            Ok(handle) => {
+                let (engines, cores) = handle.hardware_decoder_info()?;
+                let unit = (engines as usize * cores as usize).max(1);
+                let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
+                let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+                for st in &mut states {
+                    st.batched_pre_allocate(
+                        per_call,
+                        plan.max_dims.0.max(1),
+                        plan.max_dims.1.max(1),
+                        super::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
+                        RGBI,
+                    )?;
+                }
+                let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
+                log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+                Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call })
+            }
+            Err(e) => {
+                log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
+                None
+            }
+        };
+
+        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS)?;
+        let mut decoders = Vec::new();
+        for backend in [nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, nvjpegBackend_t::NVJPEG_BACKEND_HYBRID] {
+            let d = Decoder::new(&handle, backend)?;
+            let slot = || -> Result<CudaSlot, GpuError> {
+                let mut state = d.new_state()?;
+                state.attach_pinned(PinnedBuffer::new(&handle)?)?;
+                state.attach_device(DeviceBuffer::new(&handle)?)?;
+                let mut params = DecodeParams::new(&handle)?;
+                params.set_output_format(RGBI)?;
+                Ok(CudaSlot { state, stream: JpegStream::new(&handle)?, params, done: ev()? })
+            };
+            let slots = [slot()?, slot()?];
+            decoders.push((d, slots));
+        }
+
+        let bytes = usize::try_from(plan.arena.bytes).map_err(|_| GpuError::OutOfMemory {
+            kind: "device",
+            bytes: usize::MAX,
+            what: format!("a decode arena of {} bytes", plan.arena.bytes),
+        })?;
+        let alloc = |what: &str| -> Result<CudaSlice<u8>, GpuError> {
+            // SAFETY: uninitialised device memory; every byte the augment kernel reads was
+            // written by a decode (or the CPU upload) of the same batch first.
+            unsafe { hw_stream.alloc::<u8>(bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, bytes, what))
+        };
+        let arenas = [alloc("decode arena 0")?, alloc("decode arena 1")?];
+        let arena_ptr = [arenas[0].device_ptr(&hw_stream).0, arenas[1].device_ptr(&hw_stream).0];
+        let n = plan.batch;
+        // SAFETY (both pinned buffers): plain data, written by the host (targets) or by a copy
+        // (intact) before being read. `intact` is read on the host: flags 0, not
+        // write-combined (TOOLCHAIN.md).
+        let targets_host = unsafe { ctx.alloc_pinned::<DecodeTarget>(n) }.map_err(driver_err("cuMemHostAlloc"))?;
+        let intact_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
+        // SAFETY: small device arrays written before they are read (upload / check kernel).
+        let targets_dev = unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
+        let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
+        hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        Ok(Self {
+            gpu: gpu.clone(),
+            plan,
+            hw,
+            cuda: CudaPath { decoders, turn: 0 },
+            hw_stream,
+            cuda_stream,
+            _arenas: arenas,
+            arena_ptr,
+            arena_free: [ev()?, ev()?],
+            arena_used: [false; 2],
+            next: 0,
+            targets_host,
+            targets_dev,
+            intact_host,
+            intact_dev,
+            canaries_set: ev()?,
+            done: ev()?,
+            stats: DecodeStats::default(),
+            routes: Vec::new(),
+            cpu_out: Vec::new(),
+        })
+    }
+
+    /// Engines × cores of the hardware decoder, or `None` without one.
+    pub fn hardware_width(&self) -> Option<usize> {
+        self.hw.as_ref().map(|h| h.unit)
+    }
+
+    /// The hardware-decode stream (which the CUDA-decode stream is joined into at the end of
+    /// every [`Self::decode`]): recording on it covers every read of the staged bytes.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.hw_stream
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> DecodeStats {
+        self.stats
+    }
+
+    /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the
+    /// pinned staging slot, alive until this returns) and the augment parameters of sample
+    /// `i`; `out[i]` is where its pixels are, or why no decoder could produce them (for the
+    /// policy). Returns the arena's device address. Blocks until the GPU decodes are done (the
+    /// canaries must be read before anything is retried on the CPU).
+    pub fn decode(
+        &mut self,
+        jobs: &[(&[u8], AugParams)],
+        out: &mut Vec<Result<Decoded, String>>,
+    ) -> Result<u64, GpuError> {
+        let n = jobs.len();
+        assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
+        let a = self.next;
+        self.next ^= 1;
+        if self.arena_used[a] {
+            // The augment kernel of two batches ago read this arena.
+            self.arena_free[a].synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        }
+        let arena = self.arena_ptr[a];
+        let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
+        out.clear();
+
+        // 1. Route every image and give it its place (ROI-sized for the GPU decoders).
+        self.routes.clear();
+        for (bytes, p) in jobs {
+            let r = self.classify(bytes, p);
+            self.routes.push(r);
+        }
+        let mut hw_list = Vec::new();
+        let mut cuda_list = Vec::new();
+        let mut cpu_list = Vec::new();
+        out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
+            Err(e) => Err(e.clone()),
+            // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
+            Ok((Route::Cpu, roi, stored)) => {
+                cpu_list.push(i);
+                Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
+            }
+            Ok((route, roi, stored)) => match cursor.place(roi.w, roi.h) {
+                None => Err(arena_full(self.plan.arena.bytes)),
+                Some(offset) => {
+                    if *route == Route::Hardware {
+                        hw_list.push(i);
+                    } else {
+                        cuda_list.push(i);
+                    }
+                    Ok(Decoded { offset, roi: *roi, stored: *stored, route: *route })
+                }
+            },
+        }));
+
+        // 2. Canaries into every GPU destination, before any decoder runs.
+        let gpu_list: Vec<usize> = hw_list.iter().chain(&cuda_list).copied().collect();
+        let targets = self.targets_host.as_mut_slice().map_err(driver_err("cuEventSynchronize"))?;
+        for (k, &i) in gpu_list.iter().enumerate() {
+            let d = out[i].as_ref().expect("placed above");
+            targets[k] = DecodeTarget { offset: d.offset, width: d.roi.w, height: d.roi.h, pitch: 3 * d.roi.w, pad: 0 };
+        }
+        if !gpu_list.is_empty() {
+            self.hw_stream
+                .memcpy_htod(&self.targets_host, &mut self.targets_dev)
+                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+            self.launch_canaries("stoke_canary_set", arena, gpu_list.len(), false)?;
+            self.canaries_set.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            self.cuda_stream.wait(&self.canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
+        }
+
+        // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
+        let mut gpu_failed: Vec<(usize, String)> = Vec::new();
+        let max_pixels = self.plan.max_pixels;
+        let cpu_threads = self.plan.cpu_threads.max(1);
+        let mut cpu_out = std::mem::take(&mut self.cpu_out);
+        cpu_out.clear();
+        std::thread::scope(|scope| -> Result<(), GpuError> {
+            let workers = cpu_decode_workers(scope, &cpu_list, jobs, out, max_pixels, cpu_threads);
+            if !hw_list.is_empty() {
+                self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
+            }
+            for &i in &cuda_list {
+                let d = *out[i].as_ref().expect("placed above");
+                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena) {
+                    gpu_failed.push((i, e.to_string()));
+                }
+            }
+            for w in workers {
+                cpu_out.extend(w.join().expect("cpu decode worker panicked"));
+            }
+            Ok(())
+        })?;
+
+        // 6. Wait for the GPU decodes and read the canaries.
+        self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        if !gpu_list.is_empty() {
+            self.launch_canaries("stoke_canary_check", arena, gpu_list.len(), true)?;
+            self.hw_stream.memcpy_dtoh(&self.intact_dev, &mut self.intact_host).map_err(driver_err("cuMemcpyDtoHAsync"))?;
+        }
+        self.done.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+        self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
+        for (k, &i) in gpu_list.iter().enumerate() {
+            if intact[k] >= CANARY_MIN_INTACT && !gpu_failed.iter().any(|(j, _)| *j == i) {
+                gpu_failed.push((i, format!("nvJPEG reported success but left {} of {CANARIES} canaries unwritten", intact[k])));
+            }
+        }
+
+        // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
+        let retry: Vec<usize> = gpu_failed.iter().map(|(i, _)| *i).collect();
+        let retried = std::thread::scope(|scope| {
+            cpu_decode_workers(scope, &retry, jobs, out, max_pixels, cpu_threads)
+                .into_iter()
+                .flat_map(|w| w.join().expect("cpu decode worker panicked"))
+                .collect::<Vec<_>>()
+        });
+        self.stats.retried += retry.len() as u64;
+        let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        for (i, r) in cpu_out.drain(..).chain(retried) {
+            let result = r.and_then(|img| {
+                check_params(&jobs[i].1, (img.width, img.height))?;
+                let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
+                let offset = cursor.place(roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
+                let len = 3 * roi.w as usize * roi.h as usize;
+                // SAFETY: `offset .. offset + len` lies inside arena `a` (placed by the
+                // cursor); no GPU work reads or writes it (decodes finished, the augment of
+                // this arena's previous batch was waited on above).
+                unsafe { cudarc::driver::result::memcpy_htod_sync(arena + offset, &img.rgb[..len]) }
+                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoD", e).to_string())?;
+                Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
+            });
+            out[i] = result.map_err(|e| match why_gpu.get(&i) {
+                Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
+                None => e,
+            });
+        }
+        for r in out.iter() {
+            match r {
+                Ok(d) if d.route == Route::Hardware => self.stats.hardware += 1,
+                Ok(d) if d.route == Route::Cuda => self.stats.cuda += 1,
+                Ok(_) => self.stats.cpu += 1,
+                Err(_) => self.stats.failed += 1,
+            }
+        }
+        self.cpu_out = cpu_out;
+        Ok(arena)
+    }
+
+    /// After the augment kernel that reads the arena of the last [`Self::decode`] is enqueued
+    /// on `stream`: record that the arena is free once it ran.
+    pub fn release_arena(&mut self, stream: &CudaStream) -> Result<(), GpuError> {
+        let a = self.next ^ 1;
+        self.arena_free[a].record(stream).map_err(driver_err("cuEventRecord"))?;
+        self.arena_used[a] = true;
+        Ok(())
+    }
+
+    /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
+    fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<(Route, Roi, (u32, u32)), String> {
+        let info = crate::source::jpeg::parse(bytes).ok();
+        let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
+        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
+        let stored = (info.width, info.height);
+        check_params(p, stored)?;
+        let roi = decode_roi(p, stored.0, stored.1, 16);
+        let hw_ok = match (&mut self.hw, cand) {
+            (Some(hw), Some(true)) => hw.parse.parse_header(bytes).is_ok() && {
+                // Ask with the ROI the engine would decode; the next pass sets it for real.
+                let pr = &mut hw.params[0];
+                pr.set_output_format(RGBI).is_ok()
+                    && pr.set_roi(Some((roi.x, roi.y, roi.w, roi.h))).is_ok()
+                    && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
+            },
+            _ => false,
+        };
+        let route = route(cand, cand.and(Some(hw_ok)));
+        Ok((route, roi, stored))
+    }
+
+    fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
+        let f = self.gpu.kernels()?.function(name)?;
+        let mut b = self.hw_stream.launch_builder(&f);
+        let (targets, _t) = self.targets_dev.device_ptr(&self.hw_stream);
+        let (intact, _i) = self.intact_dev.device_ptr(&self.hw_stream);
+        b.arg(&arena).arg(&targets);
+        if check {
+            b.arg(&intact);
+        }
+        let cfg = LaunchConfig { grid_dim: (count as u32, 1, 1), block_dim: (CANARIES, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: (arena, targets[, intact]) is the kernels' parameter list; every target lies
+        // inside the arena (placed by the cursor) and `count` targets were uploaded.
+        unsafe { launch(&mut b, name, cfg) }
+    }
+
+    /// The hardware route, in calls of `per_call` images on `hw_stream`, two states in turn.
+    fn decode_hardware(
+        &mut self,
+        list: &[usize],
+        jobs: &[(&[u8], AugParams)],
+        arena: u64,
+        out: &[Result<Decoded, String>],
+        failed: &mut Vec<(usize, String)>,
+    ) -> Result<(), GpuError> {
+        let hw = self.hw.as_mut().expect("hardware route only with an engine");
+        let mut at = 0;
+        for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
+            let idx = &list[at..at + size];
+            at += size;
+            let s = call % 2;
+            hw.state_done[s].synchronize().map_err(driver_err("cuEventSynchronize"))?;
+            let mut data = Vec::with_capacity(size);
+            let mut lens = Vec::with_capacity(size);
+            let mut dests = Vec::with_capacity(size);
+            let mut params = Vec::with_capacity(size);
+            for (k, &i) in idx.iter().enumerate() {
+                let d = out[i].as_ref().expect("placed");
+                let pr = &mut hw.params[at - size + k];
+                pr.set_output_format(RGBI)?;
+                pr.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+                data.push(jobs[i].0.as_ptr());
+                lens.push(jobs[i].0.len());
+                let mut img = nvjpegImage_t::default();
+                img.channel[0] = (arena + d.offset) as *mut u8;
+                img.pitch[0] = 3 * d.roi.w as usize;
+                dests.push(img);
+                params.push(nv_ptr(pr));
+            }
+            let st = &mut hw.states[s];
+            let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
+                // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
+                // the done event is waited), `size` destinations inside the arena each sized
+                // for its ROI in RGBI, `size` live params; the stream is ours.
+                unsafe {
+                    nvr::decode_batched_ex(
+                        hw.handle.lib(),
+                        hw.handle.raw(),
+                        st.raw(),
+                        data.as_ptr(),
+                        lens.as_ptr(),
+                        dests.as_mut_ptr(),
+                        params.as_mut_ptr(),
+                        self.hw_stream.cu_stream() as _,
+                    )
+                }
+            });
+            hw.state_done[s].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            if let Err(e) = r {
+                // One bad image fails the whole call: every image of it goes to the CPU.
+                failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));
+            }
+        }
+        Ok(())
+    }
+
+    /// One image through the CUDA decoders' decoupled phases on `cuda_stream`.
+    fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64) -> Result<(), GpuError> {
+        let turn = self.cuda.turn;
+        self.cuda.turn ^= 1;
+        let stream = self.cuda_stream.cu_stream() as _;
+        for (dec, slots) in &mut self.cuda.decoders {
+            let slot = &mut slots[turn];
+            slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+            slot.stream.parse(bytes)?;
+            slot.params.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+            if !dec.supports(&slot.stream, &slot.params)? {
+                continue;
+            }
+            let mut img = nvjpegImage_t::default();
+            img.channel[0] = (arena + d.offset) as *mut u8;
+            img.pitch[0] = 3 * d.roi.w as usize;
+            dec.decode_host(&mut slot.state, &slot.params, &slot.stream)?;
+            // SAFETY: our stream; `img` points inside the arena at a region sized for this
+            // ROI in RGBI, which stays allocated (the decoder owns the arenas).
+            unsafe {
+                dec.transfer_to_device(&mut slot.state, &slot.stream, stream)?;
+                dec.decode_device(&mut slot.state, &mut img, stream)?;
+            }
+            slot.done.record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            return Ok(());
+        }
+        Err(GpuError::Nvjpeg {
+            call: "nvjpegDecoderJpegSupported",
+            status: 4,
+            message: "no CUDA decoder takes this image".into(),
+        })
+    }
+}
+
+fn arena_full(bytes: u64) -> String {
+    format!("the batch's decoded images do not fit the {bytes}-byte decode arena sized from the index (did files change since indexing?)")
+}
+
+/// The params were drawn for the header the index saw; refuse them if the image says
+/// otherwise (the kernel would read outside it).
+fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
+    let code = crate::augment::host::params_check(p, stored.0 as i32, stored.1 as i32);
+    if code != 0 {
+        return Err(crate::augment::host::params_problem(code, p, stored.0 as i32, stored.1 as i32));
+    }
+    Ok(())
+}
+
+type CpuResult = (usize, Result<DecodedImage, String>);
+
+/// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
+/// workers, each image only in the region `out[i]` asks for (the whole image when its header
+/// was unreadable); each worker returns its results.
+fn cpu_decode_workers<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    list: &'env [usize],
+    jobs: &'env [(&'env [u8], AugParams)],
+    out: &'env [Result<Decoded, String>],
+    max_pixels: u64,
+    threads: usize,
+) -> Vec<std::thread::ScopedJoinHandle<'scope, Vec<CpuResult>>> {
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    (0..threads.min(list.len()))
+        .map(|_| {
+            let next = next.clone();
+            scope.spawn(move || {
+                let mut done = Vec::new();
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = list.get(k) else { break };
+                    let region = match &out[i] {
+                        Ok(d) if d.roi.w > 0 && d.roi.h > 0 => Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)),
+                        _ => None,
+                    };
+                    let mut img = DecodedImage::default();
+                    let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img).map_err(|e| e.to_string());
+                    done.push((i, r));
+                }
+                done
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn facts(coding: Coding, css: Css, components: u32) -> StreamFacts {
-        StreamFacts { coding, precision: 8, components, css, adobe_transform: None, width: 500, height: 375 }
+    fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
+        JpegInfo {
+            width: 500,
+            height: 375,
+            components,
+            precision: 8,
+            sof: 0xc0,
+            coding,
+            sampling: [(2, 2), (1, 1), (1, 1), (0, 0)],
+            subsampling,
+            adobe_transform: None,
+            orientation: 1,
+            jfif: true,
+            icc: false,
+            restart_interval: 0,
+            dnl: false,
+        }
+    }
+
+    fn route_of(i: &JpegInfo, hw: Option<bool>) -> Route {
+        route(gpu_candidate(Some(i), 100_000_000).unwrap(), hw)
     }
 
     #[test]
     fn routing_table() {
-        let g = 100_000_000;
         use Coding::*;
-        // (facts, hw answer, expected)
+        use Subsampling as S;
+        // (header, nvJPEG's hardware answer, expected)
         let cases = [
-            (facts(Baseline, Css::S420, 3), Some(true), Route::Hardware),
-            (facts(Baseline, Css::S420, 3), Some(false), Route::Cuda), // engine refused
-            (facts(Baseline, Css::S420, 3), None, Route::Cuda),        // no engine on this GPU
-            (facts(Baseline, Css::Gray, 1), Some(true), Route::Hardware),
-            (facts(Baseline, Css::S411, 3), Some(true), Route::Cuda), // engine lacks 4:1:1
-            (facts(Baseline, Css::S410, 3), Some(true), Route::Cuda),
-            (facts(Progressive, Css::S420, 3), Some(true), Route::Cuda),
-            (facts(Extended, Css::S444, 3), None, Route::Cuda),
-            (facts(Lossless, Css::S444, 3), None, Route::Cpu),
-            (facts(Other, Css::S420, 3), None, Route::Cpu), // arithmetic coding
-            (facts(Baseline, Css::Unknown, 3), Some(true), Route::Cpu), // odd sampling factors
-            (facts(Baseline, Css::S410V, 3), Some(true), Route::Cpu),
-            (facts(Baseline, Css::S444, 4), Some(true), Route::Cpu), // CMYK
+            (info(Baseline, S::S420, 3), Some(true), Route::Hardware),
+            (info(Baseline, S::S420, 3), Some(false), Route::Cuda), // engine refused
+            (info(Baseline, S::S420, 3), None, Route::Cuda),        // no engine on this GPU
+            (info(Baseline, S::Gray, 1), Some(true), Route::Hardware),
+            (info(Baseline, S::S440, 3), Some(true), Route::Hardware),
+            (info(Baseline, S::S411, 3), Some(true), Route::Cuda), // engine lacks 4:1:1
+            (info(Baseline, S::S410, 3), Some(true), Route::Cuda),
+            (info(Progressive, S::S420, 3), Some(true), Route::Cuda),
+            (info(Extended, S::S444, 3), None, Route::Cuda),
+            (info(Lossless, S::S444, 3), None, Route::Cpu),
+            (info(ArithmeticSequential, S::S420, 3), None, Route::Cpu),
+            (info(Hierarchical, S::S420, 3), None, Route::Cpu),
+            (info(Baseline, S::Other, 3), Some(true), Route::Cpu), // odd sampling factors
+            (info(Baseline, S::Other, 4), Some(true), Route::Cpu), // CMYK
         ];
-        for (f, hw, want) in cases {
-            assert_eq!(route(Some(&f), hw, g), Ok(want), "{f:?} hw={hw:?}");
+        for (i, hw, want) in cases {
+            assert_eq!(route_of(&i, hw), want, "{:?} {:?} hw={hw:?}", i.coding, i.subsampling);
         }
-        let mut rgb = facts(Baseline, Css::S444, 3);
+        let mut rgb = info(Baseline, S::S444, 3);
         rgb.adobe_transform = Some(0);
-        assert_eq!(route(Some(&rgb), Some(true), g), Ok(Route::Cpu));
+        assert_eq!(route_of(&rgb, Some(true)), Route::Cpu);
         rgb.adobe_transform = Some(1);
-        assert_eq!(route(Some(&rgb), Some(true), g), Ok(Route::Hardware));
-        let mut p12 = facts(Baseline, Css::S420, 3);
+        assert_eq!(route_of(&rgb, Some(true)), Route::Hardware);
+        let mut p12 = info(Extended, S::S420, 3);
         p12.precision = 12;
-        assert_eq!(route(Some(&p12), Some(true), g), Ok(Route::Cpu));
-        assert_eq!(route(None, None, g), Ok(Route::Cpu));
+        assert_eq!(route_of(&p12, None), Route::Cpu);
+        let mut dnl = info(Baseline, S::S420, 3);
+        dnl.dnl = true;
+        assert_eq!(route_of(&dnl, Some(true)), Route::Cpu);
+        assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
     }
 
     #[test]
     fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
-        let mut f = facts(Coding::Baseline, Css::S420, 3);
+        let mut f = info(Coding::Baseline, Subsampling::S420, 3);
         (f.width, f.height) = (64250, 64250);
-        let e = route(Some(&f), Some(true), 100_000_000).unwrap_err();
+        let e = gpu_candidate(Some(&f), 100_000_000).unwrap_err();
         assert_eq!(e, Reject::TooLarge { width: 64250, height: 64250, max_pixels: 100_000_000 });
         assert!(e.to_string().contains("64250x64250 = 4128062500 pixels"), "{e}");
         f.width = 0;
-        assert_eq!(route(Some(&f), Some(true), 100), Err(Reject::Empty));
+        assert_eq!(gpu_candidate(Some(&f), 100), Err(Reject::Empty));
     }
 
     #[test]

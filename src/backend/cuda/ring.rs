@@ -20,7 +20,9 @@
 //!    record.
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
-use super::staging::driver_err;
+use super::augment::SampleDesc;
+use super::staging::driver_err as err;
+use crate::augment::AugParams;
 use crate::config::{DType, Layout};
 use crate::error::GpuError;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
@@ -31,7 +33,9 @@ use std::sync::{Arc, Mutex};
 /// allocation granularity that vectorised consumers assume.
 pub const SLOT_ALIGN: usize = 256;
 
-/// Byte layout of one output slot: the images tensor, then the labels.
+/// Byte layout of one output slot: the images tensor, then the labels, then the batch's launch
+/// data (augment parameters and sample descriptors the kernels read). Everything after the
+/// images is the slot's *tail*, uploaded in one copy per batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotLayout {
     /// `[batch, 3, h, w]` or `[batch, h, w, 3]`.
@@ -42,9 +46,13 @@ pub struct SlotLayout {
     pub layout: Layout,
     /// Bytes of the images tensor.
     pub image_bytes: usize,
-    /// Offset of the `i64` labels (aligned to [`SLOT_ALIGN`]).
+    /// Offset of the `i64` labels (aligned to [`SLOT_ALIGN`]); the tail starts here.
     pub labels_offset: usize,
-    /// Bytes of one slot (images, padding, labels, padding).
+    /// Offset of the [`AugParams`] array.
+    pub params_offset: usize,
+    /// Offset of the [`SampleDesc`] array.
+    pub descs_offset: usize,
+    /// Bytes of one slot.
     pub slot_bytes: usize,
 }
 
@@ -57,8 +65,15 @@ impl SlotLayout {
         };
         let image_bytes = batch * 3 * out_h * out_w * dtype.size();
         let labels_offset = image_bytes.next_multiple_of(SLOT_ALIGN);
-        let slot_bytes = (labels_offset + batch * 8).next_multiple_of(SLOT_ALIGN);
-        Self { shape, dtype, layout, image_bytes, labels_offset, slot_bytes }
+        let params_offset = (labels_offset + batch * 8).next_multiple_of(SLOT_ALIGN);
+        let descs_offset = (params_offset + batch * std::mem::size_of::<AugParams>()).next_multiple_of(SLOT_ALIGN);
+        let slot_bytes = (descs_offset + batch * std::mem::size_of::<SampleDesc>()).next_multiple_of(SLOT_ALIGN);
+        Self { shape, dtype, layout, image_bytes, labels_offset, params_offset, descs_offset, slot_bytes }
+    }
+
+    /// Bytes of the tail (labels, params, descriptors).
+    pub fn tail_bytes(&self) -> usize {
+        self.slot_bytes - self.labels_offset
     }
 
     /// Elements in the images tensor.
@@ -96,7 +111,7 @@ struct Shared {
     producer: Arc<CudaStream>,
     slots: Vec<CudaSlice<u8>>,
     ptrs: Vec<sys::CUdeviceptr>,
-    labels_host: Vec<Mutex<PinnedHostSlice<i64>>>,
+    tail_host: Vec<Mutex<PinnedHostSlice<u8>>>,
     ready: Vec<CudaEvent>,
     released: Vec<CudaEvent>,
     /// Whether `ready[k]` was ever recorded (invariant 2 waits only then).
@@ -124,7 +139,7 @@ impl OutputRing {
         let ctx = producer.context().clone();
         let mut slots = Vec::with_capacity(depth);
         let mut ptrs = Vec::with_capacity(depth);
-        let mut labels_host = Vec::with_capacity(depth);
+        let mut tail_host = Vec::with_capacity(depth);
         let (mut ready, mut released, mut used) = (Vec::new(), Vec::new(), Vec::new());
         for k in 0..depth {
             // SAFETY: uninitialised device memory; every element is written by the augment
@@ -138,26 +153,26 @@ impl OutputRing {
             ptrs.push(p);
             drop(_rec);
             slots.push(s);
-            // SAFETY: write-combined is right here: the host only writes labels, the copy
-            // engine reads them. Uninitialised until `publish` writes `batch` labels.
-            let l = unsafe { ctx.alloc_pinned::<i64>(layout.batch()) }.map_err(|e| GpuError::OutOfMemory {
+            // SAFETY: write-combined is right here: the host only writes the tail, the copy
+            // engine reads it. Uninitialised until `upload` writes it.
+            let l = unsafe { ctx.alloc_pinned::<u8>(layout.tail_bytes()) }.map_err(|e| GpuError::OutOfMemory {
                 kind: "pinned host",
-                bytes: layout.batch() * 8,
-                what: format!("labels of ring slot {k} ({e})"),
+                bytes: layout.tail_bytes(),
+                what: format!("launch data of ring slot {k} ({e})"),
             })?;
-            labels_host.push(Mutex::new(l));
-            ready.push(ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
-            released.push(ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
+            tail_host.push(Mutex::new(l));
+            ready.push(ctx.new_event(None).map_err(err("cuEventCreate"))?);
+            released.push(ctx.new_event(None).map_err(err("cuEventCreate"))?);
             used.push(std::sync::atomic::AtomicBool::new(false));
         }
-        producer.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        producer.synchronize().map_err(err("cuStreamSynchronize"))?;
         let shared = Shared {
             ctx,
             layout,
             producer: producer.clone(),
             slots,
             ptrs,
-            labels_host,
+            tail_host,
             ready,
             released,
             used,
@@ -176,45 +191,57 @@ impl OutputRing {
     pub fn acquire(&self) -> Result<ProducerSlot, GpuError> {
         let sh = &self.shared;
         let slot = sh.free.rx.recv().expect("the ring holds a sender, so the channel never disconnects");
-        sh.producer.wait(&sh.released[slot]).map_err(driver_err("cuStreamWaitEvent"))?;
+        sh.producer.wait(&sh.released[slot]).map_err(err("cuStreamWaitEvent"))?;
         Ok(ProducerSlot { slot, images: sh.ptrs[slot] })
     }
 
-    /// Copy `labels` into the slot, record `ready` after everything enqueued so far on the
-    /// producer stream (the augment kernel) and hand the slot out.
-    pub fn publish(&self, p: ProducerSlot, labels: &[i64]) -> Result<DeviceImages, GpuError> {
+    /// Device addresses of the slot's params and descriptors (the kernels' inputs).
+    pub fn launch_ptrs(&self, p: &ProducerSlot) -> (sys::CUdeviceptr, sys::CUdeviceptr) {
+        let base = self.shared.ptrs[p.slot];
+        let l = &self.shared.layout;
+        (base + l.params_offset as u64, base + l.descs_offset as u64)
+    }
+
+    /// Write the batch's labels, params and descriptors into the slot's pinned tail and
+    /// enqueue their copy on the producer stream (before the kernels that read them).
+    pub fn upload(&self, p: &ProducerSlot, labels: &[i64], params: &[AugParams], descs: &[SampleDesc]) -> Result<(), GpuError> {
         let sh = &self.shared;
-        let k = p.slot;
-        assert_eq!(labels.len(), sh.layout.batch(), "one label per sample");
-        {
-            let mut host = sh.labels_host[k].lock().expect("label buffer lock poisoned");
-            if sh.used[k].load(std::sync::atomic::Ordering::Acquire) {
-                // Invariant 2: the previous label copy out of this buffer has completed.
-                sh.ready[k].synchronize().map_err(driver_err("cuEventSynchronize"))?;
-            }
-            let dst = host.as_mut_slice().map_err(driver_err("cuEventSynchronize"))?;
-            dst.copy_from_slice(labels);
-            // SAFETY: source is pinned host memory of `batch` i64 that stays alive in `Shared`
-            // and is not written again before `ready[k]` (recorded below) completes
-            // (invariant 2); destination is inside slot k, which the producer owns now.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    sh.ptrs[k] + sh.layout.labels_offset as u64,
-                    &dst[..],
-                    sh.producer.cu_stream(),
-                )
-            }
-            .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+        let (k, l) = (p.slot, &sh.layout);
+        let n = labels.len();
+        assert!(n <= l.batch() && params.len() == n && descs.len() == n, "one label, params and descriptor per sample");
+        let mut host = sh.tail_host[k].lock().expect("tail buffer lock poisoned");
+        if sh.used[k].load(std::sync::atomic::Ordering::Acquire) {
+            // Invariant 2: the previous copy out of this buffer has completed.
+            sh.ready[k].synchronize().map_err(err("cuEventSynchronize"))?;
         }
-        sh.ready[k].record(&sh.producer).map_err(driver_err("cuEventRecord"))?;
-        sh.used[k].store(true, std::sync::atomic::Ordering::Release);
-        Ok(DeviceImages { shared: self.shared.clone(), slot: k, consumer: Mutex::new(None) })
+        let tail = host.as_mut_slice().map_err(err("cuEventSynchronize"))?;
+        let at = |off: usize| off - l.labels_offset;
+        tail[..n * 8].copy_from_slice(bytemuck::cast_slice(labels));
+        let pb: &[u8] = bytemuck::cast_slice(params);
+        tail[at(l.params_offset)..at(l.params_offset) + pb.len()].copy_from_slice(pb);
+        let db: &[u8] = bytemuck::cast_slice(descs);
+        tail[at(l.descs_offset)..at(l.descs_offset) + db.len()].copy_from_slice(db);
+        // SAFETY: source is the slot's pinned tail (alive in `Shared`, not rewritten before
+        // `ready[k]` completes: invariant 2); destination is the tail of slot k, which the
+        // producer owns between acquire and publish.
+        unsafe { cudarc::driver::result::memcpy_htod_async(sh.ptrs[k] + l.labels_offset as u64, &tail[..], sh.producer.cu_stream()) }
+            .map_err(err("cuMemcpyHtoDAsync"))
+    }
+
+    /// Record `ready` after everything enqueued so far on the producer stream (the upload and
+    /// the augment kernels) and hand the slot out holding `n` samples.
+    pub fn publish(&self, p: ProducerSlot, n: usize) -> Result<DeviceImages, GpuError> {
+        let sh = &self.shared;
+        assert!(n >= 1 && n <= sh.layout.batch(), "a batch holds 1..=batch samples");
+        sh.ready[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
+        sh.used[p.slot].store(true, std::sync::atomic::Ordering::Release);
+        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(None) })
     }
 
     /// Give a slot back without publishing it (the batch failed after `acquire`).
     pub fn abandon(&self, p: ProducerSlot) -> Result<(), GpuError> {
         let sh = &self.shared;
-        sh.released[p.slot].record(&sh.producer).map_err(driver_err("cuEventRecord"))?;
+        sh.released[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.free.tx.send(p.slot).expect("the ring holds a receiver");
         Ok(())
     }
@@ -237,13 +264,22 @@ impl OutputRing {
 pub struct DeviceImages {
     shared: Arc<Shared>,
     slot: usize,
+    n: usize,
     consumer: Mutex<Option<Arc<CudaStream>>>,
 }
 
 impl DeviceImages {
-    /// Shape of the images tensor (`[N, C, H, W]` or `[N, H, W, C]`).
+    /// Shape of the images tensor (`[N, C, H, W]` or `[N, H, W, C]`); `N` is this batch's
+    /// sample count (the last batch of an epoch may be short).
     pub fn shape(&self) -> [usize; 4] {
-        self.shared.layout.shape
+        let mut s = self.shared.layout.shape;
+        s[0] = self.n;
+        s
+    }
+
+    /// Bytes of the images tensor.
+    pub fn image_bytes(&self) -> usize {
+        self.n * self.shared.layout.image_bytes / self.shared.layout.batch()
     }
 
     /// Element type.
@@ -274,11 +310,11 @@ impl DeviceImages {
     /// Make `stream` wait (on the device) until the batch is ready, and make it the stream the
     /// release is recorded on. A stream passed earlier is joined into this one first.
     pub fn wait_on(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
-        stream.wait(self.ready_event()).map_err(driver_err("cuStreamWaitEvent"))?;
+        stream.wait(self.ready_event()).map_err(err("cuStreamWaitEvent"))?;
         let mut c = self.consumer.lock().expect("consumer lock poisoned");
         if let Some(prev) = c.as_ref() {
             if prev.cu_stream() != stream.cu_stream() {
-                stream.join(prev).map_err(driver_err("cuStreamWaitEvent"))?;
+                stream.join(prev).map_err(err("cuStreamWaitEvent"))?;
             }
         }
         *c = Some(stream.clone());
@@ -298,7 +334,7 @@ impl DeviceImages {
 
     /// Block the host until the batch is ready.
     pub fn synchronize(&self) -> Result<(), GpuError> {
-        self.ready_event().synchronize().map_err(driver_err("cuEventSynchronize"))
+        self.ready_event().synchronize().map_err(err("cuEventSynchronize"))
     }
 
     /// Raw device address of the images tensor (valid under the rules above).
@@ -314,12 +350,12 @@ impl DeviceImages {
     /// The images as raw bytes, a cudarc view. cudarc's own per-allocation tracking does not
     /// see the ring's writes: the rules above still apply.
     pub fn images_bytes(&self) -> CudaView<'_, u8> {
-        self.shared.slots[self.slot].slice(0..self.shared.layout.image_bytes)
+        self.shared.slots[self.slot].slice(0..self.image_bytes())
     }
 
     /// The images as `f32` (`None` unless the dtype is f32).
     pub fn images_f32(&self) -> Option<CudaView<'_, f32>> {
-        let n = self.shared.layout.elements();
+        let n = self.image_bytes() / 4;
         // SAFETY: f32 output is n IEEE binary32 values at a 256-aligned address.
         (self.dtype() == DType::F32).then(|| unsafe { self.images_bytes().transmute::<f32>(n) }).flatten()
     }
@@ -327,7 +363,7 @@ impl DeviceImages {
     /// The images as raw 16-bit words: binary16 bits for f16, bfloat16 bits for bf16
     /// (`None` for f32).
     pub fn images_u16(&self) -> Option<CudaView<'_, u16>> {
-        let n = self.shared.layout.elements();
+        let n = self.image_bytes() / 2;
         // SAFETY: 16-bit output is n u16 words at a 256-aligned address.
         (self.dtype() != DType::F32).then(|| unsafe { self.images_bytes().transmute::<u16>(n) }).flatten()
     }
@@ -335,20 +371,20 @@ impl DeviceImages {
     /// The labels, a cudarc view.
     pub fn labels(&self) -> CudaView<'_, i64> {
         let l = &self.shared.layout;
-        let v = self.shared.slots[self.slot].slice(l.labels_offset..l.labels_offset + l.batch() * 8);
-        // SAFETY: `batch` i64 written by `publish`, 256-aligned.
-        unsafe { v.transmute::<i64>(l.batch()) }.expect("labels fit their range")
+        let v = self.shared.slots[self.slot].slice(l.labels_offset..l.labels_offset + self.n * 8);
+        // SAFETY: `n` i64 written by `upload`, 256-aligned.
+        unsafe { v.transmute::<i64>(self.n) }.expect("labels fit their range")
     }
 
     /// Copy the images bytes to the host (waits for ready; for tests and the CLI).
     pub fn copy_images_to_host(&self, out: &mut Vec<u8>) -> Result<(), GpuError> {
         self.synchronize()?;
-        out.resize(self.shared.layout.image_bytes, 0);
-        self.shared.ctx.bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        out.resize(self.image_bytes(), 0);
+        self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         // SAFETY: the slot holds `image_bytes` initialised bytes once ready (synchronised
         // above); `out` has exactly that length.
         unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], self.images_ptr()) }
-            .map_err(driver_err("cuMemcpyDtoH"))
+            .map_err(err("cuMemcpyDtoH"))
     }
 
     /// Overwrite the images with `byte` after the batch is ready (tests: poison a slot, then
@@ -356,12 +392,12 @@ impl DeviceImages {
     pub fn poison(&self, byte: u8) -> Result<(), GpuError> {
         self.synchronize()?;
         let sh = &self.shared;
-        sh.ctx.bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        sh.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         // SAFETY: inside slot k, which this value owns; the write is ordered before the
         // release recorded on drop because it runs on the producer stream, synchronised here.
         unsafe { cudarc::driver::result::memset_d8_async(self.images_ptr(), byte, sh.layout.image_bytes, sh.producer.cu_stream()) }
-            .map_err(driver_err("cuMemsetD8Async"))?;
-        sh.producer.synchronize().map_err(driver_err("cuStreamSynchronize"))
+            .map_err(err("cuMemsetD8Async"))?;
+        sh.producer.synchronize().map_err(err("cuStreamSynchronize"))
     }
 }
 
@@ -406,19 +442,26 @@ mod tests {
         assert_eq!(l.shape, [256, 3, 224, 224]);
         assert_eq!(l.image_bytes, 77_070_336);
         assert_eq!(l.labels_offset, 77_070_336);
-        assert_eq!(l.slot_bytes, 77_070_336 + 2048);
+        assert_eq!(l.params_offset, 77_070_336 + 2048);
+        assert_eq!(l.descs_offset, 77_070_336 + 2048 + 256 * 88);
+        assert_eq!(l.slot_bytes, 77_070_336 + 2048 + 256 * 88 + 256 * 48);
+        assert_eq!(l.tail_bytes(), 2048 + 256 * 88 + 256 * 48);
         // Odd sizes: labels aligned, slot aligned, nothing overlaps.
         let l = SlotLayout::new(3, 7, 5, DType::F32, Layout::Nhwc);
         assert_eq!(l.shape, [3, 5, 7, 3]);
         assert_eq!(l.image_bytes, 3 * 5 * 7 * 3 * 4);
         assert_eq!(l.labels_offset, 1280);
-        assert_eq!(l.slot_bytes, 1536);
+        assert_eq!(l.params_offset, 1536);
+        assert_eq!(l.descs_offset, 1536 + 512); // 3 × 88 = 264 → 512
+        assert_eq!(l.slot_bytes, 1536 + 512 + 256);
         assert_eq!(l.elements(), 315);
         for (b, w, h) in [(1, 1, 1), (5, 33, 17), (64, 224, 224)] {
             for dt in [DType::F32, DType::F16, DType::Bf16] {
                 let l = SlotLayout::new(b, w, h, dt, Layout::Nchw);
                 assert!(l.labels_offset >= l.image_bytes && l.labels_offset % SLOT_ALIGN == 0);
-                assert!(l.slot_bytes >= l.labels_offset + 8 * b && l.slot_bytes % SLOT_ALIGN == 0);
+                assert!(l.params_offset >= l.labels_offset + 8 * b && l.params_offset % SLOT_ALIGN == 0);
+                assert!(l.descs_offset >= l.params_offset + 88 * b && l.descs_offset % SLOT_ALIGN == 0);
+                assert!(l.slot_bytes >= l.descs_offset + 48 * b && l.slot_bytes % SLOT_ALIGN == 0);
             }
         }
     }

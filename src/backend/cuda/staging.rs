@@ -177,9 +177,9 @@ impl SlotCycle {
     }
 }
 
-/// Converts a driver error into the crate's error, naming the call.
-pub(crate) fn driver_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
-    move |e| GpuError::Cuda { call, message: e.to_string() }
+/// `map_err` adapter: a driver error from `call` as a [`GpuError`] (with the driver's text).
+pub(super) fn driver_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| super::device::cuda_err(call, e)
 }
 
 /// One slot handed out by [`PinnedStaging::acquire`].

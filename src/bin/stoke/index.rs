@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use stoke::source::{Dataset, IndexOptions};
 
@@ -164,54 +165,55 @@ fn report(d: &Dataset) -> Report {
     r
 }
 
-fn print_text(r: &Report) {
+fn print_text(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
-    println!("dataset      {} ({:?}{})", r.dataset, r.kind, if r.shards > 0 { format!(", {} shards", r.shards) } else { String::new() });
-    println!("samples      {}  ({:.1} MiB compressed)", r.samples, r.compressed_bytes as f64 / (1 << 20) as f64);
-    println!("ignored      {} files that are not .jpg/.jpeg", r.ignored_files);
+    writeln!(w, "dataset      {} ({:?}{})", r.dataset, r.kind, if r.shards > 0 { format!(", {} shards", r.shards) } else { String::new() })?;
+    writeln!(w, "samples      {}  ({:.1} MiB compressed)", r.samples, r.compressed_bytes as f64 / (1 << 20) as f64)?;
+    writeln!(w, "ignored      {} files that are not .jpg/.jpeg", r.ignored_files)?;
     match &r.index {
-        Some(p) => println!("index        {} ({})", p, if r.index_reused { "reused" } else { "built" }),
-        None => println!("index        not saved (no writable location)"),
+        Some(p) => writeln!(w, "index        {} ({})", p, if r.index_reused { "reused" } else { "built" })?,
+        None => writeln!(w, "index        not saved (no writable location)")?,
     }
-    println!("classes      {}{}", r.classes.len(), if r.unlabeled > 0 { format!(" ({} samples unlabeled)", r.unlabeled) } else { String::new() });
+    writeln!(w, "classes      {}{}", r.classes.len(), if r.unlabeled > 0 { format!(" ({} samples unlabeled)", r.unlabeled) } else { String::new() })?;
     const SHOWN: usize = 20;
     for c in r.classes.iter().take(SHOWN) {
-        println!("  {:>5}  {:<30} {}", c.label, c.name, c.count);
+        writeln!(w, "  {:>5}  {:<30} {}", c.label, c.name, c.count)?;
     }
     if r.classes.len() > SHOWN {
         let counts: Vec<u64> = r.classes.iter().map(|c| c.count).collect();
-        println!(
+        writeln!(w, 
             "  ... {} more classes (per class: min {}, max {})",
             r.classes.len() - SHOWN,
             counts.iter().min().unwrap_or(&0),
             counts.iter().max().unwrap_or(&0)
-        );
+        )?;
     }
-    println!("compressed size");
+    writeln!(w, "compressed size")?;
     for (b, n) in &r.size_histogram {
-        println!("  {b:<14} {n:>9}  {:5.1}%", pct(*n));
+        writeln!(w, "  {b:<14} {n:>9}  {:5.1}%", pct(*n))?;
     }
-    println!("shorter side");
+    writeln!(w, "shorter side")?;
     for (b, n) in &r.shorter_side_histogram {
-        println!("  {b:<14} {n:>9}  {:5.1}%", pct(*n));
+        writeln!(w, "  {b:<14} {n:>9}  {:5.1}%", pct(*n))?;
     }
-    println!("top resolutions");
+    writeln!(w, "top resolutions")?;
     for (b, n) in &r.top_resolutions {
-        println!("  {b:<14} {n:>9}  {:5.1}%", pct(*n));
+        writeln!(w, "  {b:<14} {n:>9}  {:5.1}%", pct(*n))?;
     }
-    println!("largest      {} pixels", r.max_pixels);
-    println!("subsampling  {}", r.subsampling.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "));
-    println!("coding       {}", r.coding.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "));
-    println!("precision    {}", r.precision.iter().map(|(k, v)| format!("{k}-bit: {v}")).collect::<Vec<_>>().join(", "));
-    println!("cmyk {}  gray {}  exif-rotated {}  hw-decodable (baseline 8-bit) {}", r.cmyk, r.gray, r.exif_rotated, r.hw_decodable);
-    println!("not decodable JPEG headers: {}", r.not_decodable.len());
+    writeln!(w, "largest      {} pixels", r.max_pixels)?;
+    writeln!(w, "subsampling  {}", r.subsampling.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))?;
+    writeln!(w, "coding       {}", r.coding.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))?;
+    writeln!(w, "precision    {}", r.precision.iter().map(|(k, v)| format!("{k}-bit: {v}")).collect::<Vec<_>>().join(", "))?;
+    writeln!(w, "cmyk {}  gray {}  exif-rotated {}  hw-decodable (baseline 8-bit) {}", r.cmyk, r.gray, r.exif_rotated, r.hw_decodable)?;
+    writeln!(w, "not decodable JPEG headers: {}", r.not_decodable.len())?;
     const BAD_SHOWN: usize = 50;
     for b in r.not_decodable.iter().take(BAD_SHOWN) {
-        println!("  {} ({}): {}", b.key, b.location, b.reason);
+        writeln!(w, "  {} ({}): {}", b.key, b.location, b.reason)?;
     }
     if r.not_decodable.len() > BAD_SHOWN {
-        println!("  ... and {} more (--json lists all)", r.not_decodable.len() - BAD_SHOWN);
+        writeln!(w, "  ... and {} more (--json lists all)", r.not_decodable.len() - BAD_SHOWN)?;
     }
+    Ok(())
 }
 
 pub fn run(args: Args) -> stoke::Result<()> {
@@ -224,11 +226,17 @@ pub fn run(args: Args) -> stoke::Result<()> {
     };
     let d = Dataset::open(&args.dataset, &opts)?;
     let r = report(&d);
-    if args.json {
-        let s = serde_json::to_string_pretty(&r).map_err(|e| stoke::Error::config(format!("cannot write JSON: {e}")))?;
-        println!("{s}");
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &r).map_err(std::io::Error::from).and_then(|()| writeln!(out))
     } else {
-        print_text(&r);
+        print_text(&r, &mut out)
+    };
+    match written.and_then(|()| out.flush()) {
+        // `stoke index ... | head` is normal use, not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(stoke::Error::io("<stdout>", e)),
+        Ok(()) => Ok(()),
     }
-    Ok(())
 }

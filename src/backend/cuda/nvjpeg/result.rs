@@ -296,6 +296,7 @@ pub unsafe fn decode_batched_supported_ex(
 /// # Safety
 /// Handles are live; the arrays hold the batch size given at initialisation; destinations
 /// point at device memory large enough for each image.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn decode_batched_ex(
     lib: &NvjpegLib,
     h: nvjpegHandle_t,

@@ -91,10 +91,10 @@ impl Drop for NvjpegHandle {
 
 /// Declares an owning wrapper of a raw nvJPEG object freed by `$destroy`.
 macro_rules! owned {
-    ($(#[$m:meta])* $name:ident, $raw:ty, $destroy:path) => {
+    ($(#[$m:meta])* $vis:vis $name:ident, $raw:ty, $destroy:path) => {
         $(#[$m])*
         #[derive(Debug)]
-        pub struct $name {
+        $vis struct $name {
             handle: Arc<NvjpegHandle>,
             raw: $raw,
         }
@@ -105,7 +105,8 @@ macro_rules! owned {
 
         impl $name {
             /// The raw object, for calls this layer does not wrap.
-            pub fn raw(&self) -> $raw {
+            #[allow(dead_code)]
+            $vis fn raw(&self) -> $raw {
                 self.raw
             }
         }
@@ -128,7 +129,7 @@ owned!(
     ///
     /// [nvjpegDecoderCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodercreate
     /// [nvjpegDecoderDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecoderdestroy
-    Decoder, nvjpegJpegDecoder_t, result::decoder_destroy);
+    pub Decoder, nvjpegJpegDecoder_t, result::decoder_destroy);
 owned!(
     /// Decode state (`nvjpegJpegState_t`), from [nvjpegJpegStateCreate] or
     /// [nvjpegDecoderStateCreate], freed by [nvjpegJpegStateDestroy]. Keeps attached buffers
@@ -144,28 +145,34 @@ owned!(
     ///
     /// [nvjpegJpegStreamCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamcreate
     /// [nvjpegJpegStreamDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegjpegstreamdestroy
-    JpegStream, nvjpegJpegStream_t, result::jpeg_stream_destroy);
+    pub JpegStream, nvjpegJpegStream_t, result::jpeg_stream_destroy);
 owned!(
     /// Decode parameters (`nvjpegDecodeParams_t`): [nvjpegDecodeParamsCreate] /
     /// [nvjpegDecodeParamsDestroy].
     ///
     /// [nvjpegDecodeParamsCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamscreate
     /// [nvjpegDecodeParamsDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodeparamsdestroy
-    DecodeParams, nvjpegDecodeParams_t, result::decode_params_destroy);
+    pub DecodeParams, nvjpegDecodeParams_t, result::decode_params_destroy);
 owned!(
     /// A pinned host buffer for the decoupled decode (`nvjpegBufferPinned_t`):
     /// [nvjpegBufferPinnedCreate] / [nvjpegBufferPinnedDestroy].
     ///
     /// [nvjpegBufferPinnedCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreate
     /// [nvjpegBufferPinnedDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinneddestroy
-    PinnedBuffer, nvjpegBufferPinned_t, result::buffer_pinned_destroy);
+    pub PinnedBuffer, nvjpegBufferPinned_t, result::buffer_pinned_destroy);
 owned!(
     /// A device buffer for the decoupled decode (`nvjpegBufferDevice_t`):
     /// [nvjpegBufferDeviceCreate] / [nvjpegBufferDeviceDestroy].
     ///
     /// [nvjpegBufferDeviceCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreate
     /// [nvjpegBufferDeviceDestroy]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicedestroy
-    DeviceBuffer, nvjpegBufferDevice_t, result::buffer_device_destroy);
+    pub DeviceBuffer, nvjpegBufferDevice_t, result::buffer_device_destroy);
+
+// SAFETY: a buffer is only ever used through its raw handle, passed to nvJPEG by a JpegState
+// that owns it mutably; nothing reachable through &PinnedBuffer / &DeviceBuffer mutates it.
+unsafe impl Sync for PinnedBuffer {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceBuffer {}
 
 /// A decode state plus the buffers attached to it (dropped after the state).
 #[derive(Debug)]

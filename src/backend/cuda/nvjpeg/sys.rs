@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn a_library_that_is_not_nvjpeg_is_rejected_by_name() {
         // libc loads but has no nvJPEG symbols: the error names the missing function.
-        let e = NvjpegLib::open_first(&["libc.so.6".to_string()]).err().expect("libc is not nvjpeg");
+        let e = NvjpegLib::open_first(&["libc.so.6".to_string()]).expect_err("libc is not nvjpeg");
         let msg = e.to_string();
         assert!(msg.contains("nvjpegGetProperty") && msg.contains("libc.so.6"), "{msg}");
     }

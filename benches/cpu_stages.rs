@@ -1,0 +1,180 @@
+//! Microbenchmarks of the CPU-side stages, named `{backend}_{stage}_{dtype}`:
+//! header parse, sampler permutation, tar read (positioned reads and the reader threads),
+//! and, with the CPU backend, decode and augment.
+//!
+//! Inputs come from the built-in generator (`stoke::gen`), never from fixture files, so the
+//! same binary runs anywhere (the GPU bundle included). Measurement times are short on
+//! purpose: these answer "which stage costs what", not "is it 0.5 % faster".
+//! Run: `cargo bench --bench cpu_stages` (add `-- --quick` for a faster pass).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+use stoke::augment::host::{self, Scratch, SrcImage};
+use stoke::augment::params::{draw, AugParams};
+use stoke::backend::cpu::decode::{self, DecodedImage};
+use stoke::config::{AugmentSpec, DType, OutputSpec, PipelineConfig, DEFAULT_MAX_DECODED_PIXELS};
+use stoke::gen::{self, GenConfig, GenFormat};
+use stoke::source::{Dataset, IndexOptions};
+
+/// Generated JPEGs: the first `n` images of the default dataset (seed 0).
+fn images(n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| gen::image(0, gen::DEFAULT_CLASSES, i).expect("generator").bytes).collect()
+}
+
+fn short(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::measurement::WallTime> {
+    let mut g = c.benchmark_group("stages");
+    g.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+    g
+}
+
+fn header(c: &mut Criterion) {
+    let imgs = images(64);
+    let mut g = short(c);
+    g.throughput(Throughput::Elements(imgs.len() as u64));
+    g.bench_function("cpu_header_bytes", |b| {
+        b.iter(|| {
+            for img in &imgs {
+                black_box(stoke::source::jpeg::parse(black_box(img)).expect("generated header parses"));
+            }
+        })
+    });
+    g.finish();
+}
+
+fn sampler(c: &mut Criterion) {
+    // ImageNet's train set: 1,281,167 samples, one whole epoch's order per iteration.
+    let n = 1_281_167u64;
+    let mut g = short(c);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("cpu_sampler_u64", |b| {
+        let mut epoch = 0;
+        b.iter(|| {
+            epoch += 1;
+            let p = stoke::sampler::Permutation::new(n, 0, epoch);
+            let mut acc = 0u64;
+            for i in 0..n {
+                acc = acc.wrapping_add(p.apply(i));
+            }
+            black_box(acc)
+        })
+    });
+    g.finish();
+}
+
+/// A tar-shard dataset of `count` generated images in a temp folder.
+fn tar_dataset(count: usize) -> (tempfile::TempDir, Arc<Dataset>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut cfg = GenConfig::new(count);
+    cfg.format = GenFormat::Tar;
+    cfg.shard_images = 128;
+    gen::generate(dir.path(), &cfg, &|_| {}).expect("generate shards");
+    let opts = IndexOptions { save: false, ..IndexOptions::default() };
+    let ds = Dataset::open(dir.path(), &opts).expect("open shards");
+    (dir, Arc::new(ds))
+}
+
+fn tar_read(c: &mut Criterion) {
+    let (_dir, ds) = tar_dataset(256);
+    let bytes: u64 = ds.samples().iter().map(|s| s.len).sum();
+    let mut g = short(c);
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("cpu_tarread_bytes", |b| {
+        let mut buf = Vec::new();
+        b.iter(|| {
+            for i in 0..ds.len() {
+                ds.read_bytes(i, &mut buf).expect("read");
+                black_box(&buf);
+            }
+        })
+    });
+    // The reader threads over one epoch (2 threads, prefetch 2, batch 64).
+    let mut cfg = PipelineConfig::new(ds.path());
+    cfg.batch_size = 64;
+    let mut reader = stoke::reader::Reader::new(ds.clone(), &cfg).expect("reader");
+    g.bench_function("cpu_reader_bytes", |b| {
+        let mut epoch = 0;
+        b.iter(|| {
+            reader.start_epoch(epoch, 0);
+            epoch += 1;
+            while let Some(batch) = reader.next_batch() {
+                let batch = batch.expect("read batch");
+                black_box(batch.data.len());
+                reader.recycle(batch);
+            }
+        })
+    });
+    g.finish();
+}
+
+/// Samples for the pixel stages: decoded images of the first `n` generated JPEGs with
+/// their train-preset parameters.
+fn decoded(n: usize) -> Vec<(Vec<u8>, DecodedImage, AugParams)> {
+    let spec = AugmentSpec::train(224);
+    images(n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, jpeg)| {
+            let mut img = DecodedImage::default();
+            decode::decode_rgb(&jpeg, DEFAULT_MAX_DECODED_PIXELS, &mut img).expect("generated JPEG decodes");
+            let p = draw(&spec, 0, 0, i as u64, img.width as i32, img.height as i32, 1);
+            (jpeg, img, p)
+        })
+        .collect()
+}
+
+fn cpu_decode(c: &mut Criterion) {
+    let samples = decoded(32);
+    let bytes: u64 = samples.iter().map(|s| s.0.len() as u64).sum();
+    let mut g = short(c);
+    g.throughput(Throughput::Bytes(bytes));
+    // Full decodes (one thread): images/s = 32 / time.
+    g.bench_function("cpu_decode_u8", |b| {
+        let mut out = DecodedImage::default();
+        b.iter(|| {
+            for (jpeg, _, _) in &samples {
+                decode::decode_rgb(black_box(jpeg), DEFAULT_MAX_DECODED_PIXELS, &mut out).expect("decode");
+            }
+            black_box(out.rgb.len())
+        })
+    });
+    // Region decodes of the train crop box (what the CPU backend does).
+    g.bench_function("cpu_decoderoi_u8", |b| {
+        let mut out = DecodedImage::default();
+        b.iter(|| {
+            for (jpeg, _, p) in &samples {
+                let r = (p.crop_x as u32, p.crop_y as u32, p.crop_w as u32, p.crop_h as u32);
+                decode::decode_rgb_region(black_box(jpeg), DEFAULT_MAX_DECODED_PIXELS, Some(r), &mut out).expect("decode");
+            }
+            black_box(out.rgb.len())
+        })
+    });
+    g.finish();
+}
+
+fn cpu_augment(c: &mut Criterion) {
+    let samples = decoded(32);
+    let mut g = short(c);
+    for dtype in [DType::F32, DType::F16] {
+        let spec = OutputSpec { dtype, ..OutputSpec::default() };
+        let mut out = vec![0u8; 3 * 224 * 224 * dtype.size()];
+        let name = format!("cpu_augment_{}", format!("{dtype:?}").to_lowercase());
+        // Output bytes written per iteration.
+        g.throughput(Throughput::Bytes((out.len() * samples.len()) as u64));
+        g.bench_function(name, |b| {
+            let mut scratch = Scratch::default();
+            b.iter(|| {
+                for (_, img, p) in &samples {
+                    let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
+                    host::augment(src, p, &spec, &mut out, 0, &mut scratch).expect("augment");
+                }
+                black_box(out[0])
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, header, sampler, tar_read, cpu_decode, cpu_augment);
+criterion_main!(benches);

@@ -1,0 +1,46 @@
+// Host build of kernels/augment.cu: its per-pixel functions (STOKE_HD) compiled by build.rs
+// with -ffp-contract=off, the __global__ wrappers left out. stoke_host_gpu_augment runs the
+// two augment kernels' work sequentially, (sample, axis, index) then (sample, pixel), so CI can
+// check the GPU path's own code against the CPU backend bit for bit (tests/gpu_kernel_host.rs).
+#include <stddef.h>
+#include <stdint.h>
+#include "../augment.cu"
+
+extern "C" {
+
+// What stoke_augment_tables + stoke_augment(_rotate) compute for `n` samples: tables into
+// counts/offs/weights (laid out by the descriptors), then every output element into `out`.
+void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, const StokeSampleDesc* descs,
+                            uint32_t n, int32_t* counts, int32_t* offs, float* weights, void* out, uint32_t dtype,
+                            uint32_t layout, const float* mean, const float* std, int rotate) {
+    StokeNormalize norm;
+    for (int c = 0; c < 3; c++) {
+        norm.mean[c] = mean[c];
+        norm.std[c] = std[c];
+    }
+    for (uint32_t s = 0; s < n; s++) {
+        const int32_t len = params[s].out_w > params[s].out_h ? params[s].out_w : params[s].out_h;
+        for (uint32_t axis = 0; axis < 2; axis++) {
+            for (int32_t i = 0; i < len; i++) stoke_table_entry(params + s, descs + s, axis, i, counts, offs, weights);
+        }
+    }
+    const StokeTables t = {counts, offs, weights};
+    for (uint32_t s = 0; s < n; s++) {
+        StokeRotation sr;
+        stoke_rotation_init(params + s, &sr);
+        for (int32_t y = 0; y < params[s].out_h; y++) {
+            for (int32_t x = 0; x < params[s].out_w; x++) {
+                if (rotate) {
+                    stoke_augment_pixel<true>(arena, params[s], descs[s], sr, t, s, x, y, out, dtype, layout, norm);
+                } else {
+                    stoke_augment_pixel<false>(arena, params[s], descs[s], sr, t, s, x, y, out, dtype, layout, norm);
+                }
+            }
+        }
+    }
+}
+
+size_t stoke_host_sample_desc_size(void) { return sizeof(StokeSampleDesc); }
+size_t stoke_host_decode_target_size(void) { return sizeof(StokeDecodeTarget); }
+
+}  // extern "C"

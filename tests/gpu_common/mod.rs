@@ -1,0 +1,61 @@
+//! Shared by the GPU tests (tests/gpu_*.rs): the skip rule, generated datasets, output
+//! comparison in units of the output dtype's last place.
+//!
+//! Without a usable GPU (driver, device, libnvjpeg, kernels) a GPU test prints why and
+//! passes; with `STOKE_REQUIRE_GPU=1` (the GPU bundle sets it) it fails instead.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+use stoke::backend::cuda::device::Gpu;
+use stoke::config::DType;
+use stoke::source::{Dataset, IndexOptions};
+
+/// The device for `test`, or `None` (after printing why) when there is none and the run
+/// does not require one.
+pub fn gpu_or_skip(test: &str) -> Option<Arc<Gpu>> {
+    match stoke::backend::cuda::open_for_pipeline(0) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            if std::env::var("STOKE_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("STOKE_REQUIRE_GPU=1 but {test} has no usable GPU: {e}");
+            }
+            eprintln!("skipping {test}: no usable GPU ({e})");
+            None
+        }
+    }
+}
+
+/// A generated ImageNet-like folder dataset of `count` images under `dir` (every kind the
+/// generator makes: 4:2:0/4:4:4/4:2:2 baseline, restart markers, progressive, gray, CMYK,
+/// YCCK), indexed.
+pub fn generated(dir: &Path, count: usize, seed: u64) -> Arc<Dataset> {
+    let mut cfg = stoke::gen::GenConfig::new(count);
+    cfg.seed = seed;
+    cfg.classes = 4;
+    let root = dir.join("data");
+    stoke::gen::generate(&root, &cfg, &|_| {}).expect("generate dataset");
+    let opts = IndexOptions { save: false, ..IndexOptions::default() };
+    Arc::new(Dataset::open(&root, &opts).expect("index dataset"))
+}
+
+/// Raw bits of element `i` of a little-endian tensor of `dtype`, mapped to an integer line
+/// on which adjacent representable values differ by 1 (so the difference counts ulps).
+pub fn ordered(bytes: &[u8], dtype: DType, i: usize) -> i64 {
+    let (bits, sign_bit) = match dtype {
+        DType::F32 => (u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as i64, 1i64 << 31),
+        DType::F16 | DType::Bf16 => (u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]) as i64, 1i64 << 15),
+    };
+    if bits & sign_bit != 0 {
+        -(bits & (sign_bit - 1))
+    } else {
+        bits
+    }
+}
+
+/// Largest difference in last-place units between two tensors of `dtype`, and where.
+pub fn max_ulps(a: &[u8], b: &[u8], dtype: DType) -> (i64, usize) {
+    assert_eq!(a.len(), b.len());
+    let n = a.len() / dtype.size();
+    (0..n).map(|i| ((ordered(a, dtype, i) - ordered(b, dtype, i)).abs(), i)).max().unwrap_or((0, 0))
+}

@@ -1,0 +1,169 @@
+//! CI-side check of the GPU path's augment code (no GPU needed): `kernels/augment.cu`'s
+//! per-pixel functions, compiled for the host (`kernels/host/gpu_augment_host.cpp`), fed the
+//! way the CUDA backend feeds the kernels — decoded *regions* (crop-before-decode ROIs) packed
+//! in one arena, per-sample descriptors with the orientation folded into byte steps, filter
+//! tables laid out per batch — must give the CPU backend's output (`augment::host::augment`
+//! on the whole decoded image) bit for bit, for every dtype, layout, orientation, filter,
+//! flip and rotation mode.
+//!
+//! What this does not cover (needs a GPU): the device build itself, nvJPEG's pixels, the
+//! launch geometry and the streams; see tests/gpu_pipeline.rs.
+
+use stoke::augment::host::{augment, Scratch, SrcImage};
+use stoke::augment::params::{draw, AugParams, ROT_BILINEAR, ROT_NEAREST};
+use stoke::backend::cuda::augment::{augment_on_host, TableLayout};
+use stoke::backend::cuda::decode::{decode_roi, ArenaCursor, Decoded, Route};
+use stoke::config::{AugmentSpec, CropMode, DType, Layout, OutputSpec};
+
+/// A stored image with structure at every scale (gradients plus a hash), so a wrong tap,
+/// weight or orientation changes the output.
+fn image(w: u32, h: u32, seed: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            let hsh = (x.wrapping_mul(73856093) ^ y.wrapping_mul(19349663) ^ seed.wrapping_mul(83492791)) >> 7;
+            v.push(((x * 255) / w.max(1)) as u8 ^ (hsh & 0x1f) as u8);
+            v.push(((y * 255) / h.max(1)) as u8 ^ ((hsh >> 5) & 0x1f) as u8);
+            v.push((hsh >> 10) as u8);
+        }
+    }
+    v
+}
+
+/// Copy region `(x, y, w, h)` of a stored `sw`-wide RGB image, rows packed.
+fn region(rgb: &[u8], sw: u32, x: u32, y: u32, w: u32, h: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity((w * h * 3) as usize);
+    for r in y..y + h {
+        let at = ((r * sw + x) * 3) as usize;
+        v.extend_from_slice(&rgb[at..at + (w * 3) as usize]);
+    }
+    v
+}
+
+fn specs() -> Vec<(&'static str, AugmentSpec)> {
+    let mut v = vec![("train", AugmentSpec::train(48)), ("eval", AugmentSpec::eval(40))];
+    let mut s = AugmentSpec::train(33);
+    s.size = (33, 21);
+    s.filter = 1; // bicubic, antialiased
+    s.vflip_p = 0.5;
+    v.push(("bicubic-rect-vflip", s));
+    let mut s = AugmentSpec::train(24);
+    s.antialias = false;
+    v.push(("bilinear-no-aa", s));
+    let mut s = AugmentSpec::train(24);
+    s.antialias = false;
+    s.filter = 1;
+    v.push(("bicubic-no-aa", s));
+    let mut s = AugmentSpec::train(30);
+    s.rotate_deg = (-30.0, 30.0);
+    s.rotate_interp = ROT_NEAREST;
+    s.fill = [10.0, 200.0, 77.0];
+    v.push(("rotate-nearest", s));
+    let mut s = AugmentSpec::train(30);
+    s.size = (30, 22);
+    s.rotate_deg = (-45.0, 45.0);
+    s.rotate_interp = ROT_BILINEAR;
+    s.fill = [255.0, 0.0, 128.0];
+    v.push(("rotate-bilinear-rect", s));
+    let mut s = AugmentSpec::train(26);
+    s.rotate_deg = (90.0, 90.0); // exact quarter turn on a square output
+    v.push(("rotate-90", s));
+    let mut s = AugmentSpec::train(26);
+    s.crop = CropMode::Resize;
+    s.rotate_deg = (180.0, 180.0);
+    v.push(("resize-rotate-180", s));
+    v
+}
+
+fn check(name: &str, spec: &AugmentSpec, output: &OutputSpec, seed: u64) {
+    let batch = 7usize;
+    let mut images = Vec::new();
+    let mut params: Vec<AugParams> = Vec::new();
+    for i in 0..batch {
+        let k = seed as u32 * 31 + i as u32;
+        let (sw, sh) = (17 + (k * 97) % 260, 13 + (k * 61) % 230);
+        let orientation = 1 + (k % 8);
+        images.push((sw, sh, image(sw, sh, k)));
+        params.push(draw(spec, seed, 3, i as u64, sw as i32, sh as i32, orientation));
+    }
+    // GPU path: ROIs into one arena, descriptors, tables.
+    let mut arena = vec![0u8; 1 << 22];
+    let mut cursor = ArenaCursor::new(arena.len() as u64);
+    let mut tables = TableLayout::default();
+    let mut descs = Vec::new();
+    for ((sw, sh, rgb), p) in images.iter().zip(&params) {
+        let roi = decode_roi(p, *sw, *sh, 16);
+        let offset = cursor.place(roi.w, roi.h).expect("arena large enough");
+        let reg = region(rgb, *sw, roi.x, roi.y, roi.w, roi.h);
+        arena[offset as usize..offset as usize + reg.len()].copy_from_slice(&reg);
+        let d = Decoded { offset, roi, stored: (*sw, *sh), route: Route::Cuda };
+        let mut desc = d.desc(p);
+        tables.add(p, &mut desc);
+        descs.push(desc);
+    }
+    let (ow, oh) = spec.size;
+    let sample = 3 * (ow * oh) as usize * output.dtype.size();
+    let mut gpu = vec![0xA5u8; batch * sample];
+    let rotate = params.iter().any(|p| p.angle_deg != 0.0);
+    // SAFETY: descriptors built from decode_roi regions over `arena`, tables from `tables`.
+    unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, output, rotate) };
+
+    // CPU backend on the whole stored image.
+    let mut cpu = vec![0x5Au8; batch * sample];
+    let mut scratch = Scratch::default();
+    for (i, ((sw, sh, rgb), p)) in images.iter().zip(&params).enumerate() {
+        augment(SrcImage::full(rgb, *sw as i32, *sh as i32), p, output, &mut cpu, i, &mut scratch)
+            .unwrap_or_else(|e| panic!("{name}: cpu backend refused sample {i}: {e}"));
+    }
+    if gpu != cpu {
+        let first = gpu.iter().zip(&cpu).position(|(a, b)| a != b).unwrap();
+        let s = first / sample;
+        panic!(
+            "{name} {:?}/{:?} seed {seed}: GPU-path output differs from the CPU backend, first at byte {first} (sample {s}, params {:?}, roi {:?})",
+            output.dtype,
+            output.layout,
+            params[s],
+            decode_roi(&params[s], images[s].0, images[s].1, 16)
+        );
+    }
+}
+
+#[test]
+fn gpu_kernel_code_matches_the_cpu_backend_bit_for_bit() {
+    for (name, spec) in specs() {
+        spec.validate().unwrap();
+        for dtype in [DType::F32, DType::F16, DType::Bf16] {
+            for layout in [Layout::Nchw, Layout::Nhwc] {
+                let output = OutputSpec { dtype, layout, ..OutputSpec::default() };
+                for seed in 0..3 {
+                    check(name, &spec, &output, seed);
+                }
+            }
+        }
+    }
+}
+
+/// The check can fail: a descriptor one pixel off changes the output.
+#[test]
+fn a_shifted_descriptor_is_caught() {
+    let spec = AugmentSpec::train(32);
+    let output = OutputSpec::default();
+    let (sw, sh) = (120u32, 90u32);
+    let rgb = image(sw, sh, 5);
+    let p = draw(&spec, 1, 0, 0, sw as i32, sh as i32, 1);
+    let roi = decode_roi(&p, sw, sh, 16);
+    let reg = region(&rgb, sw, roi.x, roi.y, roi.w, roi.h);
+    let mut arena = vec![0u8; reg.len() + 4096];
+    arena[..reg.len()].copy_from_slice(&reg);
+    let d = Decoded { offset: 0, roi, stored: (sw, sh), route: Route::Hardware };
+    let mut tables = TableLayout::default();
+    let mut desc = d.desc(&p);
+    tables.add(&p, &mut desc);
+    desc.base += 3; // one pixel to the right
+    let mut gpu = vec![0u8; 3 * 32 * 32 * 4];
+    // SAFETY: shifted by one pixel inside a region with 4096 spare bytes after it.
+    unsafe { augment_on_host(&arena, &[p], &[desc], &tables, &mut gpu, &output, false) };
+    let mut cpu = vec![0u8; gpu.len()];
+    augment(SrcImage::full(&rgb, sw as i32, sh as i32), &p, &output, &mut cpu, 0, &mut Scratch::default()).unwrap();
+    assert_ne!(gpu, cpu);
+}
