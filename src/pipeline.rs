@@ -343,7 +343,11 @@ impl Producer {
                 label: meta.label,
                 bytes: &rb.data[s.bytes.clone()],
                 params: s.params,
-                read_error: s.error.as_ref().map(|e| e.to_string()),
+                // The backend adds the key and location to the reason itself.
+                read_error: s.error.as_ref().map(|e| match e {
+                    Error::Sample { message, .. } => message.clone(),
+                    e => e.to_string(),
+                }),
             });
         }
         let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));

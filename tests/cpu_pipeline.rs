@@ -244,3 +244,21 @@ fn preview_writes_a_png_grid() {
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("/nonexistent-dir/x.png"));
 }
+
+#[test]
+fn a_file_deleted_after_indexing_is_a_read_error_substituted_once_named() {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path(), false);
+    let mut p = Pipeline::new(config(dir.path(), 2)).unwrap();
+    let gone = dir.path().join("cat").join("03.jpg");
+    std::fs::remove_file(&gone).unwrap();
+    p.start_epoch(0, 0);
+    let mut subs = Vec::new();
+    while let Some(b) = p.next_batch() {
+        subs.extend(b.unwrap().substitutes);
+    }
+    assert_eq!(subs.len(), 1, "{subs:?}");
+    let reason = &subs[0].reason;
+    assert_eq!(subs[0].key, "cat/03.jpg");
+    assert_eq!(reason.matches("03.jpg").count(), 1, "the location is named once: {reason}");
+}
