@@ -107,14 +107,7 @@ impl Pipeline {
     /// As [`Pipeline::new`] with a dataset that is already open.
     pub fn with_dataset(config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
         config.validate()?;
-        let backend = match config.backend {
-            BackendKind::Cpu | BackendKind::Auto => CpuBackend::new(&config)?,
-            BackendKind::Cuda => {
-                return Err(Error::config(
-                    "the cuda backend is not available in this build of the pipeline; use --backend cpu (or auto)",
-                ))
-            }
-        };
+        let backend = Engine::new(&config)?;
         let threads = backend.threads();
         let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
@@ -239,9 +232,44 @@ impl Drop for Pipeline {
     }
 }
 
+/// The backend the producer drives. A new backend is one more variant here.
+enum Engine {
+    Cpu(CpuBackend),
+}
+
+impl Engine {
+    fn new(config: &PipelineConfig) -> Result<Self> {
+        match config.backend {
+            BackendKind::Cpu | BackendKind::Auto => Ok(Engine::Cpu(CpuBackend::new(config)?)),
+            BackendKind::Cuda => Err(Error::config(
+                "the cuda backend is not available in this build of the pipeline; use --backend cpu (or auto)",
+            )),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        match self {
+            Engine::Cpu(b) => b.threads(),
+        }
+    }
+
+    fn run(
+        &mut self,
+        epoch: u64,
+        step: u64,
+        samples: &[SampleIn<'_>],
+        describe: &dyn Fn(usize) -> (String, String),
+        batch: &mut Batch,
+    ) -> Result<BatchTimes> {
+        match self {
+            Engine::Cpu(b) => b.run(epoch, step, samples, describe, batch),
+        }
+    }
+}
+
 struct Producer {
     reader: Reader,
-    backend: CpuBackend,
+    backend: Engine,
     dataset: Arc<Dataset>,
     shared: Arc<Shared>,
     out: Sender<Msg>,
@@ -315,7 +343,11 @@ impl Producer {
                 label: meta.label,
                 bytes: &rb.data[s.bytes.clone()],
                 params: s.params,
-                read_error: s.error.as_ref().map(|e| e.to_string()),
+                // The backend adds the key and location to the reason itself.
+                read_error: s.error.as_ref().map(|e| match e {
+                    Error::Sample { message, .. } => message.clone(),
+                    e => e.to_string(),
+                }),
             });
         }
         let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));

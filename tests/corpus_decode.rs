@@ -5,7 +5,7 @@
 //! scripts/golden.py, run from the working directory).
 
 use std::path::{Path, PathBuf};
-use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
+use stoke::backend::cpu::decode::{decode_rgb, decode_rgb_region, DecodedImage};
 
 fn corpus() -> Option<PathBuf> {
     std::env::var_os("STOKE_CORPUS").map(PathBuf::from)
@@ -70,4 +70,54 @@ fn decode_matches_pillow_on_the_corpus() {
     assert!(failures.is_empty(), "{failures:#?}");
     // libjpeg-turbo with Pillow's settings and Pillow's CMYK formula: identical pixels.
     assert_eq!(exact, compared, "worst {worst:?}");
+}
+
+/// The CPU backend decodes only the region holding the crop: on every corpus file, regions
+/// give exactly the pixels of the full decode (every chroma layout, progressive, restarts,
+/// CMYK, odd sizes).
+#[test]
+fn region_decodes_equal_the_full_decode_on_the_corpus() {
+    let Some(corpus) = corpus() else {
+        eprintln!("STOKE_CORPUS not set: skipped");
+        return;
+    };
+    let (mut full, mut part) = (DecodedImage::default(), DecodedImage::default());
+    let mut checked = 0;
+    for top in ["imagenet_like", "conformance", "generated"] {
+        let mut stack = vec![corpus.join(top)];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                let bytes = std::fs::read(&p).unwrap();
+                if decode_rgb(&bytes, 100_000_000, &mut full).is_err() {
+                    continue;
+                }
+                let (w, h) = (full.width, full.height);
+                let regions = [(w / 3, h / 4, w / 2, h / 2), (w - w / 5 - 1, 0, w / 5 + 1, h / 3 + 1), (1, h / 2, w / 4 + 1, h - h / 2)];
+                for (x, y, rw, rh) in regions {
+                    if rw == 0 || rh == 0 || x + rw > w || y + rh > h {
+                        continue;
+                    }
+                    decode_rgb_region(&bytes, 100_000_000, Some((x, y, rw, rh)), &mut part).unwrap();
+                    for yy in y..y + rh {
+                        let a = ((yy * w + x) * 3) as usize;
+                        let b = (((yy - part.region_y) * part.region_w + x - part.region_x) * 3) as usize;
+                        assert_eq!(
+                            &full.rgb[a..a + rw as usize * 3],
+                            &part.rgb[b..b + rw as usize * 3],
+                            "{} region ({x},{y},{rw},{rh}) row {yy}",
+                            p.display()
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("{checked} files: region decodes equal the full decode");
+    assert!(checked > 400);
 }

@@ -139,14 +139,24 @@ fn truncated_and_garbage_streams_are_errors_not_panics() {
 #[test]
 fn region_decode_matches_the_full_decode() {
     let (w, h) = (97u16, 75u16);
-    let src = picture(w as usize, h as usize);
+    // Sharp colour edges every few pixels, so that chroma upsampling at a region's edge
+    // would show if it used different neighbours than the full decode.
+    let src: Vec<u8> = picture(w as usize, h as usize)
+        .chunks_exact(3)
+        .enumerate()
+        .flat_map(|(i, p)| {
+            let (x, y) = (i % w as usize, i / w as usize);
+            if (x / 3 + y / 2) % 2 == 0 { [p[0], 255 - p[1], p[2] / 2] } else { [255 - p[0], p[1], 255 - p[2]] }
+        })
+        .collect();
     let mut full = DecodedImage::default();
     let mut part = DecodedImage::default();
     for (sampling, progressive) in [(SamplingFactor::F_2_2, false), (SamplingFactor::F_1_1, true), (SamplingFactor::F_2_1, false)] {
         let jpeg = encode(&src, w, h, ColorType::Rgb, sampling, progressive);
         let hdr = read_header(&jpeg).unwrap();
         decode_rgb(&jpeg, 1 << 20, &mut full).unwrap();
-        for (x, y, cw, ch) in [(0u32, 0u32, 97u32, 75u32), (21, 13, 40, 30), (50, 40, 47, 35), (3, 70, 10, 5)] {
+        // Includes regions whose edges fall on iMCU boundaries (x = 16, right edge 48, y = 16).
+        for (x, y, cw, ch) in [(0u32, 0u32, 97u32, 75u32), (21, 13, 40, 30), (50, 40, 47, 35), (3, 70, 10, 5), (16, 16, 32, 16)] {
             decode_rgb_region(&jpeg, 1 << 20, Some((x, y, cw, ch)), &mut part).unwrap();
             assert_eq!(part.region_x % hdr.mcu_width, 0);
             assert!(part.region_x <= x && part.region_x + part.region_w >= x + cw);

@@ -503,8 +503,8 @@ fn separable_and_per_pixel_resize_agree_bit_for_bit() {
         for y in 0..rh {
             for x in 0..rw {
                 let v = host::resized_pixel(src, &p, x, y).unwrap();
-                for c in 0..3 {
-                    let want = host::normalize(v[c].clamp(0.0, 255.0), 0.0, 1.0);
+                for (c, vc) in v.iter().enumerate() {
+                    let want = host::normalize(vc.clamp(0.0, 255.0), 0.0, 1.0);
                     let i = host::out_index(Layout::Nhwc, 0, c as i32, y, x, rh, rw) as usize;
                     assert_eq!(got[i].to_bits(), want.to_bits(), "{p:?} ({x},{y},{c})");
                 }

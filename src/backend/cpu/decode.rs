@@ -94,6 +94,8 @@ pub struct JpegHeader {
     /// Width of one iMCU in pixels (regions start on multiples of it), 0 when the chroma
     /// layout is one TurboJPEG does not name (then only full decodes are done).
     pub mcu_width: u32,
+    /// Height of one iMCU in pixels (0 as for `mcu_width`).
+    pub mcu_height: u32,
     /// Colour components in the frame (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK).
     pub components: u32,
     /// An Adobe APP14 marker is present (4-component data is then stored inverted).
@@ -182,12 +184,15 @@ impl Handle {
         // turbojpeg.h's tjMCUWidth (a header-only table): 4:4:4, 4:2:2, 4:2:0, gray, 4:4:0,
         // 4:1:1, 4:4:1.
         const MCU_WIDTH: [u32; 7] = [8, 16, 16, 8, 8, 32, 8];
+        const MCU_HEIGHT: [u32; 7] = [8, 8, 16, 8, 16, 8, 32];
         let mcu_width = usize::try_from(subsamp).ok().and_then(|i| MCU_WIDTH.get(i)).copied().unwrap_or(0);
+        let mcu_height = usize::try_from(subsamp).ok().and_then(|i| MCU_HEIGHT.get(i)).copied().unwrap_or(0);
         Ok(JpegHeader {
             width: width as u32,
             height: height as u32,
             precision: frame.precision,
             mcu_width,
+            mcu_height,
             components: frame.components,
             adobe: frame.adobe,
         })
@@ -356,8 +361,10 @@ pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Resu
 }
 
 /// Decode the region `(x, y, w, h)` of the stored image (or all of it for `None`) to RGB.
-/// The decoded region contains the requested one: its left edge is moved down to a multiple
-/// of the iMCU width, as libjpeg-turbo requires; `out.region_*` say what was decoded. Rows
+/// The decoded region contains the requested one with a margin of one iMCU on each side (so
+/// that smooth chroma upsampling sees the same neighbours as in the full image) and its left
+/// edge on an iMCU boundary, as libjpeg-turbo requires; `out.region_*` say what was decoded,
+/// and inside the requested region the pixels are exactly those of [`decode_rgb`]. Rows
 /// below the region are not decoded and columns outside it are not transformed, so a crop
 /// decodes faster than the whole image.
 pub fn decode_rgb_region(
@@ -383,17 +390,23 @@ pub fn decode_rgb_region(
         h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 0);
         // libjpeg-turbo cannot decode part of a lossless image: those are decoded whole.
         let lossless = h.get(tj::TJPARAM_TJPARAM_LOSSLESS) == 1;
-        let (mut rx, ry, mut rw, rh) = match region {
+        let (rx, ry, rw, rh) = match region {
             Some((x, y, w, h)) if !lossless && hdr.mcu_width > 0 && w > 0 && h > 0 && x + w <= hdr.width && y + h <= hdr.height => {
-                (x, y, w, h)
+                // Smooth chroma upsampling reads the neighbouring chroma samples, which at the
+                // edge of a decoded region are replaced by the edge's own: decode one iMCU
+                // more on every side so the requested pixels are those of the full decode
+                // (checked on the whole corpus by tests/corpus_decode.rs). The left edge must
+                // also sit on an iMCU boundary.
+                let (mw, mh) = (hdr.mcu_width, hdr.mcu_height);
+                let x0 = x.saturating_sub(mw);
+                let x0 = x0 - x0 % mw;
+                let x1 = (x + w + mw).min(hdr.width);
+                let y0 = y.saturating_sub(mh);
+                let y1 = (y + h + mh).min(hdr.height);
+                (x0, y0, x1 - x0, y1 - y0)
             }
             _ => (0, 0, hdr.width, hdr.height),
         };
-        if hdr.mcu_width > 0 && !lossless {
-            let aligned = rx - rx % hdr.mcu_width;
-            rw += rx - aligned;
-            rx = aligned;
-        }
         let full = rx == 0 && ry == 0 && rw == hdr.width && rh == hdr.height;
         let crop = if full {
             tj::tjregion { x: 0, y: 0, w: 0, h: 0 }
@@ -417,7 +430,7 @@ pub fn decode_rgb_region(
                 // SAFETY: valid handle; `cmyk` holds rh rows of `rw·4` bytes, what the cropping
                 // region produces in TJPF_CMYK with that pitch.
                 let rc = unsafe {
-                    tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, cmyk.as_mut_ptr(), (rw * 4) as i32, tj::TJPF_TJPF_CMYK as i32)
+                    tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, cmyk.as_mut_ptr(), (rw * 4) as i32, tj::TJPF_TJPF_CMYK)
                 };
                 // SAFETY: valid handle.
                 if rc == 0 || unsafe { tj::tj3GetErrorCode(h.0) } != tj::TJERR_TJERR_FATAL as i32 {
@@ -429,7 +442,7 @@ pub fn decode_rgb_region(
             // SAFETY: valid handle; `out.rgb` holds rh rows of `rw·3` bytes, exactly what the
             // cropping region set above produces in TJPF_RGB with that pitch.
             unsafe {
-                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB as i32)
+                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB)
             }
         };
         if rc != 0 {

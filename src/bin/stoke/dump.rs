@@ -66,6 +66,11 @@ pub fn npy_descr(dtype: DType) -> &'static str {
     }
 }
 
+/// f32 values as the shortest decimals that read back to them (0.485, not 0.48500001430511475).
+fn short_f32(v: &[f32]) -> Vec<serde_json::Value> {
+    v.iter().map(|x| x.to_string().parse::<f64>().map(serde_json::Value::from).unwrap_or_default()).collect()
+}
+
 fn jsonl(path: &Path) -> stoke::Result<BufWriter<std::fs::File>> {
     Ok(BufWriter::new(std::fs::File::create(path).map_err(|e| stoke::Error::io(path, e))?))
 }
@@ -136,8 +141,8 @@ pub fn run(args: Args) -> stoke::Result<()> {
         "dtype": format!("{:?}", config.output.dtype).to_lowercase(),
         "npy_descr": npy_descr(config.output.dtype),
         "layout": format!("{:?}", config.output.layout).to_lowercase(),
-        "mean": config.output.mean,
-        "std": config.output.std,
+        "mean": short_f32(&config.output.mean),
+        "std": short_f32(&config.output.std),
         "note": if config.output.dtype == DType::Bf16 {
             "bfloat16 has no NumPy dtype: the .npy files hold its raw bits as uint16; \
              torch.from_numpy(a).view(torch.bfloat16) or (a.astype(np.uint32) << 16).view(np.float32) reads them"
@@ -156,4 +161,29 @@ pub fn run(args: Args) -> stoke::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The format as NumPy documents it (format.rst, version 1.0).
+    #[test]
+    fn npy_header_follows_format_1_0() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.npy");
+        let data: Vec<u8> = (0..2 * 3 * 4 * 5 * 4).map(|i| i as u8).collect();
+        write_npy(&p, "<f4", &[2, 3, 4, 5], &data).unwrap();
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
+        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!((10 + hlen) % 64, 0, "data starts 64-byte aligned");
+        let header = std::str::from_utf8(&b[10..10 + hlen]).unwrap();
+        assert!(header.ends_with('\n'));
+        assert_eq!(header.trim_end(), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4, 5), }");
+        assert_eq!(&b[10 + hlen..], &data[..]);
+        write_npy(&p, "<i8", &[7], &[0u8; 56]).unwrap();
+        let b = std::fs::read(&p).unwrap();
+        assert!(std::str::from_utf8(&b[10..]).unwrap().contains("'shape': (7,), }"), "1-d shapes have a trailing comma");
+    }
 }
