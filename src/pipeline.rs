@@ -23,9 +23,10 @@
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
 
-use crate::backend::cpu::{BatchTimes, CpuBackend, SampleIn};
+use crate::backend::cpu::{BatchTimes, SampleIn};
+use crate::backend::cuda::pipeline::AnyBackend;
 use crate::batch::Batch;
-use crate::config::{BackendKind, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::reader::{ReadBatch, Reader};
 use crate::source::{Dataset, IndexOptions};
@@ -107,14 +108,7 @@ impl Pipeline {
     /// As [`Pipeline::new`] with a dataset that is already open.
     pub fn with_dataset(config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
         config.validate()?;
-        let backend = match config.backend {
-            BackendKind::Cpu | BackendKind::Auto => CpuBackend::new(&config)?,
-            BackendKind::Cuda => {
-                return Err(Error::config(
-                    "the cuda backend is not available in this build of the pipeline; use --backend cpu (or auto)",
-                ))
-            }
-        };
+        let backend = AnyBackend::new(&config, &dataset)?;
         let threads = backend.threads();
         let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
@@ -241,7 +235,7 @@ impl Drop for Pipeline {
 
 struct Producer {
     reader: Reader,
-    backend: CpuBackend,
+    backend: AnyBackend,
     dataset: Arc<Dataset>,
     shared: Arc<Shared>,
     out: Sender<Msg>,

@@ -261,6 +261,9 @@ impl OutputRing {
 ///   or on another stream, race with the next batch.
 /// - [`DeviceImages::synchronize`] blocks the host until the batch is ready, for host-side use
 ///   (copies, tests).
+/// - The ring has `ring_depth` slots: holding that many batches at once stalls the producer
+///   until one is dropped, so hold at most `ring_depth − 1` while asking for the next. For full
+///   overlap with the pipeline's prefetch, `ring_depth ≥ prefetch_batches + 2`.
 pub struct DeviceImages {
     shared: Arc<Shared>,
     slot: usize,
