@@ -434,14 +434,19 @@ impl GpuDecoder {
                 let unit = (engines as usize * cores as usize).max(1);
                 let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
                 let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+                let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
                 for st in &mut states {
-                    st.batched_pre_allocate(
+                    // Reserve the engine's buffers up front so steady state allocates nothing;
+                    // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+                    if let Err(e) = st.batched_pre_allocate(
                         per_call,
-                        plan.max_dims.0.max(1),
-                        plan.max_dims.1.max(1),
+                        pw,
+                        ph,
                         super::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
                         RGBI,
-                    )?;
+                    ) {
+                        log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+                    }
                 }
                 let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
                 log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
@@ -543,6 +548,9 @@ impl GpuDecoder {
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
         assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
+        // nvJPEG and the raw copies work on the thread's current context: this device's (one
+        // pipeline per device in a process, each on its own thread).
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         let a = self.next;
         self.next ^= 1;
         if self.arena_used[a] {
@@ -693,15 +701,25 @@ impl GpuDecoder {
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
-        let roi = decode_roi(p, stored.0, stored.1, 16);
+        let mut roi = decode_roi(p, stored.0, stored.1, 16);
+        let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
         let hw_ok = match (&mut self.hw, cand) {
-            (Some(hw), Some(true)) => hw.parse.parse_header(bytes).is_ok() && {
-                // Ask with the ROI the engine would decode; the next pass sets it for real.
-                let pr = &mut hw.params[0];
-                pr.set_output_format(RGBI).is_ok()
-                    && pr.set_roi(Some((roi.x, roi.y, roi.w, roi.h))).is_ok()
-                    && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
-            },
+            (Some(hw), Some(true)) => {
+                hw.parse.parse_header(bytes).is_ok() && {
+                    // Ask with the region the engine would decode (the decode pass sets the
+                    // params for real); when it refuses the region, ask for the whole image.
+                    let pr = &mut hw.params[0];
+                    let mut ask = |r: Option<Roi>| {
+                        pr.set_output_format(RGBI).is_ok()
+                            && pr.set_roi(r.map(|r| (r.x, r.y, r.w, r.h))).is_ok()
+                            && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
+                    };
+                    (roi != full && ask(Some(roi))) || (ask(None) && {
+                        roi = full;
+                        true
+                    })
+                }
+            }
             _ => false,
         };
         let route = route(cand, cand.and(Some(hw_ok)));
@@ -747,7 +765,8 @@ impl GpuDecoder {
                 let d = out[i].as_ref().expect("placed");
                 let pr = &mut hw.params[at - size + k];
                 pr.set_output_format(RGBI)?;
-                pr.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+                let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+                pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
                 data.push(jobs[i].0.as_ptr());
                 lens.push(jobs[i].0.len());
                 let mut img = nvjpegImage_t::default();
@@ -792,7 +811,8 @@ impl GpuDecoder {
             let slot = &mut slots[turn];
             slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
             slot.stream.parse(bytes)?;
-            slot.params.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+            let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+            slot.params.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
             if !dec.supports(&slot.stream, &slot.params)? {
                 continue;
             }
@@ -815,6 +835,16 @@ impl GpuDecoder {
             message: "no CUDA decoder takes this image".into(),
         })
     }
+}
+
+/// Image size the hardware decoder's buffers are reserved for: the index's largest, scaled
+/// down (aspect kept) so `per_call` such images take no more than one decode arena — one huge
+/// image in the index must not reserve gigabytes per call slot.
+pub fn prealloc_dims(max_dims: (u32, u32), per_call: usize, arena_bytes: u64) -> (u32, u32) {
+    let (w, h) = (max_dims.0.max(1) as f64, max_dims.1.max(1) as f64);
+    let budget = arena_bytes as f64 / (3.0 * per_call.max(1) as f64);
+    let k = (budget / (w * h)).sqrt().min(1.0);
+    (((w * k) as u32).max(1), ((h * k) as u32).max(1))
 }
 
 fn arena_full(bytes: u64) -> String {
@@ -1089,6 +1119,16 @@ mod tests {
         };
         let r = decode_roi(&p, 500, 375, 16);
         assert_eq!(r, Roi { x: 192, y: 96, w: 112, h: 96 });
+    }
+
+    #[test]
+    fn hardware_preallocation_stays_within_one_arena() {
+        // ImageNet-like index: 500x375 max, 256 per call, arena for 256 such images: as is.
+        let arena = ArenaPlan::new(std::iter::repeat_n(500 * 375, 300), 256, u64::MAX).bytes;
+        assert_eq!(prealloc_dims((500, 375), 256, arena), (500, 375));
+        // One 20000x15000 image in the index: scaled down, aspect kept, budget respected.
+        let (w, h) = prealloc_dims((20000, 15000), 256, arena);
+        assert!((w as u64 * h as u64 * 3 * 256) <= arena && w >= 490 && (w as f64 / h as f64 - 4.0 / 3.0).abs() < 0.01, "{w}x{h}");
     }
 
     #[test]
