@@ -312,6 +312,11 @@ pub struct DecoderPlan {
     pub hw_max_per_call: usize,
     /// Threads decoding on the CPU (fallback route and retries).
     pub cpu_threads: usize,
+    /// Use the hardware engine (off: its images go to the CUDA decoders). For measuring the
+    /// decoders one at a time; the pipeline turns both on.
+    pub use_hardware: bool,
+    /// Use the CUDA decoders (off: their images go to the CPU).
+    pub use_cuda: bool,
 }
 
 /// Where one sample's pixels are, after [`GpuDecoder::decode`].
@@ -703,8 +708,9 @@ impl GpuDecoder {
         check_params(p, stored)?;
         let mut roi = decode_roi(p, stored.0, stored.1, 16);
         let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
+        let use_hw = self.plan.use_hardware;
         let hw_ok = match (&mut self.hw, cand) {
-            (Some(hw), Some(true)) => {
+            (Some(hw), Some(true)) if use_hw => {
                 hw.parse.parse_header(bytes).is_ok() && {
                     // Ask with the region the engine would decode (the decode pass sets the
                     // params for real); when it refuses the region, ask for the whole image.
@@ -722,7 +728,10 @@ impl GpuDecoder {
             }
             _ => false,
         };
-        let route = route(cand, cand.and(Some(hw_ok)));
+        let route = match route(cand, cand.and(Some(hw_ok))) {
+            Route::Cuda if !self.plan.use_cuda => Route::Cpu,
+            r => r,
+        };
         Ok((route, roi, stored))
     }
 

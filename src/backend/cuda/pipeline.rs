@@ -118,6 +118,8 @@ impl CudaBackend {
                 max_dims: bounds.max_dims,
                 hw_max_per_call: config.batch_size,
                 cpu_threads,
+                use_hardware: true,
+                use_cuda: true,
             },
         )?;
         let resize_min = match config.augment.crop {
