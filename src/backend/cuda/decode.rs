@@ -411,7 +411,7 @@ pub struct GpuDecoder {
     done: CudaEvent,
     stats: DecodeStats,
     // Per-batch scratch, reused.
-    routes: Vec<Result<(Route, Roi, (u32, u32)), String>>,
+    routes: Vec<Result<Classified, String>>,
     cpu_out: Vec<CpuResult>,
 }
 
@@ -700,7 +700,7 @@ impl GpuDecoder {
     }
 
     /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
-    fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<(Route, Roi, (u32, u32)), String> {
+    fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
         let info = crate::source::jpeg::parse(bytes).ok();
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
@@ -871,6 +871,9 @@ fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
 }
 
 type CpuResult = (usize, Result<DecodedImage, String>);
+
+/// A route, the region to decode and the stored size.
+type Classified = (Route, Roi, (u32, u32));
 
 /// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
 /// workers, each image only in the region `out[i]` asks for (the whole image when its header

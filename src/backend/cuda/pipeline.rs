@@ -432,7 +432,7 @@ mod tests {
     #[test]
     fn index_bounds_cover_every_batch() {
         // (bytes, w, h); one sample with an unreadable header counts as the guard.
-        let s = vec![(1000u64, 500u32, 375u32), (9000, 4000, 3000), (10, 0, 0), (500, 375, 500)];
+        let s = [(1000u64, 500u32, 375u32), (9000, 4000, 3000), (10, 0, 0), (500, 375, 500)];
         let b = IndexBounds::new(s.iter().copied(), 2, 1_000_000);
         assert_eq!(b.staging.slot_bytes, 9024 + 1024);
         assert_eq!(b.arena.bytes, 2 * 3_000_000u64.next_multiple_of(256), "two guard-capped images");

@@ -18,6 +18,7 @@
 //!    one passed to `wait_on`; every earlier one is joined into it first) and only then
 //!    sends `k` back to the free channel, so the producer's wait in (1) always sees that
 //!    record.
+//!
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
 use super::augment::SampleDesc;
