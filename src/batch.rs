@@ -17,7 +17,7 @@ pub enum Images {
     /// Device memory: one slot of the CUDA backend's output ring, with the labels beside the
     /// images. Read it on your stream after [`DeviceImages::wait_on`]; dropping it (with the
     /// batch) returns the slot. The lifetime rules are on [`DeviceImages`].
-    Device(DeviceImages),
+    Device(Box<DeviceImages>),
 }
 
 pub use crate::backend::cuda::ring::DeviceImages;

@@ -348,7 +348,7 @@ impl CudaBackend {
         }
         self.decoder.release_arena(&stream)?;
         let images = self.ring.publish(slot, n)?;
-        batch.images = Images::Device(images);
+        batch.images = Images::Device(Box::new(images));
         Ok(BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed() })
     }
 }
