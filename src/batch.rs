@@ -117,6 +117,18 @@ impl Batch {
         }
     }
 
+    /// Bring a device batch to the host (waits for it to be ready, copies the tensor, returns
+    /// the ring slot); a host batch is left as it is. For tools that read pixels on the CPU
+    /// (`dump`, `preview`) whatever backend made the batch.
+    pub fn make_host(&mut self) -> crate::error::Result<()> {
+        if let Images::Device(d) = &self.images {
+            let mut v = Vec::new();
+            d.copy_images_to_host(&mut v)?;
+            self.images = Images::Host(v);
+        }
+        Ok(())
+    }
+
     /// The device tensor when the batch is on the GPU.
     pub fn device(&self) -> Option<&DeviceImages> {
         match &self.images {
