@@ -1,19 +1,27 @@
-//! nvJPEG decode planning: which decoder takes each image, how the hardware calls are
-//! sized, which region of the image is decoded, and where it lands in the device arena.
+//! nvJPEG decode: which decoder takes each image, how the hardware calls are sized, which
+//! region of the image is decoded and where it lands, and the decoder itself
+//! ([`GpuDecoder`]).
 //!
-//! Routing (DESIGN.md "performance model", contract 4):
+//! Routing (DESIGN.md "performance model", contract 4), from the header alone:
 //! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
 //!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
-//!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`);
-//! - progressive, extended-sequential and the subsamplings the engine refuses go to the CUDA
-//!   decoder (`NVJPEG_BACKEND_GPU_HYBRID`) on a second stream, concurrently;
+//!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`), with the region of interest
+//!   when the engine takes it (else the whole image);
+//! - progressive, extended-sequential and what the engine refuses go to the CUDA decoders
+//!   (`NVJPEG_BACKEND_GPU_HYBRID`, then `NVJPEG_BACKEND_HYBRID`, whichever
+//!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
 //! - what nvJPEG cannot represent faithfully (CMYK/YCCK and Adobe no-transform RGB, whose
-//!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; odd sampling
-//!   factors) and every image a GPU decoder failed on go to the CPU decoder
-//!   (`backend::cpu::decode::decode_rgb`), then to the `skip`/`fail` policy.
+//!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; hierarchical; DNL;
+//!   odd sampling factors; unreadable headers) goes to the CPU decoder
+//!   (`backend::cpu::decode::decode_rgb_region`, on worker threads, concurrently);
+//! - every GPU decode is checked twice: nvJPEG's status, and canaries written into its
+//!   destination before the decode ([`CANARIES`]); a failure is retried on the CPU decoder,
+//!   and what the CPU cannot decode either goes to the `skip`/`fail` policy with both reasons.
 //!
-//! Every decoded image is interleaved RGB (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at a
-//! [`ARENA_ALIGN`]-aligned offset of one device arena sized once ([`ArenaPlan`]).
+//! Only the region the augment step reads is decoded ([`decode_roi`]: the crop box plus the
+//! filter's reach, grown to the 16-pixel block grid). Every decoded region is interleaved RGB
+//! (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at an [`ARENA_ALIGN`]-aligned offset of one of
+//! two device arenas used in turn, each sized once ([`ArenaPlan`]).
 //!
 //! Chroma upsampling: the handles are created with
 //! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's default),
