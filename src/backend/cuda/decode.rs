@@ -276,6 +276,22 @@ pub struct DecodeTarget {
 
 const _: () = assert!(std::mem::size_of::<DecodeTarget>() == 24);
 
+mod canary_ffi {
+    extern "C" {
+        pub fn stoke_host_canary_at(t: *const super::DecodeTarget, k: u32, v: *mut u8) -> u64;
+        pub fn stoke_host_canaries() -> u32;
+    }
+}
+
+/// Arena offset and bytes of canary `k` of `t`, as the canary kernels compute them (their
+/// code, host-compiled).
+pub fn canary_at(t: &DecodeTarget, k: u32) -> (u64, [u8; 3]) {
+    let mut v = [0u8; 3];
+    // SAFETY: reads `t`, writes three bytes into `v`.
+    let off = unsafe { canary_ffi::stoke_host_canary_at(t, k, v.as_mut_ptr()) };
+    (off, v)
+}
+
 // SAFETY: #[repr(C)] plain integers, the layout `StokeDecodeTarget` asserts on the C side.
 unsafe impl cudarc::driver::DeviceRepr for DecodeTarget {}
 // SAFETY: all-zero bytes are a valid DecodeTarget (integers only).
@@ -1139,6 +1155,31 @@ mod tests {
         };
         let r = decode_roi(&p, 500, 375, 16);
         assert_eq!(r, Roi { x: 192, y: 96, w: 112, h: 96 });
+    }
+
+    /// The canary kernels write only inside their target's region: every canary lies on a row
+    /// and column of it, spread over every row band when the region is tall enough, and the
+    /// kernels agree with [`CANARIES`].
+    #[test]
+    fn canaries_stay_inside_their_region_and_spread_over_it() {
+        // SAFETY: returns a constant.
+        assert_eq!(unsafe { canary_ffi::stoke_host_canaries() }, CANARIES);
+        for (w, h) in [(1u32, 1u32), (2, 3), (31, 33), (64, 32), (500, 375), (7, 4000), (4000, 7)] {
+            let t = DecodeTarget { offset: 4096, width: w, height: h, pitch: 3 * w, pad: 0 };
+            let mut rows = std::collections::BTreeSet::new();
+            let mut values = std::collections::BTreeSet::new();
+            for k in 0..CANARIES {
+                let (off, v) = canary_at(&t, k);
+                let rel = off - t.offset;
+                let (y, x) = (rel / t.pitch as u64, (rel % t.pitch as u64) / 3);
+                assert!(rel % 3 == 0 && y < h as u64 && x < w as u64, "{w}x{h} canary {k} at ({x},{y})");
+                rows.insert(y);
+                values.insert(v);
+                assert!(v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+            }
+            assert_eq!(rows.len() as u32, CANARIES.min(h), "{w}x{h}: rows {rows:?}");
+            assert_eq!(values.len() as u32, CANARIES, "every canary has its own value");
+        }
     }
 
     #[test]
