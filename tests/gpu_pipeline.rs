@@ -186,3 +186,33 @@ fn bad_files_are_substituted_under_skip_and_named_under_fail() {
     let e = backend.run_read_batch(&rb, &ds, &mut Batch::new_host(c.output.dtype, c.output.layout)).unwrap_err().to_string();
     assert!(e.contains("zz_broken"), "{e}");
 }
+
+/// Through `Pipeline` (producer thread, prefetch, `--backend cuda`): device batches that a
+/// consumer stream reads after `wait_on`, equal to a host-synchronised copy, every sample of
+/// the epoch delivered.
+#[test]
+fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 100, 6);
+    let mut c = config(&ds, 3);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 16;
+    c.ring_depth = 4;
+    c.prefetch_batches = 2;
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let consumer = gpu.ctx().new_stream().unwrap();
+    p.start_epoch(0, 0);
+    let mut seen = 0;
+    while let Some(b) = p.next_batch() {
+        let b = b.unwrap();
+        let dev = b.device().expect("the cuda backend makes device batches");
+        dev.wait_on(&consumer).unwrap();
+        let via_consumer = consumer.clone_dtoh(&dev.images_bytes()).unwrap();
+        let mut direct = Vec::new();
+        dev.copy_images_to_host(&mut direct).unwrap();
+        assert_eq!(via_consumer, direct, "step {}", b.step);
+        seen += b.len();
+    }
+    assert!(seen >= ds.len(), "{seen} samples for {} in the dataset", ds.len());
+}
