@@ -279,6 +279,7 @@ const _: () = assert!(std::mem::size_of::<DecodeTarget>() == 24);
 mod canary_ffi {
     extern "C" {
         pub fn stoke_host_canary_at(t: *const super::DecodeTarget, k: u32, v: *mut u8) -> u64;
+        #[cfg(test)]
         pub fn stoke_host_canaries() -> u32;
     }
 }
