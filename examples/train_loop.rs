@@ -10,21 +10,17 @@
 //! 1. `images.wait_on(&train_stream)`: the trainer's stream waits on the batch's ready event,
 //!    on the device; the host does not block.
 //! 2. Every read of the batch is enqueued on `train_stream` before the batch is dropped.
-//! 3. Dropping the batch records its release on `train_stream`, so the ring rewrites the slot
-//!    only after the step that read it has run. Nothing else synchronises.
+//! 3. Dropping (or recycling) the batch records its release on `train_stream`, so the ring
+//!    rewrites the slot only after the step that read it has run. Nothing else synchronises.
 //!
 //! The consumer kernel is compiled with NVRTC at start-up (it needs no CUDA headers), so this
 //! needs `libnvrtc.so.13` besides the driver and libnvjpeg.
 //!
 //! Not yet verified on a GPU.
 
-use std::sync::Arc;
 use std::time::Instant;
-use stoke::backend::cuda::pipeline::CudaBackend;
-use stoke::batch::Batch;
-use stoke::config::{DType, Layout, PipelineConfig};
-use stoke::reader::Reader;
-use stoke::source::{Dataset, IndexOptions};
+use stoke::config::{BackendKind, DType, Layout, PipelineConfig};
+use stoke::pipeline::Pipeline;
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -64,35 +60,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(p) => p,
         None => stoke::gen::default_dataset(&stoke::gen::cache_root(), 0, 2048, &|_| {})?,
     };
-    let dataset = Arc::new(Dataset::open(&path, &IndexOptions::default())?);
     let mut config = PipelineConfig::new(&path);
+    config.backend = BackendKind::Cuda;
     config.batch_size = batch_size;
     config.output.dtype = DType::F16;
     config.output.layout = Layout::Nchw;
-    config.ring_depth = 3;
+    config.prefetch_batches = 2;
+    config.ring_depth = 4; // prefetch + the batch the trainer holds + the one being made
 
-    let mut backend = CudaBackend::new(&config, &dataset)?;
-    let gpu = backend.gpu().clone();
-    let ctx = gpu.ctx().clone();
+    let mut pipeline = Pipeline::new(config.clone())?;
+    let ctx = stoke::backend::cuda::device::Gpu::open(config.device)?.ctx().clone();
     // The trainer's own stream: never stoke's.
     let train_stream = ctx.new_stream()?;
     let module = ctx.load_module(cudarc::nvrtc::compile_ptx(CONSUMER)?)?;
     let step = module.load_function("channel_sums")?;
     let mut sums = train_stream.alloc_zeros::<f32>(3)?;
 
-    let mut reader = Reader::new(dataset.clone(), &config)?;
-    let mut batch = Batch::new_host(config.output.dtype, config.output.layout);
     let (mut done, mut images, mut epoch) = (0u64, 0u64, 0u64);
     let t0 = Instant::now();
     'outer: loop {
-        reader.start_epoch(epoch, 0);
-        while let Some(rb) = reader.next_batch() {
-            let rb = rb?;
-            // Replacing `batch.images` drops the previous batch: its release is recorded on
-            // `train_stream`, after the step that read it (rule 3).
-            backend.run_read_batch(&rb, &dataset, &mut batch)?;
-            reader.recycle(rb);
-            let dev = batch.device().expect("the CUDA backend makes device batches");
+        pipeline.start_epoch(epoch, 0);
+        while let Some(batch) = pipeline.next_batch() {
+            let batch = batch?;
+            let dev = batch.device().expect("the cuda backend makes device batches");
             dev.wait_on(&train_stream)?; // rule 1
             let [n, c, h, w] = dev.shape();
             let (x, plane) = (dev.images_ptr(), (h * w) as u32);
@@ -100,19 +90,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             launch.arg(&x).arg(&plane).arg(&mut sums);
             let cfg = LaunchConfig { grid_dim: ((n * c) as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: `x` holds n·3·h·w f16 values, ready once train_stream passes the wait
-            // above; `sums` holds 3 floats; the kernel reads plane values per block.
+            // above; `sums` holds 3 floats; each block reads one plane.
             unsafe { launch.launch(cfg) }?; // rule 2: enqueued before the batch is dropped
+            // Rule 3: giving the batch back records its release on `train_stream`.
+            pipeline.recycle(batch);
             images += n as u64;
             done += 1;
             if done % 50 == 0 || done == batches {
                 let s = train_stream.clone_dtoh(&sums)?; // the only host sync, for printing
                 let secs = t0.elapsed().as_secs_f64();
+                let per = images as f32 * plane as f32;
                 println!(
                     "{done} batches, {images} images, {:.0} images/s; mean normalized value per channel {:.4} {:.4} {:.4}",
                     images as f64 / secs,
-                    s[0] / (images as f32 * plane as f32),
-                    s[1] / (images as f32 * plane as f32),
-                    s[2] / (images as f32 * plane as f32),
+                    s[0] / per,
+                    s[1] / per,
+                    s[2] / per,
                 );
             }
             if done == batches {
@@ -121,9 +114,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         epoch += 1;
     }
-    drop(batch);
     train_stream.synchronize()?;
     let secs = t0.elapsed().as_secs_f64();
-    println!("{images} images in {secs:.2} s: {:.0} images/s end to end; decode routes {:?}", images as f64 / secs, backend.decode_stats());
+    println!("{images} images in {secs:.2} s: {:.0} images/s end to end; {:?}", images as f64 / secs, pipeline.stats());
     Ok(())
 }
