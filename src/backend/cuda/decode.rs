@@ -458,7 +458,14 @@ impl GpuDecoder {
         let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
 
         // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
-        let hw = match NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS) {
+        // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
+        // engine without it beats no engine (tests/gpu_decode.rs measures the difference).
+        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS).or_else(|e| {
+            NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, 0).inspect(|_| {
+                log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+            })
+        });
+        let hw = match hw_handle {
             Ok(handle) => {
                 let (engines, cores) = handle.hardware_decoder_info()?;
                 let unit = (engines as usize * cores as usize).max(1);
