@@ -116,7 +116,11 @@ impl CudaBackend {
                 arena: bounds.arena,
                 max_pixels: config.max_decoded_pixels,
                 max_dims: bounds.max_dims,
-                hw_max_per_call: config.batch_size,
+                // Several calls per batch: the engine starts on the first while the host
+                // parses the next (nvJPEG parses every bitstream on the host before it
+                // submits a call). A quarter batch, rounded to the engine width; to be tuned
+                // on a GPU.
+                hw_max_per_call: (config.batch_size / 4).max(1),
                 cpu_threads,
                 use_hardware: true,
                 use_cuda: true,
