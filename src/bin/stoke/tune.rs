@@ -8,7 +8,12 @@
 //! configuration that is as good as the best within measurement noise — the seed's advice
 //! ("pick the smallest within 5 % of the best") as one command.
 
+use crate::bench::{self, Measure};
+use crate::pipeline_args::PipelineArgs;
 use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use stoke::config::BackendKind;
+use stoke::PipelineConfig;
 
 /// One configuration to try: the config fields it sets, and its cost (compared
 /// lexicographically; smaller is cheaper).
@@ -56,6 +61,132 @@ pub fn cpu_candidates(cores: usize, reader_threads: usize, prefetch: usize) -> V
         .collect()
 }
 
+
+/// Options of `stoke tune`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset (default: the built-in ImageNet-like set, as `stoke bench`).
+    pub dataset: Option<PathBuf>,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Where to write the chosen configuration (JSON; `stoke bench --config FILE` reads it).
+    #[arg(long, default_value = "stoke-tuned.json")]
+    pub out: PathBuf,
+    /// Measured batches per configuration.
+    #[arg(long, default_value_t = 6)]
+    pub batches: usize,
+    /// Warm-up batches per configuration.
+    #[arg(long, default_value_t = 2)]
+    pub warmup_batches: usize,
+    /// How close to the best a configuration must be to count (0.05 = 5 %).
+    #[arg(long, default_value_t = 0.05)]
+    pub tolerance: f64,
+    /// Print the table as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Images in the built-in dataset (when no DATASET is given).
+    #[arg(long, default_value_t = stoke::gen::DEFAULT_COUNT)]
+    pub gen_count: usize,
+}
+
+/// The sweep for `config`'s backend.
+fn candidates(config: &PipelineConfig) -> Vec<Candidate> {
+    match config.backend {
+        BackendKind::Cuda => {
+            // Reader threads and prefetch depth; cost: readers, then prefetch (memory).
+            let mut v = Vec::new();
+            for readers in [1usize, 2, 4] {
+                for prefetch in [2usize, 4] {
+                    let fields = json!({"reader_threads": readers, "prefetch_batches": prefetch});
+                    v.push(Candidate {
+                        fields: fields.as_object().expect("object").clone(),
+                        cost: vec![readers as u64, prefetch as u64],
+                    });
+                }
+            }
+            v
+        }
+        _ => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cpu_candidates(cores, config.reader_threads, config.prefetch_batches)
+        }
+    }
+}
+
+fn label(fields: &Map<String, Value>) -> String {
+    fields.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+}
+
+pub fn run(a: Args) -> stoke::Result<()> {
+    if !(0.0..1.0).contains(&a.tolerance) {
+        return Err(stoke::Error::config(format!("tolerance must be in [0, 1), got {}", a.tolerance)));
+    }
+    let dataset = bench::resolve_dataset(a.dataset.clone(), a.gen_count, a.json)?;
+    let base = a.pipeline.to_config(dataset)?;
+    let m = Measure {
+        start_epoch: a.pipeline.epoch,
+        epochs: u64::MAX / 2,
+        warmup_batches: a.warmup_batches,
+        batches: Some(a.batches.max(1)),
+        consumer: None,
+    };
+    let cands = candidates(&base);
+    let mut trials: Vec<(Candidate, f64)> = Vec::new();
+    let mut reports = Vec::new();
+    for (i, cand) in cands.iter().enumerate() {
+        let mut config = base.clone();
+        let mut merged = serde_json::to_value(&config).expect("config serializes");
+        for (k, v) in &cand.fields {
+            merged[k] = v.clone();
+        }
+        config = serde_json::from_value(merged).expect("sweep fields are config fields");
+        config.validate()?;
+        let pb = bench::progress(None, a.json);
+        pb.set_prefix(format!("{}/{}", i + 1, cands.len()));
+        let r = bench::measure(config, &m, &pb)?;
+        if !a.json {
+            eprintln!("{:<55} {:>9.1} images/s  {:>5.2} cores", label(&cand.fields), r.images_per_sec, r.cpu_cores_used);
+        }
+        trials.push((cand.clone(), r.images_per_sec));
+        reports.push(r);
+    }
+    let best_ips = trials.iter().map(|t| t.1).fold(0.0, f64::max);
+    let pick = pick_smallest_within(&trials, a.tolerance)
+        .ok_or_else(|| stoke::Error::config("no configuration delivered any images"))?;
+    let chosen = &trials[pick].0.fields;
+    let text = serde_json::to_string_pretty(&Value::Object(chosen.clone())).expect("fields serialize") + "\n";
+    std::fs::write(&a.out, text).map_err(|e| stoke::Error::io(&a.out, e))?;
+    if a.json {
+        let rows: Vec<Value> = trials
+            .iter()
+            .zip(&reports)
+            .map(|((c, ips), r)| json!({"config": c.fields, "images_per_sec": ips, "cpu_cores_used": r.cpu_cores_used}))
+            .collect();
+        println!("{}", json!({"backend": reports[pick].backend, "trials": rows, "best_images_per_sec": best_ips,
+            "chosen": chosen, "tolerance": a.tolerance, "out": a.out}));
+    } else {
+        println!("{:<55} {:>12} {:>8} {:>8}", "configuration", "images/s", "of best", "cores");
+        for (i, ((c, ips), r)) in trials.iter().zip(&reports).enumerate() {
+            let mark = if i == pick { "  <- chosen" } else { "" };
+            println!(
+                "{:<55} {:>12.1} {:>7.1}% {:>8.2}{mark}",
+                label(&c.fields),
+                ips,
+                100.0 * ips / best_ips,
+                r.cpu_cores_used
+            );
+        }
+        println!(
+            "chose the smallest configuration within {:.0} % of the best ({:.1} images/s); wrote {}",
+            a.tolerance * 100.0,
+            best_ips,
+            a.out.display()
+        );
+        println!("use it with: stoke bench --config {}", a.out.display());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,13 +225,4 @@ mod tests {
         assert_eq!(c[2].fields["reader_threads"], 2);
         assert_eq!(c[2].cost, vec![4, 2, 3]);
     }
-}
-
-/// Options of `stoke tune`.
-#[derive(clap::Args)]
-pub struct Args {}
-
-pub fn run(_args: Args) -> stoke::Result<()> {
-    let _ = (pick_smallest_within(&[], 0.05), cpu_candidates(1, 1, 1));
-    Err(stoke::Error::config("`stoke tune` is not built yet (it needs stoke::pipeline)"))
 }
