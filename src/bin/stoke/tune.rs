@@ -3,7 +3,8 @@
 //! `stoke bench --config FILE` (and `PipelineConfig::merge_json_file`) accept.
 //!
 //! On the CPU backend the sweep is the decode/augment thread count (1, 2, 4, … up to the
-//! cores, and the core count itself). "Smallest" orders candidates by the resources they take
+//! cores, and the core count itself); on CUDA (`--backend cuda`) it is reader threads ×
+//! CPU-route threads × prefetch depth. "Smallest" orders candidates by the resources they take
 //! (threads first, then reader threads, then prefetch depth), so a user gets the cheapest
 //! configuration that is as good as the best within measurement noise — the seed's advice
 //! ("pick the smallest within 5 % of the best") as one command.
@@ -89,24 +90,31 @@ pub struct Args {
     pub gen_count: usize,
 }
 
-/// The sweep for `config`'s backend.
-fn candidates(config: &PipelineConfig) -> Vec<Candidate> {
-    match config.backend {
-        BackendKind::Cuda => {
-            // Reader threads and prefetch depth; cost: readers, then prefetch (memory).
+/// The sweep for `config` on CUDA (`on_cuda`) or on the CPU.
+fn candidates(config: &PipelineConfig, on_cuda: bool) -> Vec<Candidate> {
+    match on_cuda {
+        true => {
+            // Reader threads, CPU-route decode threads (progressive/CMYK/... that nvJPEG's
+            // GPU paths refuse) and prefetch depth, with the ring deep enough for the prefetch
+            // to overlap (ring docs: ring_depth >= prefetch + 2). The hardware-engine batch
+            // width and the hardware/CUDA split are chosen by the decoder from the GPU, not
+            // config fields, so they are not swept. Cost: readers, CPU threads, prefetch.
             let mut v = Vec::new();
             for readers in [1usize, 2, 4] {
-                for prefetch in [2usize, 4] {
-                    let fields = json!({"reader_threads": readers, "prefetch_batches": prefetch});
-                    v.push(Candidate {
-                        fields: fields.as_object().expect("object").clone(),
-                        cost: vec![readers as u64, prefetch as u64],
-                    });
+                for cpu in [1usize, 4] {
+                    for prefetch in [2usize, 4] {
+                        let fields = json!({"reader_threads": readers, "cpu_threads": cpu,
+                            "prefetch_batches": prefetch, "ring_depth": prefetch + 2});
+                        v.push(Candidate {
+                            fields: fields.as_object().expect("object").clone(),
+                            cost: vec![readers as u64, cpu as u64, prefetch as u64],
+                        });
+                    }
                 }
             }
             v
         }
-        _ => {
+        false => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             cpu_candidates(cores, config.reader_threads, config.prefetch_batches)
         }
@@ -130,7 +138,13 @@ pub fn run(a: Args) -> stoke::Result<()> {
         batches: Some(a.batches.max(1)),
         consumer: None,
     };
-    let cands = candidates(&base);
+    // `auto` runs on CUDA when a usable GPU is there, so sweep what that backend would run.
+    let on_cuda = match base.backend {
+        BackendKind::Cuda => true,
+        BackendKind::Cpu => false,
+        BackendKind::Auto => stoke::backend::cuda::open_for_pipeline(base.device).is_ok(),
+    };
+    let cands = candidates(&base, on_cuda);
     let mut trials: Vec<(Candidate, f64)> = Vec::new();
     let mut reports = Vec::new();
     for (i, cand) in cands.iter().enumerate() {
@@ -211,6 +225,24 @@ mod tests {
         // Cost compares lexicographically: fewer threads beat fewer readers.
         let t = vec![(cand(&[2, 1]), 100.0), (cand(&[1, 4]), 99.0)];
         assert_eq!(pick_smallest_within(&t, 0.05), Some(1));
+    }
+
+    #[test]
+    fn cuda_sweep_keeps_the_ring_deeper_than_the_prefetch() {
+        let c = candidates(&PipelineConfig::new("x"), true);
+        assert_eq!(c.len(), 12);
+        for cand in &c {
+            let f = &cand.fields;
+            assert_eq!(f["ring_depth"].as_u64().unwrap(), f["prefetch_batches"].as_u64().unwrap() + 2);
+            let mut cfg = PipelineConfig::new("x");
+            let mut v = serde_json::to_value(&cfg).unwrap();
+            for (k, x) in f {
+                v[k] = x.clone();
+            }
+            cfg = serde_json::from_value(v).unwrap();
+            cfg.validate().unwrap();
+        }
+        assert_eq!(pick_smallest_within(&c.iter().map(|c| (c.clone(), 1.0)).collect::<Vec<_>>(), 0.05), Some(0));
     }
 
     #[test]
