@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Builds, on this machine, everything a GPU machine needs to run stoke's GPU tests and
 # benchmarks, into ./bundle (ignored by git):
-#   bundle/bin/stoke           the CLI (release)
-#   bundle/tests/*             every release test executable (lib, bin and tests/*.rs)
-#   bundle/bench-bin/*         the benchmark executables (cargo bench targets, if any)
-#   bundle/scripts/bench-peers.sh, bundle/benches/peers/  the side-by-side peer comparison
-#   bundle/lib/libnvjpeg.so.13 from the pinned PyPI wheel (needs only libc)
-#   bundle/work/               the repository's test data that tests read relative to the
-#                              working directory (tests/golden if present)
-#   bundle/run.sh              runs doctor, the tests with STOKE_REQUIRE_GPU=1, `stoke bench`
-#                              (GPU and CPU backends), the benchmark executables, and the peer
-#                              comparison when STOKE_RUN_PEERS=1
+#   bundle/run.sh              unpacks the payload into a temporary folder and runs doctor, the
+#                              tests with STOKE_REQUIRE_GPU=1, `stoke bench` (GPU and CPU
+#                              backends), the benchmark executables, and the peer comparison
+#                              when STOKE_RUN_PEERS=1
+#   bundle/payload.tar.gz      (stripped executables; the folder must stay under 64 MiB):
+#     bin/stoke                  the CLI (release)
+#     tests/*                    every release test executable (lib, bin and tests/*.rs)
+#     bench-bin/*                the benchmark executables (cargo bench targets)
+#     scripts/bench-peers.sh, benches/peers/   the side-by-side peer comparison
+#     lib/libnvjpeg.so.13        from the pinned PyPI wheel (needs only libc)
+#     work/                      test data the tests read relative to the working directory
+#                                (tests/golden if present); the tests run from here
 # Copy the folder to the GPU machine and run `bundle/run.sh`; logs and summary.txt go to
 # $OUT when set, else ./bundle-out. The GPU machine needs the NVIDIA driver, nothing else.
 set -euo pipefail
@@ -21,7 +23,8 @@ export NVCC STOKE_REQUIRE_NVCC=1
 cu13="$(cd "$(dirname "$NVCC")/.." && pwd)"
 
 rm -rf bundle
-mkdir -p bundle/bin bundle/tests bundle/bench-bin bundle/lib bundle/work
+P=bundle/payload
+mkdir -p $P/bin $P/tests $P/bench-bin $P/lib $P/work
 
 # Executables cargo reports, as "kind name path" lines; $1 = "test" keeps only test harnesses
 # (cargo test --no-run also reports the plain `stoke` binary it builds for the CLI tests);
@@ -42,30 +45,30 @@ for line in sys.stdin:
 echo "gpu-bundle: building release test executables" >&2
 cargo test --release --no-run --message-format=json | list_executables test | while read -r kind name exe; do
   case "$kind" in
-    lib) cp "$exe" "bundle/tests/lib-$name" ;;
-    bin) cp "$exe" "bundle/tests/bin-$name" ;;
-    test) cp "$exe" "bundle/tests/$name" ;;
+    lib) cp "$exe" "$P/tests/lib-$name" ;;
+    bin) cp "$exe" "$P/tests/bin-$name" ;;
+    test) cp "$exe" "$P/tests/$name" ;;
   esac
 done
 
 echo "gpu-bundle: building the stoke binary and the benchmarks" >&2
 cargo build --release --bin stoke --message-format=json | list_executables bin | while read -r kind name exe; do
-  if [ "$kind" = bin ]; then cp "$exe" "bundle/bin/$name"; fi
+  if [ "$kind" = bin ]; then cp "$exe" "$P/bin/$name"; fi
 done
 cargo bench --no-run --message-format=json | list_executables any | while read -r kind name exe; do
-  if [ "$kind" = bench ]; then cp "$exe" "bundle/bench-bin/$name"; fi
+  if [ "$kind" = bench ]; then cp "$exe" "$P/bench-bin/$name"; fi
 done
 
-cp "$cu13/lib/libnvjpeg.so.13" bundle/lib/
+cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
 if [ -d benches/peers ] && [ -f scripts/bench-peers.sh ]; then
-  mkdir -p bundle/scripts bundle/benches
-  cp scripts/bench-peers.sh bundle/scripts/
-  cp -r benches/peers bundle/benches/
-  rm -rf bundle/benches/peers/__pycache__
+  mkdir -p $P/scripts $P/benches
+  cp scripts/bench-peers.sh $P/scripts/
+  cp -r benches/peers $P/benches/
+  rm -rf $P/benches/peers/__pycache__
 fi
 if [ -d tests/golden ]; then
-  mkdir -p bundle/work/tests
-  cp -r tests/golden bundle/work/tests/
+  mkdir -p $P/work/tests
+  cp -r tests/golden $P/work/tests/
 fi
 
 cat > bundle/run.sh <<'RUN'
@@ -73,8 +76,10 @@ cat > bundle/run.sh <<'RUN'
 # Runs on the GPU machine. Writes doctor.txt, doctor.json, logs/ and summary.txt under $OUT
 # (else ./bundle-out). Exit status: 0 when every test executable passed.
 set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
+here="$(mktemp -d "${TMPDIR:-/tmp}/stoke-bundle.XXXXXX")"
+trap 'cd /; rm -rf "$here"' EXIT
+tar -xzf "$(cd "$(dirname "$0")" && pwd)/payload.tar.gz" -C "$here"
 mkdir -p "$out/logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKE_REQUIRE_GPU=1 STOKE_BIN="$here/bin/stoke" STOKE_NVJPEG="$here/lib/libnvjpeg.so.13"
@@ -102,13 +107,14 @@ done
 # The main benchmark on the built-in generated dataset (cached outside $OUT), GPU then CPU.
 export XDG_CACHE_HOME="${TMPDIR:-/tmp}/stoke-bundle-cache"
 for backend in auto cpu; do
-  timeout 300 "$here/bin/stoke" bench --backend "$backend" --epochs 1 --json > "$out/bench-$backend.json" 2> "$out/logs/bench-$backend.log"
+  [ "${STOKE_SKIP_BENCH:-0}" = 1 ] && break
+  timeout 150 "$here/bin/stoke" bench --backend "$backend" --epochs 1 --json > "$out/bench-$backend.json" 2> "$out/logs/bench-$backend.log"
   echo "stoke bench --backend $backend: exit $?" >> "$summary"
 done
 for b in "$here"/bench-bin/*; do
-  [ -f "$b" ] || continue
+  [ -f "$b" ] && [ "${STOKE_SKIP_BENCH:-0}" != 1 ] || continue
   name="$(basename "$b")"
-  timeout 300 "$b" --bench > "$out/logs/bench-$name.log" 2>&1
+  timeout 120 "$b" --bench > "$out/logs/bench-$name.log" 2>&1
   echo "bench $name: exit $?" >> "$summary"
 done
 if [ "${STOKE_RUN_PEERS:-0}" = 1 ] && [ -x "$here/scripts/bench-peers.sh" ]; then
@@ -121,8 +127,14 @@ exit $failed
 RUN
 chmod +x bundle/run.sh
 
+# Symbols are not needed to run (panic messages keep their file:line); gzip roughly thirds
+# what is left.
+find $P/bin $P/tests $P/bench-bin -type f -exec strip {} +
+ntests=$(ls $P/tests | wc -l); nbench=$(ls $P/bench-bin | wc -l); raw=$(du -sb $P | cut -f1)
+tar -czf bundle/payload.tar.gz -C $P .
+rm -rf $P
 size=$(du -sb bundle | cut -f1)
-echo "gpu-bundle: bundle/ is $((size / 1024 / 1024)) MiB ($size bytes): $(ls bundle/tests | wc -l) test executables, $(ls bundle/bench-bin | wc -l) bench executables" >&2
+echo "gpu-bundle: bundle/ is $((size / 1024 / 1024)) MiB ($size bytes; $((raw / 1024 / 1024)) MiB unpacked): $ntests test executables, $nbench bench executables" >&2
 if [ "$size" -gt $((64 * 1024 * 1024)) ]; then
   echo "gpu-bundle: bundle/ exceeds 64 MiB" >&2
   exit 1
