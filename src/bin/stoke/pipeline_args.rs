@@ -73,6 +73,10 @@ pub struct PipelineArgs {
     /// options above.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// CPU backend: decode large images at 1/2, 1/4 or 1/8 scale when the preset resizes the
+    /// whole image down by far (eval/resize; close to, not bit-identical with, the full path).
+    #[arg(long)]
+    pub dct_scaling: bool,
     /// The augmentation's parts, on top of the preset.
     #[command(flatten)]
     pub augment: AugmentArgs,
@@ -240,6 +244,7 @@ impl PipelineArgs {
         c.reader_threads = self.reader_threads;
         c.prefetch_batches = self.prefetch;
         c.device = self.device;
+        c.cpu_dct_scaling = self.dct_scaling;
         self.augment.apply(&mut c)?;
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;
