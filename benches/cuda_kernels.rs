@@ -1,4 +1,4 @@
-//! GPU microbenchmarks, named `{backend}_{stage}_{dtype}`, timed with CUDA events around the
+//! GPU microbenchmarks (`cuda_copy_u8`, `cuda_convert_{f16,f32}`, `cuda_augment_{f16,f32}`), named `{backend}_{stage}_{dtype}`, timed with CUDA events around the
 //! launches (the stream is synchronized inside the timed region by the end event), reporting
 //! bytes/s against the device's own measured copy bandwidth (`cuda_copy_u8`: a device-to-device
 //! copy reads and writes every byte, so it is the ceiling for a kernel that reads its input and
@@ -13,9 +13,11 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use stoke::augment::params::{draw, AugParams};
+use stoke::backend::cuda::augment::{oriented_steps, Augmenter, SampleDesc, TableLayout, TablePlan};
 use stoke::backend::cuda::convert::{ConvertShape, Converter, DeviceImage, Normalize};
 use stoke::backend::cuda::device::Gpu;
-use stoke::config::{DType, Layout, IMAGENET_MEAN, IMAGENET_STD};
+use stoke::config::{AugmentSpec, DType, Layout, OutputSpec, IMAGENET_MEAN, IMAGENET_STD};
 
 /// Best bytes/s seen per benchmark, for the summary against the copy bandwidth.
 static BEST: Mutex<Vec<(String, f64)>> = Mutex::new(Vec::new());
@@ -96,6 +98,48 @@ fn cuda(c: &mut Criterion) {
                     // SAFETY: every image pointer lies inside `dev_src`, which outlives the
                     // benchmark and is not written while it runs.
                     unsafe { conv.run(&images, shape, &norm, &mut out) }.expect("convert launch");
+                })
+            })
+        });
+    }
+
+    // The fused augment kernel (tables + augment launches): the same 256 decoded images,
+    // train preset at 224, f16 and f32 NCHW. Bytes: every crop pixel read once, the output
+    // written once.
+    let spec = AugmentSpec::train(224);
+    let params: Vec<AugParams> = (0..batch).map(|i| draw(&spec, 0, 0, i as u64, w as i32, h as i32, 1)).collect();
+    let mut layout = TableLayout::default();
+    let descs: Vec<SampleDesc> = params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (base, step_x, step_y) =
+                oriented_steps((i * img_bytes) as u64, (w * 3) as u64, (0, 0), (w, h), (p.crop_x, p.crop_y), 1);
+            let mut d = SampleDesc { base, step_x, step_y, ..SampleDesc::default() };
+            layout.add(p, &mut d);
+            d
+        })
+        .collect();
+    let plan = TablePlan::new(batch, (224, 224), w.max(h), 224, spec.filter, spec.antialias);
+    assert!(plan.fits(&layout), "benchmark batch exceeds its table plan");
+    let dev_params = stream.clone_htod(bytemuck::cast_slice::<AugParams, u8>(&params)).expect("upload params");
+    let dev_descs = stream.clone_htod(bytemuck::cast_slice::<SampleDesc, u8>(&descs)).expect("upload descriptors");
+    let (pp, _pg) = dev_params.device_ptr(&stream);
+    let (dp, _dg) = dev_descs.device_ptr(&stream);
+    let read: u64 = params.iter().map(|p| 3 * p.crop_w as u64 * p.crop_h as u64).sum();
+    for dtype in [DType::F16, DType::F32] {
+        let output = OutputSpec { dtype, ..OutputSpec::default() };
+        let aug = Augmenter::new(&gpu, &stream, plan, &output).expect("augmenter");
+        let out_bytes = batch * 3 * 224 * 224 * dtype.size();
+        let out: CudaSlice<u8> = stream.alloc_zeros(out_bytes).expect("alloc batch");
+        let (op, _og) = out.device_ptr(&stream);
+        let name = format!("cuda_augment_{}", format!("{dtype:?}").to_lowercase());
+        let bytes = read + out_bytes as u64;
+        g.throughput(Throughput::Bytes(bytes));
+        g.bench_function(&name, |b| {
+            b.iter_custom(|iters| {
+                event_time(&stream, &name, bytes, iters, || {
+                    aug.launch(&stream, base, pp, dp, batch, (224, 224), op, false).expect("augment launch");
                 })
             })
         });

@@ -198,6 +198,24 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Decode canaries
+// ---------------------------------------------------------------------------------------
+
+#define STOKE_CANARIES 32u
+
+// Canary k of a w×h region: rows spread evenly, columns a permutation of the same bands
+// (13 is coprime with 32), three bytes that differ from each other.
+STOKE_HD uint64_t stoke_canary_at(const StokeDecodeTarget& t, uint32_t k, uint8_t v[3]) {
+    const uint64_t y = ((2u * (uint64_t)k + 1u) * t.height) / (2u * STOKE_CANARIES);
+    const uint64_t x = ((2u * (uint64_t)((k * 13u) % STOKE_CANARIES) + 1u) * t.width) / (2u * STOKE_CANARIES);
+    const uint8_t b = (uint8_t)(0xA5u ^ (k * 29u));
+    v[0] = b;
+    v[1] = (uint8_t)(b ^ 0x5Au);
+    v[2] = (uint8_t)(b ^ 0xC3u);
+    return t.offset + y * t.pitch + x * 3u;
+}
+
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 // grid (ceil(max(out_w, out_h) / blockDim.x), 2, batch): one thread per table entry.
@@ -251,23 +269,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     stoke_augment_block<true>(arena, params, descs, t, out, dtype, layout, norm);
 }
 
-// ---------------------------------------------------------------------------------------
-// Decode canaries
-// ---------------------------------------------------------------------------------------
-
-#define STOKE_CANARIES 32u
-
-// Canary k of a w×h region: rows spread evenly, columns a permutation of the same bands
-// (13 is coprime with 32), three bytes that differ from each other.
-__device__ __forceinline__ uint64_t stoke_canary_at(const StokeDecodeTarget& t, uint32_t k, uint8_t v[3]) {
-    const uint64_t y = ((2u * (uint64_t)k + 1u) * t.height) / (2u * STOKE_CANARIES);
-    const uint64_t x = ((2u * (uint64_t)((k * 13u) % STOKE_CANARIES) + 1u) * t.width) / (2u * STOKE_CANARIES);
-    const uint8_t b = (uint8_t)(0xA5u ^ (k * 29u));
-    v[0] = b;
-    v[1] = (uint8_t)(b ^ 0x5Au);
-    v[2] = (uint8_t)(b ^ 0xC3u);
-    return t.offset + y * t.pitch + x * 3u;
-}
+// ---- decode canaries ----
 
 // grid (n_targets), block (STOKE_CANARIES).
 extern "C" __global__ void stoke_canary_set(uint8_t* __restrict__ arena, const StokeDecodeTarget* __restrict__ targets) {

@@ -340,7 +340,9 @@ STOKE_HD float stoke_round_even(float v) {
     float d = v - f;
     if (d > 0.5f) return f + 1.0f;
     if (d < 0.5f) return f;
-    return fmodf(f, 2.0f) == 0.0f ? f : f + 1.0f;
+    // Parity of the integer-valued f without fmodf (whose device implementation uses fma,
+    // which the NVRTC build's no-FMA check rejects): f·½, floor and ·2 are exact.
+    return floorf(f * 0.5f) * 2.0f == f ? f : f + 1.0f;
 }
 
 // Nearest-neighbour rotation sample: writes the pre-rotation pixel to read into (*px, *py)

@@ -16,9 +16,8 @@ typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned short uint16_t;
 typedef unsigned char uint8_t;
-#ifndef offsetof
-#define offsetof(t, m) __builtin_offsetof(t, m)
-#endif
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
 #elif defined(__CUDACC__)
 #include <stddef.h>
 #include <stdint.h>

@@ -24,6 +24,8 @@ struct StokeAugParams {
 };
 
 static_assert(sizeof(StokeAugParams) == 88, "StokeAugParams must match AugParams (88 bytes)");
+#if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; nvcc and the host build check these
 static_assert(offsetof(StokeAugParams, orientation) == 48, "orientation offset");
 static_assert(offsetof(StokeAugParams, angle_deg) == 72, "angle_deg offset");
 static_assert(offsetof(StokeAugParams, fill) == 76, "fill offset");
+#endif

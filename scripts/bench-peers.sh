@@ -4,10 +4,11 @@
 #   scripts/bench-peers.sh fetch-wheels        # here (network): nvImageCodec wheel into .whl/peers
 #   scripts/bench-peers.sh [run_all.py args]   # anywhere: the comparison (GPU machine or CPU)
 #
-# On the GPU machine (no network, no Rust): carry the release `stoke` binary, libnvjpeg.so.13
-# and .whl/peers (see the device tool's `carry`), then e.g.
-#   STOKE_BIN=bundle/stoke STOKE_LIBDIR=bundle scripts/bench-peers.sh --count 10240 --epochs 3 \
-#       --json-out "$OUT/peers.json"
+# On the GPU machine (no network, no Rust): carry scripts/gpu-bundle.sh's bundle/ (the release
+# `stoke`, libnvjpeg.so.13) and .whl/peers (see the device tool's `carry`), then e.g.
+#   STOKE_BIN=bundle/bin/stoke STOKE_LIBDIR=bundle/lib scripts/bench-peers.sh --count 10240 \
+#       --epochs 3 --json-out "$OUT/peers.json"
+# With $OUT set, the updated BENCHMARKS.md is copied there too (to bring the rows back).
 # Wheels found in $STOKE_PEER_WHEELS (default .whl/peers) are installed with --no-deps into a
 # scratch folder on PYTHONPATH, so the machine's torch/torchvision stay as they are.
 set -euo pipefail
@@ -35,4 +36,12 @@ fi
 if [[ -z "${STOKE_BIN:-}" && ! -x target/release/stoke ]]; then
     cargo build --release --bin stoke
 fi
-exec python3 benches/peers/run_all.py "$@"
+if [[ -n "${STOKE_BIN:-}" ]]; then
+    set -- --stoke "$STOKE_BIN" "$@"
+fi
+rc=0
+python3 benches/peers/run_all.py "$@" || rc=$?
+if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
+    cp BENCHMARKS.md "$OUT/BENCHMARKS.md"
+fi
+exit $rc

@@ -14,7 +14,13 @@ use crate::config::{DType, Layout};
 pub enum Images {
     /// Host memory: the little-endian bytes of the tensor, `shape` elements of `dtype`.
     Host(Vec<u8>),
+    /// Device memory: one slot of the CUDA backend's output ring, with the labels beside the
+    /// images. Read it on your stream after [`DeviceImages::wait_on`]; dropping it (with the
+    /// batch) returns the slot. The lifetime rules are on [`DeviceImages`].
+    Device(Box<DeviceImages>),
 }
+
+pub use crate::backend::cuda::ring::DeviceImages;
 
 /// A sample that was replaced (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -107,6 +113,27 @@ impl Batch {
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.images {
             Images::Host(v) => Some(&v[..self.len() * self.sample_bytes()]),
+            Images::Device(_) => None,
+        }
+    }
+
+    /// Bring a device batch to the host (waits for it to be ready, copies the tensor, returns
+    /// the ring slot); a host batch is left as it is. For tools that read pixels on the CPU
+    /// (`dump`, `preview`) whatever backend made the batch.
+    pub fn make_host(&mut self) -> crate::error::Result<()> {
+        if let Images::Device(d) = &self.images {
+            let mut v = Vec::new();
+            d.copy_images_to_host(&mut v)?;
+            self.images = Images::Host(v);
+        }
+        Ok(())
+    }
+
+    /// The device tensor when the batch is on the GPU.
+    pub fn device(&self) -> Option<&DeviceImages> {
+        match &self.images {
+            Images::Device(d) => Some(d),
+            Images::Host(_) => None,
         }
     }
 

@@ -23,9 +23,10 @@
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
 
-use crate::backend::cpu::{BatchTimes, CpuBackend, SampleIn};
+use crate::backend::cpu::{BatchTimes, SampleIn};
+use crate::backend::cuda::pipeline::AnyBackend;
 use crate::batch::Batch;
-use crate::config::{BackendKind, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::reader::{ReadBatch, Reader};
 use crate::source::{Dataset, IndexOptions};
@@ -107,7 +108,7 @@ impl Pipeline {
     /// As [`Pipeline::new`] with a dataset that is already open.
     pub fn with_dataset(config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
         config.validate()?;
-        let backend = Engine::new(&config)?;
+        let backend = AnyBackend::new(&config, &dataset)?;
         let threads = backend.threads();
         let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
@@ -232,44 +233,9 @@ impl Drop for Pipeline {
     }
 }
 
-/// The backend the producer drives. A new backend is one more variant here.
-enum Engine {
-    Cpu(CpuBackend),
-}
-
-impl Engine {
-    fn new(config: &PipelineConfig) -> Result<Self> {
-        match config.backend {
-            BackendKind::Cpu | BackendKind::Auto => Ok(Engine::Cpu(CpuBackend::new(config)?)),
-            BackendKind::Cuda => Err(Error::config(
-                "the cuda backend is not available in this build of the pipeline; use --backend cpu (or auto)",
-            )),
-        }
-    }
-
-    fn threads(&self) -> usize {
-        match self {
-            Engine::Cpu(b) => b.threads(),
-        }
-    }
-
-    fn run(
-        &mut self,
-        epoch: u64,
-        step: u64,
-        samples: &[SampleIn<'_>],
-        describe: &dyn Fn(usize) -> (String, String),
-        batch: &mut Batch,
-    ) -> Result<BatchTimes> {
-        match self {
-            Engine::Cpu(b) => b.run(epoch, step, samples, describe, batch),
-        }
-    }
-}
-
 struct Producer {
     reader: Reader,
-    backend: Engine,
+    backend: AnyBackend,
     dataset: Arc<Dataset>,
     shared: Arc<Shared>,
     out: Sender<Msg>,

@@ -100,6 +100,11 @@ fn plan_ranks_and_env_defaults() {
     assert_ne!(e1.lines().collect::<Vec<_>>(), all);
     let ordered = ok(stoke(&["plan", p(&root), "--no-shuffle"], &[], t.path()));
     assert_eq!(ordered.lines().next(), Some("a/img_0000.jpg"));
+    // Class-balanced: with replacement, any length; class "a" (4 of 10 samples) drawn about a third.
+    let bal = ok(stoke(&["plan", p(&root), "--class-balanced", "--epoch-length", "3000"], &[], t.path()));
+    assert_eq!(bal.lines().count(), 3000);
+    let a = bal.lines().filter(|k| k.starts_with("a/")).count();
+    assert!((850..1150).contains(&a), "{a} of 3000 from class a");
     // World larger than the dataset, bad env.
     let e = fails(stoke(&["plan", p(&root), "--world-size", "11"], &[], t.path()));
     assert!(e.contains(p(&root)) && e.contains("world size 11 is larger than the epoch (10 samples)"), "{e}");

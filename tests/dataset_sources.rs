@@ -284,13 +284,14 @@ fn tar_pax_and_gnu_headers_written_by_hand() {
     long.push(0);
     tar_member(&mut b, "././@LongLink", &long, b'L');
     tar_member(&mut b, "short", &jpeg(23, 24), b'0');
+    tar_member(&mut b, "./dotted/x.jpg", &jpeg(25, 26), b'0');
     tar_member(&mut b, "readme.txt", b"hello", b'0');
     tar_member(&mut b, "orphan.cls", b"1", b'0');
     b.extend_from_slice(&[0u8; 1024]);
     fs::write(&p, &b).unwrap();
     let d = Dataset::open(&p, &opts(t.path())).unwrap();
     let keys: Vec<&str> = d.samples().iter().map(|s| s.key.as_str()).collect();
-    assert_eq!(keys, [format!("raw/{}/pax_key", "p".repeat(150)), format!("raw/{}/gnu_key", "g".repeat(140))]);
+    assert_eq!(keys, [format!("raw/{}/pax_key", "p".repeat(150)), format!("raw/{}/gnu_key", "g".repeat(140)), "raw/dotted/x".into()]);
     assert_eq!(d.sample(1).info.unwrap().width, 23);
     assert_eq!(d.ignored(), 2);
     assert!(d.samples().iter().all(|s| s.label == -1));

@@ -73,6 +73,8 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
         max_dims: (max_w, max_h),
         hw_max_per_call: batch,
         cpu_threads: 2,
+        use_hardware: true,
+        use_cuda: true,
     };
     let mut dec = GpuDecoder::new(&gpu, plan).unwrap();
     eprintln!("hardware decoder width: {:?}", dec.hardware_width());

@@ -167,3 +167,43 @@ fn a_shifted_descriptor_is_caught() {
     augment(SrcImage::full(&rgb, sw as i32, sh as i32), &p, &output, &mut cpu, 0, &mut Scratch::default()).unwrap();
     assert_ne!(gpu, cpu);
 }
+
+/// Large downscales: hundreds of taps per output pixel (the table stride grows with the
+/// scale), every orientation, bilinear and bicubic.
+#[test]
+fn large_downscales_match_too() {
+    let output = OutputSpec { dtype: DType::F32, layout: Layout::Nhwc, ..OutputSpec::default() };
+    for filter in [0u32, 1] {
+        let mut spec = AugmentSpec::eval(12);
+        spec.filter = filter;
+        spec.size = (12, 9);
+        spec.crop = CropMode::Resize;
+        let (sw, sh) = (1500u32, 1100u32);
+        let rgb = image(sw, sh, 77);
+        let params: Vec<AugParams> = (1..=8).map(|o| draw(&spec, 0, 0, o as u64, sw as i32, sh as i32, o)).collect();
+        let mut arena = vec![0u8; 9 * (sw * sh * 3) as usize];
+        let mut cursor = ArenaCursor::new(arena.len() as u64);
+        let mut tables = TableLayout::default();
+        let mut descs = Vec::new();
+        for p in &params {
+            let roi = decode_roi(p, sw, sh, 16);
+            let off = cursor.place(roi.w, roi.h).unwrap();
+            let reg = region(&rgb, sw, roi.x, roi.y, roi.w, roi.h);
+            arena[off as usize..off as usize + reg.len()].copy_from_slice(&reg);
+            let mut d = Decoded { offset: off, roi, stored: (sw, sh), route: Route::Hardware }.desc(p);
+            tables.add(p, &mut d);
+            descs.push(d);
+        }
+        assert!(descs.iter().all(|d| d.ktaps_x > 150 && d.ktaps_y > 150), "{descs:?}");
+        let sample = 3 * 12 * 9 * 4;
+        let mut gpu = vec![0u8; params.len() * sample];
+        // SAFETY: descriptors built from decode_roi regions over `arena`, tables from `tables`.
+        unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, &output, false) };
+        let mut cpu = vec![0u8; gpu.len()];
+        let mut scratch = Scratch::default();
+        for (i, p) in params.iter().enumerate() {
+            augment(SrcImage::full(&rgb, sw as i32, sh as i32), p, &output, &mut cpu, i, &mut scratch).unwrap();
+        }
+        assert!(gpu == cpu, "filter {filter}: GPU-path output differs from the CPU backend");
+    }
+}

@@ -85,7 +85,8 @@ def main():
                 imgs.append(decode_jpeg(t, mode=ImageReadMode.RGB).to(device, non_blocking=True))
                 stats["cpu_decoded"] += 1
             else:
-                imgs.append(torch.from_dlpack(img).permute(2, 0, 1))
+                # `.to` is a no-op for device images; a CPU-fallback decode may come back in host memory.
+                imgs.append(torch.from_dlpack(img).to(device, non_blocking=True).permute(2, 0, 1))
         x = torch.stack([augment(img) for img in imgs])
         x = ((x.float() / 255.0 - mean) / std).to(torch.float16)
         labels_all[idx].to(device, non_blocking=True)

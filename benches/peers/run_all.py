@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import shlex
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ GPU_PEERS = {
     "nvimgcodec": "nvimgcodec_gpu.py",
 }
 CPU_PEERS = {"pillow": "pillow_cpu.py"}
+LABELS = {"pillow": "pillow_cpu.py (Pillow + numpy, 2 processes)"}
 
 
 def sh(cmd):
@@ -75,17 +77,25 @@ def has_torch_cuda():
 def run_json(cmd, timeout):
     """Run `cmd`, pass stderr through, return the JSON object on the last stdout line."""
     print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr, flush=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time of the whole command (its worker processes included, once they are reaped):
+    # on a shared machine, images per CPU-second compares loaders fairly when wall-clock
+    # shares differ.
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     lines = [l for l in p.stdout.splitlines() if l.strip()]
     if p.returncode != 0 or not lines:
         return {"error": f"exit status {p.returncode}", "stdout_tail": lines[-3:]}
     try:
-        return json.loads(lines[-1])
+        r = json.loads(lines[-1])
     except json.JSONDecodeError:
         return {"error": "last stdout line is not JSON", "stdout_tail": lines[-3:]}
+    r["command_cpu_seconds"] = cpu_s
+    return r
 
 
 def ensure_dataset(args):
@@ -107,8 +117,8 @@ def commit_id(args):
 
 def append_rows(path, rows):
     header = (
-        "| date (UTC) | device | driver | commit | loader | command | images/s | stoke ÷ loader |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| date (UTC) | device | driver | commit | loader | command | images/s | stoke ÷ loader | images per CPU-s (whole command) |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     title = "## Peers, side by side (benches/peers/run_all.py)"
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
@@ -178,22 +188,26 @@ def main():
     commit = commit_id(args)
     rows = []
     print(f"\n{device} | driver {driver} | commit {commit} | dataset {dataset}")
-    print(f"{'loader':<14} {'images/s':>10} {'stoke ÷':>9}  notes")
+    print(f"{'loader':<46} {'images/s':>10} {'stoke ÷':>9} {'img/CPU-s':>10}  notes")
     for name, (cmd, r) in results.items():
         ips = r.get("images_per_sec")
         ratio = (stoke_ips / ips) if (stoke_ips and ips) else None
         note = r.get("error") or r.get("skipped") or ""
         if name == "torch" and "sweep" in r:
             note = "workers " + ", ".join(f"{s['workers']}: {s['images_per_sec']:.0f}" for s in r["sweep"])
-        label = f"stoke ({r.get('backend', backend[1])})" if name == "stoke" else r.get("peer", name)
-        print(f"{label:<14} {ips if ips is not None else float('nan'):>10.1f} "
-              f"{(f'{ratio:.2f}x' if ratio else '-'):>9}  {note}")
+        label = f"stoke ({r.get('backend', backend[1])})" if name == "stoke" else r.get("peer", LABELS.get(name, name))
+        cpu_s = r.get("command_cpu_seconds")
+        per_cpu = r["images"] / cpu_s if cpu_s and r.get("images") else float("nan")
+        print(f"{label:<46} {ips if ips is not None else float('nan'):>10.1f} "
+              f"{(f'{ratio:.2f}x' if ratio else '-'):>9} {per_cpu:>10.1f}  {note}")
         if ips is None:
             continue
         shown = " ".join(shlex.quote(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c) for c in cmd)
         shown = shown.replace(dataset, "DATASET")
         ratio_s = "1.00 (reference)" if name == "stoke" else (f"{ratio:.2f}" if ratio else "-")
-        rows.append(f"| {date} | {device} | {driver} | {commit} | {label} | `{shown}` | {ips:.1f} | {ratio_s} |\n")
+        cpu_s = r.get("command_cpu_seconds")
+        per_cpu = f"{r['images'] / cpu_s:.1f}" if cpu_s and r.get("images") else "-"
+        rows.append(f"| {date} | {device} | {driver} | {commit} | {label} | `{shown}` | {ips:.1f} | {ratio_s} | {per_cpu} |\n")
     if rows:
         append_rows(args.benchmarks, rows)
         print(f"\nappended {len(rows)} rows to {args.benchmarks}")

@@ -40,6 +40,10 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
     }
 }
 
+// Where canary k of target t goes (byte offset in the arena) and its three bytes.
+uint64_t stoke_host_canary_at(const StokeDecodeTarget* t, uint32_t k, uint8_t* v) { return stoke_canary_at(*t, k, v); }
+uint32_t stoke_host_canaries(void) { return STOKE_CANARIES; }
+
 size_t stoke_host_sample_desc_size(void) { return sizeof(StokeSampleDesc); }
 size_t stoke_host_decode_target_size(void) { return sizeof(StokeDecodeTarget); }
 

@@ -221,12 +221,20 @@ impl Dataset {
                     may_load = true;
                     continue;
                 }
-                index::Lock::Acquired(g) => Some(g),
+                index::Lock::Acquired(g) => {
+                    // Another process may have saved the index between our load and our lock.
+                    if !opts.rebuild || waited {
+                        if let Some((s, p)) = index::load(&candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
+                            break (s, Some(p), true);
+                        }
+                    }
+                    Some(g)
+                }
                 index::Lock::Unavailable => None,
             };
             let l = match listing.take() {
                 Some(l) => l,
-                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads)?,
+                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress)?,
             };
             let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
             let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };

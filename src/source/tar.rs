@@ -214,6 +214,8 @@ pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Me
             }
             b'0' | 0 | b'7' => {
                 let name = long_name.take().or(pax_path.take()).unwrap_or_else(name_from_header);
+                // `tar cf x.tar .` writes `./a/b.jpg`: the key is `a/b`.
+                let name = name.trim_start_matches("./").to_string();
                 out.push(Member { name, offset: data, len: size });
             }
             _ => {
@@ -256,12 +258,14 @@ pub(crate) fn fingerprint(shards: &[PathBuf]) -> Result<u64> {
 }
 
 /// List the samples of the shards (`root` is where keys and the index are anchored).
-pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads: usize) -> Result<Listing> {
+pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads: usize, progress: bool) -> Result<Listing> {
     if shards.is_empty() {
         return Err(Error::dataset(root, "empty dataset: no .tar shards found"));
     }
     // Walk the shards in parallel (headers only), then assemble in shard order.
-    let results = super::index::parallel_map(shards.len(), threads, None, |i| scan_shard(&shards[i]));
+    let pb = super::index::progress(progress, shards.len() as u64, "reading shard headers");
+    let results = super::index::parallel_map(shards.len(), threads, Some(&pb), |i| scan_shard(&shards[i]));
+    pb.finish_and_clear();
     let mut entries = Vec::new();
     let mut ignored = 0u64;
     let mut stems: HashMap<String, usize> = HashMap::new();
@@ -303,7 +307,11 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
     for e in &entries {
         max_label = max_label.max(e.label);
     }
-    let classes = read_class_names(root).unwrap_or_else(|| (0..=max_label).map(|l| l.to_string()).collect());
+    // Names from `classes.txt` where present, label numbers for any label beyond it.
+    let mut classes = read_class_names(root).unwrap_or_default();
+    for l in classes.len() as i64..=max_label {
+        classes.push(l.to_string());
+    }
     Ok(Listing { root: root.to_path_buf(), classes, ignored, shards, entries, fingerprint })
 }
 

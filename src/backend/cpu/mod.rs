@@ -217,7 +217,10 @@ impl CpuBackend {
         batch.epoch = epoch;
         batch.step = step;
         let sample_bytes = batch.sample_bytes();
-        let Images::Host(images) = &mut batch.images;
+        if !matches!(batch.images, Images::Host(_)) {
+            batch.images = Images::Host(Vec::new()); // a device batch held before: returned
+        }
+        let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
         images.resize(n * sample_bytes, 0);
         for s in samples {
             if (s.params.out_w as usize, s.params.out_h as usize) != (self.out_w, self.out_h) {
@@ -269,7 +272,7 @@ impl CpuBackend {
                     format!("no sample of the batch could be decoded, nothing to substitute: first error: {}", self.status[0].as_deref().unwrap_or("")),
                 ));
             };
-            let Images::Host(images) = &mut batch.images;
+            let Images::Host(images) = &mut batch.images else { unreachable!("a host batch") };
             for i in 0..n {
                 let Some(reason) = self.status[i].clone() else { continue };
                 // Next good slot after i, cyclic (there is one: first_good).

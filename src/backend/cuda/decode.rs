@@ -1,19 +1,27 @@
-//! nvJPEG decode planning: which decoder takes each image, how the hardware calls are
-//! sized, which region of the image is decoded, and where it lands in the device arena.
+//! nvJPEG decode: which decoder takes each image, how the hardware calls are sized, which
+//! region of the image is decoded and where it lands, and the decoder itself
+//! ([`GpuDecoder`]).
 //!
-//! Routing (DESIGN.md "performance model", contract 4):
+//! Routing (DESIGN.md "performance model", contract 4), from the header alone:
 //! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
 //!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
-//!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`);
-//! - progressive, extended-sequential and the subsamplings the engine refuses go to the CUDA
-//!   decoder (`NVJPEG_BACKEND_GPU_HYBRID`) on a second stream, concurrently;
+//!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`), with the region of interest
+//!   when the engine takes it (else the whole image);
+//! - progressive, extended-sequential and what the engine refuses go to the CUDA decoders
+//!   (`NVJPEG_BACKEND_GPU_HYBRID`, then `NVJPEG_BACKEND_HYBRID`, whichever
+//!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
 //! - what nvJPEG cannot represent faithfully (CMYK/YCCK and Adobe no-transform RGB, whose
-//!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; odd sampling
-//!   factors) and every image a GPU decoder failed on go to the CPU decoder
-//!   (`backend::cpu::decode::decode_rgb`), then to the `skip`/`fail` policy.
+//!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; hierarchical; DNL;
+//!   odd sampling factors; unreadable headers) goes to the CPU decoder
+//!   (`backend::cpu::decode::decode_rgb_region`, on worker threads, concurrently);
+//! - every GPU decode is checked twice: nvJPEG's status, and canaries written into its
+//!   destination before the decode ([`CANARIES`]); a failure is retried on the CPU decoder,
+//!   and what the CPU cannot decode either goes to the `skip`/`fail` policy with both reasons.
 //!
-//! Every decoded image is interleaved RGB (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at a
-//! [`ARENA_ALIGN`]-aligned offset of one device arena sized once ([`ArenaPlan`]).
+//! Only the region the augment step reads is decoded ([`decode_roi`]: the crop box plus the
+//! filter's reach, grown to the 16-pixel block grid). Every decoded region is interleaved RGB
+//! (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at an [`ARENA_ALIGN`]-aligned offset of one of
+//! two device arenas used in turn, each sized once ([`ArenaPlan`]).
 //!
 //! Chroma upsampling: the handles are created with
 //! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's default),
@@ -268,6 +276,23 @@ pub struct DecodeTarget {
 
 const _: () = assert!(std::mem::size_of::<DecodeTarget>() == 24);
 
+mod canary_ffi {
+    extern "C" {
+        pub fn stoke_host_canary_at(t: *const super::DecodeTarget, k: u32, v: *mut u8) -> u64;
+        #[cfg(test)]
+        pub fn stoke_host_canaries() -> u32;
+    }
+}
+
+/// Arena offset and bytes of canary `k` of `t`, as the canary kernels compute them (their
+/// code, host-compiled).
+pub fn canary_at(t: &DecodeTarget, k: u32) -> (u64, [u8; 3]) {
+    let mut v = [0u8; 3];
+    // SAFETY: reads `t`, writes three bytes into `v`.
+    let off = unsafe { canary_ffi::stoke_host_canary_at(t, k, v.as_mut_ptr()) };
+    (off, v)
+}
+
 // SAFETY: #[repr(C)] plain integers, the layout `StokeDecodeTarget` asserts on the C side.
 unsafe impl cudarc::driver::DeviceRepr for DecodeTarget {}
 // SAFETY: all-zero bytes are a valid DecodeTarget (integers only).
@@ -312,6 +337,11 @@ pub struct DecoderPlan {
     pub hw_max_per_call: usize,
     /// Threads decoding on the CPU (fallback route and retries).
     pub cpu_threads: usize,
+    /// Use the hardware engine (off: its images go to the CUDA decoders). For measuring the
+    /// decoders one at a time; the pipeline turns both on.
+    pub use_hardware: bool,
+    /// Use the CUDA decoders (off: their images go to the CPU).
+    pub use_cuda: bool,
 }
 
 /// Where one sample's pixels are, after [`GpuDecoder::decode`].
@@ -406,7 +436,7 @@ pub struct GpuDecoder {
     done: CudaEvent,
     stats: DecodeStats,
     // Per-batch scratch, reused.
-    routes: Vec<Result<(Route, Roi, (u32, u32)), String>>,
+    routes: Vec<Result<Classified, String>>,
     cpu_out: Vec<CpuResult>,
 }
 
@@ -428,20 +458,32 @@ impl GpuDecoder {
         let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
 
         // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
-        let hw = match NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS) {
+        // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
+        // engine without it beats no engine (tests/gpu_decode.rs measures the difference).
+        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS).or_else(|e| {
+            NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, 0).inspect(|_| {
+                log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+            })
+        });
+        let hw = match hw_handle {
             Ok(handle) => {
                 let (engines, cores) = handle.hardware_decoder_info()?;
                 let unit = (engines as usize * cores as usize).max(1);
                 let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
                 let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+                let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
                 for st in &mut states {
-                    st.batched_pre_allocate(
+                    // Reserve the engine's buffers up front so steady state allocates nothing;
+                    // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+                    if let Err(e) = st.batched_pre_allocate(
                         per_call,
-                        plan.max_dims.0.max(1),
-                        plan.max_dims.1.max(1),
+                        pw,
+                        ph,
                         super::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
                         RGBI,
-                    )?;
+                    ) {
+                        log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+                    }
                 }
                 let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
                 log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
@@ -543,6 +585,9 @@ impl GpuDecoder {
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
         assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
+        // nvJPEG and the raw copies work on the thread's current context: this device's (one
+        // pipeline per device in a process, each on its own thread).
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         let a = self.next;
         self.next ^= 1;
         if self.arena_used[a] {
@@ -687,24 +732,38 @@ impl GpuDecoder {
     }
 
     /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
-    fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<(Route, Roi, (u32, u32)), String> {
+    fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
         let info = crate::source::jpeg::parse(bytes).ok();
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
-        let roi = decode_roi(p, stored.0, stored.1, 16);
+        let mut roi = decode_roi(p, stored.0, stored.1, 16);
+        let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
+        let use_hw = self.plan.use_hardware;
         let hw_ok = match (&mut self.hw, cand) {
-            (Some(hw), Some(true)) => hw.parse.parse_header(bytes).is_ok() && {
-                // Ask with the ROI the engine would decode; the next pass sets it for real.
-                let pr = &mut hw.params[0];
-                pr.set_output_format(RGBI).is_ok()
-                    && pr.set_roi(Some((roi.x, roi.y, roi.w, roi.h))).is_ok()
-                    && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
-            },
+            (Some(hw), Some(true)) if use_hw => {
+                hw.parse.parse_header(bytes).is_ok() && {
+                    // Ask with the region the engine would decode (the decode pass sets the
+                    // params for real); when it refuses the region, ask for the whole image.
+                    let pr = &mut hw.params[0];
+                    let mut ask = |r: Option<Roi>| {
+                        pr.set_output_format(RGBI).is_ok()
+                            && pr.set_roi(r.map(|r| (r.x, r.y, r.w, r.h))).is_ok()
+                            && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
+                    };
+                    (roi != full && ask(Some(roi))) || (ask(None) && {
+                        roi = full;
+                        true
+                    })
+                }
+            }
             _ => false,
         };
-        let route = route(cand, cand.and(Some(hw_ok)));
+        let route = match route(cand, cand.and(Some(hw_ok))) {
+            Route::Cuda if !self.plan.use_cuda => Route::Cpu,
+            r => r,
+        };
         Ok((route, roi, stored))
     }
 
@@ -747,7 +806,8 @@ impl GpuDecoder {
                 let d = out[i].as_ref().expect("placed");
                 let pr = &mut hw.params[at - size + k];
                 pr.set_output_format(RGBI)?;
-                pr.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+                let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+                pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
                 data.push(jobs[i].0.as_ptr());
                 lens.push(jobs[i].0.len());
                 let mut img = nvjpegImage_t::default();
@@ -792,7 +852,8 @@ impl GpuDecoder {
             let slot = &mut slots[turn];
             slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
             slot.stream.parse(bytes)?;
-            slot.params.set_roi(Some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+            let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+            slot.params.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
             if !dec.supports(&slot.stream, &slot.params)? {
                 continue;
             }
@@ -817,6 +878,16 @@ impl GpuDecoder {
     }
 }
 
+/// Image size the hardware decoder's buffers are reserved for: the index's largest, scaled
+/// down (aspect kept) so `per_call` such images take no more than one decode arena — one huge
+/// image in the index must not reserve gigabytes per call slot.
+pub fn prealloc_dims(max_dims: (u32, u32), per_call: usize, arena_bytes: u64) -> (u32, u32) {
+    let (w, h) = (max_dims.0.max(1) as f64, max_dims.1.max(1) as f64);
+    let budget = arena_bytes as f64 / (3.0 * per_call.max(1) as f64);
+    let k = (budget / (w * h)).sqrt().min(1.0);
+    (((w * k) as u32).max(1), ((h * k) as u32).max(1))
+}
+
 fn arena_full(bytes: u64) -> String {
     format!("the batch's decoded images do not fit the {bytes}-byte decode arena sized from the index (did files change since indexing?)")
 }
@@ -832,6 +903,9 @@ fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
 }
 
 type CpuResult = (usize, Result<DecodedImage, String>);
+
+/// A route, the region to decode and the stored size.
+type Classified = (Route, Roi, (u32, u32));
 
 /// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
 /// workers, each image only in the region `out[i]` asks for (the whole image when its header
@@ -1089,6 +1163,41 @@ mod tests {
         };
         let r = decode_roi(&p, 500, 375, 16);
         assert_eq!(r, Roi { x: 192, y: 96, w: 112, h: 96 });
+    }
+
+    /// The canary kernels write only inside their target's region: every canary lies on a row
+    /// and column of it, spread over every row band when the region is tall enough, and the
+    /// kernels agree with [`CANARIES`].
+    #[test]
+    fn canaries_stay_inside_their_region_and_spread_over_it() {
+        // SAFETY: returns a constant.
+        assert_eq!(unsafe { canary_ffi::stoke_host_canaries() }, CANARIES);
+        for (w, h) in [(1u32, 1u32), (2, 3), (31, 33), (64, 32), (500, 375), (7, 4000), (4000, 7)] {
+            let t = DecodeTarget { offset: 4096, width: w, height: h, pitch: 3 * w, pad: 0 };
+            let mut rows = std::collections::BTreeSet::new();
+            let mut values = std::collections::BTreeSet::new();
+            for k in 0..CANARIES {
+                let (off, v) = canary_at(&t, k);
+                let rel = off - t.offset;
+                let (y, x) = (rel / t.pitch as u64, (rel % t.pitch as u64) / 3);
+                assert!(rel % 3 == 0 && y < h as u64 && x < w as u64, "{w}x{h} canary {k} at ({x},{y})");
+                rows.insert(y);
+                values.insert(v);
+                assert!(v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+            }
+            assert_eq!(rows.len() as u32, CANARIES.min(h), "{w}x{h}: rows {rows:?}");
+            assert_eq!(values.len() as u32, CANARIES, "every canary has its own value");
+        }
+    }
+
+    #[test]
+    fn hardware_preallocation_stays_within_one_arena() {
+        // ImageNet-like index: 500x375 max, 256 per call, arena for 256 such images: as is.
+        let arena = ArenaPlan::new(std::iter::repeat_n(500 * 375, 300), 256, u64::MAX).bytes;
+        assert_eq!(prealloc_dims((500, 375), 256, arena), (500, 375));
+        // One 20000x15000 image in the index: scaled down, aspect kept, budget respected.
+        let (w, h) = prealloc_dims((20000, 15000), 256, arena);
+        assert!((w as u64 * h as u64 * 3 * 256) <= arena && w >= 490 && (w as f64 / h as f64 - 4.0 / 3.0).abs() < 0.01, "{w}x{h}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! | [`staging`] | pinned host ring for the compressed bytes, slots guarded by events |
 //! | [`decode`] | nvJPEG routing (hardware engine / CUDA / CPU), ROI, arenas, canaries |
 //! | [`augment`] | the fused augment kernel's descriptors, filter tables and launches |
+//! | [`pipeline`] | [`pipeline::CudaBackend`]: one batch through staging → decode → augment → ring |
 //! | [`ring`] | output ring of device slots with ready/released events; [`ring::DeviceImages`] |
 //!
 //! Nothing here links against CUDA: libcuda, libnvrtc and libnvjpeg are opened at run time,
@@ -20,6 +21,7 @@ pub mod decode;
 pub mod device;
 pub mod module;
 pub mod nvjpeg;
+pub mod pipeline;
 pub mod ring;
 pub mod staging;
 

@@ -18,6 +18,7 @@
 //!    one passed to `wait_on`; every earlier one is joined into it first) and only then
 //!    sends `k` back to the free channel, so the producer's wait in (1) always sees that
 //!    record.
+//!
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
 use super::augment::SampleDesc;
@@ -261,6 +262,9 @@ impl OutputRing {
 ///   or on another stream, race with the next batch.
 /// - [`DeviceImages::synchronize`] blocks the host until the batch is ready, for host-side use
 ///   (copies, tests).
+/// - The ring has `ring_depth` slots: holding that many batches at once stalls the producer
+///   until one is dropped, so hold at most `ring_depth − 1` while asking for the next. For full
+///   overlap with the pipeline's prefetch, `ring_depth ≥ prefetch_batches + 2`.
 pub struct DeviceImages {
     shared: Arc<Shared>,
     slot: usize,

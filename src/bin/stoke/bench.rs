@@ -12,6 +12,8 @@
 //! loader it should be ~0.
 
 use crate::pipeline_args::PipelineArgs;
+use stoke::pipeline::Pipeline;
+use stoke::PipelineConfig;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -230,9 +232,281 @@ pub fn resolve_dataset(given: Option<PathBuf>, count: usize, quiet: bool) -> sto
     Ok(d)
 }
 
+// ---------------------------------------------------------------------------------------------
+// The measured run.
+
+/// How long to run and what the trainer does with each batch.
+#[derive(Clone, Debug)]
+pub struct Measure {
+    /// First epoch.
+    pub start_epoch: u64,
+    /// Epochs to run at most.
+    pub epochs: u64,
+    /// Batches before the clock starts.
+    pub warmup_batches: usize,
+    /// Stop after this many measured batches.
+    pub batches: Option<usize>,
+    /// Synthetic trainer step per batch (host busy-wait).
+    pub consumer: Option<Duration>,
+}
+
+/// Per-stage time over the measured window, in seconds (thread time for decode/augment,
+/// summed over the workers; elapsed time for the others).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StageSeconds {
+    /// The backend waited for compressed bytes from the readers.
+    pub read_wait: f64,
+    /// JPEG decode, summed over worker threads.
+    pub decode: f64,
+    /// Crop/resize/flip/normalize/cast, summed over worker threads.
+    pub augment: f64,
+    /// Elapsed time the backend spent making batches.
+    pub backend: f64,
+    /// The trainer waited in `next_batch`.
+    pub trainer_wait: f64,
+}
+
+/// Everything `stoke bench` reports; `--json` prints it as one object.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    /// Images delivered in the measured window.
+    pub images: u64,
+    /// Length of the measured window.
+    pub seconds: f64,
+    /// `images / seconds`.
+    pub images_per_sec: f64,
+    /// Backend that ran: "cpu" or "cuda".
+    pub backend: String,
+    /// Samples replaced by substitutes (could not be read or decoded) in the window.
+    pub errors: u64,
+    /// Source megapixels decoded per second (oriented width × height of every sample).
+    pub mpix_per_sec: f64,
+    /// Compressed input, MB (10⁶ bytes) per second.
+    pub compressed_mb_per_sec: f64,
+    /// Process CPU time (user + system, all threads) over the window, divided by its length.
+    pub cpu_cores_used: f64,
+    /// Batches measured.
+    pub batches: usize,
+    /// Batches before the clock started.
+    pub warmup_batches: usize,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Decode/augment worker threads.
+    pub threads: usize,
+    /// Reader threads.
+    pub reader_threads: usize,
+    /// Batches made ahead.
+    pub prefetch_batches: usize,
+    /// Output element type and layout, e.g. "f32 nchw 224x224".
+    pub output: String,
+    /// Which decoder took how many images in the window: `{"cpu": n}` on the CPU backend.
+    pub decoders: std::collections::BTreeMap<String, u64>,
+    /// Time the trainer waited for each batch (inside `next_batch`).
+    pub latency_ms: Option<LatencyMs>,
+    /// Where the time went.
+    pub stages: StageSeconds,
+    /// Decode thread-time per image, microseconds.
+    pub decode_us_per_image: f64,
+    /// Augment thread-time per image, microseconds.
+    pub augment_us_per_image: f64,
+    /// Synthetic trainer step per batch, microseconds (absent with `--data-only`).
+    pub consumer_us: Option<u64>,
+    /// GPU utilization over the window, where NVML is there.
+    pub gpu: Option<GpuUtil>,
+    /// The dataset measured.
+    pub dataset: String,
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Run `config` as a trainer would and measure it (see the module docs for the clock).
+pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
+    let monitor = GpuMonitor::start(config.device as u32);
+    let mut pipeline = Pipeline::new(config.clone())?;
+    let steps = pipeline.steps_per_epoch();
+    let planned = steps.saturating_mul(m.epochs).min(usize::MAX as u64) as usize;
+    let total = m.batches.map_or(planned, |k| planned.min(m.warmup_batches.saturating_add(k)));
+    if total <= m.warmup_batches {
+        return Err(stoke::Error::config(format!(
+            "{} epoch(s) of {steps} batches leave nothing to measure after {} warm-up batches: \
+             raise --epochs or lower --warmup-batches",
+            m.epochs, m.warmup_batches
+        )));
+    }
+    pb.set_length(total as u64);
+    pb.set_message(if m.warmup_batches > 0 { "warming up" } else { "measuring" });
+
+    let mut rec = Recorder::default();
+    let mut done = 0usize;
+    let (mut t0, mut cpu0, mut stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+    let mut t_last = t0;
+    if m.warmup_batches == 0 {
+        (t0, cpu0, stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+    }
+    'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
+        pipeline.start_epoch(epoch, 0);
+        loop {
+            let asked = Instant::now();
+            let Some(batch) = pipeline.next_batch() else { break };
+            let batch = batch?;
+            let now = Instant::now();
+            done += 1;
+            if done > m.warmup_batches {
+                rec.waits.push(secs(now - asked));
+                rec.images += batch.len() as u64;
+                rec.errors += batch.substitutes.len() as u64;
+                rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
+                rec.bytes += batch.indices.iter().map(|&i| pipeline.dataset().sample(i).len).sum::<u64>();
+                t_last = now;
+            }
+            if let Some(c) = m.consumer {
+                busy_wait(c);
+            }
+            pipeline.recycle(batch);
+            pb.inc(1);
+            if done == m.warmup_batches {
+                (t0, cpu0, stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+                pb.set_message("measuring");
+            }
+            if done >= total {
+                break 'epochs;
+            }
+        }
+    }
+    let cpu = process_cpu_time().saturating_sub(cpu0);
+    let stats = pipeline.stats();
+    let threads = pipeline.threads();
+    drop(pipeline);
+    let gpu = monitor.and_then(GpuMonitor::finish);
+    pb.finish_and_clear();
+
+    let seconds = secs(t_last.saturating_duration_since(t0));
+    if rec.images == 0 || seconds <= 0.0 {
+        return Err(stoke::Error::config(format!(
+            "only {done} batches were delivered, all of them warm-up: raise --epochs or lower --warmup-batches"
+        )));
+    }
+    let per_image = |d: Duration| secs(d) * 1e6 / (stats.images - stats0.images).max(1) as f64;
+    let backend = match config.backend {
+        stoke::config::BackendKind::Cuda => "cuda",
+        _ => "cpu",
+    };
+    Ok(Report {
+        images: rec.images,
+        seconds,
+        images_per_sec: rec.images as f64 / seconds,
+        backend: backend.to_string(),
+        errors: rec.errors,
+        mpix_per_sec: rec.pixels as f64 / 1e6 / seconds,
+        compressed_mb_per_sec: rec.bytes as f64 / 1e6 / seconds,
+        cpu_cores_used: secs(cpu) / seconds,
+        batches: rec.waits.len(),
+        warmup_batches: m.warmup_batches,
+        batch_size: config.batch_size,
+        threads,
+        reader_threads: config.reader_threads,
+        prefetch_batches: config.prefetch_batches,
+        output: format!(
+            "{} {} {}x{}",
+            format!("{:?}", config.output.dtype).to_lowercase(),
+            format!("{:?}", config.output.layout).to_lowercase(),
+            config.augment.size.0,
+            config.augment.size.1
+        ),
+        decoders: [(backend.to_string(), rec.images)].into_iter().collect(),
+        latency_ms: LatencyMs::from_secs(&rec.waits),
+        stages: StageSeconds {
+            read_wait: secs(stats.read_wait.saturating_sub(stats0.read_wait)),
+            decode: secs(stats.decode.saturating_sub(stats0.decode)),
+            augment: secs(stats.augment.saturating_sub(stats0.augment)),
+            backend: secs(stats.backend.saturating_sub(stats0.backend)),
+            trainer_wait: rec.waits.iter().sum(),
+        },
+        decode_us_per_image: per_image(stats.decode.saturating_sub(stats0.decode)),
+        augment_us_per_image: per_image(stats.augment.saturating_sub(stats0.augment)),
+        consumer_us: m.consumer.map(|c| c.as_micros() as u64),
+        gpu,
+        dataset: config.dataset.display().to_string(),
+    })
+}
+
+impl Report {
+    /// The human-readable table.
+    pub fn print(&self) {
+        let pct = |x: f64| 100.0 * x / self.seconds;
+        println!("dataset      {}", self.dataset);
+        println!(
+            "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}",
+            self.backend, self.threads, self.reader_threads, self.prefetch_batches, self.batch_size, self.output
+        );
+        println!(
+            "measured     {} images in {} batches, {:.2} s (after {} warm-up batches)",
+            self.images, self.batches, self.seconds, self.warmup_batches
+        );
+        println!("throughput   {:.1} images/s", self.images_per_sec);
+        println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
+        println!("cpu          {:.2} cores busy", self.cpu_cores_used);
+        let split: Vec<String> = self.decoders.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("decoders     {}", split.join(", "));
+        println!("stage time   (share of the {:.2} s window; decode/augment are thread time over all workers)", self.seconds);
+        let st = &self.stages;
+        println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
+        println!(
+            "  decode     {:8.3} s  {:5.1} %   {:.0} µs/image",
+            st.decode,
+            pct(st.decode),
+            self.decode_us_per_image
+        );
+        println!(
+            "  augment    {:8.3} s  {:5.1} %   {:.0} µs/image",
+            st.augment,
+            pct(st.augment),
+            self.augment_us_per_image
+        );
+        println!("  backend    {:8.3} s  {:5.1} %   elapsed, making batches", st.backend, pct(st.backend));
+        println!("  trainer    {:8.3} s  {:5.1} %   waited in next_batch", st.trainer_wait, pct(st.trainer_wait));
+        if let Some(l) = &self.latency_ms {
+            println!("latency      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms per batch (trainer's wait)", l.p50, l.p99, l.max);
+        }
+        if let Some(c) = self.consumer_us {
+            let mean = self.latency_ms.as_ref().map_or(0.0, |l| l.mean);
+            println!("consumer     {c} µs per batch; trainer waited {mean:.2} ms per batch on average");
+        }
+        match &self.gpu {
+            Some(g) => println!(
+                "gpu          {} (driver {}): SM {:.0} %, memory {:.0} %{}",
+                g.name,
+                g.driver,
+                g.sm_percent,
+                g.memory_percent,
+                g.jpeg_percent.map_or(String::new(), |j| format!(", JPEG engines {j:.0} %"))
+            ),
+            None => println!("gpu          not measured (no NVML)"),
+        }
+        println!("errors       {} samples replaced by substitutes", self.errors);
+    }
+}
+
 pub fn run(a: Args) -> stoke::Result<()> {
-    let _ = (a, LatencyMs::from_secs(&[]), Recorder::default(), progress(None, true), process_cpu_time());
-    Err(stoke::Error::config("`stoke bench` is not built yet (it needs stoke::pipeline)"))
+    let dataset = resolve_dataset(a.dataset.clone(), a.gen_count, a.json)?;
+    let config = a.pipeline.to_config(dataset)?;
+    let m = Measure {
+        start_epoch: a.pipeline.epoch,
+        epochs: a.epochs,
+        warmup_batches: a.warmup_batches,
+        batches: a.batches,
+        consumer: a.consumer_us.map(Duration::from_micros),
+    };
+    let pb = progress(None, a.json);
+    let report = measure(config, &m, &pb)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&report).expect("a report serializes"));
+    } else {
+        report.print();
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -250,13 +250,21 @@ impl JpegState {
 
     /// Decode a batch ([nvjpegDecodeBatched]) on `stream`.
     ///
+    /// [nvjpegDecodeBatched]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatched
+    ///
     /// # Safety
     /// `images` and `destinations` have the length given to [`Self::batched_initialize`]; each
     /// destination points at device memory for the whole image in the initialised format;
     /// the bytes stay alive and unchanged until the stream has passed this decode; `stream`
     /// belongs to the current context.
     pub unsafe fn decode_batched(&mut self, images: &[&[u8]], destinations: &mut [nvjpegImage_t], stream: cudaStream_t) -> Result<(), GpuError> {
-        assert_eq!(images.len(), destinations.len(), "one destination per image");
+        if images.len() != destinations.len() {
+            return Err(GpuError::Nvjpeg {
+                call: "nvjpegDecodeBatched",
+                status: nvjpegStatus_t::NVJPEG_STATUS_INVALID_PARAMETER.0,
+                message: format!("{} images but {} destinations", images.len(), destinations.len()),
+            });
+        }
         let ptrs: Vec<*const u8> = images.iter().map(|b| b.as_ptr()).collect();
         let lens: Vec<usize> = images.iter().map(|b| b.len()).collect();
         let h = &self.inner.handle;

@@ -1,0 +1,446 @@
+//! The CUDA backend: one batch through staging → nvJPEG → fused augment → output ring.
+//!
+//! Per batch, on the thread that calls [`CudaBackend::run`]:
+//! 1. the compressed bytes are copied into the next pinned staging slot;
+//! 2. [`GpuDecoder::decode`] routes every image (hardware engine / CUDA decoders / CPU), decodes
+//!    the region the augment reads into one of two device arenas, retries GPU failures on the
+//!    CPU, and returns where each image's pixels are;
+//! 3. failed samples are replaced by the next good sample of the batch (`skip`) or fail the
+//!    batch naming the sample (`fail`), exactly as the CPU backend does;
+//! 4. a ring slot is taken (the producer stream waits for its previous consumer), the labels,
+//!    parameters and descriptors are uploaded, the two augment kernels are enqueued, the slot's
+//!    ready event is recorded and the batch is handed out with [`Images::Device`].
+//!
+//! Everything is allocated in [`CudaBackend::new`], sized from the config and the index: no
+//! device or pinned allocation happens in steady state (DESIGN.md contract 5). One backend per
+//! device (the config's ordinal), each with its own streams, nvJPEG handles and buffers, so
+//! several pipelines in one process can each drive their own GPU.
+//!
+//! Not yet verified on a GPU: written against the nvJPEG 13.0 and CUDA driver documentation
+//! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
+
+use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
+use super::decode::{ArenaPlan, Decoded, DecodeStats, DecoderPlan, GpuDecoder};
+use super::device::Gpu;
+use super::ring::{OutputRing, SlotLayout};
+use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
+use crate::augment::AugParams;
+use crate::backend::cpu::{BatchTimes, SampleIn};
+use crate::batch::{Batch, Images, Substitute};
+use crate::config::{CropMode, OnError, PipelineConfig};
+use crate::error::{Error, Result};
+use crate::reader::ReadBatch;
+use crate::source::Dataset;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Largest decoded-size guard the CUDA backend takes: the kernels address a decoded region
+/// with 32-bit byte offsets (3 · pixels < 2^31).
+pub const MAX_GPU_PIXELS: u64 = (i32::MAX as u64) / 3;
+
+/// Sizes derived from the index once, at build time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexBounds {
+    /// Sum of the `batch` largest compressed files (one staging slot).
+    pub staging: StagingPlan,
+    /// Bytes of one decode arena (the `batch` largest decoded images, capped by the guard).
+    pub arena: ArenaPlan,
+    /// Largest stored width and height.
+    pub max_dims: (u32, u32),
+    /// Longest stored side.
+    pub max_side: u32,
+}
+
+impl IndexBounds {
+    /// Bounds for batches of `batch` over `(compressed bytes, stored w, stored h)` per sample
+    /// (`w = h = 0` when the header could not be read: the CPU decoder's guard then bounds it
+    /// by `max_pixels`).
+    pub fn new(samples: impl Iterator<Item = (u64, u32, u32)> + Clone, batch: usize, max_pixels: u64) -> Self {
+        let staging = StagingPlan::new(samples.clone().map(|s| s.0), batch, 2);
+        let pixels = samples.clone().map(|(_, w, h)| if w == 0 || h == 0 { max_pixels } else { w as u64 * h as u64 });
+        let arena = ArenaPlan::new(pixels, batch, max_pixels);
+        let (mut mw, mut mh) = (1u32, 1u32);
+        for (_, w, h) in samples {
+            mw = mw.max(w);
+            mh = mh.max(h);
+        }
+        Self { staging, arena, max_dims: (mw, mh), max_side: mw.max(mh) }
+    }
+}
+
+/// The producer side of the GPU pipeline for one device.
+pub struct CudaBackend {
+    gpu: Arc<Gpu>,
+    config: PipelineConfig,
+    staging: PinnedStaging,
+    decoder: GpuDecoder,
+    augmenter: Augmenter,
+    ring: OutputRing,
+    // Per-batch scratch, reused.
+    ranges: Vec<Option<StagedRange>>,
+    decoded: Vec<std::result::Result<Decoded, String>>,
+    status: Vec<Option<String>>,
+    params: Vec<AugParams>,
+    descs: Vec<SampleDesc>,
+}
+
+impl CudaBackend {
+    /// Open the config's device and allocate everything the pipeline will ever use.
+    pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
+        config.validate()?;
+        let gpu = super::open_for_pipeline(config.device)?;
+        let samples = dataset.samples().iter().map(|s| {
+            let (w, h) = s.info.map_or((0, 0), |i| (i.width, i.height));
+            (s.len, w, h)
+        });
+        let bounds = IndexBounds::new(samples, config.batch_size, config.max_decoded_pixels);
+        Self::with_bounds(gpu, config, bounds)
+    }
+
+    /// [`CudaBackend::new`] on an open device with explicit bounds (tests, benchmarks).
+    pub fn with_bounds(gpu: Arc<Gpu>, config: &PipelineConfig, bounds: IndexBounds) -> Result<Self> {
+        config.validate()?;
+        if config.max_decoded_pixels > MAX_GPU_PIXELS {
+            return Err(Error::config(format!(
+                "the CUDA backend addresses a decoded image with 32-bit offsets: the decoded-size guard must be at most {MAX_GPU_PIXELS} pixels, got {}",
+                config.max_decoded_pixels
+            )));
+        }
+        let (ow, oh) = config.augment.size;
+        let cpu_threads = if config.cpu_threads == 0 { 2 } else { config.cpu_threads };
+        let staging = PinnedStaging::new(gpu.ctx(), bounds.staging)?;
+        let decoder = GpuDecoder::new(
+            &gpu,
+            DecoderPlan {
+                batch: config.batch_size,
+                arena: bounds.arena,
+                max_pixels: config.max_decoded_pixels,
+                max_dims: bounds.max_dims,
+                // Several calls per batch: the engine starts on the first while the host
+                // parses the next (nvJPEG parses every bitstream on the host before it
+                // submits a call). A quarter batch, rounded to the engine width; to be tuned
+                // on a GPU.
+                hw_max_per_call: (config.batch_size / 4).max(1),
+                cpu_threads,
+                use_hardware: true,
+                use_cuda: true,
+            },
+        )?;
+        let resize_min = match config.augment.crop {
+            CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
+            _ => ow.min(oh),
+        };
+        let tables = TablePlan::new(config.batch_size, (ow, oh), bounds.max_side, resize_min, config.augment.filter, config.augment.antialias);
+        let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
+        let slot = SlotLayout::new(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
+        let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
+        if config.ring_depth < config.prefetch_batches + 2 {
+            log::info!(
+                "ring depth {} < prefetch {} + 2: the producer will wait for the trainer to drop batches before running ahead",
+                config.ring_depth,
+                config.prefetch_batches
+            );
+        }
+        Ok(Self {
+            gpu,
+            config: config.clone(),
+            staging,
+            decoder,
+            augmenter,
+            ring,
+            ranges: Vec::new(),
+            decoded: Vec::new(),
+            status: Vec::new(),
+            params: Vec::new(),
+            descs: Vec::new(),
+        })
+    }
+
+    /// The device.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Decoder counters (which route decoded how many images).
+    pub fn decode_stats(&self) -> DecodeStats {
+        self.decoder.stats()
+    }
+
+    /// Engines × cores of the hardware JPEG decoder, `None` without one.
+    pub fn hardware_width(&self) -> Option<usize> {
+        self.decoder.hardware_width()
+    }
+
+    /// [`CudaBackend::run`] on a reader's batch: labels from `dataset`, read failures as the
+    /// reader reported them, keys and locations for messages.
+    pub fn run_read_batch(&mut self, rb: &ReadBatch, dataset: &Dataset, batch: &mut Batch) -> Result<BatchTimes> {
+        let samples: Vec<SampleIn<'_>> = rb
+            .samples
+            .iter()
+            .map(|s| SampleIn {
+                index: s.index,
+                position: s.position,
+                label: dataset.sample(s.index).label,
+                bytes: &rb.data[s.bytes.clone()],
+                params: s.params,
+                read_error: s.error.as_ref().map(|e| e.to_string()),
+            })
+            .collect();
+        let describe = |i: usize| {
+            let idx = rb.samples[i].index;
+            (dataset.sample(idx).key.clone(), dataset.location(idx))
+        };
+        self.run(rb.epoch, rb.step, &samples, &describe, batch)
+    }
+
+    /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
+    /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
+    /// which returns its slot). `describe(i)` gives slot `i`'s key and location.
+    pub fn run(
+        &mut self,
+        epoch: u64,
+        step: u64,
+        samples: &[SampleIn<'_>],
+        describe: &dyn Fn(usize) -> (String, String),
+        batch: &mut Batch,
+    ) -> Result<BatchTimes> {
+        let t0 = Instant::now();
+        // A device batch this `Batch` still holds gives its ring slot back first (its release
+        // is recorded on its consumer's stream), so a recycled batch never starves the ring.
+        if matches!(batch.images, Images::Device(_)) {
+            batch.images = Images::Host(Vec::new());
+        }
+        let n = samples.len();
+        let (ow, oh) = self.config.augment.size;
+        if n == 0 || n > self.config.batch_size {
+            return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
+        }
+        for s in samples {
+            if (s.params.out_w as u32, s.params.out_h as u32) != (ow, oh) {
+                return Err(Error::config(format!(
+                    "sample params ask for a {}x{} output, the pipeline makes {ow}x{oh}",
+                    s.params.out_w, s.params.out_h
+                )));
+            }
+        }
+
+        // 1. Staging.
+        let slot = self.staging.acquire()?;
+        let slot_index = slot.slot;
+        layout(samples.iter().map(|s| s.bytes.len() as u64), slot.bytes.len() as u64, &mut self.ranges);
+        for (s, r) in samples.iter().zip(&self.ranges) {
+            if let Some(r) = r {
+                slot.bytes[r.offset as usize..(r.offset + r.len) as usize].copy_from_slice(s.bytes);
+            }
+        }
+        let base = self.staging.slot_ptr(slot_index);
+        // SAFETY: the slot is held until `release` below; the ranges lie inside it and were
+        // just written; nothing writes the slot while these slices live.
+        let staged: Vec<&[u8]> = self
+            .ranges
+            .iter()
+            .map(|r| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) }))
+            .collect();
+        let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(samples).map(|(b, s)| (*b, s.params)).collect();
+
+        // 2. Decode.
+        let t_dec = Instant::now();
+        let decoded = self.decoder.decode(&jobs, &mut self.decoded);
+        let release = self.staging.release(slot_index, &[self.decoder.stream()]);
+        let arena = decoded?;
+        release?;
+        let decode_time = t_dec.elapsed();
+
+        // 3. Status per slot and the policy.
+        self.status.clear();
+        for (i, s) in samples.iter().enumerate() {
+            let st = if let Some(e) = &s.read_error {
+                Some(e.clone())
+            } else if s.bytes.is_empty() {
+                Some("the file is empty".to_string())
+            } else if self.ranges[i].is_none() {
+                Some(format!("{} compressed bytes do not fit the staging slot sized from the index (did the file grow?)", s.bytes.len()))
+            } else {
+                match &self.decoded[i] {
+                    Ok(_) if !self.augmenter.plan().fits_sample(&s.params) => {
+                        Some("the crop is larger than the index promised (filter tables are sized from it)".to_string())
+                    }
+                    Ok(_) => None,
+                    Err(e) => Some(e.clone()),
+                }
+            };
+            self.status.push(st);
+        }
+        batch.dtype = self.config.output.dtype;
+        batch.layout = self.config.output.layout;
+        batch.set_shape(n, ow as usize, oh as usize);
+        batch.epoch = epoch;
+        batch.step = step;
+        batch.labels.clear();
+        batch.positions.clear();
+        batch.indices.clear();
+        batch.params.clear();
+        batch.substitutes.clear();
+        for s in samples {
+            batch.labels.push(s.label);
+            batch.positions.push(s.position);
+            batch.indices.push(s.index);
+            batch.params.push(s.params);
+        }
+        // Which slot's pixels each slot shows (itself unless replaced).
+        let mut source: Vec<usize> = (0..n).collect();
+        if let Some(bad) = self.status.iter().position(Option::is_some) {
+            if self.config.on_error == OnError::Fail {
+                let (key, location) = describe(bad);
+                return Err(Error::sample(key, location, self.status[bad].clone().unwrap_or_default()));
+            }
+            if self.status.iter().all(Option::is_some) {
+                let keys: Vec<String> = (0..n).map(|i| describe(i).0).collect();
+                return Err(Error::sample(
+                    keys.join(", "),
+                    format!("epoch {epoch} step {step}"),
+                    format!(
+                        "no sample of the batch could be decoded, nothing to substitute: first error: {}",
+                        self.status[0].as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+            for i in 0..n {
+                let Some(reason) = self.status[i].clone() else { continue };
+                let j = next_good(&self.status, i);
+                source[i] = j;
+                let (key, location) = describe(i);
+                batch.substitutes.push(Substitute {
+                    slot: i,
+                    position: samples[i].position,
+                    index: samples[i].index,
+                    key,
+                    reason: format!("{location}: {reason}"),
+                    replaced_by: samples[j].index,
+                    replaced_by_key: describe(j).0,
+                });
+                batch.labels[i] = samples[j].label;
+                batch.indices[i] = samples[j].index;
+                batch.params[i] = samples[j].params;
+            }
+        }
+
+        // 4. Descriptors, upload, kernels, publish.
+        let t_aug = Instant::now();
+        self.params.clear();
+        self.descs.clear();
+        let mut tables = TableLayout::default();
+        for &j in &source {
+            let p = samples[j].params;
+            let d = self.decoded[j].as_ref().expect("a source slot decoded");
+            let mut desc = d.desc(&p);
+            tables.add(&p, &mut desc);
+            self.params.push(p);
+            self.descs.push(desc);
+        }
+        debug_assert!(self.augmenter.plan().fits(&tables), "per-sample checks bound the batch");
+        let rotate = self.params.iter().any(|p| p.angle_deg != 0.0);
+        let stream = self.gpu.stream().clone();
+        let slot = self.ring.acquire()?;
+        let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs).and_then(|()| {
+            let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
+            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)
+        });
+        if let Err(e) = launched {
+            self.ring.abandon(slot)?;
+            return Err(e.into());
+        }
+        self.decoder.release_arena(&stream)?;
+        let images = self.ring.publish(slot, n)?;
+        batch.images = Images::Device(Box::new(images));
+        Ok(BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed() })
+    }
+}
+
+/// The backend a [`crate::pipeline::Pipeline`] runs: chosen from `config.backend` —
+/// `Cuda` opens the config's device or fails saying why; `Auto` uses CUDA when a usable GPU
+/// (driver, device, libnvjpeg, kernels) is there and the CPU otherwise, logging the reason.
+pub enum AnyBackend {
+    /// Decode and augment on the CPU.
+    Cpu(crate::backend::cpu::CpuBackend),
+    /// nvJPEG + the fused kernel; batches are [`Images::Device`].
+    Cuda(Box<CudaBackend>),
+}
+
+impl AnyBackend {
+    /// Build the backend `config` asks for.
+    pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
+        use crate::config::BackendKind;
+        match config.backend {
+            BackendKind::Cpu => Ok(Self::Cpu(crate::backend::cpu::CpuBackend::new(config)?)),
+            BackendKind::Cuda => Ok(Self::Cuda(Box::new(CudaBackend::new(config, dataset)?))),
+            BackendKind::Auto => match CudaBackend::new(config, dataset) {
+                Ok(b) => Ok(Self::Cuda(Box::new(b))),
+                Err(Error::Gpu(e)) => {
+                    log::info!("backend auto: using the CPU ({e})");
+                    Ok(Self::Cpu(crate::backend::cpu::CpuBackend::new(config)?))
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// CPU worker threads (decode/augment for the CPU backend, CPU-route decodes for CUDA).
+    pub fn threads(&self) -> usize {
+        match self {
+            Self::Cpu(b) => b.threads(),
+            Self::Cuda(b) => b.config.cpu_threads.max(1),
+        }
+    }
+
+    /// Run one batch on whichever backend this is (same contract as [`CudaBackend::run`]).
+    pub fn run(
+        &mut self,
+        epoch: u64,
+        step: u64,
+        samples: &[SampleIn<'_>],
+        describe: &dyn Fn(usize) -> (String, String),
+        batch: &mut Batch,
+    ) -> Result<BatchTimes> {
+        match self {
+            Self::Cpu(b) => b.run(epoch, step, samples, describe, batch),
+            Self::Cuda(b) => b.run(epoch, step, samples, describe, batch),
+        }
+    }
+}
+
+/// The slot whose sample replaces failed slot `i`: the next good one after it, cyclic
+/// (INTERFACES.md "Substitutes"). There is one: the caller checked.
+fn next_good(status: &[Option<String>], i: usize) -> usize {
+    let n = status.len();
+    (1..n).map(|d| (i + d) % n).find(|&j| status[j].is_none()).expect("a good slot exists")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_good_is_cyclic() {
+        let ok = None;
+        let bad = Some(String::from("x"));
+        let st = vec![bad.clone(), ok.clone(), bad.clone(), bad.clone(), ok.clone()];
+        assert_eq!(next_good(&st, 0), 1);
+        assert_eq!(next_good(&st, 2), 4);
+        assert_eq!(next_good(&st, 3), 4);
+        let st = vec![ok.clone(), bad.clone(), bad.clone()];
+        assert_eq!(next_good(&st, 1), 0);
+        assert_eq!(next_good(&st, 2), 0);
+    }
+
+    #[test]
+    fn index_bounds_cover_every_batch() {
+        // (bytes, w, h); one sample with an unreadable header counts as the guard.
+        let s = [(1000u64, 500u32, 375u32), (9000, 4000, 3000), (10, 0, 0), (500, 375, 500)];
+        let b = IndexBounds::new(s.iter().copied(), 2, 1_000_000);
+        assert_eq!(b.staging.slot_bytes, 9024 + 1024);
+        assert_eq!(b.arena.bytes, 2 * 3_000_000u64.next_multiple_of(256), "two guard-capped images");
+        assert_eq!(b.max_dims, (4000, 3000));
+        assert_eq!(b.max_side, 4000);
+    }
+}

@@ -1,0 +1,120 @@
+//! End-to-end tests of `stoke gen`, `stoke bench` and `stoke tune` on small generated datasets.
+//! They check what is reported (counts, fields, files), never how fast anything was.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn stoke(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stoke"))
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .expect("run stoke")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "stoke failed: {}\n{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stdout.clone()).expect("utf-8 stdout")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let text = ok(out);
+    serde_json::from_str(text.trim().lines().last().expect("a line")).expect("one JSON object")
+}
+
+#[test]
+fn bench_reports_the_measured_window_and_counts_substitutes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    ok(&stoke(&["gen", d, "--count", "40", "--classes", "4"], dir.path()));
+    // 40 samples, batch 8: 5 batches per epoch; 2 epochs; 3 warm-up → 7 measured batches.
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--epochs", "2", "--warmup-batches", "3", "--json"];
+    let r = json(&stoke(&args, dir.path()));
+    assert_eq!(r["images"], 56, "{r}");
+    assert_eq!(r["batches"], 7);
+    assert_eq!(r["backend"], "cpu");
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["decoders"]["cpu"], 56);
+    assert!(r["images_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(r["mpix_per_sec"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["output"], "f32 nchw 224x224");
+    // --batches stops early; a consumer is reported.
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--batches", "2", "--warmup-batches", "1", "--consumer-us", "2000", "--json"];
+    let r = json(&stoke(&args, dir.path()));
+    assert_eq!((r["images"].as_u64(), r["consumer_us"].as_u64()), (Some(16), Some(2000)));
+
+    // A file that is not a JPEG is replaced by a substitute and counted as an error.
+    std::fs::write(data.join("n00000000").join("broken.jpg"), b"not a jpeg at all").unwrap();
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "41", "--epochs", "1", "--warmup-batches", "0", "--json"];
+    let r = json(&stoke(&args, dir.path()));
+    assert_eq!((r["images"].as_u64(), r["errors"].as_u64()), (Some(41), Some(1)), "{r}");
+}
+
+#[test]
+fn bench_without_a_dataset_generates_the_builtin_set_once() {
+    let cache = tempfile::tempdir().unwrap();
+    let args = ["bench", "--gen-count", "12", "--backend", "cpu", "--batch-size", "4", "--epochs", "1", "--warmup-batches", "1", "--json"];
+    let r = json(&stoke(&args, cache.path()));
+    assert_eq!(r["images"], 8);
+    let set = cache.path().join("stoke").join(format!("imagenet-like-v{}-seed0-n12", stoke::gen::GEN_VERSION));
+    assert_eq!(r["dataset"], set.to_str().unwrap());
+    let f = set.join("n00000003").join("n00000003_000003.JPEG");
+    assert!(std::fs::read(&f).unwrap() == stoke::gen::image(0, stoke::gen::DEFAULT_CLASSES, 3).unwrap().bytes);
+    // The second run reuses it (same path, nothing regenerated: the file is untouched).
+    let before = std::fs::metadata(&f).unwrap().modified().unwrap();
+    json(&stoke(&args, cache.path()));
+    assert_eq!(std::fs::metadata(&f).unwrap().modified().unwrap(), before);
+}
+
+#[test]
+fn tune_writes_a_config_that_bench_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    ok(&stoke(&["gen", d, "--count", "16"], dir.path()));
+    let out = dir.path().join("tuned.json");
+    let o = out.to_str().unwrap();
+    let args = ["tune", d, "--backend", "cpu", "--batch-size", "4", "--batches", "2", "--warmup-batches", "1", "--out", o, "--json"];
+    let r = json(&stoke(&args, dir.path()));
+    let trials = r["trials"].as_array().unwrap();
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(trials[0]["config"]["cpu_threads"], 1);
+    assert_eq!(trials.last().unwrap()["config"]["cpu_threads"], cores);
+    let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(written, r["chosen"]);
+    // The chosen config is within tolerance of the best.
+    let best = r["best_images_per_sec"].as_f64().unwrap();
+    let chosen_ips = trials.iter().find(|t| t["config"] == written).unwrap()["images_per_sec"].as_f64().unwrap();
+    assert!(chosen_ips >= 0.95 * best);
+    let args = ["bench", d, "--config", o, "--batch-size", "4", "--batches", "1", "--warmup-batches", "1", "--json"];
+    let b = json(&stoke(&args, dir.path()));
+    assert_eq!(b["threads"], written["cpu_threads"]);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    let out = stoke(&["bench", missing.to_str().unwrap(), "--backend", "cpu", "--json"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope") && err.contains("no such file"), "{err}");
+
+    let data = dir.path().join("data");
+    ok(&stoke(&["gen", data.to_str().unwrap(), "--count", "4"], dir.path()));
+    // One epoch of one batch: nothing left after two warm-up batches.
+    let out = stoke(&["bench", data.to_str().unwrap(), "--backend", "cpu", "--epochs", "1", "--json"], dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("warm-up"), "{err}");
+
+    let cfg = dir.path().join("bad.json");
+    std::fs::write(&cfg, r#"{"threads": 2}"#).unwrap();
+    let out = stoke(&["bench", data.to_str().unwrap(), "--config", cfg.to_str().unwrap()], dir.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("unknown pipeline config field \"threads\""), "{err}");
+
+    let out = stoke(&["gen", data.to_str().unwrap(), "--count", "0"], dir.path());
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("count"));
+}
