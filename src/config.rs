@@ -244,6 +244,12 @@ pub struct PipelineConfig {
     pub cache_bytes: u64,
     /// Reject images whose header says more than this many pixels, before any allocation.
     pub max_decoded_pixels: u64,
+    /// CPU backend: decode whole-image crops (eval / resize presets) of large images at 1/2,
+    /// 1/4 or 1/8 scale in the DCT domain when at least a 3× downscale remains after it.
+    /// Faster on large baseline JPEGs, not bit-identical to the full path (see
+    /// `backend::cpu`). Off by default.
+    #[serde(default)]
+    pub cpu_dct_scaling: bool,
     /// CUDA device ordinal.
     pub device: usize,
     /// Output slots in the device ring (>= 2).
@@ -270,6 +276,7 @@ impl PipelineConfig {
             prefetch_batches: 2,
             cache_bytes: 0,
             max_decoded_pixels: DEFAULT_MAX_DECODED_PIXELS,
+            cpu_dct_scaling: false,
             device: 0,
             ring_depth: 2,
         }

@@ -162,3 +162,55 @@ fn params_that_do_not_fit_the_decoded_image_are_a_sample_error() {
     let e = b.run(0, 0, &ins, &describe, &mut Batch::new_host(DType::F32, Layout::Nchw)).unwrap_err().to_string();
     assert!(e.contains("key3") && e.contains("1x1"), "{e}");
 }
+
+#[test]
+fn dct_scaling_picks_the_largest_reduction_that_leaves_a_3x_downscale() {
+    use stoke::backend::cpu::dct_denominator;
+    let eval = AugmentSpec::eval(224);
+    assert_eq!(dct_denominator(&draw(&eval, 0, 0, 0, 6000, 4000, 1)), 4); // 4000/256 = 15.6
+    assert_eq!(dct_denominator(&draw(&eval, 0, 0, 0, 500, 375, 1)), 1);
+    assert_eq!(dct_denominator(&draw(&eval, 0, 0, 0, 2000, 1600, 6)), 2); // 1600/256 = 6.25
+    assert_eq!(dct_denominator(&draw(&eval, 0, 0, 0, 12000, 8000, 1)), 8);
+    // A crop that is not the whole image never qualifies.
+    let mut p = draw(&AugmentSpec::train(224), 0, 0, 0, 6000, 4000, 1);
+    p.crop_w = p.src_w - 1;
+    assert_eq!(dct_denominator(&p), 1);
+}
+
+#[test]
+fn dct_scaled_decoding_stays_close_to_the_full_path() {
+    let (w, h) = (1200u16, 800u16);
+    let mut rgb = Vec::new();
+    for y in 0..h as usize {
+        for x in 0..w as usize {
+            rgb.extend([(x / 5 % 256) as u8, (y / 4 % 256) as u8, ((x + y) / 9 % 256) as u8]);
+        }
+    }
+    let mut file = Vec::new();
+    Encoder::new(&mut file, 92).encode(&rgb, w, h, ColorType::Rgb).unwrap();
+    let spec = AugmentSpec::eval(48); // shorter side 54: 800/54 = 14.8× → 1/4 leaves 3.7×
+    let ins = vec![SampleIn {
+        index: 0,
+        position: 0,
+        label: 0,
+        bytes: &file,
+        params: draw(&spec, 0, 0, 0, w as i32, h as i32, 1),
+        read_error: None,
+    }];
+    assert_eq!(stoke::backend::cpu::dct_denominator(&ins[0].params), 4);
+    let run = |dct: bool, threads: usize| {
+        let mut c = config(spec.clone(), threads, OnError::Fail, DType::F32, Layout::Nchw);
+        c.output.mean = [0.0; 3];
+        c.output.std = [1.0 / 255.0; 3];
+        c.cpu_dct_scaling = dct;
+        let mut b = CpuBackend::new(&c).unwrap();
+        let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
+        b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+        batch.host_bytes().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
+    };
+    let (full, scaled) = (run(false, 1), run(true, 1));
+    assert_eq!(scaled, run(true, 2));
+    assert_ne!(full, scaled, "the scaled path was not taken");
+    let mean = full.iter().zip(&scaled).map(|(a, b)| (a - b).abs() as f64).sum::<f64>() / full.len() as f64;
+    assert!(mean < 0.5, "mean abs diff {mean} levels");
+}

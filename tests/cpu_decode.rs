@@ -175,3 +175,29 @@ fn region_decode_matches_the_full_decode() {
         }
     }
 }
+
+#[test]
+fn scaled_decoding_gives_ceil_sizes_and_refuses_other_factors() {
+    let src = picture(67, 45);
+    let jpeg = encode(&src, 67, 45, ColorType::Rgb, SamplingFactor::F_2_2, false);
+    let mut out = DecodedImage::default();
+    for (d, w, h) in [(1u32, 67u32, 45u32), (2, 34, 23), (4, 17, 12), (8, 9, 6)] {
+        stoke::backend::cpu::decode::decode_rgb_scaled(&jpeg, 1 << 20, d, &mut out).unwrap();
+        assert_eq!((out.width, out.height, out.region_w, out.region_h, out.rgb.len()), (w, h, w, h, (w * h * 3) as usize));
+        // A smooth picture reduced is still the picture: compare with a box-average of the source.
+        let (mut sum, mut n) = (0f64, 0f64);
+        for y in 0..h as usize {
+            for x in 0..w as usize {
+                let (sx, sy) = (((x * d as usize) + d as usize / 2).min(66), ((y * d as usize) + d as usize / 2).min(44));
+                sum += (out.rgb[(y * w as usize + x) * 3] as f64 - src[(sy * 67 + sx) * 3] as f64).abs();
+                n += 1.0;
+            }
+        }
+        assert!(sum / n < 6.0, "1/{d}: mean abs diff {} against the source", sum / n);
+    }
+    let e = stoke::backend::cpu::decode::decode_rgb_scaled(&jpeg, 1 << 20, 3, &mut out).unwrap_err();
+    assert!(e.message.contains("1/3"), "{e}");
+    // The next full decode is not scaled (the handle is reused).
+    decode_rgb(&jpeg, 1 << 20, &mut out).unwrap();
+    assert_eq!((out.width, out.height), (67, 45));
+}

@@ -373,6 +373,27 @@ pub fn decode_rgb_region(
     region: Option<(u32, u32, u32, u32)>,
     out: &mut DecodedImage,
 ) -> Result<(), DecodeError> {
+    decode_inner(bytes, max_pixels, region, 1, out)
+}
+
+/// Decode the whole image reduced by `denom` (1, 2, 4 or 8) in the DCT domain (libjpeg-turbo's
+/// scaled inverse DCT: much less work for large images). `out.width × out.height` is the
+/// reduced size, `ceil(w / denom) × ceil(h / denom)`. The pixels are not those of a full decode
+/// followed by a resize; see [`crate::backend::cpu`] for where the backend uses it.
+pub fn decode_rgb_scaled(bytes: &[u8], max_pixels: u64, denom: u32, out: &mut DecodedImage) -> Result<(), DecodeError> {
+    if ![1, 2, 4, 8].contains(&denom) {
+        return Err(DecodeError::new(DecodeErrorKind::Unsupported, format!("scale 1/{denom} is not one of 1, 1/2, 1/4, 1/8")));
+    }
+    decode_inner(bytes, max_pixels, None, denom, out)
+}
+
+fn decode_inner(
+    bytes: &[u8],
+    max_pixels: u64,
+    region: Option<(u32, u32, u32, u32)>,
+    denom: u32,
+    out: &mut DecodedImage,
+) -> Result<(), DecodeError> {
     with_handle(|h| {
         let hdr = h.header(bytes)?;
         let pixels = hdr.width as u64 * hdr.height as u64;
@@ -407,7 +428,14 @@ pub fn decode_rgb_region(
             }
             _ => (0, 0, hdr.width, hdr.height),
         };
-        let full = rx == 0 && ry == 0 && rw == hdr.width && rh == hdr.height;
+        // The handle is reused: set the scale on every call. Lossless images do not scale.
+        let denom = if lossless { 1 } else { denom };
+        // SAFETY: valid handle; 1/1, 1/2, 1/4 and 1/8 are scaling factors libjpeg-turbo supports.
+        if unsafe { tj::tj3SetScalingFactor(h.0, tj::tjscalingfactor { num: 1, denom: denom as i32 }) } != 0 {
+            return Err(h.classify("setting the scale"));
+        }
+        let (rw, rh) = if denom > 1 { (hdr.width.div_ceil(denom), hdr.height.div_ceil(denom)) } else { (rw, rh) };
+        let full = rx == 0 && ry == 0 && (denom > 1 || (rw == hdr.width && rh == hdr.height));
         let crop = if full {
             tj::tjregion { x: 0, y: 0, w: 0, h: 0 }
         } else {
@@ -454,8 +482,8 @@ pub fn decode_rgb_region(
             }
             log::debug!("libjpeg-turbo warning accepted: {}", e.message);
         }
-        out.width = hdr.width;
-        out.height = hdr.height;
+        out.width = if denom > 1 { rw } else { hdr.width };
+        out.height = if denom > 1 { rh } else { hdr.height };
         out.region_x = rx;
         out.region_y = ry;
         out.region_w = rw;

@@ -93,7 +93,8 @@ pub fn run(args: Args) -> stoke::Result<()> {
     let (mut delivered, mut skipped) = (0u64, 0u64);
     while args.batches == 0 || written < args.batches {
         let Some(batch) = pipeline.next_batch() else { break };
-        let batch = batch?;
+        let mut batch = batch?;
+        batch.make_host()?; // a CUDA batch is copied to the host (and its ring slot returned)
         let b = written;
         shape = batch.shape;
         let bytes = batch.host_bytes().ok_or_else(|| stoke::Error::config("dump needs host batches"))?;

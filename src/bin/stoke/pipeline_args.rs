@@ -73,6 +73,136 @@ pub struct PipelineArgs {
     /// options above.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// CPU backend: decode large images at 1/2, 1/4 or 1/8 scale when the preset resizes the
+    /// whole image down by far (eval/resize; close to, not bit-identical with, the full path).
+    #[arg(long)]
+    pub dct_scaling: bool,
+    /// The augmentation's parts, on top of the preset.
+    #[command(flatten)]
+    pub augment: AugmentArgs,
+}
+
+/// Resize filter on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Filter {
+    /// Bilinear (antialiased when downscaling).
+    Bilinear,
+    /// Bicubic (a = −0.5 antialiased, −0.75 without antialias, as torch).
+    Bicubic,
+}
+
+/// Rotation sampling on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RotateInterp {
+    /// Nearest neighbour (torchvision's default).
+    Nearest,
+    /// Bilinear.
+    Bilinear,
+}
+
+/// Options that change the preset's augmentation (each one only when given).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct AugmentArgs {
+    /// Resize filter.
+    #[arg(long, value_enum)]
+    pub filter: Option<Filter>,
+    /// Resize without antialiasing (torch `antialias=False`).
+    #[arg(long)]
+    pub no_antialias: bool,
+    /// Probability of a horizontal flip.
+    #[arg(long)]
+    pub hflip: Option<f64>,
+    /// Probability of a vertical flip.
+    #[arg(long)]
+    pub vflip: Option<f64>,
+    /// Rotation angle range in degrees, counter-clockwise: `MIN,MAX` (or one value).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub rotate: Option<Vec<f32>>,
+    /// Rotation sampling.
+    #[arg(long, value_enum)]
+    pub rotate_interp: Option<RotateInterp>,
+    /// Fill colour for pixels rotated in from outside, `R,G,B` on the 0..255 scale.
+    #[arg(long, value_delimiter = ',')]
+    pub fill: Option<Vec<f32>>,
+    /// RandomResizedCrop area fraction `MIN,MAX` (train preset).
+    #[arg(long, value_delimiter = ',')]
+    pub scale: Option<Vec<f64>>,
+    /// RandomResizedCrop aspect-ratio range `MIN,MAX` (train preset).
+    #[arg(long, value_delimiter = ',')]
+    pub ratio: Option<Vec<f64>>,
+    /// Normalization mean per channel `R,G,B` on the 0..1 scale.
+    #[arg(long, value_delimiter = ',')]
+    pub mean: Option<Vec<f32>>,
+    /// Normalization std per channel `R,G,B` on the 0..1 scale.
+    #[arg(long, value_delimiter = ',')]
+    pub std: Option<Vec<f32>>,
+}
+
+impl AugmentArgs {
+    /// Apply the given options to `c`.
+    pub fn apply(&self, c: &mut PipelineConfig) -> stoke::Result<()> {
+        use stoke::augment::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
+        use stoke::config::CropMode;
+        let count = |name: &str, n: std::ops::RangeInclusive<usize>, got: usize| {
+            if n.contains(&got) {
+                Ok(())
+            } else {
+                Err(stoke::Error::config(format!("--{name} takes {} comma-separated values, got {got}", n.end())))
+            }
+        };
+        for (name, n, v) in [
+            ("rotate", 1..=2, self.rotate.as_ref().map(Vec::len)),
+            ("fill", 3..=3, self.fill.as_ref().map(Vec::len)),
+            ("scale", 2..=2, self.scale.as_ref().map(Vec::len)),
+            ("ratio", 2..=2, self.ratio.as_ref().map(Vec::len)),
+            ("mean", 3..=3, self.mean.as_ref().map(Vec::len)),
+            ("std", 3..=3, self.std.as_ref().map(Vec::len)),
+        ] {
+            if let Some(got) = v {
+                count(name, n, got)?;
+            }
+        }
+        let a = &mut c.augment;
+        if let Some(f) = self.filter {
+            a.filter = if f == Filter::Bicubic { FILTER_BICUBIC } else { FILTER_BILINEAR };
+        }
+        if self.no_antialias {
+            a.antialias = false;
+        }
+        if let Some(p) = self.hflip {
+            a.hflip_p = p;
+        }
+        if let Some(p) = self.vflip {
+            a.vflip_p = p;
+        }
+        if let Some(r) = &self.rotate {
+            a.rotate_deg = (r[0], *r.last().unwrap_or(&r[0]));
+        }
+        if let Some(i) = self.rotate_interp {
+            a.rotate_interp = if i == RotateInterp::Bilinear { ROT_BILINEAR } else { ROT_NEAREST };
+        }
+        if let Some(f) = &self.fill {
+            a.fill = [f[0], f[1], f[2]];
+        }
+        if self.scale.is_some() || self.ratio.is_some() {
+            let CropMode::RandomResized { scale, ratio } = &mut a.crop else {
+                return Err(stoke::Error::config("--scale and --ratio apply to the train preset's RandomResizedCrop"));
+            };
+            if let Some(s) = &self.scale {
+                *scale = (s[0], s[1]);
+            }
+            if let Some(r) = &self.ratio {
+                *ratio = (r[0], r[1]);
+            }
+        }
+        if let Some(m) = &self.mean {
+            c.output.mean = [m[0], m[1], m[2]];
+        }
+        if let Some(s) = &self.std {
+            c.output.std = [s[0], s[1], s[2]];
+        }
+        Ok(())
+    }
 }
 
 impl PipelineArgs {
@@ -114,6 +244,8 @@ impl PipelineArgs {
         c.reader_threads = self.reader_threads;
         c.prefetch_batches = self.prefetch;
         c.device = self.device;
+        c.cpu_dct_scaling = self.dct_scaling;
+        self.augment.apply(&mut c)?;
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;
         }

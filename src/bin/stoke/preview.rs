@@ -118,7 +118,9 @@ pub fn run(args: Args) -> stoke::Result<()> {
     config.batch_size = args.count;
     let mut pipeline = Pipeline::new(config.clone())?;
     pipeline.start_epoch(args.pipeline.epoch, 0);
-    let batch = pipeline.next_batch().ok_or_else(|| stoke::Error::dataset(&args.dataset, "the dataset delivered no batch"))??;
+    let mut batch = pipeline.next_batch().ok_or_else(|| stoke::Error::dataset(&args.dataset, "the dataset delivered no batch"))??;
+    batch.make_host()?; // a CUDA batch is copied to the host
+
     let n = batch.len();
     let (th, tw) = batch.image_size();
     let cols = args.cols.unwrap_or_else(|| (n as f64).sqrt().ceil() as usize).clamp(1, n);
