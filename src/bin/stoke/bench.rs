@@ -525,7 +525,7 @@ impl Report {
         } else {
             println!("decoders     {}", split.join(", "));
         }
-        println!("stage time   (share of the {:.2} s window; decode/augment are thread time over all workers)", self.seconds);
+        println!("stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)", self.seconds);
         let st = &self.stages;
         println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
         println!(
