@@ -228,6 +228,33 @@ pub struct Recorder {
     pub bytes: u64,
     /// Samples replaced by substitutes in the window.
     pub errors: u64,
+    /// Batches ready ahead when the trainer asked, per measured batch.
+    pub ahead: Vec<f64>,
+}
+
+/// Summary of the queue depth seen by the trainer.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct QueueDepth {
+    /// Mean over the measured batches.
+    pub mean: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl QueueDepth {
+    /// From per-batch samples (all zero when empty).
+    pub fn from_samples(v: &[f64]) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        Self {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            min: v.iter().copied().fold(f64::MAX, f64::min),
+            max: v.iter().copied().fold(f64::MIN, f64::max),
+        }
+    }
 }
 
 /// Percentiles of a list of durations in seconds, reported in milliseconds.
@@ -360,6 +387,11 @@ pub struct Report {
     pub decoders: std::collections::BTreeMap<String, u64>,
     /// Time the trainer waited for each batch (inside `next_batch`).
     pub latency_ms: Option<LatencyMs>,
+    /// Batches finished and waiting when the trainer asked for one: mean, min and max over
+    /// the measured batches. Near 0: the trainer waits on the loader (the loader is the
+    /// bottleneck); near `prefetch_batches` (or one more, held by the producer): the loader
+    /// waits on the trainer.
+    pub queue_depth: QueueDepth,
     /// Where the time went.
     pub stages: StageSeconds,
     /// Decode thread-time per image, microseconds.
@@ -407,6 +439,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
         pipeline.start_epoch(epoch, 0);
         loop {
+            // Batches the backend has finished that the trainer has not taken yet.
+            let ahead = pipeline.stats().batches.saturating_sub(done as u64);
             let asked = Instant::now();
             let Some(batch) = pipeline.next_batch() else { break };
             let batch = batch?;
@@ -419,6 +453,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             done += 1;
             if done > m.warmup_batches {
                 rec.waits.push(secs(now - asked));
+                rec.ahead.push(ahead as f64);
                 rec.images += batch.len() as u64;
                 rec.errors += batch.substitutes.len() as u64;
                 rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
@@ -488,6 +523,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         // engine / CUDA / CPU route) is not exposed through `Pipeline::stats` yet.
         decoders: if on_gpu { Default::default() } else { [("cpu".to_string(), rec.images)].into_iter().collect() },
         latency_ms: LatencyMs::from_secs(&rec.waits),
+        queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
             read_wait: secs(stats.read_wait.saturating_sub(stats0.read_wait)),
             decode: secs(stats.decode.saturating_sub(stats0.decode)),
@@ -545,6 +581,15 @@ impl Report {
         if let Some(l) = &self.latency_ms {
             println!("latency      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms per batch (trainer's wait)", l.p50, l.p99, l.max);
         }
+        let q = &self.queue_depth;
+        println!(
+            "queue        {:.1} batches ready when asked (min {:.0}, max {:.0}; prefetch {}): {}",
+            q.mean,
+            q.min,
+            q.max,
+            self.prefetch_batches,
+            if q.mean < 0.5 { "the trainer waits on the loader" } else { "the loader keeps ahead" }
+        );
         if let Some(c) = self.consumer_us {
             let mean = self.latency_ms.as_ref().map_or(0.0, |l| l.mean);
             println!("consumer     {c} µs per batch; trainer waited {mean:.2} ms per batch on average");
@@ -600,6 +645,14 @@ mod tests {
         assert_eq!(quantile(&[], 0.5), None);
         let l = LatencyMs::from_secs(&[0.001, 0.003]).unwrap();
         assert_eq!((l.p50, l.p99, l.mean, l.max), (1.0, 3.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn queue_depth_summary() {
+        let q = QueueDepth::from_samples(&[0.0, 2.0, 1.0, 3.0]);
+        assert_eq!((q.mean, q.min, q.max), (1.5, 0.0, 3.0));
+        let q = QueueDepth::from_samples(&[]);
+        assert_eq!((q.mean, q.min, q.max), (0.0, 0.0, 0.0));
     }
 
     #[test]
