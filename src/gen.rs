@@ -647,6 +647,7 @@ pub fn default_dataset(root: &Path, seed: u64, count: usize, progress: &(dyn Fn(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::jpeg::Subsampling;
 
     #[test]
     fn kinds_have_exact_quotas_per_period() {
@@ -666,48 +667,6 @@ mod tests {
         }
     }
 
-    /// What the test needs from a JPEG header, parsed independently of the generator: SOF
-    /// marker, dimensions, per-component sampling factors, Adobe transform, restart interval.
-    #[derive(Debug, Default)]
-    struct Header {
-        sof: u8,
-        width: u32,
-        height: u32,
-        sampling: Vec<(u8, u8)>,
-        adobe_transform: Option<u8>,
-        restart: u16,
-    }
-
-    fn parse(b: &[u8]) -> Header {
-        assert_eq!(&b[..2], &[0xFF, 0xD8], "no SOI");
-        assert_eq!(&b[b.len() - 2..], &[0xFF, 0xD9], "no EOI at the end");
-        let mut h = Header::default();
-        let mut p = 2;
-        while p + 4 <= b.len() {
-            assert_eq!(b[p], 0xFF, "marker expected at {p}");
-            let m = b[p + 1];
-            let len = u16::from_be_bytes([b[p + 2], b[p + 3]]) as usize;
-            let seg = &b[p + 4..p + 2 + len];
-            match m {
-                0xC0..=0xC2 => {
-                    h.sof = m;
-                    h.height = u16::from_be_bytes([seg[1], seg[2]]) as u32;
-                    h.width = u16::from_be_bytes([seg[3], seg[4]]) as u32;
-                    for c in 0..seg[5] as usize {
-                        let f = seg[6 + c * 3 + 1];
-                        h.sampling.push((f >> 4, f & 15));
-                    }
-                }
-                0xEE if seg.starts_with(b"Adobe") => h.adobe_transform = Some(seg[11]),
-                0xDD => h.restart = u16::from_be_bytes([seg[0], seg[1]]),
-                0xDA => break,
-                _ => {}
-            }
-            p += 2 + len;
-        }
-        h
-    }
-
     #[test]
     fn every_kind_has_the_header_it_claims() {
         let mut seen = std::collections::HashSet::new();
@@ -718,22 +677,30 @@ mod tests {
             }
             let img = image(3, 10, i).unwrap();
             assert_eq!(img.kind, kind);
-            let h = parse(&img.bytes);
-            assert_eq!((h.width, h.height), (img.width, img.height), "{kind:?}");
-            let (sof, sampling, adobe, restart): (u8, &[(u8, u8)], Option<u8>, bool) = match kind {
-                Kind::Baseline420 => (0xC0, &[(2, 2), (1, 1), (1, 1)], None, false),
-                Kind::Baseline444 => (0xC0, &[(1, 1), (1, 1), (1, 1)], None, false),
-                Kind::Baseline422 => (0xC0, &[(2, 1), (1, 1), (1, 1)], None, false),
-                Kind::Restart420 => (0xC0, &[(2, 2), (1, 1), (1, 1)], None, true),
-                Kind::Progressive420 => (0xC2, &[(2, 2), (1, 1), (1, 1)], None, false),
-                Kind::Gray => (0xC0, &[(1, 1)], None, false),
-                Kind::AdobeCmyk => (0xC0, &[(1, 1); 4], Some(0), false),
-                Kind::AdobeYcck => (0xC0, &[(1, 1); 4], Some(2), false),
+            // The index's header parser (src/source/jpeg.rs), independent of the encoder.
+            let h = crate::source::jpeg::parse(&img.bytes).expect("generated header parses");
+            assert_eq!(&img.bytes[img.bytes.len() - 2..], &[0xFF, 0xD9], "{kind:?}: no EOI at the end");
+            assert_eq!((h.width, h.height, h.precision), (img.width, img.height, 8), "{kind:?}");
+            let (sof, sub, adobe, restart) = match kind {
+                Kind::Baseline420 => (0xC0, Subsampling::S420, None, false),
+                Kind::Baseline444 => (0xC0, Subsampling::S444, None, false),
+                Kind::Baseline422 => (0xC0, Subsampling::S422, None, false),
+                Kind::Restart420 => (0xC0, Subsampling::S420, None, true),
+                Kind::Progressive420 => (0xC2, Subsampling::S420, None, false),
+                Kind::Gray => (0xC0, Subsampling::Gray, None, false),
+                Kind::AdobeCmyk => (0xC0, Subsampling::Other, Some(0), false),
+                Kind::AdobeYcck => (0xC0, Subsampling::Other, Some(2), false),
             };
             assert_eq!(h.sof, sof, "{kind:?}");
-            assert_eq!(h.sampling, sampling, "{kind:?}");
+            assert_eq!(h.subsampling, sub, "{kind:?}");
             assert_eq!(h.adobe_transform, adobe, "{kind:?}");
-            assert_eq!(h.restart > 0, restart, "{kind:?}");
+            assert_eq!(h.restart_interval > 0, restart, "{kind:?}");
+            let comps = match kind {
+                Kind::Gray => 1,
+                Kind::AdobeCmyk | Kind::AdobeYcck => 4,
+                _ => 3,
+            };
+            assert_eq!(h.components, comps, "{kind:?}");
         }
         assert_eq!(seen.len(), KIND_QUOTAS.len() + 1);
     }

@@ -40,6 +40,9 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0);
     assert!(r["mpix_per_sec"].as_f64().unwrap() > 0.0);
     assert_eq!(r["output"], "f32 nchw 224x224");
+    // Queue depth is between 0 and prefetch + 1 (one batch may wait in the producer).
+    let q = &r["queue_depth"];
+    assert!(q["min"].as_f64().unwrap() >= 0.0 && q["max"].as_f64().unwrap() <= 3.0, "{q}");
     // --batches stops early; a consumer is reported.
     let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--batches", "2", "--warmup-batches", "1", "--consumer-us", "2000", "--json"];
     let r = json(&stoke(&args, dir.path()));

@@ -41,8 +41,9 @@ pub struct Args {
     /// Only load data: the trainer takes each batch and asks for the next (the default).
     #[arg(long, conflicts_with = "consumer_us")]
     pub data_only: bool,
-    /// Add a synthetic trainer step of this many microseconds per batch (a busy-wait on the
-    /// host), to show overlap: the trainer's wait per batch is reported.
+    /// Add a synthetic trainer step of this many microseconds per batch, to show overlap: the
+    /// trainer's wait per batch is reported. On the GPU it is device work on a consumer stream
+    /// (waiting on the batch's ready event); on the CPU a busy-wait on the host.
     #[arg(long)]
     pub consumer_us: Option<u64>,
     /// Images in the built-in dataset (when no DATASET is given).
@@ -159,6 +160,61 @@ impl GpuMonitor {
     }
 }
 
+/// The synthetic trainer step for batches on the GPU: after waiting (on the device) for the
+/// batch, it keeps a consumer stream busy for about the requested time with device-to-device
+/// copies, sized from the copy rate measured once at start, then the host waits for that
+/// stream, as a trainer that reads its loss each step does. The pipeline overlaps with it.
+pub struct GpuConsumer {
+    stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    src: cudarc::driver::CudaSlice<u8>,
+    dst: cudarc::driver::CudaSlice<u8>,
+    /// Copies of `chunk` bytes per step.
+    copies: usize,
+    chunk: usize,
+}
+
+impl GpuConsumer {
+    const BUF: usize = 32 << 20;
+
+    /// A consumer on a new stream of `ctx`, calibrated to take about `step` per batch.
+    pub fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, step: Duration) -> stoke::Result<Self> {
+        use cudarc::driver::sys::CUevent_flags;
+        let gpu_err = |call: &'static str| {
+            move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e))
+        };
+        let stream = ctx.new_stream().map_err(gpu_err("cuStreamCreate"))?;
+        let src = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
+        let mut dst = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
+        // Copy rate: the best of a few full-buffer copies.
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let a = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu_err("cuEventRecord"))?;
+            stream.memcpy_dtod(&src, &mut dst).map_err(gpu_err("cuMemcpyDtoDAsync"))?;
+            let b = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu_err("cuEventRecord"))?;
+            best = best.min(f64::from(a.elapsed_ms(&b).map_err(gpu_err("cuEventElapsedTime"))?));
+        }
+        let bytes_per_ms = Self::BUF as f64 / best.max(1e-6);
+        let want = bytes_per_ms * step.as_secs_f64() * 1e3;
+        let copies = (want / Self::BUF as f64).ceil().max(1.0) as usize;
+        let chunk = ((want / copies as f64) as usize).clamp(1, Self::BUF);
+        Ok(Self { stream, src, dst, copies, chunk })
+    }
+
+    /// One trainer step on `batch`.
+    pub fn step(&mut self, batch: &stoke::batch::DeviceImages) -> stoke::Result<()> {
+        let gpu_err = |call: &'static str| {
+            move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e))
+        };
+        batch.wait_on(&self.stream)?;
+        for _ in 0..self.copies {
+            let src = self.src.slice(..self.chunk);
+            let mut dst = self.dst.slice_mut(..self.chunk);
+            self.stream.memcpy_dtod(&src, &mut dst).map_err(gpu_err("cuMemcpyDtoDAsync"))?;
+        }
+        self.stream.synchronize().map_err(gpu_err("cuStreamSynchronize"))
+    }
+}
+
 /// Per-batch observations during the measured window.
 #[derive(Default)]
 pub struct Recorder {
@@ -172,6 +228,33 @@ pub struct Recorder {
     pub bytes: u64,
     /// Samples replaced by substitutes in the window.
     pub errors: u64,
+    /// Batches ready ahead when the trainer asked, per measured batch.
+    pub ahead: Vec<f64>,
+}
+
+/// Summary of the queue depth seen by the trainer.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct QueueDepth {
+    /// Mean over the measured batches.
+    pub mean: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl QueueDepth {
+    /// From per-batch samples (all zero when empty).
+    pub fn from_samples(v: &[f64]) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        Self {
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            min: v.iter().copied().fold(f64::MAX, f64::min),
+            max: v.iter().copied().fold(f64::MIN, f64::max),
+        }
+    }
 }
 
 /// Percentiles of a list of durations in seconds, reported in milliseconds.
@@ -299,10 +382,16 @@ pub struct Report {
     pub prefetch_batches: usize,
     /// Output element type and layout, e.g. "f32 nchw 224x224".
     pub output: String,
-    /// Which decoder took how many images in the window: `{"cpu": n}` on the CPU backend.
+    /// Which decoder took how many images in the window: `{"cpu": n}` on the CPU backend;
+    /// empty on CUDA until the pipeline reports its decoder split.
     pub decoders: std::collections::BTreeMap<String, u64>,
     /// Time the trainer waited for each batch (inside `next_batch`).
     pub latency_ms: Option<LatencyMs>,
+    /// Batches finished and waiting when the trainer asked for one: mean, min and max over
+    /// the measured batches. Near 0: the trainer waits on the loader (the loader is the
+    /// bottleneck); near `prefetch_batches` (or one more, held by the producer): the loader
+    /// waits on the trainer.
+    pub queue_depth: QueueDepth,
     /// Where the time went.
     pub stages: StageSeconds,
     /// Decode thread-time per image, microseconds.
@@ -339,6 +428,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     pb.set_message(if m.warmup_batches > 0 { "warming up" } else { "measuring" });
 
     let mut rec = Recorder::default();
+    let mut on_gpu = false;
+    let mut gpu_consumer: Option<GpuConsumer> = None;
     let mut done = 0usize;
     let (mut t0, mut cpu0, mut stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
     let mut t_last = t0;
@@ -348,13 +439,21 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
         pipeline.start_epoch(epoch, 0);
         loop {
+            // Batches the backend has finished that the trainer has not taken yet.
+            let ahead = pipeline.stats().batches.saturating_sub(done as u64);
             let asked = Instant::now();
             let Some(batch) = pipeline.next_batch() else { break };
             let batch = batch?;
+            if let Some(d) = batch.device() {
+                // A device batch counts as delivered once it is ready on the GPU.
+                d.synchronize()?;
+                on_gpu = true;
+            }
             let now = Instant::now();
             done += 1;
             if done > m.warmup_batches {
                 rec.waits.push(secs(now - asked));
+                rec.ahead.push(ahead as f64);
                 rec.images += batch.len() as u64;
                 rec.errors += batch.substitutes.len() as u64;
                 rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
@@ -362,7 +461,15 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
                 t_last = now;
             }
             if let Some(c) = m.consumer {
-                busy_wait(c);
+                match batch.device() {
+                    Some(d) => {
+                        if gpu_consumer.is_none() {
+                            gpu_consumer = Some(GpuConsumer::new(d.context(), c)?);
+                        }
+                        gpu_consumer.as_mut().expect("made above").step(d)?;
+                    }
+                    None => busy_wait(c),
+                }
             }
             pipeline.recycle(batch);
             pb.inc(1);
@@ -389,10 +496,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         )));
     }
     let per_image = |d: Duration| secs(d) * 1e6 / (stats.images - stats0.images).max(1) as f64;
-    let backend = match config.backend {
-        stoke::config::BackendKind::Cuda => "cuda",
-        _ => "cpu",
-    };
+    let backend = if on_gpu { "cuda" } else { "cpu" };
     Ok(Report {
         images: rec.images,
         seconds,
@@ -415,8 +519,11 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             config.augment.size.0,
             config.augment.size.1
         ),
-        decoders: [(backend.to_string(), rec.images)].into_iter().collect(),
+        // The CPU backend decodes everything itself. The CUDA backend's split (hardware
+        // engine / CUDA / CPU route) is not exposed through `Pipeline::stats` yet.
+        decoders: if on_gpu { Default::default() } else { [("cpu".to_string(), rec.images)].into_iter().collect() },
         latency_ms: LatencyMs::from_secs(&rec.waits),
+        queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
             read_wait: secs(stats.read_wait.saturating_sub(stats0.read_wait)),
             decode: secs(stats.decode.saturating_sub(stats0.decode)),
@@ -449,8 +556,12 @@ impl Report {
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
         let split: Vec<String> = self.decoders.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!("decoders     {}", split.join(", "));
-        println!("stage time   (share of the {:.2} s window; decode/augment are thread time over all workers)", self.seconds);
+        if split.is_empty() {
+            println!("decoders     split not reported by this pipeline");
+        } else {
+            println!("decoders     {}", split.join(", "));
+        }
+        println!("stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)", self.seconds);
         let st = &self.stages;
         println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
         println!(
@@ -470,6 +581,15 @@ impl Report {
         if let Some(l) = &self.latency_ms {
             println!("latency      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms per batch (trainer's wait)", l.p50, l.p99, l.max);
         }
+        let q = &self.queue_depth;
+        println!(
+            "queue        {:.1} batches ready when asked (min {:.0}, max {:.0}; prefetch {}): {}",
+            q.mean,
+            q.min,
+            q.max,
+            self.prefetch_batches,
+            if q.mean < 0.5 { "the trainer waits on the loader" } else { "the loader keeps ahead" }
+        );
         if let Some(c) = self.consumer_us {
             let mean = self.latency_ms.as_ref().map_or(0.0, |l| l.mean);
             println!("consumer     {c} µs per batch; trainer waited {mean:.2} ms per batch on average");
@@ -525,6 +645,14 @@ mod tests {
         assert_eq!(quantile(&[], 0.5), None);
         let l = LatencyMs::from_secs(&[0.001, 0.003]).unwrap();
         assert_eq!((l.p50, l.p99, l.mean, l.max), (1.0, 3.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn queue_depth_summary() {
+        let q = QueueDepth::from_samples(&[0.0, 2.0, 1.0, 3.0]);
+        assert_eq!((q.mean, q.min, q.max), (1.5, 0.0, 3.0));
+        let q = QueueDepth::from_samples(&[]);
+        assert_eq!((q.mean, q.min, q.max), (0.0, 0.0, 0.0));
     }
 
     #[test]
