@@ -208,16 +208,6 @@ impl AugmentArgs {
 impl PipelineArgs {
     /// The pipeline config these options describe, for `dataset`.
     pub fn to_config(&self, dataset: PathBuf) -> stoke::Result<PipelineConfig> {
-        let env_usize = |name: &str| -> stoke::Result<Option<usize>> {
-            match std::env::var(name) {
-                Ok(v) => v
-                    .trim()
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
-                Err(_) => Ok(None),
-            }
-        };
         let mut c = PipelineConfig::new(dataset);
         c.augment = match self.preset {
             Preset::Train => AugmentSpec::train(self.size),
@@ -229,14 +219,7 @@ impl PipelineArgs {
         c.batch_size = self.batch_size;
         c.seed = self.seed;
         c.shuffle = !self.no_shuffle;
-        c.rank = match self.rank {
-            Some(r) => r,
-            None => env_usize("RANK")?.unwrap_or(0),
-        };
-        c.world_size = match self.world_size {
-            Some(w) => w,
-            None => env_usize("WORLD_SIZE")?.unwrap_or(1),
-        };
+        (c.rank, c.world_size) = rank_and_world_size(self.rank, self.world_size)?;
         c.drop_last = self.drop_last;
         c.backend = self.backend;
         c.on_error = self.on_error;
@@ -252,4 +235,30 @@ impl PipelineArgs {
         c.validate()?;
         Ok(c)
     }
+}
+
+/// `$name` as a non-negative integer, if set.
+fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
+        Err(_) => Ok(None),
+    }
+}
+
+/// This process's rank and the number of ranks: the options when given, else `$RANK` (0 when
+/// unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them.
+pub fn rank_and_world_size(rank: Option<usize>, world_size: Option<usize>) -> stoke::Result<(usize, usize)> {
+    let rank = match rank {
+        Some(r) => r,
+        None => env_usize("RANK")?.unwrap_or(0),
+    };
+    let world_size = match world_size {
+        Some(w) => w,
+        None => env_usize("WORLD_SIZE")?.unwrap_or(1),
+    };
+    Ok((rank, world_size))
 }

@@ -44,27 +44,8 @@ pub struct Args {
     pub positions: bool,
 }
 
-/// `$name` as a non-negative integer, if set.
-pub fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
-        Err(_) => Ok(None),
-    }
-}
-
 pub fn run(args: Args) -> stoke::Result<()> {
-    let rank = match args.rank {
-        Some(r) => r,
-        None => env_usize("RANK")?.unwrap_or(0),
-    };
-    let world_size = match args.world_size {
-        Some(w) => w,
-        None => env_usize("WORLD_SIZE")?.unwrap_or(1),
-    };
+    let (rank, world_size) = crate::pipeline_args::rank_and_world_size(args.rank, args.world_size)?;
     let d = Dataset::open(&args.dataset, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
     let cfg = SamplerConfig { seed: args.seed, shuffle: !args.no_shuffle, rank, world_size, drop_last: args.drop_last };
     let s = if args.class_balanced {
