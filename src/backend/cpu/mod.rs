@@ -25,7 +25,7 @@ pub mod decode;
 use crate::augment::host::{self, Scratch, SrcImage};
 use crate::augment::params::oriented_size;
 use crate::augment::AugParams;
-use crate::batch::{Batch, Images, Substitute};
+use crate::batch::{Batch, Images};
 use crate::config::{OnError, OutputSpec, PipelineConfig};
 use crate::error::{Error, Result};
 use decode::DecodedImage;
@@ -248,51 +248,10 @@ impl CpuBackend {
                 });
         });
 
-        batch.labels.clear();
-        batch.positions.clear();
-        batch.indices.clear();
-        batch.params.clear();
-        batch.substitutes.clear();
-        for s in samples {
-            batch.labels.push(s.label);
-            batch.positions.push(s.position);
-            batch.indices.push(s.index);
-            batch.params.push(s.params);
-        }
-        if let Some(bad) = self.status.iter().position(|s| s.is_some()) {
-            if self.on_error == OnError::Fail {
-                let (key, location) = describe(bad);
-                return Err(Error::sample(key, location, self.status[bad].clone().unwrap_or_default()));
-            }
-            let Some(first_good) = self.status.iter().position(|s| s.is_none()) else {
-                let keys: Vec<String> = (0..n).map(|i| describe(i).0).collect();
-                return Err(Error::sample(
-                    keys.join(", "),
-                    format!("epoch {epoch} step {step}"),
-                    format!("no sample of the batch could be decoded, nothing to substitute: first error: {}", self.status[0].as_deref().unwrap_or("")),
-                ));
-            };
-            let Images::Host(images) = &mut batch.images else { unreachable!("a host batch") };
-            for i in 0..n {
-                let Some(reason) = self.status[i].clone() else { continue };
-                // Next good slot after i, cyclic (there is one: first_good).
-                let j = (1..n).map(|d| (i + d) % n).find(|&j| self.status[j].is_none()).unwrap_or(first_good);
-                images.copy_within(j * sample_bytes..(j + 1) * sample_bytes, i * sample_bytes);
-                let (key, location) = describe(i);
-                batch.substitutes.push(Substitute {
-                    slot: i,
-                    position: samples[i].position,
-                    index: samples[i].index,
-                    key,
-                    reason: format!("{location}: {reason}"),
-                    replaced_by: samples[j].index,
-                    replaced_by_key: describe(j).0,
-                });
-                batch.labels[i] = samples[j].label;
-                batch.indices[i] = samples[j].index;
-                batch.params[i] = samples[j].params;
-            }
-        }
+        super::settle_slots(samples, &self.status, self.on_error, describe, batch, &mut |batch, to, from| {
+            let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
+            images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
+        })?;
         Ok(BatchTimes {
             decode: Duration::from_nanos(decode_ns.into_inner()),
             augment: Duration::from_nanos(augment_ns.into_inner()),

@@ -26,8 +26,8 @@ use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
 use crate::backend::cpu::{BatchTimes, SampleIn};
-use crate::batch::{Batch, Images, Substitute};
-use crate::config::{CropMode, OnError, PipelineConfig};
+use crate::batch::{Batch, Images};
+use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::reader::ReadBatch;
 use crate::source::Dataset;
@@ -276,54 +276,11 @@ impl CudaBackend {
         batch.set_shape(n, ow as usize, oh as usize);
         batch.epoch = epoch;
         batch.step = step;
-        batch.labels.clear();
-        batch.positions.clear();
-        batch.indices.clear();
-        batch.params.clear();
-        batch.substitutes.clear();
-        for s in samples {
-            batch.labels.push(s.label);
-            batch.positions.push(s.position);
-            batch.indices.push(s.index);
-            batch.params.push(s.params);
-        }
         // Which slot's pixels each slot shows (itself unless replaced).
         let mut source: Vec<usize> = (0..n).collect();
-        if let Some(bad) = self.status.iter().position(Option::is_some) {
-            if self.config.on_error == OnError::Fail {
-                let (key, location) = describe(bad);
-                return Err(Error::sample(key, location, self.status[bad].clone().unwrap_or_default()));
-            }
-            if self.status.iter().all(Option::is_some) {
-                let keys: Vec<String> = (0..n).map(|i| describe(i).0).collect();
-                return Err(Error::sample(
-                    keys.join(", "),
-                    format!("epoch {epoch} step {step}"),
-                    format!(
-                        "no sample of the batch could be decoded, nothing to substitute: first error: {}",
-                        self.status[0].as_deref().unwrap_or("")
-                    ),
-                ));
-            }
-            for i in 0..n {
-                let Some(reason) = self.status[i].clone() else { continue };
-                let j = next_good(&self.status, i);
-                source[i] = j;
-                let (key, location) = describe(i);
-                batch.substitutes.push(Substitute {
-                    slot: i,
-                    position: samples[i].position,
-                    index: samples[i].index,
-                    key,
-                    reason: format!("{location}: {reason}"),
-                    replaced_by: samples[j].index,
-                    replaced_by_key: describe(j).0,
-                });
-                batch.labels[i] = samples[j].label;
-                batch.indices[i] = samples[j].index;
-                batch.params[i] = samples[j].params;
-            }
-        }
+        crate::backend::settle_slots(samples, &self.status, self.config.on_error, describe, batch, &mut |_, to, from| {
+            source[to] = from;
+        })?;
 
         // 4. Descriptors, upload, kernels, publish.
         let t_aug = Instant::now();
@@ -409,29 +366,9 @@ impl AnyBackend {
     }
 }
 
-/// The slot whose sample replaces failed slot `i`: the next good one after it, cyclic
-/// (INTERFACES.md "Substitutes"). There is one: the caller checked.
-fn next_good(status: &[Option<String>], i: usize) -> usize {
-    let n = status.len();
-    (1..n).map(|d| (i + d) % n).find(|&j| status[j].is_none()).expect("a good slot exists")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn next_good_is_cyclic() {
-        let ok = None;
-        let bad = Some(String::from("x"));
-        let st = vec![bad.clone(), ok.clone(), bad.clone(), bad.clone(), ok.clone()];
-        assert_eq!(next_good(&st, 0), 1);
-        assert_eq!(next_good(&st, 2), 4);
-        assert_eq!(next_good(&st, 3), 4);
-        let st = vec![ok.clone(), bad.clone(), bad.clone()];
-        assert_eq!(next_good(&st, 1), 0);
-        assert_eq!(next_good(&st, 2), 0);
-    }
 
     #[test]
     fn index_bounds_cover_every_batch() {
