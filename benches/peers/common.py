@@ -145,3 +145,67 @@ def emit(result):
     """Print the one result line (last line of stdout)."""
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def run_gpu_peer(peer, args, samples, read_one, decode, device):
+    """The measured loop the GPU peers share; returns the timer's result dict.
+
+    A thread pool of `args.read_threads` reads the next batch's files with `read_one(path)`
+    while the current batch is decoded by `decode(idx, datas)` (dataset indices and what
+    `read_one` returned; it gives one uint8 CHW tensor per image on `device`). Then, per image
+    (sizes differ), torchvision v2 RandomResizedCrop(size, scale=(0.08, 1), ratio=(3/4, 4/3),
+    antialias) and RandomHorizontalFlip(0.5); the images are stacked, normalized with the
+    ImageNet mean/std and cast to float16 NCHW on the GPU; the labels go to the device; the
+    clock reads after a device synchronize.
+    """
+    import concurrent.futures
+
+    import torch
+    from torchvision.transforms import v2
+
+    labels_all = torch.tensor([l for _, l in samples])
+    augment = v2.Compose(
+        [
+            v2.RandomResizedCrop(args.size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), antialias=True),
+            v2.RandomHorizontalFlip(p=0.5),
+        ]
+    )
+    torch.manual_seed(args.seed)
+    mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
+    pool = concurrent.futures.ThreadPoolExecutor(args.read_threads)
+    # A separate one-thread executor drives the prefetch (it waits on `pool`, so it must not
+    # take one of pool's threads).
+    prefetcher = concurrent.futures.ThreadPoolExecutor(1)
+
+    def batches():
+        for epoch in range(args.epochs):
+            order = epoch_order(len(samples), args.seed, epoch)
+            for s in range(0, len(order), args.batch_size):
+                yield order[s : s + args.batch_size]
+
+    def read(idx):
+        return idx, list(pool.map(lambda i: read_one(samples[i][0]), idx))
+
+    timer = Timer(args.warmup_batches, args.batches)
+    it = batches()
+    first = next(it, None)
+    pending = prefetcher.submit(read, first) if first is not None else None
+    while pending is not None:
+        timer.before()
+        idx, datas = pending.result()
+        nxt = next(it, None)
+        pending = prefetcher.submit(read, nxt) if nxt is not None else None
+        imgs = decode(idx, datas)
+        x = torch.stack([augment(img) for img in imgs])
+        x = ((x.float() / 255.0 - mean) / std).to(torch.float16)
+        labels_all[idx].to(device, non_blocking=True)
+        torch.cuda.synchronize()
+        if not timer.after(x.shape[0]):
+            break
+    prefetcher.shutdown(wait=True, cancel_futures=True)
+    pool.shutdown(wait=True, cancel_futures=True)
+    return timer.result(
+        peer,
+        {"batch_size": args.batch_size, "read_threads": args.read_threads, "dtype": "float16", "device": str(device)},
+    )

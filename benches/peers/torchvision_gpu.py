@@ -14,7 +14,6 @@ NCHW on the GPU.
 Usage: python3 benches/peers/torchvision_gpu.py DATASET [--epochs 2] [--read-threads 8]
 """
 
-import concurrent.futures
 import os
 import sys
 
@@ -24,7 +23,6 @@ import common  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 from torchvision.io import ImageReadMode, decode_jpeg, read_file  # noqa: E402
-from torchvision.transforms import v2  # noqa: E402
 
 
 def decode_batch(datas, on_cpu, device, stats):
@@ -59,53 +57,12 @@ def main():
     device = torch.device(args.device)
     samples = common.list_samples(args.dataset)
     on_cpu = [common.jpeg_components(p) == 4 for p, _ in samples]
-    labels_all = torch.tensor([l for _, l in samples])
-    augment = v2.Compose(
-        [
-            v2.RandomResizedCrop(args.size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), antialias=True),
-            v2.RandomHorizontalFlip(p=0.5),
-        ]
-    )
-    torch.manual_seed(args.seed)
-    mean = torch.tensor(common.IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(common.IMAGENET_STD, device=device).view(1, 3, 1, 1)
-    pool = concurrent.futures.ThreadPoolExecutor(args.read_threads)
-    # A separate one-thread executor drives the prefetch (it waits on `pool`, so it must not
-    # take one of pool's threads).
-    prefetcher = concurrent.futures.ThreadPoolExecutor(1)
     stats = {"fallback_batches": 0, "cpu_decoded": 0}
 
-    def batches():
-        for epoch in range(args.epochs):
-            order = common.epoch_order(len(samples), args.seed, epoch)
-            for s in range(0, len(order), args.batch_size):
-                yield order[s : s + args.batch_size]
+    def decode(idx, datas):
+        return decode_batch(datas, [on_cpu[i] for i in idx], device, stats)
 
-    def read(idx):
-        return idx, list(pool.map(lambda i: read_file(samples[i][0]), idx))
-
-    timer = common.Timer(args.warmup_batches, args.batches)
-    it = batches()
-    first = next(it, None)
-    pending = prefetcher.submit(read, first) if first is not None else None
-    while pending is not None:
-        timer.before()
-        idx, datas = pending.result()
-        nxt = next(it, None)
-        pending = prefetcher.submit(read, nxt) if nxt is not None else None
-        imgs = decode_batch(datas, [on_cpu[i] for i in idx], device, stats)
-        x = torch.stack([augment(img) for img in imgs])
-        x = ((x.float() / 255.0 - mean) / std).to(torch.float16)
-        labels_all[idx].to(device, non_blocking=True)
-        torch.cuda.synchronize()
-        if not timer.after(x.shape[0]):
-            break
-    prefetcher.shutdown(wait=True, cancel_futures=True)
-    pool.shutdown(wait=True, cancel_futures=True)
-    r = timer.result(
-        "torchvision-gpu",
-        {"batch_size": args.batch_size, "read_threads": args.read_threads, "dtype": "float16", "device": str(device)},
-    )
+    r = common.run_gpu_peer("torchvision-gpu", args, samples, read_file, decode, device)
     r.update(stats)
     r["cpu_routed_images"] = sum(on_cpu)
     r["torch"] = torch.__version__
