@@ -41,6 +41,33 @@ pub struct Substitute {
     pub replaced_by_key: String,
 }
 
+/// Which decoder decoded how many samples. Samples that failed (and were replaced by a
+/// substitute) are not counted; the CPU backend decodes everything on the CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecoderCounts {
+    /// Decoded by the GPU's hardware JPEG engine.
+    pub hardware: u64,
+    /// Decoded by nvJPEG's CUDA decoders.
+    pub cuda: u64,
+    /// Decoded on the CPU (the CPU backend, or the CUDA backend's CPU route and retries).
+    pub cpu: u64,
+}
+
+impl DecoderCounts {
+    /// Samples decoded by any decoder.
+    pub fn total(&self) -> u64 {
+        self.hardware + self.cuda + self.cpu
+    }
+}
+
+impl std::ops::AddAssign for DecoderCounts {
+    fn add_assign(&mut self, o: Self) {
+        self.hardware += o.hardware;
+        self.cuda += o.cuda;
+        self.cpu += o.cpu;
+    }
+}
+
 /// One batch of augmented samples.
 #[derive(Debug)]
 pub struct Batch {
@@ -66,6 +93,8 @@ pub struct Batch {
     pub params: Vec<AugParams>,
     /// Slots whose sample was replaced.
     pub substitutes: Vec<Substitute>,
+    /// Which decoder decoded how many of this batch's samples.
+    pub decoders: DecoderCounts,
 }
 
 impl Batch {
@@ -83,6 +112,7 @@ impl Batch {
             indices: Vec::new(),
             params: Vec::new(),
             substitutes: Vec::new(),
+            decoders: DecoderCounts::default(),
         }
     }
 

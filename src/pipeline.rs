@@ -25,7 +25,7 @@
 
 use crate::backend::cpu::{BatchTimes, SampleIn};
 use crate::backend::cuda::pipeline::AnyBackend;
-use crate::batch::Batch;
+use crate::batch::{Batch, DecoderCounts};
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::reader::{ReadBatch, Reader};
@@ -61,7 +61,8 @@ pub struct Stats {
     /// Elapsed backend time.
     pub backend: Duration,
     /// Time callers of `next_batch` waited.
-    pub consumer_wait: Duration,
+    pub consumer_wait: Duration,    /// Which decoder decoded how many samples (hardware engine / CUDA decoders / CPU).
+    pub decoders: DecoderCounts,
 }
 
 enum Item {
@@ -276,6 +277,7 @@ impl Producer {
                         s.images += batch.len() as u64;
                         s.bytes += bytes;
                         s.substitutes += batch.substitutes.len() as u64;
+                        s.decoders += batch.decoders;
                         s.read_wait += read_wait;
                         s.decode += times.decode;
                         s.augment += times.augment;

@@ -36,6 +36,7 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     assert_eq!(r["backend"], "cpu");
     assert_eq!(r["errors"], 0);
     assert_eq!(r["decoders"]["cpu"], 56);
+    assert_eq!((r["decoders"]["hardware"].as_u64(), r["decoders"]["cuda"].as_u64()), (Some(0), Some(0)), "{r}");
     assert!(r["images_per_sec"].as_f64().unwrap() > 0.0);
     assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0);
     assert!(r["mpix_per_sec"].as_f64().unwrap() > 0.0);
@@ -53,6 +54,8 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let args = ["bench", d, "--backend", "cpu", "--batch-size", "41", "--epochs", "1", "--warmup-batches", "0", "--json"];
     let r = json(&stoke(&args, dir.path()));
     assert_eq!((r["images"].as_u64(), r["errors"].as_u64()), (Some(41), Some(1)), "{r}");
+    // The broken file was decoded by no decoder: 40 of the 41 slots were decoded on the CPU.
+    assert_eq!(r["decoders"], serde_json::json!({"hardware": 0, "cuda": 0, "cpu": 40}), "{r}");
 }
 
 #[test]

@@ -25,7 +25,7 @@ pub mod decode;
 use crate::augment::host::{self, Scratch, SrcImage};
 use crate::augment::params::oriented_size;
 use crate::augment::AugParams;
-use crate::batch::{Batch, Images};
+use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{OnError, OutputSpec, PipelineConfig};
 use crate::error::{Error, Result};
 use decode::DecodedImage;
@@ -248,6 +248,7 @@ impl CpuBackend {
                 });
         });
 
+        batch.decoders = DecoderCounts { cpu: self.status.iter().filter(|s| s.is_none()).count() as u64, ..DecoderCounts::default() };
         super::settle_slots(samples, &self.status, self.on_error, describe, batch, &mut |batch, to, from| {
             let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
             images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);

@@ -26,7 +26,7 @@ use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
 use crate::backend::cpu::{BatchTimes, SampleIn};
-use crate::batch::{Batch, Images};
+use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::reader::ReadBatch;
@@ -245,11 +245,18 @@ impl CudaBackend {
 
         // 2. Decode.
         let t_dec = Instant::now();
+        let before = self.decoder.stats();
         let decoded = self.decoder.decode(&jobs, &mut self.decoded);
         let release = self.staging.release(slot_index, &[self.decoder.stream()]);
         let arena = decoded?;
         release?;
         let decode_time = t_dec.elapsed();
+        let after = self.decoder.stats();
+        batch.decoders = DecoderCounts {
+            hardware: after.hardware - before.hardware,
+            cuda: after.cuda - before.cuda,
+            cpu: after.cpu - before.cpu,
+        };
 
         // 3. Status per slot and the policy.
         self.status.clear();

@@ -12,6 +12,7 @@
 //! loader it should be ~0.
 
 use crate::pipeline_args::PipelineArgs;
+use stoke::batch::DecoderCounts;
 use stoke::pipeline::Pipeline;
 use stoke::PipelineConfig;
 use std::io::IsTerminal;
@@ -230,6 +231,8 @@ pub struct Recorder {
     pub errors: u64,
     /// Batches ready ahead when the trainer asked, per measured batch.
     pub ahead: Vec<f64>,
+    /// Samples of the measured batches per decoder.
+    pub decoders: DecoderCounts,
 }
 
 /// Summary of the queue depth seen by the trainer.
@@ -382,9 +385,10 @@ pub struct Report {
     pub prefetch_batches: usize,
     /// Output element type and layout, e.g. "f32 nchw 224x224".
     pub output: String,
-    /// Which decoder took how many images in the window: `{"cpu": n}` on the CPU backend;
-    /// empty on CUDA until the pipeline reports its decoder split.
-    pub decoders: std::collections::BTreeMap<String, u64>,
+    /// Which decoder decoded how many samples of the measured batches: `hardware` (the GPU's
+    /// JPEG engine), `cuda` (nvJPEG's CUDA decoders), `cpu` (the CPU backend, or the CUDA
+    /// backend's CPU route and retries). Failed samples (substitutes) are not counted.
+    pub decoders: DecoderCounts,
     /// Time the trainer waited for each batch (inside `next_batch`).
     pub latency_ms: Option<LatencyMs>,
     /// Batches finished and waiting when the trainer asked for one: mean, min and max over
@@ -456,6 +460,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
                 rec.ahead.push(ahead as f64);
                 rec.images += batch.len() as u64;
                 rec.errors += batch.substitutes.len() as u64;
+                rec.decoders += batch.decoders;
                 rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
                 rec.bytes += batch.indices.iter().map(|&i| pipeline.dataset().sample(i).len).sum::<u64>();
                 t_last = now;
@@ -519,9 +524,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             config.augment.size.0,
             config.augment.size.1
         ),
-        // The CPU backend decodes everything itself. The CUDA backend's split (hardware
-        // engine / CUDA / CPU route) is not exposed through `Pipeline::stats` yet.
-        decoders: if on_gpu { Default::default() } else { [("cpu".to_string(), rec.images)].into_iter().collect() },
+        decoders: rec.decoders,
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
@@ -555,12 +558,8 @@ impl Report {
         println!("throughput   {:.1} images/s", self.images_per_sec);
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
-        let split: Vec<String> = self.decoders.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        if split.is_empty() {
-            println!("decoders     split not reported by this pipeline");
-        } else {
-            println!("decoders     {}", split.join(", "));
-        }
+        let d = &self.decoders;
+        println!("decoders     hardware {}, cuda {}, cpu {} (images decoded by each)", d.hardware, d.cuda, d.cpu);
         println!("stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)", self.seconds);
         let st = &self.stages;
         println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
