@@ -12,6 +12,24 @@ pub enum Preset {
     Eval,
 }
 
+/// Which samples this process delivers, in which order (shared by the pipeline options and
+/// `stoke plan`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct ShardArgs {
+    /// This process's rank (default: $RANK or 0).
+    #[arg(long)]
+    pub rank: Option<usize>,
+    /// Number of ranks (default: $WORLD_SIZE or 1).
+    #[arg(long)]
+    pub world_size: Option<usize>,
+    /// Drop the tail (floor(N/world) per rank) instead of padding ranks by wrapping.
+    #[arg(long)]
+    pub drop_last: bool,
+    /// Keep dataset order (no shuffle), as for evaluation.
+    #[arg(long)]
+    pub no_shuffle: bool,
+}
+
 /// Options that build a [`PipelineConfig`].
 #[derive(clap::Args, Clone, Debug)]
 pub struct PipelineArgs {
@@ -51,18 +69,9 @@ pub struct PipelineArgs {
     /// Batches read ahead.
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
-    /// This process's rank (default: $RANK or 0).
-    #[arg(long)]
-    pub rank: Option<usize>,
-    /// Number of ranks (default: $WORLD_SIZE or 1).
-    #[arg(long)]
-    pub world_size: Option<usize>,
-    /// Drop the tail instead of padding ranks by wrapping.
-    #[arg(long)]
-    pub drop_last: bool,
-    /// Keep dataset order (no shuffle).
-    #[arg(long)]
-    pub no_shuffle: bool,
+    /// Rank, world size, tail and order.
+    #[command(flatten)]
+    pub shard: ShardArgs,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -218,9 +227,9 @@ impl PipelineArgs {
         c.output.layout = self.layout;
         c.batch_size = self.batch_size;
         c.seed = self.seed;
-        c.shuffle = !self.no_shuffle;
-        (c.rank, c.world_size) = rank_and_world_size(self.rank, self.world_size)?;
-        c.drop_last = self.drop_last;
+        c.shuffle = !self.shard.no_shuffle;
+        (c.rank, c.world_size) = self.shard.rank_and_world_size()?;
+        c.drop_last = self.shard.drop_last;
         c.backend = self.backend;
         c.on_error = self.on_error;
         c.cpu_threads = self.threads;
@@ -249,16 +258,18 @@ fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
     }
 }
 
-/// This process's rank and the number of ranks: the options when given, else `$RANK` (0 when
-/// unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them.
-pub fn rank_and_world_size(rank: Option<usize>, world_size: Option<usize>) -> stoke::Result<(usize, usize)> {
-    let rank = match rank {
-        Some(r) => r,
-        None => env_usize("RANK")?.unwrap_or(0),
-    };
-    let world_size = match world_size {
-        Some(w) => w,
-        None => env_usize("WORLD_SIZE")?.unwrap_or(1),
-    };
-    Ok((rank, world_size))
+impl ShardArgs {
+    /// This process's rank and the number of ranks: the options when given, else `$RANK`
+    /// (0 when unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them.
+    pub fn rank_and_world_size(&self) -> stoke::Result<(usize, usize)> {
+        let rank = match self.rank {
+            Some(r) => r,
+            None => env_usize("RANK")?.unwrap_or(0),
+        };
+        let world_size = match self.world_size {
+            Some(w) => w,
+            None => env_usize("WORLD_SIZE")?.unwrap_or(1),
+        };
+        Ok((rank, world_size))
+    }
 }

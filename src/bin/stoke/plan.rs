@@ -17,18 +17,9 @@ pub struct Args {
     /// Epoch.
     #[arg(long, default_value_t = 0)]
     pub epoch: u64,
-    /// This rank (default: $RANK or 0).
-    #[arg(long)]
-    pub rank: Option<usize>,
-    /// Number of ranks (default: $WORLD_SIZE or 1).
-    #[arg(long)]
-    pub world_size: Option<usize>,
-    /// Drop the tail (floor(N/world) per rank) instead of padding by wrapping.
-    #[arg(long)]
-    pub drop_last: bool,
-    /// Dataset order (no shuffle), as for evaluation.
-    #[arg(long)]
-    pub no_shuffle: bool,
+    /// Rank, world size, tail and order.
+    #[command(flatten)]
+    pub shard: crate::pipeline_args::ShardArgs,
     /// Check that every label is below this.
     #[arg(long)]
     pub num_classes: Option<usize>,
@@ -45,9 +36,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> stoke::Result<()> {
-    let (rank, world_size) = crate::pipeline_args::rank_and_world_size(args.rank, args.world_size)?;
+    let (rank, world_size) = args.shard.rank_and_world_size()?;
     let d = Dataset::open(&args.dataset, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
-    let cfg = SamplerConfig { seed: args.seed, shuffle: !args.no_shuffle, rank, world_size, drop_last: args.drop_last };
+    let cfg = SamplerConfig { seed: args.seed, shuffle: !args.shard.no_shuffle, rank, world_size, drop_last: args.shard.drop_last };
     let s = if args.class_balanced {
         let labels: Vec<i64> = d.samples().iter().map(|m| m.label).collect();
         let len = args.epoch_length.unwrap_or(d.len() as u64);
