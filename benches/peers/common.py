@@ -147,6 +147,18 @@ def emit(result):
     sys.stdout.flush()
 
 
+def gpu_peer_args(description):
+    """The GPU peers' command line (base_parser + --read-threads, --device), parsed:
+    (args, the torch device, the dataset's (path, label) pairs)."""
+    import torch
+
+    ap = base_parser(description)
+    ap.add_argument("--read-threads", type=int, default=8)
+    ap.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    return args, torch.device(args.device), list_samples(args.dataset)
+
+
 def run_gpu_peer(peer, args, samples, read_one, decode, device):
     """The measured loop the GPU peers share; returns the timer's result dict.
 

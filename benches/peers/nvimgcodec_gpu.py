@@ -36,12 +36,7 @@ def read_bytes(path):
 
 
 def main():
-    ap = common.base_parser(__doc__.splitlines()[0])
-    ap.add_argument("--read-threads", type=int, default=8)
-    ap.add_argument("--device", default="cuda")
-    args = ap.parse_args()
-    device = torch.device(args.device)
-    samples = common.list_samples(args.dataset)
+    args, device, samples = common.gpu_peer_args(__doc__.splitlines()[0])
     decoder = nvimgcodec.Decoder()  # the current CUDA device
     stats = {"cpu_decoded": 0}
 

@@ -50,12 +50,7 @@ def decode_batch(datas, on_cpu, device, stats):
 
 
 def main():
-    ap = common.base_parser(__doc__.splitlines()[0])
-    ap.add_argument("--read-threads", type=int, default=8)
-    ap.add_argument("--device", default="cuda")
-    args = ap.parse_args()
-    device = torch.device(args.device)
-    samples = common.list_samples(args.dataset)
+    args, device, samples = common.gpu_peer_args(__doc__.splitlines()[0])
     on_cpu = [common.jpeg_components(p) == 4 for p, _ in samples]
     stats = {"fallback_batches": 0, "cpu_decoded": 0}
 
