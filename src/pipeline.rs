@@ -61,10 +61,14 @@ pub struct Stats {
     /// Elapsed backend time.
     pub backend: Duration,
     /// Time callers of `next_batch` waited.
-    pub consumer_wait: Duration,    /// Which decoder decoded how many samples (hardware engine / CUDA decoders / CPU).
+    pub consumer_wait: Duration,
+    /// Which decoder decoded how many samples (hardware engine / CUDA decoders / CPU).
     pub decoders: DecoderCounts,
 }
 
+// A batch is moved through the channel by value once per batch (224 bytes); boxing it would
+// allocate per batch.
+#[allow(clippy::large_enum_variant)]
 enum Item {
     Batch(Result<Batch>),
     End,
