@@ -124,9 +124,16 @@ def append_rows(path, rows):
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     if title not in text:
         text = text.rstrip("\n") + f"\n\n{title}\n\n{header}"
-    text = text.rstrip("\n") + "\n" + "".join(rows)
+    # The rows go at the end of the peers table, wherever that section stands in the file:
+    # after its header line, the last consecutive table line.
+    lines = text.splitlines(keepends=True)
+    at = next(i for i, l in enumerate(lines) if l.startswith(title))
+    at = next(i for i in range(at, len(lines)) if lines[i].startswith("| ---")) + 1
+    while at < len(lines) and lines[at].startswith("|"):
+        at += 1
+    lines[at:at] = rows
     with open(path, "w") as f:
-        f.write(text)
+        f.write("".join(lines))
 
 
 def main():

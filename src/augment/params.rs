@@ -150,6 +150,27 @@ impl SampleRng {
     }
 }
 
+/// `SampleRng` is a [`rand`] generator too (`rand::Rng` through this impl), so a user's own
+/// extra augmentations can use rand's distributions on the same keyed, reproducible stream.
+impl rand::TryRng for SampleRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok((self.next_u64() >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for chunk in dst.chunks_mut(8) {
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes()[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
 /// Stream id for augment parameters (see [`SampleRng::new`]).
 pub const STREAM_AUGMENT: u64 = 1;
 
@@ -325,6 +346,29 @@ mod tests {
             let (w, h) = (1 + (s % 700) as i32, 1 + (s * 7 % 900) as i32);
             let (x, y, cw, ch) = random_resized_crop_box(&mut rng, w, h, (0.08, 1.0), (0.75, 4.0 / 3.0));
             assert!(cw > 0 && ch > 0 && x >= 0 && y >= 0 && x + cw <= w && y + ch <= h, "{w}x{h}: {x},{y},{cw},{ch}");
+        }
+    }
+
+    #[test]
+    fn works_as_a_rand_generator() {
+        use rand::{Rng, RngExt};
+        let base = SampleRng::new(3, 1, 4, 1);
+        // rand's view of the stream is the stream itself.
+        let (mut a, mut b) = (base.clone(), base.clone());
+        for _ in 0..16 {
+            assert_eq!(Rng::next_u64(&mut a), b.next_u64());
+        }
+        let (mut a, mut b) = (base.clone(), base.clone());
+        let mut bytes = [0u8; 13];
+        a.fill_bytes(&mut bytes);
+        let (w0, w1) = (b.next_u64().to_le_bytes(), b.next_u64().to_le_bytes());
+        assert_eq!(&bytes[..8], &w0);
+        assert_eq!(&bytes[8..], &w1[..5]);
+        // rand's distributions work on it and stay in range.
+        let mut a = base.clone();
+        for _ in 0..1000 {
+            let v = a.random_range(10..17u32);
+            assert!((10..17).contains(&v));
         }
     }
 
