@@ -114,7 +114,8 @@ impl AugmentSpec {
                 return bad(format!("{name} probability must be in [0, 1], got {p}"));
             }
         }
-        if !(self.rotate_deg.0 <= self.rotate_deg.1) || !self.rotate_deg.0.is_finite() || !self.rotate_deg.1.is_finite() {
+        let (lo, hi) = self.rotate_deg;
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
             return bad(format!("rotation range must be finite with min <= max, got {:?}", self.rotate_deg));
         }
         Ok(())
@@ -383,6 +384,11 @@ mod tests {
         let mut c = PipelineConfig::new("x");
         c.augment.hflip_p = 1.5;
         assert!(c.validate().unwrap_err().to_string().contains("hflip probability"));
+        for bad in [(10.0, -10.0), (f32::NAN, 0.0), (0.0, f32::INFINITY)] {
+            let mut c = PipelineConfig::new("x");
+            c.augment.rotate_deg = bad;
+            assert!(c.validate().unwrap_err().to_string().contains("rotation range"), "{bad:?}");
+        }
         let mut c = PipelineConfig::new("x");
         c.ring_depth = 1;
         assert!(c.validate().unwrap_err().to_string().contains("ring depth"));
