@@ -91,23 +91,40 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
     }
 }
 
-// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`). The same
-// per-element stoke_store math, arranged so the compiler can vectorize the f32 NCHW case
-// (element-wise IEEE operations give the same bits vectorized or not).
+// Fast run casts (kernels/host/cast_host.cpp): exactly stoke_f32_to_f16_bits /
+// stoke_f32_to_bf16_bits of every element.
+extern "C" void stoke_host_f16_run(const float* src, uint16_t* dst, size_t n);
+extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
+
+// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`): the same
+// per-element stoke_store math (normalize, then cast), arranged in runs so the normalize
+// vectorizes and the cast goes through the run forms above (element-wise IEEE operations give
+// the same bits vectorized or not). `tmp` holds 3·ow floats.
 void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
-               const float* planar, const float* mean, const float* std) {
-    if (layout == STOKE_LAYOUT_NCHW && dtype == STOKE_DTYPE_F32) {
+               const float* planar, const float* mean, const float* std, float* tmp) {
+    const bool f32 = dtype == STOKE_DTYPE_F32;
+    if (layout == STOKE_LAYOUT_NCHW) {
         for (int32_t c = 0; c < 3; c++) {
-            float* dst = (float*)out + stoke_out_index(layout, n, c, y, 0, oh, ow);
+            const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
+            float* dst = f32 ? (float*)out + at : tmp;
             const float* src = planar + (size_t)c * ow;
             const float m = mean[c], sd = std[c];
             for (int32_t x = 0; x < ow; x++) dst[x] = stoke_normalize(src[x], m, sd);
+            if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow);
+            if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow);
         }
         return;
     }
-    for (int32_t x = 0; x < ow; x++)
-        for (int32_t c = 0; c < 3; c++)
-            stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), planar[c * ow + x], mean[c], std[c]);
+    // NHWC: one interleaved run of 3·ow values.
+    const uint64_t at = stoke_out_index(layout, n, 0, y, 0, oh, ow);
+    float* dst = f32 ? (float*)out + at : tmp;
+    for (int32_t c = 0; c < 3; c++) {
+        const float* src = planar + (size_t)c * ow;
+        const float m = mean[c], sd = std[c];
+        for (int32_t x = 0; x < ow; x++) dst[3 * x + c] = stoke_normalize(src[x], m, sd);
+    }
+    if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
+    if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
 }
 
 }  // namespace
@@ -227,12 +244,13 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             for (int32_t x = 0; x < ow; x++)
                 for (int32_t c = 0; c < 3; c++) pre[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
         } else {
-            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std);
+            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);  // acc is free until row i + 1
         }
     }
     if (!pre) return 0;
 
-    // Rotation pass over the pre-rotation image.
+    // Rotation pass over the pre-rotation image, a row of planar values at a time (planar and
+    // acc are free now).
     StokeRotation rot;
     stoke_rotation_init(p, &rot);
     for (int32_t y = 0; y < oh; y++) {
@@ -265,9 +283,9 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                     v[c] = stoke_rot_blend(a, mask, p->fill[c]);
                 }
             }
-            for (int c = 0; c < 3; c++)
-                stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v[c], mean[c], std[c]);
+            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
         }
+        store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);
     }
     return 0;
 }
