@@ -7,6 +7,7 @@
 // stoke_resized_pixel, which the GPU kernel evaluates per output pixel: a test checks it.
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "../augment_math.cuh"
 
 namespace {
@@ -65,6 +66,7 @@ Plan plan(const StokeAugParams* p) {
     b += align16(pl.band_rows * ow * 3 * sizeof(float));  // horizontal pass
     b += align16(ow * 3 * sizeof(float));                 // one vertical accumulator row
     b += align16(ow * 3 * sizeof(float));                 // the row, planar and flipped
+    b += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));  // one crop row as f32, padded
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
     pl.total_bytes = b;
     return pl;
@@ -196,30 +198,50 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     s += align16((size_t)ow * 3 * sizeof(float));
     float* planar = (float*)s;
     s += align16((size_t)ow * 3 * sizeof(float));
+    float* line = (float*)s;
+    s += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));
     float* pre = pl.rotate ? (float*)s : nullptr;
 
-    fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, p->crop_x, step_x);
+    // x taps as crop columns, then as float offsets into `line` (the crop row's columns
+    // [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads them).
+    fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, 0, 1);
+    for (size_t t = 0; t < pl.taps_x; t++) tx.off[t] = (tx.off[t] - tx.lo) * 3;
     // Row offsets are relative to the band, so they index `band` rows, not bytes.
     fill_table(&ty, p->crop_h, p->resize_h, p->win_y, oh, p->filter, p->antialias, 0, 1);
 
-    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
+    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order. The
+    // three channels (and a fourth, ignored lane) go through one 4-wide vector: per lane the
+    // same f32 multiply then add as the scalar form (no contraction, see build.rs).
+    typedef float v4f __attribute__((vector_size(16)));
     const size_t row_len = (size_t)ow * 3;
+    const size_t line_len = (size_t)(tx.hi - tx.lo) * 3;
+    for (size_t e = line_len; e < line_len + 4; e++) line[e] = 0.0f;  // the padding lanes read
     for (int32_t r = ty.lo; r < ty.hi; r++) {
-        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y;
+        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x;
+        if (step_x == 3) {
+            const uint8_t* px = src + row;
+            for (size_t e = 0; e < line_len; e++) line[e] = (float)px[e];
+        } else {
+            for (int32_t x = 0; x < tx.hi - tx.lo; x++) {
+                const uint8_t* px = src + (row + (int64_t)x * step_x);
+                line[3 * x] = (float)px[0];
+                line[3 * x + 1] = (float)px[1];
+                line[3 * x + 2] = (float)px[2];
+            }
+        }
         float* dst = band + (size_t)(r - ty.lo) * row_len;
         for (int32_t j = 0; j < ow; j++) {
             const int64_t* off = tx.off + tx.start[j];
             const float* w = tx.w + tx.start[j];
-            float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
+            v4f a = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int32_t k = 0; k < tx.count[j]; k++) {
-                const uint8_t* px = src + (row + off[k]);
-                r0 = r0 + w[k] * (float)px[0];
-                r1 = r1 + w[k] * (float)px[1];
-                r2 = r2 + w[k] * (float)px[2];
+                v4f v;
+                memcpy(&v, line + off[k], sizeof v);
+                a = a + w[k] * v;
             }
-            dst[3 * j] = r0;
-            dst[3 * j + 1] = r1;
-            dst[3 * j + 2] = r2;
+            dst[3 * j] = a[0];
+            dst[3 * j + 1] = a[1];
+            dst[3 * j + 2] = a[2];
         }
     }
 
