@@ -93,37 +93,41 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
     }
 }
 
-// Fast run casts (kernels/host/cast_host.cpp): exactly stoke_f32_to_f16_bits /
-// stoke_f32_to_bf16_bits of every element.
+// Run forms (kernels/host/cast_host.cpp): exactly stoke_normalize / stoke_f32_to_f16_bits /
+// stoke_f32_to_bf16_bits of every element, vectorized.
+extern "C" void stoke_host_normalize_run(const float* src, float mean, float std, float* dst, size_t n);
 extern "C" void stoke_host_f16_run(const float* src, uint16_t* dst, size_t n);
+extern "C" void stoke_host_normalize_f16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
+                                             float* tmp);
 extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
 
-// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`): the same
-// per-element stoke_store math (normalize, then cast), arranged in runs so the normalize
-// vectorizes and the cast goes through the run forms above (element-wise IEEE operations give
-// the same bits vectorized or not). `tmp` holds 3·ow floats.
+// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`, overwritten
+// with the normalized values): the same per-element stoke_store math (normalize, then cast),
+// in runs. `tmp` holds 3·ow floats.
 void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
-               const float* planar, const float* mean, const float* std, float* tmp) {
+               float* planar, const float* mean, const float* std, float* tmp) {
     const bool f32 = dtype == STOKE_DTYPE_F32;
     if (layout == STOKE_LAYOUT_NCHW) {
         for (int32_t c = 0; c < 3; c++) {
             const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
+            if (dtype == STOKE_DTYPE_F16) {
+                stoke_host_normalize_f16_run(planar + (size_t)c * ow, mean[c], std[c], (uint16_t*)out + at, (size_t)ow,
+                                             tmp);
+                continue;
+            }
             float* dst = f32 ? (float*)out + at : tmp;
-            const float* src = planar + (size_t)c * ow;
-            const float m = mean[c], sd = std[c];
-            for (int32_t x = 0; x < ow; x++) dst[x] = stoke_normalize(src[x], m, sd);
-            if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow);
+            stoke_host_normalize_run(planar + (size_t)c * ow, mean[c], std[c], dst, (size_t)ow);
             if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow);
         }
         return;
     }
-    // NHWC: one interleaved run of 3·ow values.
+    // NHWC: normalize the channel rows in place, then one interleaved run of 3·ow values.
     const uint64_t at = stoke_out_index(layout, n, 0, y, 0, oh, ow);
     float* dst = f32 ? (float*)out + at : tmp;
     for (int32_t c = 0; c < 3; c++) {
-        const float* src = planar + (size_t)c * ow;
-        const float m = mean[c], sd = std[c];
-        for (int32_t x = 0; x < ow; x++) dst[3 * x + c] = stoke_normalize(src[x], m, sd);
+        float* row = planar + (size_t)c * ow;
+        stoke_host_normalize_run(row, mean[c], std[c], row, (size_t)ow);
+        for (int32_t x = 0; x < ow; x++) dst[3 * x + c] = row[x];
     }
     if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
     if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);

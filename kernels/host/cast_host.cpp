@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "../stoke_common.cuh"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define STOKE_HAVE_F16C_PATH 1
@@ -64,6 +65,14 @@ inline uint16_t bf16_bits_branchless(float f) {
 }
 
 #ifdef STOKE_HAVE_F16C_PATH
+// NaN lanes (is_nan all ones) → sign | 0x7fc00000, other lanes unchanged; written with
+// and/andnot/or (GCC 12 splits a blendv fed by a compare into per-lane branches here).
+__attribute__((target("avx"))) inline __m256 nan_to_quiet(__m256 v, __m256 is_nan, __m256 sign_mask,
+                                                          __m256 quiet_nan) {
+    const __m256 canon = _mm256_or_ps(_mm256_and_ps(v, sign_mask), quiet_nan);
+    return _mm256_or_ps(_mm256_andnot_ps(is_nan, v), _mm256_and_ps(is_nan, canon));
+}
+
 __attribute__((target("avx,f16c"))) void f16_run_f16c(const float* src, uint16_t* dst, size_t n) {
     const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32((int32_t)0x80000000u));
     const __m256 quiet_nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
@@ -71,10 +80,44 @@ __attribute__((target("avx,f16c"))) void f16_run_f16c(const float* src, uint16_t
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(src + i);
         const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        v = _mm256_blendv_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign_mask), quiet_nan), is_nan);
+        v = nan_to_quiet(v, is_nan, sign_mask, quiet_nan);
         _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
     }
     for (; i < n; i++) dst[i] = f16_bits_branchless(src[i]);
+}
+
+// stoke_normalize over a run, 8 values at a time: the same two IEEE divisions and the
+// subtraction per element, so the same bits as the scalar form.
+__attribute__((target("avx"))) void normalize_run_avx(const float* src, float mean, float std, float* dst, size_t n) {
+    const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(mean), sd = _mm256_set1_ps(std);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_div_ps(_mm256_loadu_ps(src + i), k255);
+        _mm256_storeu_ps(dst + i, _mm256_div_ps(_mm256_sub_ps(x, m), sd));
+    }
+    for (; i < n; i++) dst[i] = stoke_normalize(src[i], mean, std);
+}
+
+// normalize_run_avx then f16_run_f16c fused: no f32 round trip through memory.
+__attribute__((target("avx,f16c"))) void normalize_f16_run_f16c(const float* src, float mean, float std, uint16_t* dst,
+                                                                size_t n) {
+    const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(mean), sd = _mm256_set1_ps(std);
+    const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32((int32_t)0x80000000u));
+    const __m256 quiet_nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_div_ps(_mm256_loadu_ps(src + i), k255);
+        __m256 v = _mm256_div_ps(_mm256_sub_ps(x, m), sd);
+        const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+        v = nan_to_quiet(v, is_nan, sign_mask, quiet_nan);
+        _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++) dst[i] = f16_bits_branchless(stoke_normalize(src[i], mean, std));
+}
+
+bool detect_avx() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx");
 }
 
 bool detect_f16c() {
@@ -127,6 +170,32 @@ void stoke_host_f16_run(const float* src, uint16_t* dst, size_t n) {
     }
 #endif
     stoke_host_f16_run_portable(src, dst, n);
+}
+
+// dst[i] = stoke_normalize(src[i], mean, std) for i < n (AVX when this CPU has it; the
+// compiler's baseline vectorization otherwise).
+void stoke_host_normalize_run(const float* src, float mean, float std, float* dst, size_t n) {
+#ifdef STOKE_HAVE_F16C_PATH
+    static const bool avx = detect_avx();
+    if (avx) {
+        normalize_run_avx(src, mean, std, dst, n);
+        return;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) dst[i] = stoke_normalize(src[i], mean, std);
+}
+
+// dst[i] = stoke_f32_to_f16_bits(stoke_normalize(src[i], mean, std)) for i < n; `tmp` (n
+// floats) is used when the CPU has no F16C.
+void stoke_host_normalize_f16_run(const float* src, float mean, float std, uint16_t* dst, size_t n, float* tmp) {
+#ifdef STOKE_HAVE_F16C_PATH
+    if (stoke_host_has_f16c()) {
+        normalize_f16_run_f16c(src, mean, std, dst, n);
+        return;
+    }
+#endif
+    stoke_host_normalize_run(src, mean, std, tmp, n);
+    stoke_host_f16_run_portable(tmp, dst, n);
 }
 
 // dst[i] = stoke_f32_to_bf16_bits(src[i]) for i < n (branch-free; vectorizes).

@@ -11,6 +11,8 @@ mod ffi {
         pub fn stoke_host_f16_run_portable(src: *const f32, dst: *mut u16, n: usize);
         pub fn stoke_host_f16_run_f16c(src: *const f32, dst: *mut u16, n: usize) -> i32;
         pub fn stoke_host_bf16_run(src: *const f32, dst: *mut u16, n: usize);
+        pub fn stoke_host_normalize_run(src: *const f32, mean: f32, std: f32, dst: *mut f32, n: usize);
+        pub fn stoke_host_normalize_f16_run(src: *const f32, mean: f32, std: f32, dst: *mut u16, n: usize, tmp: *mut f32);
         pub fn stoke_host_normalize(x255: f32, mean: f32, std: f32) -> f32;
         pub fn stoke_host_params_size() -> usize;
         pub fn stoke_host_augment_scratch(p: *const AugParams) -> usize;
@@ -320,6 +322,26 @@ pub fn bf16_run(src: &[f32], dst: &mut [u16]) {
     unsafe { ffi::stoke_host_bf16_run(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
 }
 
+/// `dst[i] = normalize(src[i], mean, std)` for a run of values (the CPU backend's vectorized
+/// form). Panics if `dst` is shorter than `src`.
+pub fn normalize_run(src: &[f32], mean: f32, std: f32, dst: &mut [f32]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many, both inside the slices.
+    unsafe { ffi::stoke_host_normalize_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len()) }
+}
+
+/// `dst[i] = f32_to_f16_bits(normalize(src[i], mean, std))` for a run of values (the CPU
+/// backend's fused form). Panics if `dst` is shorter than `src`.
+pub fn normalize_f16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    let mut tmp = vec![0f32; src.len()];
+    // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
+    // inside their slices.
+    unsafe {
+        ffi::stoke_host_normalize_f16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
+    }
+}
+
 /// `(x/255 − mean)/std` as the kernels compute it (`stoke_normalize`).
 pub fn normalize(x255: f32, mean: f32, std: f32) -> f32 {
     // SAFETY: pure function of its arguments, no pointers.
@@ -453,6 +475,31 @@ mod tests {
                 bf16_run(src, &mut out);
                 check("bf16_run (short)", &out, &want_b[start * 1000..start * 1000 + len], src);
                 assert_eq!(out[len], 0xabcd);
+            }
+        }
+    }
+
+    /// The run forms of normalize (and normalize + f16 cast) give the scalar function's bits:
+    /// every 0..255 value and values between them, zero std (±inf and NaN results), odd
+    /// lengths for the tails.
+    #[test]
+    fn normalize_runs_match_the_scalar_function_bit_for_bit() {
+        let mut src: Vec<f32> = (0..=255u32).map(|x| x as f32).collect();
+        src.extend((0..2000u32).map(|i| i as f32 * 0.1277));
+        src.extend([0.0, -0.0, 255.0, 1e-40, f32::NAN, f32::INFINITY]);
+        for (mean, std) in [(0.485f32, 0.229f32), (0.456, 0.224), (0.0, 1.0), (0.5, 0.0), (0.0, -0.0), (1.0, 3e-38)] {
+            for len in [src.len(), 1, 7, 8, 13, 0] {
+                let s = &src[src.len() - len..];
+                let mut got = vec![0f32; len + 1];
+                normalize_run(s, mean, std, &mut got);
+                let mut got16 = vec![0xabcdu16; len + 1];
+                normalize_f16_run(s, mean, std, &mut got16);
+                for (i, &x) in s.iter().enumerate() {
+                    let want = normalize(x, mean, std);
+                    assert_eq!(got[i].to_bits(), want.to_bits(), "normalize({x}, {mean}, {std})");
+                    assert_eq!(got16[i], f32_to_f16_bits(want), "f16 of normalize({x}, {mean}, {std})");
+                }
+                assert_eq!(got16[len], 0xabcd, "normalize_f16_run wrote past the end");
             }
         }
     }
