@@ -100,6 +100,8 @@ extern "C" void stoke_host_f16_run(const float* src, uint16_t* dst, size_t n);
 extern "C" void stoke_host_normalize_f16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
                                              float* tmp);
 extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
+extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
+                                              float* tmp);
 
 // Normalize and store output row y from planar channel rows (`planar[c·ow + x]`, overwritten
 // with the normalized values): the same per-element stoke_store math (normalize, then cast),
@@ -110,14 +112,13 @@ void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y
     if (layout == STOKE_LAYOUT_NCHW) {
         for (int32_t c = 0; c < 3; c++) {
             const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
-            if (dtype == STOKE_DTYPE_F16) {
-                stoke_host_normalize_f16_run(planar + (size_t)c * ow, mean[c], std[c], (uint16_t*)out + at, (size_t)ow,
-                                             tmp);
-                continue;
-            }
-            float* dst = f32 ? (float*)out + at : tmp;
-            stoke_host_normalize_run(planar + (size_t)c * ow, mean[c], std[c], dst, (size_t)ow);
-            if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow);
+            const float* row = planar + (size_t)c * ow;
+            if (f32)
+                stoke_host_normalize_run(row, mean[c], std[c], (float*)out + at, (size_t)ow);
+            else if (dtype == STOKE_DTYPE_F16)
+                stoke_host_normalize_f16_run(row, mean[c], std[c], (uint16_t*)out + at, (size_t)ow, tmp);
+            else
+                stoke_host_normalize_bf16_run(row, mean[c], std[c], (uint16_t*)out + at, (size_t)ow, tmp);
         }
         return;
     }

@@ -115,6 +115,33 @@ __attribute__((target("avx,f16c"))) void normalize_f16_run_f16c(const float* src
     for (; i < n; i++) dst[i] = f16_bits_branchless(stoke_normalize(src[i], mean, std));
 }
 
+// normalize_run_avx then bf16_bits_branchless, 8 at a time (AVX2 for the integer rounding).
+__attribute__((target("avx2"))) void normalize_bf16_run_avx2(const float* src, float mean, float std, uint16_t* dst,
+                                                             size_t n) {
+    const __m256 k255 = _mm256_set1_ps(255.0f), m = _mm256_set1_ps(mean), sd = _mm256_set1_ps(std);
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), abs_mask = _mm256_set1_epi32(0x7fffffff),
+                  inf = _mm256_set1_epi32(0x7f800000), quiet = _mm256_set1_epi32(0x40);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_div_ps(_mm256_loadu_ps(src + i), k255);
+        const __m256i v = _mm256_castps_si256(_mm256_div_ps(_mm256_sub_ps(x, m), sd));
+        const __m256i hi = _mm256_srli_epi32(v, 16);
+        const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(v, bias), _mm256_and_si256(hi, one)), 16);
+        const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
+        const __m256i r = _mm256_or_si256(_mm256_andnot_si256(is_nan, rounded), _mm256_and_si256(is_nan, _mm256_or_si256(hi, quiet)));
+        // Every lane is ≤ 0xffff, so the unsigned-saturating pack is exact; it packs within
+        // 128-bit halves, the permute puts the four 64-bit pieces back in order.
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+        _mm_storeu_si128((__m128i*)(dst + i), _mm256_castsi256_si128(packed));
+    }
+    for (; i < n; i++) dst[i] = bf16_bits_branchless(stoke_normalize(src[i], mean, std));
+}
+
+bool detect_avx2() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
 bool detect_avx() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx");
@@ -196,6 +223,20 @@ void stoke_host_normalize_f16_run(const float* src, float mean, float std, uint1
 #endif
     stoke_host_normalize_run(src, mean, std, tmp, n);
     stoke_host_f16_run_portable(tmp, dst, n);
+}
+
+// dst[i] = stoke_f32_to_bf16_bits(stoke_normalize(src[i], mean, std)) for i < n; `tmp` (n
+// floats) is used when the CPU has no AVX2.
+void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n, float* tmp) {
+#ifdef STOKE_HAVE_F16C_PATH
+    static const bool avx2 = detect_avx2();
+    if (avx2) {
+        normalize_bf16_run_avx2(src, mean, std, dst, n);
+        return;
+    }
+#endif
+    stoke_host_normalize_run(src, mean, std, tmp, n);
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_bits_branchless(tmp[i]);
 }
 
 // dst[i] = stoke_f32_to_bf16_bits(src[i]) for i < n (branch-free; vectorizes).

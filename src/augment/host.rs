@@ -13,6 +13,7 @@ mod ffi {
         pub fn stoke_host_bf16_run(src: *const f32, dst: *mut u16, n: usize);
         pub fn stoke_host_normalize_run(src: *const f32, mean: f32, std: f32, dst: *mut f32, n: usize);
         pub fn stoke_host_normalize_f16_run(src: *const f32, mean: f32, std: f32, dst: *mut u16, n: usize, tmp: *mut f32);
+        pub fn stoke_host_normalize_bf16_run(src: *const f32, mean: f32, std: f32, dst: *mut u16, n: usize, tmp: *mut f32);
         pub fn stoke_host_normalize(x255: f32, mean: f32, std: f32) -> f32;
         pub fn stoke_host_params_size() -> usize;
         pub fn stoke_host_augment_scratch(p: *const AugParams) -> usize;
@@ -342,6 +343,18 @@ pub fn normalize_f16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
     }
 }
 
+/// `dst[i] = f32_to_bf16_bits(normalize(src[i], mean, std))` for a run of values (the CPU
+/// backend's fused form). Panics if `dst` is shorter than `src`.
+pub fn normalize_bf16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    let mut tmp = vec![0f32; src.len()];
+    // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
+    // inside their slices.
+    unsafe {
+        ffi::stoke_host_normalize_bf16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
+    }
+}
+
 /// `(x/255 − mean)/std` as the kernels compute it (`stoke_normalize`).
 pub fn normalize(x255: f32, mean: f32, std: f32) -> f32 {
     // SAFETY: pure function of its arguments, no pointers.
@@ -479,7 +492,7 @@ mod tests {
         }
     }
 
-    /// The run forms of normalize (and normalize + f16 cast) give the scalar function's bits:
+    /// The run forms of normalize (and normalize + f16 / bf16 cast) give the scalar function's bits:
     /// every 0..255 value and values between them, zero std (±inf and NaN results), odd
     /// lengths for the tails.
     #[test]
@@ -500,6 +513,13 @@ mod tests {
                     assert_eq!(got16[i], f32_to_f16_bits(want), "f16 of normalize({x}, {mean}, {std})");
                 }
                 assert_eq!(got16[len], 0xabcd, "normalize_f16_run wrote past the end");
+                let mut got_b = vec![0xabcdu16; len + 1];
+                normalize_bf16_run(s, mean, std, &mut got_b);
+                for (i, &x) in s.iter().enumerate() {
+                    let want = f32_to_bf16_bits(normalize(x, mean, std));
+                    assert_eq!(got_b[i], want, "bf16 of normalize({x}, {mean}, {std})");
+                }
+                assert_eq!(got_b[len], 0xabcd, "normalize_bf16_run wrote past the end");
             }
         }
     }
