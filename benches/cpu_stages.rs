@@ -156,7 +156,7 @@ fn cpu_decode(c: &mut Criterion) {
 fn cpu_augment(c: &mut Criterion) {
     let samples = decoded(32);
     let mut g = short(c);
-    for dtype in [DType::F32, DType::F16] {
+    for dtype in [DType::F32, DType::F16, DType::Bf16] {
         let spec = OutputSpec { dtype, ..OutputSpec::default() };
         let mut out = vec![0u8; 3 * 224 * 224 * dtype.size()];
         let name = format!("cpu_augment_{}", format!("{dtype:?}").to_lowercase());

@@ -7,6 +7,7 @@
 // stoke_resized_pixel, which the GPU kernel evaluates per output pixel: a test checks it.
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "../augment_math.cuh"
 
 namespace {
@@ -65,6 +66,7 @@ Plan plan(const StokeAugParams* p) {
     b += align16(pl.band_rows * ow * 3 * sizeof(float));  // horizontal pass
     b += align16(ow * 3 * sizeof(float));                 // one vertical accumulator row
     b += align16(ow * 3 * sizeof(float));                 // the row, planar and flipped
+    b += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));  // one crop row as f32, padded
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
     pl.total_bytes = b;
     return pl;
@@ -91,23 +93,45 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
     }
 }
 
-// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`). The same
-// per-element stoke_store math, arranged so the compiler can vectorize the f32 NCHW case
-// (element-wise IEEE operations give the same bits vectorized or not).
+// Run forms (kernels/host/cast_host.cpp): exactly stoke_normalize / stoke_f32_to_f16_bits /
+// stoke_f32_to_bf16_bits of every element, vectorized.
+extern "C" void stoke_host_normalize_run(const float* src, float mean, float std, float* dst, size_t n);
+extern "C" void stoke_host_f16_run(const float* src, uint16_t* dst, size_t n);
+extern "C" void stoke_host_normalize_f16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
+                                             float* tmp);
+extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
+extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
+                                              float* tmp);
+
+// Normalize and store output row y from planar channel rows (`planar[c·ow + x]`, overwritten
+// with the normalized values): the same per-element stoke_store math (normalize, then cast),
+// in runs. `tmp` holds 3·ow floats.
 void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
-               const float* planar, const float* mean, const float* std) {
-    if (layout == STOKE_LAYOUT_NCHW && dtype == STOKE_DTYPE_F32) {
+               float* planar, const float* mean, const float* std, float* tmp) {
+    const bool f32 = dtype == STOKE_DTYPE_F32;
+    if (layout == STOKE_LAYOUT_NCHW) {
         for (int32_t c = 0; c < 3; c++) {
-            float* dst = (float*)out + stoke_out_index(layout, n, c, y, 0, oh, ow);
-            const float* src = planar + (size_t)c * ow;
-            const float m = mean[c], sd = std[c];
-            for (int32_t x = 0; x < ow; x++) dst[x] = stoke_normalize(src[x], m, sd);
+            const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
+            const float* row = planar + (size_t)c * ow;
+            if (f32)
+                stoke_host_normalize_run(row, mean[c], std[c], (float*)out + at, (size_t)ow);
+            else if (dtype == STOKE_DTYPE_F16)
+                stoke_host_normalize_f16_run(row, mean[c], std[c], (uint16_t*)out + at, (size_t)ow, tmp);
+            else
+                stoke_host_normalize_bf16_run(row, mean[c], std[c], (uint16_t*)out + at, (size_t)ow, tmp);
         }
         return;
     }
-    for (int32_t x = 0; x < ow; x++)
-        for (int32_t c = 0; c < 3; c++)
-            stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), planar[c * ow + x], mean[c], std[c]);
+    // NHWC: normalize the channel rows in place, then one interleaved run of 3·ow values.
+    const uint64_t at = stoke_out_index(layout, n, 0, y, 0, oh, ow);
+    float* dst = f32 ? (float*)out + at : tmp;
+    for (int32_t c = 0; c < 3; c++) {
+        float* row = planar + (size_t)c * ow;
+        stoke_host_normalize_run(row, mean[c], std[c], row, (size_t)ow);
+        for (int32_t x = 0; x < ow; x++) dst[3 * x + c] = row[x];
+    }
+    if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
+    if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
 }
 
 }  // namespace
@@ -179,30 +203,50 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     s += align16((size_t)ow * 3 * sizeof(float));
     float* planar = (float*)s;
     s += align16((size_t)ow * 3 * sizeof(float));
+    float* line = (float*)s;
+    s += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));
     float* pre = pl.rotate ? (float*)s : nullptr;
 
-    fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, p->crop_x, step_x);
+    // x taps as crop columns, then as float offsets into `line` (the crop row's columns
+    // [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads them).
+    fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, 0, 1);
+    for (size_t t = 0; t < pl.taps_x; t++) tx.off[t] = (tx.off[t] - tx.lo) * 3;
     // Row offsets are relative to the band, so they index `band` rows, not bytes.
     fill_table(&ty, p->crop_h, p->resize_h, p->win_y, oh, p->filter, p->antialias, 0, 1);
 
-    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
+    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order. The
+    // three channels (and a fourth, ignored lane) go through one 4-wide vector: per lane the
+    // same f32 multiply then add as the scalar form (no contraction, see build.rs).
+    typedef float v4f __attribute__((vector_size(16)));
     const size_t row_len = (size_t)ow * 3;
+    const size_t line_len = (size_t)(tx.hi - tx.lo) * 3;
+    for (size_t e = line_len; e < line_len + 4; e++) line[e] = 0.0f;  // the padding lanes read
     for (int32_t r = ty.lo; r < ty.hi; r++) {
-        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y;
+        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x;
+        if (step_x == 3) {
+            const uint8_t* px = src + row;
+            for (size_t e = 0; e < line_len; e++) line[e] = (float)px[e];
+        } else {
+            for (int32_t x = 0; x < tx.hi - tx.lo; x++) {
+                const uint8_t* px = src + (row + (int64_t)x * step_x);
+                line[3 * x] = (float)px[0];
+                line[3 * x + 1] = (float)px[1];
+                line[3 * x + 2] = (float)px[2];
+            }
+        }
         float* dst = band + (size_t)(r - ty.lo) * row_len;
         for (int32_t j = 0; j < ow; j++) {
             const int64_t* off = tx.off + tx.start[j];
             const float* w = tx.w + tx.start[j];
-            float r0 = 0.0f, r1 = 0.0f, r2 = 0.0f;
+            v4f a = {0.0f, 0.0f, 0.0f, 0.0f};
             for (int32_t k = 0; k < tx.count[j]; k++) {
-                const uint8_t* px = src + (row + off[k]);
-                r0 = r0 + w[k] * (float)px[0];
-                r1 = r1 + w[k] * (float)px[1];
-                r2 = r2 + w[k] * (float)px[2];
+                v4f v;
+                memcpy(&v, line + off[k], sizeof v);
+                a = a + w[k] * v;
             }
-            dst[3 * j] = r0;
-            dst[3 * j + 1] = r1;
-            dst[3 * j + 2] = r2;
+            dst[3 * j] = a[0];
+            dst[3 * j + 1] = a[1];
+            dst[3 * j + 2] = a[2];
         }
     }
 
@@ -227,12 +271,13 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             for (int32_t x = 0; x < ow; x++)
                 for (int32_t c = 0; c < 3; c++) pre[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
         } else {
-            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std);
+            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);  // acc is free until row i + 1
         }
     }
     if (!pre) return 0;
 
-    // Rotation pass over the pre-rotation image.
+    // Rotation pass over the pre-rotation image, a row of planar values at a time (planar and
+    // acc are free now).
     StokeRotation rot;
     stoke_rotation_init(p, &rot);
     for (int32_t y = 0; y < oh; y++) {
@@ -265,9 +310,9 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                     v[c] = stoke_rot_blend(a, mask, p->fill[c]);
                 }
             }
-            for (int c = 0; c < 3; c++)
-                stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v[c], mean[c], std[c]);
+            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
         }
+        store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);
     }
     return 0;
 }

@@ -6,6 +6,14 @@ mod ffi {
     extern "C" {
         pub fn stoke_host_f32_to_f16(f: f32) -> u16;
         pub fn stoke_host_f32_to_bf16(f: f32) -> u16;
+        pub fn stoke_host_has_f16c() -> i32;
+        pub fn stoke_host_f16_run(src: *const f32, dst: *mut u16, n: usize);
+        pub fn stoke_host_f16_run_portable(src: *const f32, dst: *mut u16, n: usize);
+        pub fn stoke_host_f16_run_f16c(src: *const f32, dst: *mut u16, n: usize) -> i32;
+        pub fn stoke_host_bf16_run(src: *const f32, dst: *mut u16, n: usize);
+        pub fn stoke_host_normalize_run(src: *const f32, mean: f32, std: f32, dst: *mut f32, n: usize);
+        pub fn stoke_host_normalize_f16_run(src: *const f32, mean: f32, std: f32, dst: *mut u16, n: usize, tmp: *mut f32);
+        pub fn stoke_host_normalize_bf16_run(src: *const f32, mean: f32, std: f32, dst: *mut u16, n: usize, tmp: *mut f32);
         pub fn stoke_host_normalize(x255: f32, mean: f32, std: f32) -> f32;
         pub fn stoke_host_params_size() -> usize;
         pub fn stoke_host_augment_scratch(p: *const AugParams) -> usize;
@@ -279,6 +287,74 @@ pub fn f32_to_bf16_bits(f: f32) -> u16 {
     unsafe { ffi::stoke_host_f32_to_bf16(f) }
 }
 
+/// Whether this CPU has the F16C conversion the host's f16 output path uses
+/// (checked at run time; the library is built for the baseline ISA).
+pub fn has_f16c() -> bool {
+    // SAFETY: no arguments; reads CPU feature flags.
+    unsafe { ffi::stoke_host_has_f16c() != 0 }
+}
+
+/// `dst[i] = f32_to_f16_bits(src[i])` for a run of values, by the fastest form this CPU has
+/// (the CPU backend's output path). Panics if `dst` is shorter than `src`.
+pub fn f16_run(src: &[f32], dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "f16 run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many u16, both inside the slices.
+    unsafe { ffi::stoke_host_f16_run(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// [`f16_run`] by its portable branch-free form, whatever the CPU.
+pub fn f16_run_portable(src: &[f32], dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "f16 run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many u16, both inside the slices.
+    unsafe { ffi::stoke_host_f16_run_portable(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// [`f16_run`] by the F16C instruction; `false` (nothing written) when this CPU lacks it.
+pub fn f16_run_f16c(src: &[f32], dst: &mut [u16]) -> bool {
+    assert!(dst.len() >= src.len(), "f16 run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many u16, both inside the slices.
+    unsafe { ffi::stoke_host_f16_run_f16c(src.as_ptr(), dst.as_mut_ptr(), src.len()) == 0 }
+}
+
+/// `dst[i] = f32_to_bf16_bits(src[i])` for a run of values (branch-free form).
+pub fn bf16_run(src: &[f32], dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "bf16 run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many u16, both inside the slices.
+    unsafe { ffi::stoke_host_bf16_run(src.as_ptr(), dst.as_mut_ptr(), src.len()) }
+}
+
+/// `dst[i] = normalize(src[i], mean, std)` for a run of values (the CPU backend's vectorized
+/// form). Panics if `dst` is shorter than `src`.
+pub fn normalize_run(src: &[f32], mean: f32, std: f32, dst: &mut [f32]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    // SAFETY: reads `src.len()` f32 and writes as many, both inside the slices.
+    unsafe { ffi::stoke_host_normalize_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len()) }
+}
+
+/// `dst[i] = f32_to_f16_bits(normalize(src[i], mean, std))` for a run of values (the CPU
+/// backend's fused form). Panics if `dst` is shorter than `src`.
+pub fn normalize_f16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    let mut tmp = vec![0f32; src.len()];
+    // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
+    // inside their slices.
+    unsafe {
+        ffi::stoke_host_normalize_f16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
+    }
+}
+
+/// `dst[i] = f32_to_bf16_bits(normalize(src[i], mean, std))` for a run of values (the CPU
+/// backend's fused form). Panics if `dst` is shorter than `src`.
+pub fn normalize_bf16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
+    assert!(dst.len() >= src.len(), "normalize run: {} values into {} slots", src.len(), dst.len());
+    let mut tmp = vec![0f32; src.len()];
+    // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
+    // inside their slices.
+    unsafe {
+        ffi::stoke_host_normalize_bf16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
+    }
+}
+
 /// `(x/255 − mean)/std` as the kernels compute it (`stoke_normalize`).
 pub fn normalize(x255: f32, mean: f32, std: f32) -> f32 {
     // SAFETY: pure function of its arguments, no pointers.
@@ -325,6 +401,125 @@ mod tests {
             for m in [0u32, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0x18000, 0x7fffff] {
                 check((e << 23) | m);
                 check(0x8000_0000 | (e << 23) | m);
+            }
+        }
+    }
+
+    /// The sweep of the test above as one list: every f32 bit pattern on a stride of 4099,
+    /// the rounding-tie edges of every exponent (so half subnormals, the overflow threshold,
+    /// ±0, ±inf and NaNs with assorted payloads are all in), both signs.
+    fn sweep() -> Vec<f32> {
+        let mut v = Vec::new();
+        let mut bits = 0u32;
+        while let Some(n) = bits.checked_add(4099) {
+            v.push(f32::from_bits(bits));
+            bits = n;
+        }
+        for e in 0u32..256 {
+            for m in [0u32, 1, 0xfff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0x18000, 0x400000, 0x7fffff] {
+                v.push(f32::from_bits((e << 23) | m));
+                v.push(f32::from_bits(0x8000_0000 | (e << 23) | m));
+            }
+        }
+        // Around the largest finite half (65504), the overflow threshold (65520) and the
+        // smallest subnormal / normal halves, densely.
+        for centre in [0x477f_e000u32, 0x477f_f000, 0x3380_0000, 0x3300_0000, 0x3880_0000, 0x387f_e000] {
+            for d in 0..0x2000u32 {
+                for b in [centre.wrapping_sub(d), centre + d] {
+                    v.push(f32::from_bits(b));
+                    v.push(f32::from_bits(b | 0x8000_0000));
+                }
+            }
+        }
+        v
+    }
+
+    /// The run forms the CPU backend writes with must give exactly the scalar function's bits
+    /// (the device's), NaNs included, and so the `half` crate's value for every non-NaN.
+    /// Every start offset and a few lengths exercise the 8-wide body and the tails.
+    #[test]
+    fn f16_and_bf16_runs_match_the_scalar_functions_bit_for_bit() {
+        let v = sweep();
+        let want16: Vec<u16> = v.iter().map(|&f| f32_to_f16_bits(f)).collect();
+        let want_b: Vec<u16> = v.iter().map(|&f| f32_to_bf16_bits(f)).collect();
+        for (i, &f) in v.iter().enumerate() {
+            if f.is_nan() {
+                assert_eq!(want16[i], (f.to_bits() >> 16) as u16 & 0x8000 | 0x7e00, "f16 nan {:#x}", f.to_bits());
+            } else {
+                assert_eq!(want16[i], half::f16::from_f32(f).to_bits(), "f16 of {f:e} ({:#x})", f.to_bits());
+            }
+        }
+        let check = |name: &str, got: &[u16], want: &[u16], src: &[f32]| {
+            for i in 0..src.len() {
+                assert_eq!(got[i], want[i], "{name} of {:e} ({:#x})", src[i], src[i].to_bits());
+            }
+        };
+        let mut got = vec![0u16; v.len()];
+        f16_run(&v, &mut got);
+        check("f16_run", &got, &want16, &v);
+        got.fill(0);
+        f16_run_portable(&v, &mut got);
+        check("f16_run_portable", &got, &want16, &v);
+        got.fill(0);
+        if f16_run_f16c(&v, &mut got) {
+            check("f16_run_f16c", &got, &want16, &v);
+        } else {
+            assert!(!has_f16c());
+            eprintln!("this CPU has no f16c: the f16c form is not exercised");
+        }
+        got.fill(0);
+        bf16_run(&v, &mut got);
+        check("bf16_run", &got, &want_b, &v);
+        // Short runs at every alignment: the vector body, the scalar tail, and n = 0.
+        for start in 0..9 {
+            for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 40] {
+                let src = &v[start * 1000..start * 1000 + len];
+                let want = &want16[start * 1000..start * 1000 + len];
+                let mut out = vec![0xabcdu16; len + 1];
+                f16_run(src, &mut out);
+                check("f16_run (short)", &out, want, src);
+                assert_eq!(out[len], 0xabcd, "f16_run wrote past the end of a {len}-value run");
+                if f16_run_f16c(src, &mut out) {
+                    check("f16_run_f16c (short)", &out, want, src);
+                    assert_eq!(out[len], 0xabcd);
+                }
+                f16_run_portable(src, &mut out);
+                check("f16_run_portable (short)", &out, want, src);
+                bf16_run(src, &mut out);
+                check("bf16_run (short)", &out, &want_b[start * 1000..start * 1000 + len], src);
+                assert_eq!(out[len], 0xabcd);
+            }
+        }
+    }
+
+    /// The run forms of normalize (and normalize + f16 / bf16 cast) give the scalar function's bits:
+    /// every 0..255 value and values between them, zero std (±inf and NaN results), odd
+    /// lengths for the tails.
+    #[test]
+    fn normalize_runs_match_the_scalar_function_bit_for_bit() {
+        let mut src: Vec<f32> = (0..=255u32).map(|x| x as f32).collect();
+        src.extend((0..2000u32).map(|i| i as f32 * 0.1277));
+        src.extend([0.0, -0.0, 255.0, 1e-40, f32::NAN, f32::INFINITY]);
+        for (mean, std) in [(0.485f32, 0.229f32), (0.456, 0.224), (0.0, 1.0), (0.5, 0.0), (0.0, -0.0), (1.0, 3e-38)] {
+            for len in [src.len(), 1, 7, 8, 13, 0] {
+                let s = &src[src.len() - len..];
+                let mut got = vec![0f32; len + 1];
+                normalize_run(s, mean, std, &mut got);
+                let mut got16 = vec![0xabcdu16; len + 1];
+                normalize_f16_run(s, mean, std, &mut got16);
+                for (i, &x) in s.iter().enumerate() {
+                    let want = normalize(x, mean, std);
+                    assert_eq!(got[i].to_bits(), want.to_bits(), "normalize({x}, {mean}, {std})");
+                    assert_eq!(got16[i], f32_to_f16_bits(want), "f16 of normalize({x}, {mean}, {std})");
+                }
+                assert_eq!(got16[len], 0xabcd, "normalize_f16_run wrote past the end");
+                let mut got_b = vec![0xabcdu16; len + 1];
+                normalize_bf16_run(s, mean, std, &mut got_b);
+                for (i, &x) in s.iter().enumerate() {
+                    let want = f32_to_bf16_bits(normalize(x, mean, std));
+                    assert_eq!(got_b[i], want, "bf16 of normalize({x}, {mean}, {std})");
+                }
+                assert_eq!(got_b[len], 0xabcd, "normalize_bf16_run wrote past the end");
             }
         }
     }
