@@ -692,23 +692,36 @@ impl GpuDecoder {
         self.stats.retried += retry.len() as u64;
         let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let upload_stream = self.hw_stream.cu_stream();
+        let mut uploaded = false;
         for (i, r) in cpu_out.drain(..).chain(retried) {
             let result = r.and_then(|img| {
                 check_params(&jobs[i].1, (img.width, img.height))?;
                 let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
                 let offset = cursor.place(roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
                 let len = 3 * roi.w as usize * roi.h as usize;
+                // Stream-ordered on the decode stream, which is synchronised below. Not the
+                // synchronous cuMemcpyHtoD: that runs on the legacy stream, which stoke's
+                // non-blocking streams do not wait for, and from pageable memory it may return
+                // before the DMA lands, so the augment kernel could read stale bytes. From
+                // pageable memory the driver stages the bytes before returning, so `img` may
+                // be dropped right after.
                 // SAFETY: `offset .. offset + len` lies inside arena `a` (placed by the
                 // cursor); no GPU work reads or writes it (decodes finished, the augment of
                 // this arena's previous batch was waited on above).
-                unsafe { cudarc::driver::result::memcpy_htod_sync(arena + offset, &img.rgb[..len]) }
-                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoD", e).to_string())?;
+                unsafe { cudarc::driver::result::memcpy_htod_async(arena + offset, &img.rgb[..len], upload_stream) }
+                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
+                uploaded = true;
                 Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
             });
             out[i] = result.map_err(|e| match why_gpu.get(&i) {
                 Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
                 None => e,
             });
+        }
+        if uploaded {
+            // decode() returns with every pixel of the arena in place (module doc).
+            self.hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
         }
         for r in out.iter() {
             match r {
