@@ -239,6 +239,18 @@ impl ArenaCursor {
         (end <= self.capacity).then(|| std::mem::replace(&mut self.used, end))
     }
 
+    /// Offset for a `w × h` RGB image that may take over `prev` (offset and bytes of a place
+    /// given earlier in this batch, to an image whose GPU decode failed): the same place when
+    /// the image fits in it, else [`Self::place`]. Retrying on the CPU must not need more
+    /// room than the batch was sized for: the arena holds one place per image, and one bad
+    /// image fails a whole hardware call, whose images are all retried.
+    pub fn place_or_reuse(&mut self, prev: Option<(u64, u64)>, w: u32, h: u32) -> Option<u64> {
+        match prev {
+            Some((offset, bytes)) if decoded_bytes(w, h) <= bytes => Some(offset),
+            _ => self.place(w, h),
+        }
+    }
+
     /// Start a new batch.
     pub fn reset(&mut self) {
         self.used = 0;
@@ -695,10 +707,15 @@ impl GpuDecoder {
         let upload_stream = self.hw_stream.cu_stream();
         let mut uploaded = false;
         for (i, r) in cpu_out.drain(..).chain(retried) {
+            // A GPU decode that failed keeps its place in the arena: the retry reuses it.
+            let prev = match &out[i] {
+                Ok(d) if d.route != Route::Cpu => Some((d.offset, decoded_bytes(d.roi.w, d.roi.h))),
+                _ => None,
+            };
             let result = r.and_then(|img| {
                 check_params(&jobs[i].1, (img.width, img.height))?;
                 let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
-                let offset = cursor.place(roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
+                let offset = cursor.place_or_reuse(prev, roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
                 let len = 3 * roi.w as usize * roi.h as usize;
                 // Stream-ordered on the decode stream, which is synchronised below. Not the
                 // synchronous cuMemcpyHtoD: that runs on the legacy stream, which stoke's
@@ -1227,5 +1244,27 @@ mod tests {
         assert_eq!(c.place(1, 1), Some(ARENA_ALIGN));
         // The guard caps what the index can ask for.
         assert_eq!(ArenaPlan::new([u64::MAX / 8], 1, 100).bytes, ARENA_ALIGN * 2);
+    }
+
+    #[test]
+    fn cpu_retries_of_a_full_arena_reuse_the_failed_gpu_places() {
+        // A batch of four same-size images fills its arena exactly (the index's worst case).
+        let plan = ArenaPlan::new(std::iter::repeat_n(500 * 375, 10), 4, u64::MAX);
+        let one = decoded_bytes(500, 375);
+        assert_eq!(plan.bytes, 4 * one);
+        let mut c = ArenaCursor::new(plan.bytes);
+        let places: Vec<u64> = (0..4).map(|_| c.place(500, 375).expect("fits")).collect();
+        assert_eq!(places, [0, one, 2 * one, 3 * one]);
+        // The hardware call holding images 1 and 2 failed: both are decoded on the CPU and
+        // must land where their GPU decodes would have (a fresh place no longer exists).
+        assert_eq!(c.place(500, 375), None, "no room for a second place");
+        assert_eq!(c.place_or_reuse(Some((places[1], one)), 500, 375), Some(one));
+        assert_eq!(c.place_or_reuse(Some((places[2], one)), 496, 368), Some(2 * one), "a smaller region fits");
+        // A region larger than the old place needs a new one (none left here)...
+        assert_eq!(c.place_or_reuse(Some((places[3], one)), 512, 384), None);
+        // ...and a CPU-routed image (no earlier place) takes one from the cursor.
+        let mut c = ArenaCursor::new(plan.bytes);
+        assert_eq!(c.place_or_reuse(None, 500, 375), Some(0));
+        assert_eq!(c.place_or_reuse(Some((0, one)), 512, 384), Some(one));
     }
 }
