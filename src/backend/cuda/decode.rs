@@ -456,6 +456,26 @@ pub struct GpuDecoder {
 // at a time (`&mut self`).
 unsafe impl Send for GpuDecoder {}
 
+impl Drop for GpuDecoder {
+    fn drop(&mut self) {
+        // The arenas are freed stream-ordered on `hw_stream` right after this, but the augment
+        // kernels read them on another stream through raw addresses (and a decode that
+        // returned early may leave work on `cuda_stream`): wait for all of it first.
+        for a in 0..2 {
+            if self.arena_used[a] {
+                if let Err(e) = self.arena_free[a].synchronize() {
+                    log::error!("waiting for the augment reading decode arena {a} before freeing it: {e}");
+                }
+            }
+        }
+        for s in [&self.cuda_stream, &self.hw_stream] {
+            if let Err(e) = s.synchronize() {
+                log::error!("waiting for a decode stream before freeing the arenas: {e}");
+            }
+        }
+    }
+}
+
 fn nv_ptr(p: &DecodeParams) -> nvjpegDecodeParams_t {
     p.raw()
 }
