@@ -120,7 +120,6 @@ struct Shared {
     free: FreeSlots,
 }
 
-/// The ring, owned by the producer.
 impl Drop for Shared {
     fn drop(&mut self) {
         // The slots are freed right after this, stream-ordered on the producer stream, and the
@@ -139,6 +138,7 @@ impl Drop for Shared {
     }
 }
 
+/// The ring, owned by the producer.
 pub struct OutputRing {
     shared: Arc<Shared>,
 }
