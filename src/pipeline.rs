@@ -25,7 +25,7 @@
 
 use crate::backend::cpu::{BatchTimes, SampleIn};
 use crate::backend::cuda::pipeline::AnyBackend;
-use crate::batch::{Batch, DecoderCounts};
+use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
 use crate::reader::{ReadBatch, Reader};
@@ -211,7 +211,15 @@ impl Pipeline {
 
     /// Give a batch back so its buffers are reused (optional; without it each batch is a
     /// fresh allocation).
-    pub fn recycle(&self, batch: Batch) {
+    ///
+    /// A device batch gives its output-ring slot back here, at once (its release is recorded
+    /// on the stream last passed to `wait_on`, as when it is dropped): a recycled batch waits
+    /// in a queue until the producer makes its next batch, and a producer already waiting for
+    /// a ring slot would otherwise wait for the slot that queue holds, forever.
+    pub fn recycle(&self, mut batch: Batch) {
+        if matches!(batch.images, Images::Device(_)) {
+            batch.images = Images::Host(Vec::new());
+        }
         let _ = self.free.send(batch);
     }
 
@@ -227,12 +235,24 @@ impl Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
-        // Abandon the epoch, close both channels (a producer blocked on a full channel wakes
-        // with an error), then wait for it; it drops the reader, which joins its threads.
+        // Abandon the epoch, close the command channel, drain the batch channel (a producer
+        // blocked on it wakes), then wait for it; it drops the reader, which joins its threads.
         self.shared.generation.store(u64::MAX, Ordering::SeqCst);
         self.commands = None;
-        self.batches = None;
+        // Batches left in the channel may hold every output-ring slot (CUDA backend) while the
+        // producer waits for one: dropping the receiver does not drop them (the channel lives
+        // while its sender does), so keep taking and dropping them until the producer is done.
+        let batches = self.batches.take();
         if let Some(h) = self.producer.take() {
+            while !h.is_finished() {
+                let taken = batches.as_ref().is_some_and(|rx| {
+                    !matches!(rx.recv_timeout(Duration::from_millis(5)), Err(crossbeam_channel::RecvTimeoutError::Disconnected))
+                });
+                if !taken {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            drop(batches);
             let _ = h.join();
         }
     }

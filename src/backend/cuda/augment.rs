@@ -162,6 +162,10 @@ pub const BLOCK_Y: u32 = 8;
 /// Threads per block of `stoke_augment_tables`.
 pub const TABLE_BLOCK: u32 = 128;
 
+/// Most samples one batch may hold on the GPU: the batch is the grid's z dimension of
+/// `stoke_augment_tables` and `stoke_augment` (CUDA's limit).
+pub const MAX_BATCH: usize = 65535;
+
 /// Grid of `stoke_augment` for `batch` samples of `out_w × out_h`.
 pub fn augment_grid(batch: usize, out_w: u32, out_h: u32) -> (u32, u32, u32) {
     (out_w.div_ceil(BLOCK_X), out_h.div_ceil(BLOCK_Y), batch as u32)

@@ -239,6 +239,18 @@ impl ArenaCursor {
         (end <= self.capacity).then(|| std::mem::replace(&mut self.used, end))
     }
 
+    /// Offset for a `w × h` RGB image that may take over `prev` (offset and bytes of a place
+    /// given earlier in this batch, to an image whose GPU decode failed): the same place when
+    /// the image fits in it, else [`Self::place`]. Retrying on the CPU must not need more
+    /// room than the batch was sized for: the arena holds one place per image, and one bad
+    /// image fails a whole hardware call, whose images are all retried.
+    pub fn place_or_reuse(&mut self, prev: Option<(u64, u64)>, w: u32, h: u32) -> Option<u64> {
+        match prev {
+            Some((offset, bytes)) if decoded_bytes(w, h) <= bytes => Some(offset),
+            _ => self.place(w, h),
+        }
+    }
+
     /// Start a new batch.
     pub fn reset(&mut self) {
         self.used = 0;
@@ -443,6 +455,26 @@ pub struct GpuDecoder {
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
 // at a time (`&mut self`).
 unsafe impl Send for GpuDecoder {}
+
+impl Drop for GpuDecoder {
+    fn drop(&mut self) {
+        // The arenas are freed stream-ordered on `hw_stream` right after this, but the augment
+        // kernels read them on another stream through raw addresses (and a decode that
+        // returned early may leave work on `cuda_stream`): wait for all of it first.
+        for a in 0..2 {
+            if self.arena_used[a] {
+                if let Err(e) = self.arena_free[a].synchronize() {
+                    log::error!("waiting for the augment reading decode arena {a} before freeing it: {e}");
+                }
+            }
+        }
+        for s in [&self.cuda_stream, &self.hw_stream] {
+            if let Err(e) = s.synchronize() {
+                log::error!("waiting for a decode stream before freeing the arenas: {e}");
+            }
+        }
+    }
+}
 
 fn nv_ptr(p: &DecodeParams) -> nvjpegDecodeParams_t {
     p.raw()
@@ -692,23 +724,41 @@ impl GpuDecoder {
         self.stats.retried += retry.len() as u64;
         let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let upload_stream = self.hw_stream.cu_stream();
+        let mut uploaded = false;
         for (i, r) in cpu_out.drain(..).chain(retried) {
+            // A GPU decode that failed keeps its place in the arena: the retry reuses it.
+            let prev = match &out[i] {
+                Ok(d) if d.route != Route::Cpu => Some((d.offset, decoded_bytes(d.roi.w, d.roi.h))),
+                _ => None,
+            };
             let result = r.and_then(|img| {
                 check_params(&jobs[i].1, (img.width, img.height))?;
                 let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
-                let offset = cursor.place(roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
+                let offset = cursor.place_or_reuse(prev, roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
                 let len = 3 * roi.w as usize * roi.h as usize;
+                // Stream-ordered on the decode stream, which is synchronised below. Not the
+                // synchronous cuMemcpyHtoD: that runs on the legacy stream, which stoke's
+                // non-blocking streams do not wait for, and from pageable memory it may return
+                // before the DMA lands, so the augment kernel could read stale bytes. From
+                // pageable memory the driver stages the bytes before returning, so `img` may
+                // be dropped right after.
                 // SAFETY: `offset .. offset + len` lies inside arena `a` (placed by the
                 // cursor); no GPU work reads or writes it (decodes finished, the augment of
                 // this arena's previous batch was waited on above).
-                unsafe { cudarc::driver::result::memcpy_htod_sync(arena + offset, &img.rgb[..len]) }
-                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoD", e).to_string())?;
+                unsafe { cudarc::driver::result::memcpy_htod_async(arena + offset, &img.rgb[..len], upload_stream) }
+                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
+                uploaded = true;
                 Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
             });
             out[i] = result.map_err(|e| match why_gpu.get(&i) {
                 Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
                 None => e,
             });
+        }
+        if uploaded {
+            // decode() returns with every pixel of the arena in place (module doc).
+            self.hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
         }
         for r in out.iter() {
             match r {
@@ -1214,5 +1264,27 @@ mod tests {
         assert_eq!(c.place(1, 1), Some(ARENA_ALIGN));
         // The guard caps what the index can ask for.
         assert_eq!(ArenaPlan::new([u64::MAX / 8], 1, 100).bytes, ARENA_ALIGN * 2);
+    }
+
+    #[test]
+    fn cpu_retries_of_a_full_arena_reuse_the_failed_gpu_places() {
+        // A batch of four same-size images fills its arena exactly (the index's worst case).
+        let plan = ArenaPlan::new(std::iter::repeat_n(500 * 375, 10), 4, u64::MAX);
+        let one = decoded_bytes(500, 375);
+        assert_eq!(plan.bytes, 4 * one);
+        let mut c = ArenaCursor::new(plan.bytes);
+        let places: Vec<u64> = (0..4).map(|_| c.place(500, 375).expect("fits")).collect();
+        assert_eq!(places, [0, one, 2 * one, 3 * one]);
+        // The hardware call holding images 1 and 2 failed: both are decoded on the CPU and
+        // must land where their GPU decodes would have (a fresh place no longer exists).
+        assert_eq!(c.place(500, 375), None, "no room for a second place");
+        assert_eq!(c.place_or_reuse(Some((places[1], one)), 500, 375), Some(one));
+        assert_eq!(c.place_or_reuse(Some((places[2], one)), 496, 368), Some(2 * one), "a smaller region fits");
+        // A region larger than the old place needs a new one (none left here)...
+        assert_eq!(c.place_or_reuse(Some((places[3], one)), 512, 384), None);
+        // ...and a CPU-routed image (no earlier place) takes one from the cursor.
+        let mut c = ArenaCursor::new(plan.bytes);
+        assert_eq!(c.place_or_reuse(None, 500, 375), Some(0));
+        assert_eq!(c.place_or_reuse(Some((0, one)), 512, 384), Some(one));
     }
 }

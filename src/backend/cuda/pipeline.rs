@@ -100,12 +100,7 @@ impl CudaBackend {
     /// [`CudaBackend::new`] on an open device with explicit bounds (tests, benchmarks).
     pub fn with_bounds(gpu: Arc<Gpu>, config: &PipelineConfig, bounds: IndexBounds) -> Result<Self> {
         config.validate()?;
-        if config.max_decoded_pixels > MAX_GPU_PIXELS {
-            return Err(Error::config(format!(
-                "the CUDA backend addresses a decoded image with 32-bit offsets: the decoded-size guard must be at most {MAX_GPU_PIXELS} pixels, got {}",
-                config.max_decoded_pixels
-            )));
-        }
+        check_limits(config)?;
         let (ow, oh) = config.augment.size;
         let cpu_threads = if config.cpu_threads == 0 { 2 } else { config.cpu_threads };
         let staging = PinnedStaging::new(gpu.ctx(), bounds.staging)?;
@@ -321,6 +316,26 @@ impl CudaBackend {
     }
 }
 
+/// What the CUDA backend cannot take beyond [`PipelineConfig::validate`]: 32-bit offsets into
+/// a decoded image, and the batch as the grid's z dimension of every augment launch (CUDA's
+/// limit is 65535; a larger batch would fail at its first launch, not here).
+pub fn check_limits(config: &PipelineConfig) -> Result<()> {
+    if config.max_decoded_pixels > MAX_GPU_PIXELS {
+        return Err(Error::config(format!(
+            "the CUDA backend addresses a decoded image with 32-bit offsets: the decoded-size guard must be at most {MAX_GPU_PIXELS} pixels, got {}",
+            config.max_decoded_pixels
+        )));
+    }
+    if config.batch_size > super::augment::MAX_BATCH {
+        return Err(Error::config(format!(
+            "the CUDA backend launches one grid slice per sample: the batch size must be at most {}, got {}",
+            super::augment::MAX_BATCH,
+            config.batch_size
+        )));
+    }
+    Ok(())
+}
+
 /// The backend a [`crate::pipeline::Pipeline`] runs: chosen from `config.backend` —
 /// `Cuda` opens the config's device or fails saying why; `Auto` uses CUDA when a usable GPU
 /// (driver, device, libnvjpeg, kernels) is there and the CPU otherwise, logging the reason.
@@ -376,6 +391,22 @@ impl AnyBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_refuse_batches_over_the_grid_z_limit_and_huge_guards() {
+        let mut c = PipelineConfig::new("/nonexistent");
+        c.batch_size = 65535;
+        assert!(check_limits(&c).is_ok());
+        let (_, _, gz) = super::super::augment::augment_grid(c.batch_size, 224, 224);
+        assert_eq!(gz, 65535, "z is the batch");
+        c.batch_size = 65536;
+        let msg = check_limits(&c).unwrap_err().to_string();
+        assert!(msg.contains("65535") && msg.contains("65536"), "{msg}");
+        c.batch_size = 256;
+        c.max_decoded_pixels = MAX_GPU_PIXELS + 1;
+        let msg = check_limits(&c).unwrap_err().to_string();
+        assert!(msg.contains(&(MAX_GPU_PIXELS + 1).to_string()), "{msg}");
+    }
 
     #[test]
     fn index_bounds_cover_every_batch() {

@@ -120,6 +120,24 @@ struct Shared {
     free: FreeSlots,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The slots are freed right after this, stream-ordered on the producer stream, and the
+        // pinned tails with them. Consumers read through raw pointers that cudarc's
+        // per-allocation tracking never sees, on their own streams: wait for every release
+        // (each recorded on its consumer's stream, invariant 5) and for the producer's own
+        // work, so no kernel still reads or writes a slot when it is freed.
+        for (k, ev) in self.released.iter().enumerate() {
+            if let Err(e) = ev.synchronize() {
+                log::error!("waiting for the release of ring slot {k} before freeing it: {e}");
+            }
+        }
+        if let Err(e) = self.producer.synchronize() {
+            log::error!("waiting for the producer stream before freeing the ring: {e}");
+        }
+    }
+}
+
 /// The ring, owned by the producer.
 pub struct OutputRing {
     shared: Arc<Shared>,
