@@ -210,6 +210,58 @@ pub enum BackendKind {
 /// largest images and far below the 64250×64250 decompression bombs in the corpus.
 pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
 
+/// Where the weights of [`Sampling::Weighted`] come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightSource {
+    /// Every class equally likely: sample weight `1 / count(label)`.
+    ClassBalanced,
+    /// One weight per class, in label order: class `c` is drawn with probability
+    /// `w[c] / sum(w)` (sample weight `w[label] / count(label)`). The list must have one entry
+    /// per class of the dataset.
+    PerClass(Vec<f64>),
+}
+
+/// How each epoch's samples are chosen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampling {
+    /// An exact permutation of the dataset per epoch (dataset order without shuffle).
+    #[default]
+    Epoch,
+    /// Draws with replacement by weight, keyed by `(seed, epoch, position)` (see
+    /// [`crate::sampler`]); `shuffle` does not apply.
+    Weighted {
+        /// The weights.
+        weights: WeightSource,
+        /// Draws per epoch before rank padding (default: the dataset size).
+        #[serde(default)]
+        epoch_length: Option<u64>,
+    },
+}
+
+impl Sampling {
+    /// Check what can be checked without the dataset; errors show the offending value.
+    pub fn validate(&self) -> Result<()> {
+        let Sampling::Weighted { weights, epoch_length } = self else { return Ok(()) };
+        if *epoch_length == Some(0) {
+            return Err(Error::config("weighted epoch length must be at least 1, got 0"));
+        }
+        if let WeightSource::PerClass(w) = weights {
+            if w.is_empty() {
+                return Err(Error::config("class weights must not be empty"));
+            }
+            if let Some((i, v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+                return Err(Error::config(format!("class weight {i} must be finite and >= 0, got {v}")));
+            }
+            if w.iter().all(|v| *v == 0.0) {
+                return Err(Error::config(format!("class weights must not all be zero, got {w:?}")));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Everything a pipeline is built from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PipelineConfig {
@@ -231,6 +283,9 @@ pub struct PipelineConfig {
     pub world_size: usize,
     /// Drop the tail instead of padding by wrapping (PyTorch `DistributedSampler(drop_last)`).
     pub drop_last: bool,
+    /// Epoch permutation (default) or weighted sampling with replacement.
+    #[serde(default)]
+    pub sampling: Sampling,
     /// Backend.
     pub backend: BackendKind,
     /// Bad-sample policy.
@@ -270,6 +325,7 @@ impl PipelineConfig {
             rank: 0,
             world_size: 1,
             drop_last: false,
+            sampling: Sampling::Epoch,
             backend: BackendKind::Auto,
             on_error: OnError::Skip,
             reader_threads: 2,
@@ -312,6 +368,7 @@ impl PipelineConfig {
     /// Check every field; the error names the field and the value.
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
+        self.sampling.validate()?;
         let bad = |msg: String| Err(Error::config(msg));
         if self.batch_size == 0 {
             return bad("batch size must be at least 1".into());
@@ -372,6 +429,63 @@ mod tests {
         assert!(c.merge_json_file(&f).unwrap_err().to_string().contains("bad value"));
         std::fs::write(&f, "[1]").unwrap();
         assert!(c.merge_json_file(&f).unwrap_err().to_string().contains("JSON object"));
+    }
+
+    #[test]
+    fn sampling_round_trips_through_json_and_old_configs_default_to_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.json");
+        // A config written before the field existed: no "sampling" key at all.
+        let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
+        old.as_object_mut().unwrap().remove("sampling");
+        let c: PipelineConfig = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(c.sampling, Sampling::Epoch);
+        std::fs::write(&f, old.to_string()).unwrap();
+        let mut c = PipelineConfig::new("x");
+        c.sampling = Sampling::Weighted { weights: WeightSource::ClassBalanced, epoch_length: None };
+        c.merge_json_file(&f).unwrap();
+        assert_eq!(c.sampling, Sampling::Weighted { weights: WeightSource::ClassBalanced, epoch_length: None });
+        // Written by hand, in the documented shape.
+        std::fs::write(&f, r#"{"sampling": {"weighted": {"weights": {"per_class": [1.0, 3.5]}, "epoch_length": 7}}}"#)
+            .unwrap();
+        let mut c = PipelineConfig::new("x");
+        c.merge_json_file(&f).unwrap();
+        let want = Sampling::Weighted { weights: WeightSource::PerClass(vec![1.0, 3.5]), epoch_length: Some(7) };
+        assert_eq!(c.sampling, want);
+        // Round trip: serialize the whole config, merge it into a fresh one.
+        std::fs::write(&f, serde_json::to_string(&c).unwrap()).unwrap();
+        let mut d = PipelineConfig::new("x");
+        d.merge_json_file(&f).unwrap();
+        assert_eq!(d.sampling, want);
+        std::fs::write(&f, r#"{"sampling": {"weighted": {"weights": "class_balanced"}}}"#).unwrap();
+        d.merge_json_file(&f).unwrap();
+        assert_eq!(d.sampling, Sampling::Weighted { weights: WeightSource::ClassBalanced, epoch_length: None });
+        std::fs::write(&f, r#"{"sampling": "epoch"}"#).unwrap();
+        d.merge_json_file(&f).unwrap();
+        assert_eq!(d.sampling, Sampling::Epoch);
+        std::fs::write(&f, r#"{"sampling": {"weighted": {"weights": "uniform"}}}"#).unwrap();
+        assert!(d.merge_json_file(&f).unwrap_err().to_string().contains("bad value"));
+    }
+
+    #[test]
+    fn bad_sampling_is_named() {
+        let weighted = |w: Vec<f64>, len| Sampling::Weighted { weights: WeightSource::PerClass(w), epoch_length: len };
+        for (s, want) in [
+            (weighted(vec![1.0, f64::NAN], None), "class weight 1 must be finite and >= 0, got NaN"),
+            (weighted(vec![-1.0, 2.0], None), "class weight 0 must be finite and >= 0, got -1"),
+            (weighted(vec![1.0, f64::INFINITY], None), "class weight 1 must be finite"),
+            (weighted(vec![0.0, 0.0], None), "must not all be zero, got [0.0, 0.0]"),
+            (weighted(vec![], None), "must not be empty"),
+            (weighted(vec![1.0], Some(0)), "epoch length must be at least 1, got 0"),
+        ] {
+            let mut c = PipelineConfig::new("x");
+            c.sampling = s;
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{e} (want {want})");
+        }
+        let mut c = PipelineConfig::new("x");
+        c.sampling = weighted(vec![0.0, 2.0], Some(5));
+        c.validate().unwrap();
     }
 
     #[test]

@@ -20,9 +20,9 @@
 //! (so the first epoch fills the cache and later epochs read from it).
 
 use crate::augment::params::{draw, AugParams};
-use crate::config::{AugmentSpec, OnError};
+use crate::config::{AugmentSpec, OnError, Sampling, WeightSource};
 use crate::error::{Error, Result};
-use crate::sampler::{Sampler, SamplerConfig};
+use crate::sampler::{Sampler, SamplerConfig, Weights};
 use crate::source::Dataset;
 use crate::PipelineConfig;
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -188,11 +188,49 @@ fn worker(shared: Arc<Shared>, jobs: Receiver<Job>, results: Sender<Done>) {
 }
 
 impl Reader {
-    /// Start the reader threads for `dataset` with `config`'s sampler settings (uniform
-    /// permutation), batch size, threads, prefetch, cache and bad-sample policy.
+    /// Start the reader threads for `dataset` with `config`'s sampler settings (see
+    /// [`Reader::sampler_for`]), batch size, threads, prefetch, cache and bad-sample policy.
     pub fn new(dataset: Arc<Dataset>, config: &PipelineConfig) -> Result<Reader> {
-        let sampler = Sampler::new(dataset.len(), &SamplerConfig::from_pipeline(config))?;
+        config.validate()?;
+        let sampler = Self::sampler_for(&dataset, config)?;
         Self::with_sampler(dataset, config, sampler)
+    }
+
+    /// The sampler `config.sampling` asks for on `dataset`: an exact permutation per epoch
+    /// ([`Sampling::Epoch`]) or [`Sampler::weighted`]. Per-class weights must have one entry
+    /// per class of the dataset (`dataset.classes()`), and every label must be one of them;
+    /// errors name the dataset and the numbers (the sampler's own errors too).
+    pub fn sampler_for(dataset: &Dataset, config: &PipelineConfig) -> Result<Sampler> {
+        let cfg = SamplerConfig::from_pipeline(config);
+        let bad = |m: String| Error::dataset(dataset.path(), m);
+        let Sampling::Weighted { weights, epoch_length } = &config.sampling else {
+            return Sampler::new(dataset.len(), &cfg).map_err(|e| bad(e.to_string()));
+        };
+        let labels: Vec<i64> = dataset.samples().iter().map(|m| m.label).collect();
+        let weights = match weights {
+            WeightSource::ClassBalanced => Weights::ClassBalanced,
+            WeightSource::PerClass(w) => {
+                let classes = dataset.classes().len();
+                if w.len() != classes {
+                    return Err(bad(format!("{} class weights given but the dataset has {classes} classes", w.len())));
+                }
+                let mut counts = vec![0u64; classes];
+                for m in dataset.samples() {
+                    match usize::try_from(m.label).ok().filter(|&l| l < classes) {
+                        Some(l) => counts[l] += 1,
+                        None => {
+                            return Err(bad(format!(
+                                "sample {}: label {} has no class weight (labels must be 0..{classes})",
+                                m.key, m.label
+                            )))
+                        }
+                    }
+                }
+                Weights::Given(labels.iter().map(|&l| w[l as usize] / counts[l as usize] as f64).collect())
+            }
+        };
+        let len = epoch_length.unwrap_or(dataset.len() as u64);
+        Sampler::weighted(&labels, weights, len, &cfg).map_err(|e| bad(e.to_string()))
     }
 
     /// As [`Reader::new`] with a sampler built by the caller (weighted sampling, say).

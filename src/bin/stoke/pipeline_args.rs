@@ -1,7 +1,7 @@
 //! Pipeline options shared by `dump`, `preview`, `bench` and `tune`.
 
 use std::path::PathBuf;
-use stoke::config::{AugmentSpec, BackendKind, DType, Layout, OnError, PipelineConfig};
+use stoke::config::{AugmentSpec, BackendKind, DType, Layout, OnError, PipelineConfig, Sampling, WeightSource};
 
 /// Augmentation preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,6 +28,44 @@ pub struct ShardArgs {
     /// Keep dataset order (no shuffle), as for evaluation.
     #[arg(long)]
     pub no_shuffle: bool,
+}
+
+/// Weighted sampling with replacement instead of an epoch permutation (shared by the pipeline
+/// options and `stoke plan`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SamplingArgs {
+    /// Class-balanced sampling with replacement (each class equally likely) instead of a
+    /// permutation.
+    #[arg(long, conflicts_with = "class_weights")]
+    pub class_balanced: bool,
+    /// Sampling with replacement, class c drawn with probability W_c / sum(W): one weight per
+    /// class, in label order, `W0,W1,...`.
+    #[arg(long, value_delimiter = ',')]
+    pub class_weights: Option<Vec<f64>>,
+    /// Samples per epoch for --class-balanced / --class-weights (default: the dataset size).
+    #[arg(long)]
+    pub epoch_length: Option<u64>,
+}
+
+impl SamplingArgs {
+    /// The sampling these options describe.
+    pub fn to_sampling(&self) -> stoke::Result<Sampling> {
+        let weights = match (&self.class_weights, self.class_balanced) {
+            (Some(w), _) => WeightSource::PerClass(w.clone()),
+            (None, true) => WeightSource::ClassBalanced,
+            (None, false) => {
+                if let Some(n) = self.epoch_length {
+                    return Err(stoke::Error::config(format!(
+                        "--epoch-length {n} needs --class-balanced or --class-weights (a permutation epoch is the dataset size)"
+                    )));
+                }
+                return Ok(Sampling::Epoch);
+            }
+        };
+        let s = Sampling::Weighted { weights, epoch_length: self.epoch_length };
+        s.validate()?;
+        Ok(s)
+    }
 }
 
 /// Options that build a [`PipelineConfig`].
@@ -72,6 +110,9 @@ pub struct PipelineArgs {
     /// Rank, world size, tail and order.
     #[command(flatten)]
     pub shard: ShardArgs,
+    /// Weighted sampling.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -230,6 +271,7 @@ impl PipelineArgs {
         c.shuffle = !self.shard.no_shuffle;
         (c.rank, c.world_size) = self.shard.rank_and_world_size()?;
         c.drop_last = self.shard.drop_last;
+        c.sampling = self.sampling.to_sampling()?;
         c.backend = self.backend;
         c.on_error = self.on_error;
         c.cpu_threads = self.threads;

@@ -3,7 +3,6 @@
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
-use stoke::sampler::{Sampler, SamplerConfig, Weights};
 use stoke::source::{Dataset, IndexOptions};
 
 /// Options of `stoke plan`.
@@ -23,13 +22,9 @@ pub struct Args {
     /// Check that every label is below this.
     #[arg(long)]
     pub num_classes: Option<usize>,
-    /// Class-balanced sampling with replacement (each class equally likely) instead of a
-    /// permutation.
-    #[arg(long)]
-    pub class_balanced: bool,
-    /// Samples per epoch for --class-balanced (default: the dataset size).
-    #[arg(long, requires = "class_balanced")]
-    pub epoch_length: Option<u64>,
+    /// Weighted sampling (--class-balanced, --class-weights, --epoch-length).
+    #[command(flatten)]
+    pub sampling: crate::pipeline_args::SamplingArgs,
     /// Also print each sample's global position and label: `position<TAB>label<TAB>key`.
     #[arg(long)]
     pub positions: bool,
@@ -38,15 +33,13 @@ pub struct Args {
 pub fn run(args: Args) -> stoke::Result<()> {
     let (rank, world_size) = args.shard.rank_and_world_size()?;
     let d = Dataset::open(&args.dataset, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
-    let cfg = SamplerConfig { seed: args.seed, shuffle: !args.shard.no_shuffle, rank, world_size, drop_last: args.shard.drop_last };
-    let s = if args.class_balanced {
-        let labels: Vec<i64> = d.samples().iter().map(|m| m.label).collect();
-        let len = args.epoch_length.unwrap_or(d.len() as u64);
-        Sampler::weighted(&labels, Weights::ClassBalanced, len, &cfg)
-    } else {
-        Sampler::new(d.len(), &cfg)
-    };
-    let s = s.map_err(|e| stoke::Error::dataset(&args.dataset, e.to_string()))?;
+    // The pipeline's own sampler choice, so that plan shows exactly what dump/bench deliver.
+    let mut c = stoke::PipelineConfig::new(&args.dataset);
+    c.seed = args.seed;
+    c.shuffle = !args.shard.no_shuffle;
+    (c.rank, c.world_size, c.drop_last) = (rank, world_size, args.shard.drop_last);
+    c.sampling = args.sampling.to_sampling()?;
+    let s = stoke::reader::Reader::sampler_for(&d, &c)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut emit = || -> std::io::Result<()> {
