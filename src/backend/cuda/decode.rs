@@ -114,18 +114,39 @@ pub fn route(candidate: Option<bool>, hw_supported: Option<bool>) -> Route {
 }
 
 /// Sizes of the hardware-engine calls for `n` images: the engine has `unit` = engines ×
-/// cores-per-engine decode slots, so every call but the last takes `per_call` images (a
-/// multiple of `unit`, at most `max_per_call` rounded down to one, at least `unit`) and the
-/// last takes the rest. Fewer, fuller calls keep every core busy; more than one call lets
-/// the host parse call `i + 1` while the engine decodes call `i`.
+/// cores-per-engine decode slots. As few calls as `max_per_call` (rounded down to a multiple of
+/// `unit`, at least one unit) allows, balanced: every call but the last takes the same multiple
+/// of `unit`, and the last takes the rest, which is never a tiny tail (256 images on 7 engines
+/// with a cap of 63 is 56 × 4 + 32, not 63 × 4 + 4). Fuller calls keep every core busy; more
+/// than one call lets the host parse call `i + 1` while the engine decodes call `i`.
 pub fn hw_calls(n: usize, unit: usize, max_per_call: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
     let unit = unit.max(1);
-    let per_call = (max_per_call / unit).max(1) * unit;
+    let cap = (max_per_call / unit).max(1) * unit;
+    let calls = n.div_ceil(cap);
+    let per_call = n.div_ceil(calls).div_ceil(unit) * unit;
     let mut v = vec![per_call; n / per_call];
     if n % per_call != 0 {
         v.push(n % per_call);
     }
     v
+}
+
+/// Slots per CUDA decoder (state, stream, params, event), used in turn.
+pub const CUDA_SLOTS: usize = 4;
+
+/// Smallest image (stored pixels) for which the CUDA route tries nvJPEG's GPU-assisted hybrid
+/// decoder before the hybrid one. For small images the hybrid decoder (Huffman on the host,
+/// the rest on the GPU) wins: GPU_HYBRID's extra launches cost more than its Huffman offload
+/// saves. NVIDIA's DALI switches at the same size by default (its `hybrid_huffman_threshold`).
+pub const GPU_HYBRID_MIN_PIXELS: u64 = 1_000_000;
+
+/// Whether the CUDA route should try GPU-assisted hybrid first: large, non-progressive images.
+/// Progressive scans go to the hybrid decoder, as DALI does.
+pub fn wants_gpu_hybrid(info: &JpegInfo) -> bool {
+    info.pixels() > GPU_HYBRID_MIN_PIXELS && info.coding != Coding::Progressive
 }
 
 /// A region of an image, in pixels.
@@ -420,7 +441,9 @@ struct CudaSlot {
 
 struct CudaPath {
     // [GPU-assisted hybrid, hybrid]: the first that supports an image decodes it.
-    decoders: Vec<(Decoder, [CudaSlot; 2])>,
+    // CUDA_SLOTS slots per decoder used in turn: the host waits for an image's decode only
+    // when its slot comes round again, CUDA_SLOTS images later.
+    decoders: Vec<(Decoder, Vec<CudaSlot>)>,
     turn: usize,
 }
 
@@ -497,32 +520,12 @@ impl GpuDecoder {
                 log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
             })
         });
-        let hw = match hw_handle {
-            Ok(handle) => {
-                let (engines, cores) = handle.hardware_decoder_info()?;
-                let unit = (engines as usize * cores as usize).max(1);
-                let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
-                let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
-                let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
-                for st in &mut states {
-                    // Reserve the engine's buffers up front so steady state allocates nothing;
-                    // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
-                    if let Err(e) = st.batched_pre_allocate(
-                        per_call,
-                        pw,
-                        ph,
-                        super::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
-                        RGBI,
-                    ) {
-                        log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
-                    }
-                }
-                let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
-                log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-                Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call })
-            }
+        let hw = match hw_handle.and_then(|handle| Self::hardware_path(handle, &plan, &ev)) {
+            Ok(path) => Some(path),
             Err(e) => {
-                log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
+                // No engine on this GPU, or one the VM / MIG slice does not let us use: run
+                // without it rather than fail the backend.
+                log::warn!("nvJPEG hardware decoder not used ({e}); baseline JPEGs go to the CUDA decoders");
                 None
             }
         };
@@ -539,7 +542,7 @@ impl GpuDecoder {
                 params.set_output_format(RGBI)?;
                 Ok(CudaSlot { state, stream: JpegStream::new(&handle)?, params, done: ev()? })
             };
-            let slots = [slot()?, slot()?];
+            let slots = (0..CUDA_SLOTS).map(|_| slot()).collect::<Result<Vec<_>, _>>()?;
             decoders.push((d, slots));
         }
 
@@ -587,6 +590,36 @@ impl GpuDecoder {
             routes: Vec::new(),
             cpu_out: Vec::new(),
         })
+    }
+
+    /// The hardware engine's path: its info, per-call sizing, states and params. An error
+    /// here means "run without the engine" (the caller logs it).
+    fn hardware_path(
+        handle: Arc<NvjpegHandle>,
+        plan: &DecoderPlan,
+        ev: &dyn Fn() -> Result<CudaEvent, GpuError>,
+    ) -> Result<HwPath, GpuError> {
+        let (engines, cores) = handle.hardware_decoder_info()?;
+        let unit = (engines as usize * cores as usize).max(1);
+        let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
+        let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+        let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
+        for st in &mut states {
+            // Reserve the engine's buffers up front so steady state allocates nothing;
+            // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+            if let Err(e) = st.batched_pre_allocate(
+                per_call,
+                pw,
+                ph,
+                super::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
+                RGBI,
+            ) {
+                log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+            }
+        }
+        let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
+        log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+        Ok(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call })
     }
 
     /// Engines × cores of the hardware decoder, or `None` without one.
@@ -642,11 +675,11 @@ impl GpuDecoder {
         out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
             Err(e) => Err(e.clone()),
             // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
-            Ok((Route::Cpu, roi, stored)) => {
+            Ok((Route::Cpu, roi, stored, _)) => {
                 cpu_list.push(i);
                 Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
             }
-            Ok((route, roi, stored)) => match cursor.place(roi.w, roi.h) {
+            Ok((route, roi, stored, _)) => match cursor.place(roi.w, roi.h) {
                 None => Err(arena_full(self.plan.arena.bytes)),
                 Some(offset) => {
                     if *route == Route::Hardware {
@@ -688,7 +721,8 @@ impl GpuDecoder {
             }
             for &i in &cuda_list {
                 let d = *out[i].as_ref().expect("placed above");
-                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena) {
+                let gpu_hybrid = matches!(self.routes[i], Ok((_, _, _, true)));
+                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena, gpu_hybrid) {
                     gpu_failed.push((i, e.to_string()));
                 }
             }
@@ -785,7 +819,7 @@ impl GpuDecoder {
     fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
         let info = crate::source::jpeg::parse(bytes).ok();
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
-        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
+        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
         let mut roi = decode_roi(p, stored.0, stored.1, 16);
@@ -814,7 +848,7 @@ impl GpuDecoder {
             Route::Cuda if !self.plan.use_cuda => Route::Cpu,
             r => r,
         };
-        Ok((route, roi, stored))
+        Ok((route, roi, stored, wants_gpu_hybrid(&info)))
     }
 
     fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
@@ -894,11 +928,16 @@ impl GpuDecoder {
     }
 
     /// One image through the CUDA decoders' decoupled phases on `cuda_stream`.
-    fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64) -> Result<(), GpuError> {
+    /// `gpu_hybrid`: try the GPU-assisted hybrid decoder first ([`wants_gpu_hybrid`]); else
+    /// only the hybrid one.
+    fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64, gpu_hybrid: bool) -> Result<(), GpuError> {
         let turn = self.cuda.turn;
-        self.cuda.turn ^= 1;
+        self.cuda.turn = (turn + 1) % CUDA_SLOTS;
         let stream = self.cuda_stream.cu_stream() as _;
-        for (dec, slots) in &mut self.cuda.decoders {
+        for (k, (dec, slots)) in self.cuda.decoders.iter_mut().enumerate() {
+            if k == 0 && !gpu_hybrid {
+                continue; // decoders[0] is GPU-assisted hybrid
+            }
             let slot = &mut slots[turn];
             slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
             slot.stream.parse(bytes)?;
@@ -913,12 +952,15 @@ impl GpuDecoder {
             dec.decode_host(&mut slot.state, &slot.params, &slot.stream)?;
             // SAFETY: our stream; `img` points inside the arena at a region sized for this
             // ROI in RGBI, which stays allocated (the decoder owns the arenas).
-            unsafe {
-                dec.transfer_to_device(&mut slot.state, &slot.stream, stream)?;
-                dec.decode_device(&mut slot.state, &mut img, stream)?;
-            }
+            let r = unsafe {
+                dec.transfer_to_device(&mut slot.state, &slot.stream, stream)
+                    .and_then(|()| dec.decode_device(&mut slot.state, &mut img, stream))
+            };
+            // Recorded whatever the device phases returned: once the transfer was tried, a copy
+            // out of this slot's pinned buffer may be in flight, and the slot's next image
+            // waits on `done` before nvJPEG rewrites that buffer.
             slot.done.record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
-            return Ok(());
+            return r;
         }
         Err(GpuError::Nvjpeg {
             call: "nvjpegDecoderJpegSupported",
@@ -955,7 +997,8 @@ fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
 type CpuResult = (usize, Result<DecodedImage, String>);
 
 /// A route, the region to decode and the stored size.
-type Classified = (Route, Roi, (u32, u32));
+/// (route, region, stored size, whether the CUDA route tries GPU-assisted hybrid first).
+type Classified = (Route, Roi, (u32, u32), bool);
 
 /// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
 /// workers, each image only in the region `out[i]` asks for (the whole image when its header
@@ -1071,17 +1114,36 @@ mod tests {
     }
 
     #[test]
+    fn gpu_hybrid_only_for_large_sequential_images() {
+        let small = info(Coding::Baseline, Subsampling::S420, 3);
+        assert!(!wants_gpu_hybrid(&small), "500x375 goes to the hybrid decoder");
+        let big = JpegInfo { width: 1500, height: 1000, ..small };
+        assert!(wants_gpu_hybrid(&big));
+        assert!(!wants_gpu_hybrid(&JpegInfo { coding: Coding::Progressive, ..big }), "never for progressive");
+        let edge = JpegInfo { width: 1000, height: 1000, ..small };
+        assert!(!wants_gpu_hybrid(&edge), "exactly the threshold is not above it");
+    }
+
+    #[test]
     fn hw_calls_are_multiples_of_the_engine_width() {
         // Shapes like A100 (5 decode cores) and H100 (7 NVJPG engines).
         assert_eq!(hw_calls(0, 5, 64), Vec::<usize>::new());
-        assert_eq!(hw_calls(256, 5, 64), [vec![60; 4], vec![16]].concat());
-        assert_eq!(hw_calls(256, 7, 256), vec![252, 4]);
+        assert_eq!(hw_calls(256, 5, 64), [vec![55; 4], vec![36]].concat());
+        assert_eq!(hw_calls(256, 7, 63), [vec![56; 4], vec![32]].concat());
+        assert_eq!(hw_calls(256, 7, 256), vec![133, 123]);
         assert_eq!(hw_calls(3, 7, 256), vec![3]);
         assert_eq!(hw_calls(20, 8, 4), vec![8, 8, 4]); // cap below one unit: one unit per call
-        for (n, unit, cap) in [(1000usize, 6usize, 100usize), (17, 1, 1), (255, 16, 64)] {
-            let v = hw_calls(n, unit, cap);
-            assert_eq!(v.iter().sum::<usize>(), n);
-            assert!(v[..v.len() - 1].iter().all(|&c| c % unit == 0 && c == v[0]));
+        for n in 1..600usize {
+            for (unit, cap) in [(6usize, 100usize), (1, 1), (16, 64), (7, 63), (5, 64), (7, 7)] {
+                let v = hw_calls(n, unit, cap);
+                let capped = (cap / unit).max(1) * unit;
+                assert_eq!(v.iter().sum::<usize>(), n, "{n} {unit} {cap}");
+                assert_eq!(v.len(), n.div_ceil(capped), "as few calls as the cap allows: {n} {unit} {cap} {v:?}");
+                assert!(v[..v.len() - 1].iter().all(|&c| c % unit == 0 && c == v[0] && c <= capped), "{n} {unit} {cap} {v:?}");
+                // Balanced: the last call is short by less than one unit per call.
+                let last = *v.last().unwrap();
+                assert!(last > 0 && last + unit * v.len() > v[0], "{n} {unit} {cap} {v:?}");
+            }
         }
     }
 

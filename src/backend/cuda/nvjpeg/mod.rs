@@ -164,10 +164,34 @@ mod tests {
         decode_check(&out, "decoupled decode");
 
         match NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT) {
-            Err(e) => eprintln!("no hardware JPEG decoder here ({e}); batched hardware decode not tested"),
+            Err(e) => println!("@q hw_engine: not opened ({e})"),
             Ok(hw) => {
-                let (engines, cores) = hw.hardware_decoder_info().unwrap();
-                eprintln!("hardware JPEG decoder: {engines} engines x {cores} cores");
+                // A VM or MIG slice may open the backend but not report the engine; the
+                // pipeline then runs without it (GpuDecoder::new), so this is a report, not
+                // a failure.
+                match hw.hardware_decoder_info() {
+                    Ok((engines, cores)) => {
+                        println!("@q hw_engine: opened");
+                        println!("@q engines_x_cores: {engines} x {cores}");
+                    }
+                    Err(e) => println!("@q hw_engine: opened, but nvjpegGetHardwareDecoderInfo failed ({e})"),
+                }
+                // Ask before decoding: the engine may refuse a 13x7 gray image (its minimum
+                // size and component rules are not documented). A refusal is reported, not a
+                // failure: the pipeline sends what the engine refuses to the CUDA decoders.
+                let mut hs = JpegStream::new(&hw).unwrap();
+                hs.parse(&jpeg).unwrap();
+                match hs.batched_supported(None) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        println!("@q hw_small_gray: refused by nvjpegDecodeBatchedSupported (13x7 gray)");
+                        return;
+                    }
+                    Err(e) => {
+                        println!("@q hw_small_gray: nvjpegDecodeBatchedSupported failed ({e})");
+                        return;
+                    }
+                }
                 let mut st = JpegState::new(&hw).unwrap();
                 st.batched_initialize(1, 1, nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI).unwrap();
                 let mut out = stream.alloc_zeros::<u8>((w * h * 3) as usize).unwrap();
