@@ -216,6 +216,20 @@ pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi 
     Roi { x: sx0, y: sy0, w: sx1 - sx0, h: sy1 - sy0 }
 }
 
+/// `roi` grown by one `mcu` block on every side that is not an image edge, for the GPU
+/// decoders. nvJPEG 13.0 (the pinned 13.0.1.86) mishandles the boundary of a region decoded
+/// with `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` (fixed in a later CUDA release): chroma
+/// at a cut edge of the region is interpolated from the wrong neighbours. With a block of
+/// margin, every pixel the augment reads is at least `mcu` pixels from a cut edge, far beyond
+/// the one chroma sample interpolation reaches. Edges of the image are not cuts and stay.
+pub fn widen_for_upsampling(roi: Roi, stored_w: u32, stored_h: u32, mcu: u32) -> Roi {
+    let x0 = roi.x.saturating_sub(mcu);
+    let y0 = roi.y.saturating_sub(mcu);
+    let x1 = (roi.x + roi.w).saturating_add(mcu).min(stored_w);
+    let y1 = (roi.y + roi.h).saturating_add(mcu).min(stored_h);
+    Roi { x: x0, y: y0, w: x1 - x0, h: y1 - y0 }
+}
+
 /// The device arena for one batch's decoded images, sized once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArenaPlan {
@@ -822,7 +836,7 @@ impl GpuDecoder {
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
-        let mut roi = decode_roi(p, stored.0, stored.1, 16);
+        let mut roi = widen_for_upsampling(decode_roi(p, stored.0, stored.1, 16), stored.0, stored.1, 16);
         let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
         let use_hw = self.plan.use_hardware;
         let hw_ok = match (&mut self.hw, cand) {
@@ -1111,6 +1125,30 @@ mod tests {
         assert!(e.to_string().contains("64250x64250 = 4128062500 pixels"), "{e}");
         f.width = 0;
         assert_eq!(gpu_candidate(Some(&f), 100), Err(Reject::Empty));
+    }
+
+    #[test]
+    fn widened_regions_keep_a_block_from_every_cut_edge() {
+        let (sw, sh, mcu) = (500u32, 375u32, 16u32);
+        let mut seed = 7u64;
+        for _ in 0..2000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let r = |k: u32| ((seed >> (k * 16)) & 0xffff) as u32;
+            let x = r(0) % (sw / mcu) * mcu;
+            let y = r(1) % (sh / mcu) * mcu;
+            let roi = Roi { x, y, w: (r(2) % (sw - x)).max(1), h: (r(3) % (sh - y)).max(1) };
+            let w = widen_for_upsampling(roi, sw, sh, mcu);
+            assert_eq!(w.x % mcu, 0, "{roi:?} -> {w:?}: left edge on the block grid");
+            assert_eq!(w.y % mcu, 0, "{roi:?} -> {w:?}");
+            assert!(w.x + w.w <= sw && w.y + w.h <= sh, "{w:?} inside the image");
+            // Each side: at an image edge, or a full block beyond the region.
+            assert!(w.x == 0 || w.x + mcu <= roi.x, "{roi:?} -> {w:?}");
+            assert!(w.y == 0 || w.y + mcu <= roi.y, "{roi:?} -> {w:?}");
+            assert!(w.x + w.w == sw || w.x + w.w >= roi.x + roi.w + mcu, "{roi:?} -> {w:?}");
+            assert!(w.y + w.h == sh || w.y + w.h >= roi.y + roi.h + mcu, "{roi:?} -> {w:?}");
+        }
+        let whole = Roi { x: 0, y: 0, w: sw, h: sh };
+        assert_eq!(widen_for_upsampling(whole, sw, sh, mcu), whole);
     }
 
     #[test]
