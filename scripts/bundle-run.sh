@@ -168,7 +168,7 @@ if [ "$mode" = tests ]; then
       done
     fi
   fi
-  questions "hw_engine engines_x_cores hw_roi hw_interpolated_upsampling pixel_error_hw pixel_error_cuda pixel_error_roi canary_false_alarms memory_per_epoch"
+  questions "hw_engine engines_x_cores hw_small_gray pixel_error_whole_hw pixel_error_whole_cuda pixel_error_roi_hw pixel_error_roi_cuda canary_false_alarms memory_per_epoch"
 else
   data="$XDG_CACHE_HOME/stoke/bench-n${STOKE_BENCH_COUNT:-5120}"
   if [ $gpu -eq 0 ]; then

@@ -50,18 +50,36 @@ fn files() -> Vec<(String, Vec<u8>)> {
     v
 }
 
-#[test]
-fn nvjpeg_matches_the_cpu_decoder_on_photos() {
-    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
-    let files = files();
-    // Keep what the CPU decoder reads (the reference); the rest is other tests' business.
+/// The CPU decoder's pixels of every file it reads (the reference).
+fn references() -> Vec<(String, Vec<u8>, DecodedImage)> {
     let mut refs = Vec::new();
-    for (name, bytes) in files {
+    for (name, bytes) in files() {
         let mut img = DecodedImage::default();
         if decode_rgb(&bytes, DEFAULT_MAX_DECODED_PIXELS, &mut img).is_ok() {
             refs.push((name, bytes, img));
         }
     }
+    refs
+}
+
+/// Per-route error of the decoded regions against the CPU decoder's pixels at the same place.
+#[derive(Default, Debug)]
+struct RouteError {
+    images: usize,
+    worst_mean: f64,
+    max_abs: u8,
+    sum_mean: f64,
+}
+
+/// Decode `refs` in batches with the routes `use_hardware`/`use_cuda` and crops drawn from
+/// `spec`; compare every GPU-decoded region with the reference. Returns (hardware, cuda) errors.
+fn decode_and_compare(
+    gpu: &std::sync::Arc<stoke::backend::cuda::device::Gpu>,
+    refs: &[(String, Vec<u8>, DecodedImage)],
+    spec: &AugmentSpec,
+    use_hardware: bool,
+    use_cuda: bool,
+) -> (RouteError, RouteError) {
     let batch = 32;
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
@@ -73,41 +91,93 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
         max_dims: (max_w, max_h),
         hw_max_per_call: batch,
         cpu_threads: 2,
-        use_hardware: true,
-        use_cuda: true,
+        use_hardware,
+        use_cuda,
     };
-    let mut dec = GpuDecoder::new(&gpu, plan).unwrap();
-    eprintln!("hardware decoder width: {:?}", dec.hardware_width());
-    // Whole-image resize: the region decoded is the whole image.
-    let mut spec = AugmentSpec::train(64);
-    spec.crop = CropMode::Resize;
+    let mut dec = GpuDecoder::new(gpu, plan).unwrap();
     let mut out = Vec::new();
-    let (mut worst, mut gpu_images) = (0.0f64, 0usize);
-    for chunk in refs.chunks(batch) {
+    let (mut hw, mut cuda) = (RouteError::default(), RouteError::default());
+    for (b, chunk) in refs.chunks(batch).enumerate() {
         let jobs: Vec<(&[u8], _)> = chunk
             .iter()
-            .map(|(_, b, img)| (&b[..], draw(&spec, 0, 0, 0, img.width as i32, img.height as i32, 1)))
+            .enumerate()
+            .map(|(k, (_, bytes, img))| (&bytes[..], draw(spec, 5, 0, (b * batch + k) as u64, img.width as i32, img.height as i32, 1)))
             .collect();
         let arena = dec.decode(&jobs, &mut out).unwrap();
         gpu.ctx().bind_to_thread().unwrap();
         for ((name, _, want), got) in chunk.iter().zip(&out) {
             let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
-            assert_eq!((d.roi.x, d.roi.y, d.roi.w, d.roi.h), (0, 0, want.width, want.height), "{name}: region");
-            if d.route == Route::Cpu {
-                continue;
-            }
-            gpu_images += 1;
-            let mut px = vec![0u8; want.rgb.len()];
+            let e = match d.route {
+                Route::Hardware => &mut hw,
+                Route::Cuda => &mut cuda,
+                Route::Cpu => continue,
+            };
+            let (x, y, w, h) = (d.roi.x as usize, d.roi.y as usize, d.roi.w as usize, d.roi.h as usize);
+            assert!(x + w <= want.width as usize && y + h <= want.height as usize, "{name}: region {:?} outside the image", d.roi);
+            let mut px = vec![0u8; 3 * w * h];
             // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
             // the decode finished (decode() waits for it).
             unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
-            let mad = px.iter().zip(&want.rgb).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>()
-                / px.len() as f64;
-            worst = worst.max(mad);
-            assert!(mad < MAX_MEAN_ABS_DIFF, "{name} ({:?}): mean abs diff {mad:.3} vs the CPU decoder", d.route);
+            let (mut sum, mut max) = (0u64, 0u8);
+            for r in 0..h {
+                let got_row = &px[3 * w * r..3 * w * (r + 1)];
+                let at = 3 * ((y + r) * want.width as usize + x);
+                for (a, b) in got_row.iter().zip(&want.rgb[at..at + 3 * w]) {
+                    let diff = a.abs_diff(*b);
+                    sum += diff as u64;
+                    max = max.max(diff);
+                }
+            }
+            let mad = sum as f64 / px.len() as f64;
+            assert!(mad < MAX_MEAN_ABS_DIFF, "{name} ({:?}, region {:?}): mean abs diff {mad:.3} vs the CPU decoder", d.route, d.roi);
+            e.images += 1;
+            e.sum_mean += mad;
+            e.worst_mean = e.worst_mean.max(mad);
+            e.max_abs = e.max_abs.max(max);
         }
     }
-    let s = dec.stats();
-    eprintln!("decoded {gpu_images} images on the GPU; worst mean abs diff {worst:.3}; {s:?}");
-    assert!(gpu_images > refs.len() / 2, "most photos should decode on the GPU: {s:?}");
+    eprintln!("routes hw={use_hardware} cuda={use_cuda}: {:?}", dec.stats());
+    (hw, cuda)
+}
+
+fn report(q: &str, e: &RouteError) {
+    if e.images == 0 {
+        println!("@q {q}: no image took this route");
+    } else {
+        println!(
+            "@q {q}: {} images, mean abs diff mean {:.3} worst {:.3}, max abs {}",
+            e.images,
+            e.sum_mean / e.images as f64,
+            e.worst_mean,
+            e.max_abs
+        );
+    }
+}
+
+#[test]
+fn nvjpeg_matches_the_cpu_decoder_on_photos() {
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = references();
+    // Whole-image resize: the region decoded is the whole image.
+    let mut spec = AugmentSpec::train(64);
+    spec.crop = CropMode::Resize;
+    let (hw, cuda) = decode_and_compare(&gpu, &refs, &spec, true, true);
+    report("pixel_error_whole_hw", &hw);
+    report("pixel_error_whole_cuda", &cuda);
+    assert!(hw.images + cuda.images > refs.len() / 2, "most photos should decode on the GPU: {} of {}", hw.images + cuda.images, refs.len());
+}
+
+/// Random-resized crops decode only a region (ROI): each route's region against the CPU
+/// decoder's pixels at the same place, each route alone (hardware engine only, with what it
+/// refuses on the CPU; CUDA decoders only), so a route's ROI handling is seen on its own.
+#[test]
+fn nvjpeg_regions_of_random_crops_match_the_cpu_decoder() {
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = references();
+    let spec = AugmentSpec::train(64);
+    let (hw, _) = decode_and_compare(&gpu, &refs, &spec, true, false);
+    report("pixel_error_roi_hw", &hw);
+    let (_, cuda) = decode_and_compare(&gpu, &refs, &spec, false, true);
+    report("pixel_error_roi_cuda", &cuda);
+    assert!(cuda.images > refs.len() / 2, "the CUDA decoders alone should take most photos: {} of {}", cuda.images, refs.len());
 }
