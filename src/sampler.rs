@@ -32,6 +32,10 @@ use crate::PipelineConfig;
 pub const STREAM_PERMUTE: u64 = 2;
 /// [`SampleRng`] stream for weighted draws.
 pub const STREAM_WEIGHTED: u64 = 3;
+/// [`SampleRng`] stream for the shard order's permutations ([`shards`]).
+pub const STREAM_SHARDS: u64 = 4;
+
+pub mod shards;
 
 const ROUNDS: usize = 6;
 
@@ -54,9 +58,15 @@ pub struct Permutation {
 impl Permutation {
     /// The permutation of `0..n` for `(seed, epoch)`.
     pub fn new(n: u64, seed: u64, epoch: u64) -> Self {
+        Self::keyed(n, seed, epoch, 0, STREAM_PERMUTE)
+    }
+
+    /// One of a family of independent permutations for `(seed, epoch)`: member `index` of
+    /// key stream `stream` (the shard order uses one for the shards and one per group).
+    pub fn keyed(n: u64, seed: u64, epoch: u64, index: u64, stream: u64) -> Self {
         let bits = 64 - n.saturating_sub(1).leading_zeros();
         let half_bits = bits.div_ceil(2).max(1);
-        let mut rng = SampleRng::new(seed, epoch, 0, STREAM_PERMUTE);
+        let mut rng = SampleRng::new(seed, epoch, index, stream);
         let keys = std::array::from_fn(|_| rng.next_u64());
         Self { n, half_bits, mask: (1u64 << half_bits) - 1, keys }
     }
