@@ -40,11 +40,12 @@ for line in sys.stdin:
 '
 }
 
-# The GPU tests: every tests/gpu_*.rs but the host-compiled kernel test (CPU only).
+# The GPU tests: every tests/gpu_*.rs but the two that need no GPU (CI runs them): the
+# host-compiled kernel test and the nvcc build check.
 gpu_tests=()
 for f in tests/gpu_*.rs; do
   name="$(basename "$f" .rs)"
-  [ "$name" = gpu_kernel_host ] || gpu_tests+=(--test "$name")
+  case "$name" in gpu_kernel_host | gpu_kernel_build) ;; *) gpu_tests+=(--test "$name") ;; esac
 done
 echo "gpu-bundle: building the GPU test executables, stoke, train_loop and cuda_kernels" >&2
 cargo test --release --no-run --lib "${gpu_tests[@]}" --message-format=json | list_executables | while read -r kind name exe; do
