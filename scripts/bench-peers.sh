@@ -4,10 +4,10 @@
 #   scripts/bench-peers.sh fetch-wheels        # here (network): nvImageCodec wheel into .whl/peers
 #   scripts/bench-peers.sh [run_all.py args]   # anywhere: the comparison (GPU machine or CPU)
 #
-# On the GPU machine (no network, no Rust): carry scripts/gpu-bundle.sh's bundle/ (the release
-# `stoke`, libnvjpeg.so.13) and .whl/peers (see the device tool's `carry`), then e.g.
-#   STOKE_BIN=bundle/bin/stoke STOKE_LIBDIR=bundle/lib scripts/bench-peers.sh --count 10240 \
-#       --epochs 3 --json-out "$OUT/peers.json"
+# On the GPU machine (no network, no Rust) the peers run inside `bundle/run.sh bench` (built by
+# scripts/gpu-bundle.sh; carry bundle/ and .whl/peers), which calls benches/peers/run_all.py
+# with the carried `stoke` and packs its table and JSON into the log archive. Here (CPU), e.g.
+#   scripts/bench-peers.sh --count 1280 --epochs 2
 # With $OUT set, the updated BENCHMARKS.md is copied there too (to bring the rows back).
 # Wheels found in $STOKE_PEER_WHEELS (default .whl/peers) are installed with --no-deps into a
 # scratch folder on PYTHONPATH, so the machine's torch/torchvision stay as they are.

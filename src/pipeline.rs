@@ -64,6 +64,13 @@ pub struct Stats {
     pub consumer_wait: Duration,
     /// Which decoder decoded how many samples (hardware engine / CUDA decoders / CPU).
     pub decoders: DecoderCounts,
+    /// GPU stage times summed over batches (all zero on the CPU backend).
+    #[serde(skip)]
+    pub gpu_stages: crate::backend::GpuStageTimes,
+    /// Device memory the pipeline's backend holds, bytes (0 on the CPU backend).
+    pub device_bytes: u64,
+    /// Pinned host memory the pipeline's backend holds, bytes (0 on the CPU backend).
+    pub pinned_bytes: u64,
 }
 
 // A batch is moved through the channel by value once per batch (224 bytes); boxing it would

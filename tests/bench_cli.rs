@@ -28,14 +28,24 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let data = dir.path().join("data");
     let d = data.to_str().unwrap();
     ok(&stoke(&["gen", d, "--count", "40", "--classes", "4"], dir.path()));
-    // 40 samples, batch 8: 5 batches per epoch; 2 epochs; 3 warm-up → 7 measured batches.
+    // 40 samples, batch 8: 5 batches per epoch; 2 epochs; 3 warm-up → 7 batches after the
+    // warm-up, of which those finished during it (queued when the clock started) are not counted.
     let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--epochs", "2", "--warmup-batches", "3", "--json"];
     let r = json(&stoke(&args, dir.path()));
-    assert_eq!(r["images"], 56, "{r}");
-    assert_eq!(r["batches"], 7);
+    let (batches, queued) = (r["batches"].as_u64().unwrap(), r["queued_at_start"].as_u64().unwrap());
+    assert_eq!(batches + queued, 7, "{r}");
+    // At most prefetch (2) + the one the producer holds can be finished ahead.
+    assert!(batches >= 4 && queued <= 3, "{r}");
+    assert_eq!(r["images"].as_u64(), Some(8 * batches), "{r}");
     assert_eq!(r["backend"], "cpu");
     assert_eq!(r["errors"], 0);
-    assert_eq!(r["decoders"]["cpu"], 56);
+    assert_eq!(r["decoders"]["cpu"].as_u64(), Some(8 * batches));
+    // The spread over 3 windows brackets the median; GPU-only figures are absent on the CPU.
+    let w = &r["windows"];
+    assert_eq!(w["images_per_sec"].as_array().unwrap().len(), 3, "{w}");
+    let (lo, mid, hi) = (w["min"].as_f64().unwrap(), w["median"].as_f64().unwrap(), w["max"].as_f64().unwrap());
+    assert!(lo <= mid && mid <= hi && hi > 0.0, "{w}");
+    assert!(r["gpu_stages"].is_null() && r["peak_device_bytes"].is_null() && r["peak_pinned_bytes"].is_null(), "{r}");
     assert_eq!((r["decoders"]["hardware"].as_u64(), r["decoders"]["cuda"].as_u64()), (Some(0), Some(0)), "{r}");
     assert!(r["images_per_sec"].as_f64().unwrap() > 0.0);
     assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0);
@@ -49,6 +59,17 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let r = json(&stoke(&args, dir.path()));
     assert_eq!((r["images"].as_u64(), r["consumer_us"].as_u64()), (Some(16), Some(2000)));
 
+    // By time: a short --seconds run goes on across epochs until the time is up, and the text
+    // report names the spread and says the GPU figures are not there on the CPU.
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--seconds", "1.5", "--warmup-batches", "1", "--json"];
+    let r = json(&stoke(&args, dir.path()));
+    assert!(r["seconds"].as_f64().unwrap() >= 1.5, "{r}");
+    assert_eq!(r["images"].as_u64(), Some(8 * r["batches"].as_u64().unwrap()));
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--seconds", "0.5", "--windows", "2"];
+    let text = ok(&stoke(&args, dir.path()));
+    assert!(text.contains("over 2 windows: min") && text.contains("gpu stages   n/a"), "{text}");
+    assert!(text.contains("peak device n/a, peak pinned n/a"), "{text}");
+
     // A file that is not a JPEG is replaced by a substitute and counted as an error.
     std::fs::write(data.join("n00000000").join("broken.jpg"), b"not a jpeg at all").unwrap();
     let args = ["bench", d, "--backend", "cpu", "--batch-size", "41", "--epochs", "1", "--warmup-batches", "0", "--json"];
@@ -61,9 +82,10 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
 #[test]
 fn bench_without_a_dataset_generates_the_builtin_set_once() {
     let cache = tempfile::tempdir().unwrap();
-    let args = ["bench", "--gen-count", "12", "--backend", "cpu", "--batch-size", "4", "--epochs", "1", "--warmup-batches", "1", "--json"];
+    // No warm-up: the clock starts with the pipeline, so the whole epoch (3 batches) counts.
+    let args = ["bench", "--gen-count", "12", "--backend", "cpu", "--batch-size", "4", "--epochs", "1", "--warmup-batches", "0", "--json"];
     let r = json(&stoke(&args, cache.path()));
-    assert_eq!(r["images"], 8);
+    assert_eq!((r["images"].as_u64(), r["queued_at_start"].as_u64()), (Some(12), Some(0)), "{r}");
     let set = cache.path().join("stoke").join(format!("imagenet-like-v{}-seed0-n12", stoke::gen::GEN_VERSION));
     assert_eq!(r["dataset"], set.to_str().unwrap());
     let f = set.join("n00000003").join("n00000003_000003.JPEG");
@@ -114,6 +136,11 @@ fn bad_input_is_a_clear_error() {
     let out = stoke(&["bench", data.to_str().unwrap(), "--backend", "cpu", "--epochs", "1", "--json"], dir.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("warm-up"), "{err}");
+    for (flag, value, said) in [("--seconds", "0", "--seconds"), ("--epochs", "0", "--epochs"), ("--windows", "0", "--windows")] {
+        let out = stoke(&["bench", data.to_str().unwrap(), "--backend", "cpu", flag, value], dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(said) && err.contains("got 0"), "{flag}: {err}");
+    }
 
     let cfg = dir.path().join("bad.json");
     std::fs::write(&cfg, r#"{"threads": 2}"#).unwrap();

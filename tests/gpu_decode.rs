@@ -142,10 +142,10 @@ fn decode_and_compare(
 
 fn report(q: &str, e: &RouteError) {
     if e.images == 0 {
-        println!("@q {q}: no image took this route");
+        println!("STOKE-Q pixel-error: {q}: no image took this route");
     } else {
         println!(
-            "@q {q}: {} images, mean abs diff mean {:.3} worst {:.3}, max abs {}",
+            "STOKE-Q pixel-error: {q}: {} images, mean abs diff mean {:.3} worst {:.3}, max abs {}",
             e.images,
             e.sum_mean / e.images as f64,
             e.worst_mean,
@@ -162,8 +162,8 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
     let mut spec = AugmentSpec::train(64);
     spec.crop = CropMode::Resize;
     let (hw, cuda) = decode_and_compare(&gpu, &refs, &spec, true, true);
-    report("pixel_error_whole_hw", &hw);
-    report("pixel_error_whole_cuda", &cuda);
+    report("whole image, hardware", &hw);
+    report("whole image, CUDA", &cuda);
     assert!(hw.images + cuda.images > refs.len() / 2, "most photos should decode on the GPU: {} of {}", hw.images + cuda.images, refs.len());
 }
 
@@ -176,8 +176,10 @@ fn nvjpeg_regions_of_random_crops_match_the_cpu_decoder() {
     let refs = references();
     let spec = AugmentSpec::train(64);
     let (hw, _) = decode_and_compare(&gpu, &refs, &spec, true, false);
-    report("pixel_error_roi_hw", &hw);
+    report("region, hardware", &hw);
+    println!("STOKE-Q roi: the hardware engine decoded {} random-crop regions with interpolated upsampling", hw.images);
     let (_, cuda) = decode_and_compare(&gpu, &refs, &spec, false, true);
-    report("pixel_error_roi_cuda", &cuda);
+    report("region, CUDA", &cuda);
+    println!("STOKE-Q roi: the CUDA decoders decoded {} random-crop regions with interpolated upsampling", cuda.images);
     assert!(cuda.images > refs.len() / 2, "the CUDA decoders alone should take most photos: {} of {}", cuda.images, refs.len());
 }

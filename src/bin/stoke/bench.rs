@@ -7,11 +7,18 @@
 //! and errors. `--json` prints one object instead.
 //!
 //! Timing: the measured window starts when warm-up batch `W` has been handed over and ends
-//! when the last batch has; images are the batches delivered inside it. "Latency" of a batch is
-//! the time the trainer waited for it (inside `next_batch`): with a consumer slower than the
-//! loader it should be ~0.
+//! when the last batch has. Batches the backend finished during warm-up (waiting in the queue
+//! when the clock starts) are taken but not counted, so the window starts on an empty queue.
+//! The run lasts `--seconds` after warm-up (default 10 s), or whole `--epochs`, or
+//! `--batches` counted batches; the window is cut into `--windows` equal parts and the spread
+//! of images/s over them is reported. "Latency" of a batch is the time the trainer waited for
+//! it (inside `next_batch`): with a consumer slower than the loader it should be ~0.
+//!
+//! On the CUDA backend the pipeline's per-stage GPU times (CUDA events) and the device and
+//! pinned bytes it holds are reported too; on the CPU they are "n/a".
 
 use crate::pipeline_args::PipelineArgs;
+use stoke::backend::GpuStageTimes;
 use stoke::batch::DecoderCounts;
 use stoke::pipeline::Pipeline;
 use stoke::PipelineConfig;
@@ -27,13 +34,19 @@ pub struct Args {
     pub dataset: Option<PathBuf>,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Epochs to run (the warm-up batches count towards the first).
-    #[arg(long, default_value_t = 2)]
-    pub epochs: u64,
+    /// Seconds to measure after warm-up (the default unless `--epochs` or `--batches` is given).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Run whole epochs instead of a time (the warm-up batches count towards the first).
+    #[arg(long)]
+    pub epochs: Option<u64>,
+    /// Equal parts of the measured window whose images/s give the reported spread.
+    #[arg(long, default_value_t = 3)]
+    pub windows: usize,
     /// Batches delivered before the clock starts (thread start-up, cold caches).
     #[arg(long, default_value_t = 2)]
     pub warmup_batches: usize,
-    /// Stop after this many measured batches (default: run all epochs).
+    /// Stop after this many counted batches.
     #[arg(long)]
     pub batches: Option<usize>,
     /// Print one JSON object instead of the table.
@@ -51,6 +64,9 @@ pub struct Args {
     #[arg(long, default_value_t = stoke::gen::DEFAULT_COUNT)]
     pub gen_count: usize,
 }
+
+mod gpu;
+pub use gpu::{GpuConsumer, GpuMonitor, GpuUtil};
 
 // ---------------------------------------------------------------------------------------------
 // Measurements that do not depend on the pipeline.
@@ -83,136 +99,6 @@ pub fn busy_wait(d: Duration) {
     let t = Instant::now();
     while t.elapsed() < d {
         std::hint::spin_loop();
-    }
-}
-
-/// GPU utilization sampled by NVML in a background thread, when libnvidia-ml is there.
-/// Never fails: without a driver it reports nothing.
-pub struct GpuMonitor {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Option<GpuUtil>>>,
-}
-
-/// Mean utilization over the measured window, in percent.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct GpuUtil {
-    /// GPU name as NVML reports it.
-    pub name: String,
-    /// Driver version.
-    pub driver: String,
-    /// Kernels running (SM busy), mean percent.
-    pub sm_percent: f64,
-    /// Device memory being read or written, mean percent.
-    pub memory_percent: f64,
-    /// JPEG engines (NVJPG) busy, mean percent; absent where NVML or the GPU lacks it.
-    pub jpeg_percent: Option<f64>,
-    /// Samples taken.
-    pub samples: usize,
-}
-
-impl GpuMonitor {
-    /// Start sampling device `index` every 100 ms; `None` where NVML cannot be loaded or the
-    /// device is not there.
-    pub fn start(index: u32) -> Option<GpuMonitor> {
-        let nvml = nvml_wrapper::Nvml::init().ok()?;
-        nvml.device_by_index(index).ok()?;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let dev = nvml.device_by_index(index).ok()?;
-            let name = dev.name().unwrap_or_default();
-            let driver = nvml.sys_driver_version().unwrap_or_default();
-            let (mut sm, mut mem, mut jpg, mut n, mut njpg) = (0.0, 0.0, 0.0, 0usize, 0usize);
-            let lib = nvml.lib();
-            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(u) = dev.utilization_rates() {
-                    sm += f64::from(u.gpu);
-                    mem += f64::from(u.memory);
-                    n += 1;
-                }
-                if lib.nvmlDeviceGetJpgUtilization.is_ok() {
-                    let (mut u, mut period) = (0u32, 0u32);
-                    // SAFETY: the symbol is present (checked above); the handle belongs to this
-                    // live `Nvml`; both out-pointers are valid u32s.
-                    let rc = unsafe { lib.nvmlDeviceGetJpgUtilization(dev.handle(), &mut u, &mut period) };
-                    if rc == 0 {
-                        jpg += f64::from(u);
-                        njpg += 1;
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            (n > 0).then(|| GpuUtil {
-                name,
-                driver,
-                sm_percent: sm / n as f64,
-                memory_percent: mem / n as f64,
-                jpeg_percent: (njpg > 0).then(|| jpg / njpg as f64),
-                samples: n,
-            })
-        });
-        Some(GpuMonitor { stop, thread: Some(thread) })
-    }
-
-    /// Stop sampling and return the means.
-    pub fn finish(mut self) -> Option<GpuUtil> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.take()?.join().ok().flatten()
-    }
-}
-
-/// The synthetic trainer step for batches on the GPU: after waiting (on the device) for the
-/// batch, it keeps a consumer stream busy for about the requested time with device-to-device
-/// copies, sized from the copy rate measured once at start, then the host waits for that
-/// stream, as a trainer that reads its loss each step does. The pipeline overlaps with it.
-pub struct GpuConsumer {
-    stream: std::sync::Arc<cudarc::driver::CudaStream>,
-    src: cudarc::driver::CudaSlice<u8>,
-    dst: cudarc::driver::CudaSlice<u8>,
-    /// Copies of `chunk` bytes per step.
-    copies: usize,
-    chunk: usize,
-}
-
-impl GpuConsumer {
-    const BUF: usize = 32 << 20;
-
-    /// A consumer on a new stream of `ctx`, calibrated to take about `step` per batch.
-    pub fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, step: Duration) -> stoke::Result<Self> {
-        use cudarc::driver::sys::CUevent_flags;
-        let gpu_err = |call: &'static str| {
-            move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e))
-        };
-        let stream = ctx.new_stream().map_err(gpu_err("cuStreamCreate"))?;
-        let src = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
-        let mut dst = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
-        // Copy rate: the best of a few full-buffer copies.
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let a = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu_err("cuEventRecord"))?;
-            stream.memcpy_dtod(&src, &mut dst).map_err(gpu_err("cuMemcpyDtoDAsync"))?;
-            let b = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(gpu_err("cuEventRecord"))?;
-            best = best.min(f64::from(a.elapsed_ms(&b).map_err(gpu_err("cuEventElapsedTime"))?));
-        }
-        let bytes_per_ms = Self::BUF as f64 / best.max(1e-6);
-        let want = bytes_per_ms * step.as_secs_f64() * 1e3;
-        let copies = (want / Self::BUF as f64).ceil().max(1.0) as usize;
-        let chunk = ((want / copies as f64) as usize).clamp(1, Self::BUF);
-        Ok(Self { stream, src, dst, copies, chunk })
-    }
-
-    /// One trainer step on `batch`.
-    pub fn step(&mut self, batch: &stoke::batch::DeviceImages) -> stoke::Result<()> {
-        let gpu_err = |call: &'static str| {
-            move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e))
-        };
-        batch.wait_on(&self.stream)?;
-        for _ in 0..self.copies {
-            let src = self.src.slice(..self.chunk);
-            let mut dst = self.dst.slice_mut(..self.chunk);
-            self.stream.memcpy_dtod(&src, &mut dst).map_err(gpu_err("cuMemcpyDtoDAsync"))?;
-        }
-        self.stream.synchronize().map_err(gpu_err("cuStreamSynchronize"))
     }
 }
 
@@ -321,6 +207,9 @@ pub fn resolve_dataset(given: Option<PathBuf>, count: usize, quiet: bool) -> sto
 // ---------------------------------------------------------------------------------------------
 // The measured run.
 
+/// Default length of the measured window when neither epochs nor batches are asked for.
+pub const DEFAULT_SECONDS: f64 = 10.0;
+
 /// How long to run and what the trainer does with each batch.
 #[derive(Clone, Debug)]
 pub struct Measure {
@@ -330,8 +219,12 @@ pub struct Measure {
     pub epochs: u64,
     /// Batches before the clock starts.
     pub warmup_batches: usize,
-    /// Stop after this many measured batches.
+    /// Stop after this many counted batches.
     pub batches: Option<usize>,
+    /// Stop once this many seconds have passed since the clock started.
+    pub seconds: Option<f64>,
+    /// Parts of the window for the spread of images/s (at least 1).
+    pub windows: usize,
     /// Synthetic trainer step per batch (host busy-wait).
     pub consumer: Option<Duration>,
 }
@@ -375,6 +268,11 @@ pub struct Report {
     pub batches: usize,
     /// Batches before the clock started.
     pub warmup_batches: usize,
+    /// Batches the backend had finished during warm-up (queued when the clock started): taken
+    /// but not counted.
+    pub queued_at_start: usize,
+    /// Images/s in each equal part of the window, and their spread.
+    pub windows: Windows,
     /// Samples per batch.
     pub batch_size: usize,
     /// Decode/augment worker threads.
@@ -406,6 +304,12 @@ pub struct Report {
     pub consumer_us: Option<u64>,
     /// GPU utilization over the window, where NVML is there.
     pub gpu: Option<GpuUtil>,
+    /// Per-stage GPU times over the window (CUDA backend only).
+    pub gpu_stages: Option<GpuStages>,
+    /// Most device memory the pipeline's backend held, bytes (CUDA backend only).
+    pub peak_device_bytes: Option<u64>,
+    /// Most pinned host memory the pipeline's backend held, bytes (CUDA backend only).
+    pub peak_pinned_bytes: Option<u64>,
     /// The dataset measured.
     pub dataset: String,
 }
@@ -414,37 +318,121 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// Images/s per equal part of the measured window.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Windows {
+    /// Images/s of each part, in time order.
+    pub images_per_sec: Vec<f64>,
+    /// Slowest part.
+    pub min: f64,
+    /// Median part (nearest rank).
+    pub median: f64,
+    /// Fastest part.
+    pub max: f64,
+}
+
+impl Windows {
+    /// Cut `[0, seconds]` into `k` equal parts and rate each by the images of the batches
+    /// finished inside it; `finished` holds (seconds since the clock started, images).
+    pub fn split(finished: &[(f64, u64)], seconds: f64, k: usize) -> Windows {
+        let k = k.max(1);
+        let part = seconds / k as f64;
+        let mut images = vec![0u64; k];
+        for &(t, n) in finished {
+            let i = if part > 0.0 { ((t / part) as usize).min(k - 1) } else { k - 1 };
+            images[i] += n;
+        }
+        let rates: Vec<f64> = images.iter().map(|&n| if part > 0.0 { n as f64 / part } else { 0.0 }).collect();
+        Windows {
+            min: rates.iter().copied().fold(f64::MAX, f64::min),
+            median: quantile(&rates, 0.5).unwrap_or(0.0),
+            max: rates.iter().copied().fold(f64::MIN, f64::max),
+            images_per_sec: rates,
+        }
+    }
+}
+
+/// GPU stage times over the measured window: totals in seconds and milliseconds per batch.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct GpuStages {
+    /// Host: header parse, routing and staging, seconds.
+    pub classify: f64,
+    /// Hardware JPEG engine, seconds (CUDA events).
+    pub hw_decode: f64,
+    /// CUDA decoders, seconds (CUDA events).
+    pub cuda_decode: f64,
+    /// CPU route: libjpeg-turbo decode + upload, seconds.
+    pub cpu_route: f64,
+    /// Fused augment kernel, seconds (CUDA events).
+    pub augment: f64,
+    /// Batches the totals are over.
+    pub batches: u64,
+}
+
+impl GpuStages {
+    /// `after − before`, over `batches` batches.
+    pub fn between(before: &GpuStageTimes, after: &GpuStageTimes, batches: u64) -> GpuStages {
+        GpuStages {
+            classify: after.classify - before.classify,
+            hw_decode: after.hw_decode - before.hw_decode,
+            cuda_decode: after.cuda_decode - before.cuda_decode,
+            cpu_route: after.cpu_route - before.cpu_route,
+            augment: after.augment - before.augment,
+            batches,
+        }
+    }
+
+    /// (name, seconds) of each stage, in pipeline order.
+    pub fn rows(&self) -> [(&'static str, f64); 5] {
+        [
+            ("classify", self.classify),
+            ("hw decode", self.hw_decode),
+            ("cuda decode", self.cuda_decode),
+            ("cpu route", self.cpu_route),
+            ("augment", self.augment),
+        ]
+    }
+}
+
 /// Run `config` as a trainer would and measure it (see the module docs for the clock).
 pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
     let monitor = GpuMonitor::start(config.device as u32);
+    // With no warm-up the clock starts before the pipeline does, so the queue is empty.
+    let (mut t0, mut cpu0) = (Instant::now(), process_cpu_time());
     let mut pipeline = Pipeline::new(config.clone())?;
     let steps = pipeline.steps_per_epoch();
     let planned = steps.saturating_mul(m.epochs).min(usize::MAX as u64) as usize;
-    let total = m.batches.map_or(planned, |k| planned.min(m.warmup_batches.saturating_add(k)));
-    if total <= m.warmup_batches {
+    if planned <= m.warmup_batches {
         return Err(stoke::Error::config(format!(
             "{} epoch(s) of {steps} batches leave nothing to measure after {} warm-up batches: \
              raise --epochs or lower --warmup-batches",
             m.epochs, m.warmup_batches
         )));
     }
-    pb.set_length(total as u64);
+    if m.seconds.is_none() && m.batches.is_none() {
+        pb.set_length(planned as u64);
+    }
     pb.set_message(if m.warmup_batches > 0 { "warming up" } else { "measuring" });
 
     let mut rec = Recorder::default();
+    let mut finished: Vec<(f64, u64)> = Vec::new();
     let mut on_gpu = false;
     let mut gpu_consumer: Option<GpuConsumer> = None;
     let mut done = 0usize;
-    let (mut t0, mut cpu0, mut stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+    let mut stats0 = if m.warmup_batches == 0 { stoke::pipeline::Stats::default() } else { pipeline.stats() };
+    // Batches finished before the clock started that are still to be taken (not counted).
+    let mut queued_at_start = 0usize;
+    let mut uncounted = 0usize;
+    let (mut peak_device, mut peak_pinned) = (stats0.device_bytes, stats0.pinned_bytes);
     let mut t_last = t0;
-    if m.warmup_batches == 0 {
-        (t0, cpu0, stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
-    }
     'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
         pipeline.start_epoch(epoch, 0);
         loop {
             // Batches the backend has finished that the trainer has not taken yet.
-            let ahead = pipeline.stats().batches.saturating_sub(done as u64);
+            let stats = pipeline.stats();
+            peak_device = peak_device.max(stats.device_bytes);
+            peak_pinned = peak_pinned.max(stats.pinned_bytes);
+            let ahead = stats.batches.saturating_sub(done as u64);
             let asked = Instant::now();
             let Some(batch) = pipeline.next_batch() else { break };
             let batch = batch?;
@@ -456,13 +444,18 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             let now = Instant::now();
             done += 1;
             if done > m.warmup_batches {
-                rec.waits.push(secs(now - asked));
-                rec.ahead.push(ahead as f64);
-                rec.images += batch.len() as u64;
-                rec.errors += batch.substitutes.len() as u64;
-                rec.decoders += batch.decoders;
-                rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
-                rec.bytes += batch.indices.iter().map(|&i| pipeline.dataset().sample(i).len).sum::<u64>();
+                if uncounted > 0 {
+                    uncounted -= 1;
+                } else {
+                    rec.waits.push(secs(now - asked));
+                    rec.ahead.push(ahead as f64);
+                    rec.images += batch.len() as u64;
+                    rec.errors += batch.substitutes.len() as u64;
+                    rec.decoders += batch.decoders;
+                    rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
+                    rec.bytes += batch.indices.iter().map(|&i| pipeline.dataset().sample(i).len).sum::<u64>();
+                    finished.push((secs(now - t0), batch.len() as u64));
+                }
                 t_last = now;
             }
             if let Some(c) = m.consumer {
@@ -480,15 +473,22 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             pb.inc(1);
             if done == m.warmup_batches {
                 (t0, cpu0, stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+                queued_at_start = stats0.batches.saturating_sub(done as u64) as usize;
+                uncounted = queued_at_start;
                 pb.set_message("measuring");
             }
-            if done >= total {
+            if done >= planned
+                || m.batches.is_some_and(|k| rec.waits.len() >= k)
+                || (done > m.warmup_batches && m.seconds.is_some_and(|s| secs(now - t0) >= s))
+            {
                 break 'epochs;
             }
         }
     }
     let cpu = process_cpu_time().saturating_sub(cpu0);
     let stats = pipeline.stats();
+    peak_device = peak_device.max(stats.device_bytes);
+    peak_pinned = peak_pinned.max(stats.pinned_bytes);
     let threads = pipeline.threads();
     drop(pipeline);
     let gpu = monitor.and_then(GpuMonitor::finish);
@@ -497,7 +497,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     let seconds = secs(t_last.saturating_duration_since(t0));
     if rec.images == 0 || seconds <= 0.0 {
         return Err(stoke::Error::config(format!(
-            "only {done} batches were delivered, all of them warm-up: raise --epochs or lower --warmup-batches"
+            "only {done} batches were delivered, all of them warm-up or finished during it: raise \
+             --epochs or --seconds, or lower --warmup-batches"
         )));
     }
     let per_image = |d: Duration| secs(d) * 1e6 / (stats.images - stats0.images).max(1) as f64;
@@ -513,6 +514,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         cpu_cores_used: secs(cpu) / seconds,
         batches: rec.waits.len(),
         warmup_batches: m.warmup_batches,
+        queued_at_start,
+        windows: Windows::split(&finished, seconds, m.windows),
         batch_size: config.batch_size,
         threads,
         reader_threads: config.reader_threads,
@@ -538,6 +541,11 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         augment_us_per_image: per_image(stats.augment.saturating_sub(stats0.augment)),
         consumer_us: m.consumer.map(|c| c.as_micros() as u64),
         gpu,
+        gpu_stages: on_gpu.then(|| {
+            GpuStages::between(&stats0.gpu_stages, &stats.gpu_stages, stats.batches - stats0.batches)
+        }),
+        peak_device_bytes: on_gpu.then_some(peak_device),
+        peak_pinned_bytes: on_gpu.then_some(peak_pinned),
         dataset: config.dataset.display().to_string(),
     })
 }
@@ -552,10 +560,18 @@ impl Report {
             self.backend, self.threads, self.reader_threads, self.prefetch_batches, self.batch_size, self.output
         );
         println!(
-            "measured     {} images in {} batches, {:.2} s (after {} warm-up batches)",
-            self.images, self.batches, self.seconds, self.warmup_batches
+            "measured     {} images in {} batches, {:.2} s (after {} warm-up batches; {} finished during warm-up not counted)",
+            self.images, self.batches, self.seconds, self.warmup_batches, self.queued_at_start
         );
-        println!("throughput   {:.1} images/s", self.images_per_sec);
+        let w = &self.windows;
+        println!(
+            "throughput   {:.1} images/s (over {} windows: min {:.1}, median {:.1}, max {:.1})",
+            self.images_per_sec,
+            w.images_per_sec.len(),
+            w.min,
+            w.median,
+            w.max
+        );
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
         let d = &self.decoders;
@@ -604,6 +620,18 @@ impl Report {
             ),
             None => println!("gpu          not measured (no NVML)"),
         }
+        match &self.gpu_stages {
+            Some(g) => {
+                let n = g.batches.max(1) as f64;
+                println!("gpu stages   (over {} batches; CUDA events, host wall time for host work)", g.batches);
+                for (name, t) in g.rows() {
+                    println!("  {name:<11}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
+                }
+            }
+            None => println!("gpu stages   n/a (CPU backend)"),
+        }
+        let mib = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
+        println!("memory       peak device {}, peak pinned {}", mib(self.peak_device_bytes), mib(self.peak_pinned_bytes));
         println!("errors       {} samples replaced by substitutes", self.errors);
     }
 }
@@ -611,11 +639,26 @@ impl Report {
 pub fn run(a: Args) -> stoke::Result<()> {
     let dataset = resolve_dataset(a.dataset.clone(), a.gen_count, a.json)?;
     let config = a.pipeline.to_config(dataset)?;
+    if let Some(s) = a.seconds {
+        if !(s > 0.0 && s.is_finite()) {
+            return Err(stoke::Error::config(format!("--seconds must be a positive number of seconds, got {s}")));
+        }
+    }
+    if a.epochs == Some(0) {
+        return Err(stoke::Error::config("--epochs must be at least 1, got 0"));
+    }
+    if a.windows == 0 {
+        return Err(stoke::Error::config("--windows must be at least 1, got 0"));
+    }
+    // By time unless whole epochs or a number of batches is asked for.
+    let seconds = a.seconds.or((a.epochs.is_none() && a.batches.is_none()).then_some(DEFAULT_SECONDS));
     let m = Measure {
         start_epoch: a.pipeline.epoch,
-        epochs: a.epochs,
+        epochs: a.epochs.unwrap_or(u64::MAX / 2),
         warmup_batches: a.warmup_batches,
         batches: a.batches,
+        seconds,
+        windows: a.windows,
         consumer: a.consumer_us.map(Duration::from_micros),
     };
     let pb = progress(None, a.json);
@@ -644,6 +687,26 @@ mod tests {
         assert_eq!(quantile(&[], 0.5), None);
         let l = LatencyMs::from_secs(&[0.001, 0.003]).unwrap();
         assert_eq!((l.p50, l.p99, l.mean, l.max), (1.0, 3.0, 2.0, 3.0));
+    }
+
+    #[test]
+    fn windows_rate_the_batches_finished_in_each_part() {
+        // 3 s cut in 3: 10 images in the first second, none in the second, 30 in the third
+        // (a batch finishing exactly at the end belongs to the last part).
+        let w = Windows::split(&[(0.2, 4), (0.9, 6), (2.5, 10), (3.0, 20)], 3.0, 3);
+        assert_eq!(w.images_per_sec, vec![10.0, 0.0, 30.0]);
+        assert_eq!((w.min, w.median, w.max), (0.0, 10.0, 30.0));
+        let w = Windows::split(&[(0.5, 8)], 2.0, 1);
+        assert_eq!((w.min, w.median, w.max), (4.0, 4.0, 4.0));
+    }
+
+    #[test]
+    fn gpu_stages_are_the_difference_over_the_window() {
+        let a = GpuStageTimes { classify: 1.0, hw_decode: 2.0, cuda_decode: 3.0, cpu_route: 4.0, augment: 5.0 };
+        let b = GpuStageTimes { classify: 1.5, hw_decode: 4.0, cuda_decode: 3.25, cpu_route: 4.0, augment: 6.0 };
+        let g = GpuStages::between(&a, &b, 4);
+        assert_eq!(g.rows().map(|r| r.1), [0.5, 2.0, 0.25, 0.0, 1.0]);
+        assert_eq!(g.batches, 4);
     }
 
     #[test]

@@ -136,6 +136,8 @@ pub fn run(a: Args) -> stoke::Result<()> {
         epochs: u64::MAX / 2,
         warmup_batches: a.warmup_batches,
         batches: Some(a.batches.max(1)),
+        seconds: None,
+        windows: 1,
         consumer: None,
     };
     // `auto` runs on CUDA when a usable GPU is there, so sweep what that backend would run.

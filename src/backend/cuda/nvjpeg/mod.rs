@@ -164,17 +164,17 @@ mod tests {
         decode_check(&out, "decoupled decode");
 
         match NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT) {
-            Err(e) => println!("@q hw_engine: not opened ({e})"),
+            Err(e) => println!("STOKE-Q hw-open: no, the hardware backend did not open ({e})"),
             Ok(hw) => {
                 // A VM or MIG slice may open the backend but not report the engine; the
                 // pipeline then runs without it (GpuDecoder::new), so this is a report, not
                 // a failure.
                 match hw.hardware_decoder_info() {
                     Ok((engines, cores)) => {
-                        println!("@q hw_engine: opened");
-                        println!("@q engines_x_cores: {engines} x {cores}");
+                        println!("STOKE-Q hw-open: yes");
+                        println!("STOKE-Q hw-size: {engines} x {cores}");
                     }
-                    Err(e) => println!("@q hw_engine: opened, but nvjpegGetHardwareDecoderInfo failed ({e})"),
+                    Err(e) => println!("STOKE-Q hw-open: opened, but nvjpegGetHardwareDecoderInfo failed ({e})"),
                 }
                 // Ask before decoding: the engine may refuse a 13x7 gray image (its minimum
                 // size and component rules are not documented). A refusal is reported, not a
@@ -184,11 +184,11 @@ mod tests {
                 match hs.batched_supported(None) {
                     Ok(true) => {}
                     Ok(false) => {
-                        println!("@q hw_small_gray: refused by nvjpegDecodeBatchedSupported (13x7 gray)");
+                        println!("STOKE-Q hw-open: the engine refuses a 13x7 gray image (nvjpegDecodeBatchedSupported)");
                         return;
                     }
                     Err(e) => {
-                        println!("@q hw_small_gray: nvjpegDecodeBatchedSupported failed ({e})");
+                        println!("STOKE-Q hw-open: nvjpegDecodeBatchedSupported failed on a 13x7 gray image ({e})");
                         return;
                     }
                 }
