@@ -316,14 +316,15 @@ unsafe impl cudarc::driver::ValidAsZeroBits for DecodeTarget {}
 // ---------------------------------------------------------------------------------------
 
 use super::augment::SampleDesc;
-use super::device::{alloc_err, Gpu};
+use super::device::Gpu;
+use super::error::alloc_err;
 use super::module::launch;
 use super::nvjpeg::result as nvr;
 use super::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use super::nvjpeg::sys::{
     nvjpegBackend_t, nvjpegDecodeParams_t, nvjpegImage_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
 };
-use super::staging::driver_err;
+use super::error::{cuda_err, driver_err};
 use crate::backend::cpu::decode::{decode_rgb_region, DecodedImage};
 use crate::error::GpuError;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
@@ -747,7 +748,7 @@ impl GpuDecoder {
                 // cursor); no GPU work reads or writes it (decodes finished, the augment of
                 // this arena's previous batch was waited on above).
                 unsafe { cudarc::driver::result::memcpy_htod_async(arena + offset, &img.rgb[..len], upload_stream) }
-                    .map_err(|e| super::device::cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
+                    .map_err(|e| cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
                 uploaded = true;
                 Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
             });

@@ -16,6 +16,7 @@
 //! The slot bookkeeping ([`SlotCycle`]) is plain data so its rules are unit-tested without a
 //! GPU.
 
+use super::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::sync::Arc;
@@ -175,11 +176,6 @@ impl SlotCycle {
         assert_eq!(self.states[slot], SlotState::Held, "released staging slot {slot} that was not held");
         self.states[slot] = SlotState::Guarded;
     }
-}
-
-/// `map_err` adapter: a driver error from `call` as a [`GpuError`] (with the driver's text).
-pub(super) fn driver_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
-    move |e| super::device::cuda_err(call, e)
 }
 
 /// One slot handed out by [`PinnedStaging::acquire`].
