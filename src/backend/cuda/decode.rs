@@ -499,8 +499,14 @@ impl GpuDecoder {
             })
         });
         let hw = match hw_handle {
-            Ok(handle) => {
-                let (engines, cores) = handle.hardware_decoder_info()?;
+            Ok(handle) => match handle.hardware_decoder_info() {
+              Err(e) => {
+                // A VM or MIG slice can open the handle yet not report (or reach) the engine:
+                // run without it rather than fail the backend.
+                log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
+                None
+              }
+              Ok((engines, cores)) => {
                 let unit = (engines as usize * cores as usize).max(1);
                 let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
                 let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
@@ -521,7 +527,8 @@ impl GpuDecoder {
                 let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
                 log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
                 Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call })
-            }
+              }
+            },
             Err(e) => {
                 log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
                 None
@@ -912,13 +919,17 @@ impl GpuDecoder {
             img.channel[0] = (arena + d.offset) as *mut u8;
             img.pitch[0] = 3 * d.roi.w as usize;
             dec.decode_host(&mut slot.state, &slot.params, &slot.stream)?;
+            // SAFETY: our stream; the state's pinned and device buffers are this slot's, and
+            // the slot's previous copy finished (`done` was waited on above).
+            let queued = unsafe { dec.transfer_to_device(&mut slot.state, &slot.stream, stream) };
             // SAFETY: our stream; `img` points inside the arena at a region sized for this
             // ROI in RGBI, which stays allocated (the decoder owns the arenas).
-            unsafe {
-                dec.transfer_to_device(&mut slot.state, &slot.stream, stream)?;
-                dec.decode_device(&mut slot.state, &mut img, stream)?;
-            }
+            let decoded = queued.and_then(|()| unsafe { dec.decode_device(&mut slot.state, &mut img, stream) });
+            // Record whatever the decode said: once the async copy out of this slot's pinned
+            // buffer is queued, the next use of the slot must wait for it, or the host rewrites
+            // the buffer while the DMA may still read it.
             slot.done.record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            decoded?;
             return Ok(());
         }
         Err(GpuError::Nvjpeg {
