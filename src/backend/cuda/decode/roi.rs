@@ -1,0 +1,70 @@
+//! Region-of-interest geometry: which part of the stored image a sample's augment reads.
+
+use crate::augment::params::{AugParams, FILTER_BICUBIC};
+
+/// A region of an image, in pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Roi {
+    /// Left edge.
+    pub x: u32,
+    /// Top edge.
+    pub y: u32,
+    /// Width.
+    pub w: u32,
+    /// Height.
+    pub h: u32,
+}
+
+/// Stored coordinates of oriented pixel `(x, y)` of an image stored as `sw × sh` under EXIF
+/// orientation `o` (the oriented image is `sh × sw` for 5..=8).
+pub fn oriented_to_stored(x: u32, y: u32, sw: u32, sh: u32, o: u32) -> (u32, u32) {
+    match o {
+        2 => (sw - 1 - x, y),
+        3 => (sw - 1 - x, sh - 1 - y),
+        4 => (x, sh - 1 - y),
+        5 => (y, x),
+        6 => (y, sh - 1 - x),
+        7 => (sw - 1 - y, sh - 1 - x),
+        8 => (sw - 1 - y, x),
+        _ => (x, y),
+    }
+}
+
+/// Source span `[lo, hi)` along one axis that output indices `[first, first + n)` of a
+/// resize from `in_size` to `out_size` can touch, a superset of Pillow's
+/// `precompute_coeffs` taps (antialiased) and of the two taps of plain bilinear/bicubic.
+pub(super) fn tap_span(in_size: u32, out_size: u32, first: u32, n: u32, filter: u32, antialias: bool) -> (u32, u32) {
+    let scale = in_size as f64 / out_size as f64;
+    let a = if filter == FILTER_BICUBIC { 2.0 } else { 1.0 };
+    let fs = if antialias { scale.max(1.0) } else { 1.0 };
+    let support = a * fs;
+    let c0 = (first as f64 + 0.5) * scale;
+    let c1 = ((first + n) as f64 - 0.5) * scale;
+    // One extra pixel each side covers int() truncation and the plain filters' -0.5 shift.
+    let lo = (c0 - support - 1.0).floor().max(0.0) as u32;
+    let hi = ((c1 + support + 1.0).ceil() as u32).min(in_size);
+    (lo.min(hi.saturating_sub(1)), hi)
+}
+
+/// Round a span outward to multiples of `mcu` (the JPEG block grid), clamped to `size`.
+pub(super) fn to_grid(lo: u32, hi: u32, mcu: u32, size: u32) -> (u32, u32) {
+    let lo = lo / mcu * mcu;
+    let hi = hi.div_ceil(mcu).saturating_mul(mcu).min(size);
+    (lo, hi)
+}
+
+/// The part of the stored image that the augment step reads for `p`, in stored coordinates,
+/// grown to the `mcu` grid (16 covers every subsampling). Decoding only this region is the
+/// crop-before-decode of random-resized crop. The whole image when nothing can be saved.
+pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi {
+    let aa = p.antialias != 0;
+    let (x0, x1) = tap_span(p.crop_w as u32, p.resize_w as u32, p.win_x.max(0) as u32, p.out_w as u32, p.filter, aa);
+    let (y0, y1) = tap_span(p.crop_h as u32, p.resize_h as u32, p.win_y.max(0) as u32, p.out_h as u32, p.filter, aa);
+    let (ox0, oy0) = (p.crop_x as u32 + x0, p.crop_y as u32 + y0);
+    let (ox1, oy1) = (p.crop_x as u32 + x1 - 1, p.crop_y as u32 + y1 - 1); // inclusive
+    let (ax, ay) = oriented_to_stored(ox0, oy0, stored_w, stored_h, p.orientation);
+    let (bx, by) = oriented_to_stored(ox1, oy1, stored_w, stored_h, p.orientation);
+    let (sx0, sx1) = to_grid(ax.min(bx), ax.max(bx) + 1, mcu, stored_w);
+    let (sy0, sy1) = to_grid(ay.min(by), ay.max(by) + 1, mcu, stored_h);
+    Roi { x: sx0, y: sy0, w: sx1 - sx0, h: sy1 - sy0 }
+}
