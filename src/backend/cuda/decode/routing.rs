@@ -83,16 +83,20 @@ pub fn route(candidate: Option<bool>, hw_supported: Option<bool>) -> Route {
 }
 
 /// Sizes of the hardware-engine calls for `n` images: the engine has `unit` = engines ×
-/// cores-per-engine decode slots, so every call but the last takes `per_call` images (a
-/// multiple of `unit`, at most `max_per_call` rounded down to one, at least `unit`) and the
-/// last takes the rest. Fewer, fuller calls keep every core busy; more than one call lets
-/// the host parse call `i + 1` while the engine decodes call `i`.
+/// cores-per-engine decode slots, so the images are cut into `ceil(n / unit)` chunks of `unit`
+/// (the last chunk holds the remainder) and the chunks are spread as evenly as possible over
+/// the fewest calls of at most `max_per_call` images (rounded down to a multiple of `unit`, at
+/// least `unit`). Calls differ by at most one chunk, and every call but the last is a whole
+/// number of chunks: no tiny trailing call (256 images on 7 units at most 63 per call give
+/// 56, 56, 49, 49, 46, not 63, 63, 63, 63, 4). More than one call lets the host parse call
+/// `i + 1` while the engine decodes call `i`.
 pub fn hw_calls(n: usize, unit: usize, max_per_call: usize) -> Vec<usize> {
     let unit = unit.max(1);
-    let per_call = (max_per_call / unit).max(1) * unit;
-    let mut v = vec![per_call; n / per_call];
-    if n % per_call != 0 {
-        v.push(n % per_call);
+    let chunks = n.div_ceil(unit);
+    let calls = chunks.div_ceil((max_per_call / unit).max(1));
+    let mut v: Vec<usize> = (0..calls).map(|i| (chunks / calls + usize::from(i < chunks % calls)) * unit).collect();
+    if let Some(last) = v.last_mut() {
+        *last -= chunks * unit - n;
     }
     v
 }

@@ -79,14 +79,28 @@ fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
 fn hw_calls_are_multiples_of_the_engine_width() {
     // Shapes like A100 (5 decode cores) and H100 (7 NVJPG engines).
     assert_eq!(hw_calls(0, 5, 64), Vec::<usize>::new());
-    assert_eq!(hw_calls(256, 5, 64), [vec![60; 4], vec![16]].concat());
-    assert_eq!(hw_calls(256, 7, 256), vec![252, 4]);
+    assert_eq!(hw_calls(256, 5, 64), vec![55, 55, 50, 50, 46]);
+    assert_eq!(hw_calls(256, 7, 64), vec![56, 56, 49, 49, 46]); // not 63, 63, 63, 63, 4
+    assert_eq!(hw_calls(256, 7, 256), vec![133, 123]); // not 252, 4
+    assert_eq!(hw_calls(252, 7, 256), vec![252]);
     assert_eq!(hw_calls(3, 7, 256), vec![3]);
     assert_eq!(hw_calls(20, 8, 4), vec![8, 8, 4]); // cap below one unit: one unit per call
-    for (n, unit, cap) in [(1000usize, 6usize, 100usize), (17, 1, 1), (255, 16, 64)] {
-        let v = hw_calls(n, unit, cap);
-        assert_eq!(v.iter().sum::<usize>(), n);
-        assert!(v[..v.len() - 1].iter().all(|&c| c % unit == 0 && c == v[0]));
+    for n in 0..300usize {
+        for unit in [1usize, 3, 5, 7, 16] {
+            for cap in [1usize, 4, 16, 63, 64, 100, 256] {
+                let v = hw_calls(n, unit, cap);
+                assert_eq!(v.iter().sum::<usize>(), n, "n {n} unit {unit} cap {cap}");
+                let per_call = (cap / unit).max(1) * unit;
+                // The fewest calls the cap allows, none empty, none over it.
+                assert_eq!(v.len(), n.div_ceil(unit).div_ceil(per_call / unit), "{v:?}");
+                assert!(v.iter().all(|&c| c > 0 && c <= per_call), "{v:?}");
+                if let Some((_, head)) = v.split_last() {
+                    assert!(head.iter().all(|&c| c % unit == 0), "{v:?}");
+                    // Balanced: no call more than one chunk (plus the remainder) under the first.
+                    assert!(v.iter().all(|&c| v[0] - c < 2 * unit), "{v:?}");
+                }
+            }
+        }
     }
 }
 
