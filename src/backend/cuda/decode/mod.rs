@@ -31,6 +31,7 @@
 //! |---|---|
 //! | `routing.rs` | [`gpu_candidate`], [`route`], [`hw_calls`]: which decoder, from the header |
 //! | `roi.rs` | [`decode_roi`]: the stored region a sample's augment reads |
+//! | `budget.rs` | [`MemoryPlan`]: arenas and staging cut to the GPU memory budget |
 //! | `arena.rs` | [`ArenaPlan`], [`ArenaCursor`]: the two decode arenas |
 //! | `canary.rs` | [`CANARIES`], [`DecodeTarget`]: skipped-decode detection |
 //! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
@@ -39,6 +40,7 @@
 //! | `cpu_route.rs` | libjpeg-turbo workers for the CPU route and retries |
 
 mod arena;
+mod budget;
 mod canary;
 mod cpu_route;
 mod decoder;
@@ -48,6 +50,7 @@ mod roi;
 mod routing;
 
 pub use arena::*;
+pub use budget::*;
 pub use canary::*;
 pub use decoder::*;
 pub use hardware::prealloc_dims;
