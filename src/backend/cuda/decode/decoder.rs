@@ -339,11 +339,11 @@ impl GpuDecoder {
         out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
             Err(e) => Err(e.clone()),
             // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
-            Ok((Route::Cpu, roi, stored)) => {
+            Ok((Route::Cpu, roi, stored, _)) => {
                 cpu_list.push(i);
                 Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
             }
-            Ok((route, roi, stored)) => match cursor.place(roi.w, roi.h) {
+            Ok((route, roi, stored, _)) => match cursor.place(roi.w, roi.h) {
                 None => Err(arena_full(self.plan.arena.bytes)),
                 Some(offset) => {
                     if *route == Route::Hardware {
@@ -385,7 +385,8 @@ impl GpuDecoder {
             }
             for &i in &cuda_list {
                 let d = *out[i].as_ref().expect("placed above");
-                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena) {
+                let gpu_hybrid = matches!(self.routes[i], Ok((_, _, _, true)));
+                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena, gpu_hybrid) {
                     gpu_failed.push((i, e.to_string()));
                 }
             }
@@ -482,7 +483,7 @@ impl GpuDecoder {
     pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
         let info = crate::source::jpeg::parse(bytes).ok();
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
-        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0))) };
+        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
         let mut roi = decode_roi(p, stored.0, stored.1, 16);
@@ -511,7 +512,7 @@ impl GpuDecoder {
             Route::Cuda if !self.plan.use_cuda => Route::Cpu,
             r => r,
         };
-        Ok((route, roi, stored))
+        Ok((route, roi, stored, gpu_hybrid_first(&info)))
     }
 
     pub(super) fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
@@ -541,5 +542,6 @@ pub(super) fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), Stri
     Ok(())
 }
 
-/// A route, the region to decode and the stored size.
-pub(super) type Classified = (Route, Roi, (u32, u32));
+/// A route, the region to decode, the stored size and whether the CUDA route tries the
+/// GPU-assisted hybrid decoder first ([`gpu_hybrid_first`]).
+pub(super) type Classified = (Route, Roi, (u32, u32), bool);

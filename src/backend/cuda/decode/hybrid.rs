@@ -7,12 +7,15 @@ use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::GpuError;
 
 impl GpuDecoder {
-    /// One image through the CUDA decoders' decoupled phases on `cuda_stream`.
-    pub(super) fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64) -> Result<(), GpuError> {
+    /// One image through the CUDA decoders' decoupled phases on `cuda_stream`: the
+    /// GPU-assisted hybrid decoder first when `gpu_hybrid` ([`gpu_hybrid_first`]), else the
+    /// hybrid decoder alone.
+    pub(super) fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64, gpu_hybrid: bool) -> Result<(), GpuError> {
         let turn = self.cuda.turn;
         self.cuda.turn ^= 1;
         let stream = self.cuda_stream.cu_stream() as _;
-        for (dec, slots) in &mut self.cuda.decoders {
+        let skip = usize::from(!gpu_hybrid && self.cuda.decoders.len() > 1);
+        for (dec, slots) in self.cuda.decoders.iter_mut().skip(skip) {
             let slot = &mut slots[turn];
             slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
             slot.stream.parse(bytes)?;

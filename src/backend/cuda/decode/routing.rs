@@ -82,6 +82,19 @@ pub fn route(candidate: Option<bool>, hw_supported: Option<bool>) -> Route {
     }
 }
 
+/// Decoded size above which the CUDA route tries the GPU-assisted hybrid decoder
+/// (`NVJPEG_BACKEND_GPU_HYBRID`, Huffman decoding on the GPU) before the hybrid one (Huffman
+/// on the host): below it the GPU Huffman pass costs more than it saves. DALI's
+/// `hybrid_huffman_threshold` default.
+pub const GPU_HYBRID_MIN_PIXELS: u64 = 1000 * 1000;
+
+/// Whether the CUDA route tries the GPU-assisted hybrid decoder first for this image: above
+/// [`GPU_HYBRID_MIN_PIXELS`] and never for progressive JPEGs (as DALI), whose many scans the
+/// host Huffman decoder handles.
+pub fn gpu_hybrid_first(info: &JpegInfo) -> bool {
+    info.pixels() > GPU_HYBRID_MIN_PIXELS && info.coding != Coding::Progressive
+}
+
 /// Sizes of the hardware-engine calls for `n` images: the engine has `unit` = engines ×
 /// cores-per-engine decode slots, so the images are cut into `ceil(n / unit)` chunks of `unit`
 /// (the last chunk holds the remainder) and the chunks are spread as evenly as possible over

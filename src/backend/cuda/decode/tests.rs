@@ -76,6 +76,20 @@ fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
 }
 
 #[test]
+fn gpu_hybrid_only_above_a_megapixel_and_never_for_progressive() {
+    let mut f = info(Coding::Baseline, Subsampling::S420, 3);
+    assert!(!gpu_hybrid_first(&f)); // 500x375
+    (f.width, f.height) = (1000, 1000);
+    assert!(!gpu_hybrid_first(&f)); // exactly the threshold
+    f.width = 1001;
+    assert!(gpu_hybrid_first(&f));
+    f.coding = Coding::Extended;
+    assert!(gpu_hybrid_first(&f));
+    f.coding = Coding::Progressive;
+    assert!(!gpu_hybrid_first(&f));
+}
+
+#[test]
 fn hw_calls_are_multiples_of_the_engine_width() {
     // Shapes like A100 (5 decode cores) and H100 (7 NVJPG engines).
     assert_eq!(hw_calls(0, 5, 64), Vec::<usize>::new());
