@@ -8,6 +8,22 @@ use crate::config::OnError;
 use crate::error::{Error, Result};
 use cpu::SampleIn;
 
+/// Per-batch GPU stage times in seconds (CUDA events where the work runs on a stream, host
+/// wall time for host work); all zero on the CPU backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuStageTimes {
+    /// Host: header parse, routing and staging of the batch.
+    pub classify: f64,
+    /// Hardware JPEG engine calls (CUDA events).
+    pub hw_decode: f64,
+    /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
+    pub cuda_decode: f64,
+    /// CPU route: libjpeg-turbo decode + upload (host wall).
+    pub cpu_route: f64,
+    /// The fused augment kernel(s) (CUDA events).
+    pub augment: f64,
+}
+
 /// Fill `batch`'s per-slot records (labels, positions, dataset indices, params) from `samples`
 /// and apply the `on_error` policy to the slots whose `status` is an error — the one rule both
 /// backends follow (INTERFACES.md "Substitutes"):

@@ -202,6 +202,11 @@ pub struct PinnedStaging {
 unsafe impl Send for PinnedStaging {}
 
 impl PinnedStaging {
+    /// Pinned host bytes this ring holds (every slot, allocated once).
+    pub fn pinned_bytes(&self) -> u64 {
+        self.plan.total_bytes()
+    }
+
     /// Allocate every slot now (the only pinned allocation this ring ever makes).
     pub fn new(ctx: &Arc<CudaContext>, plan: StagingPlan) -> Result<Self, GpuError> {
         let bytes = usize::try_from(plan.slot_bytes).map_err(|_| GpuError::OutOfMemory {

@@ -10,7 +10,7 @@ pub(super) type CpuResult = (usize, Result<DecodedImage, String>);
 
 /// Decode `list` with libjpeg-turbo (`backend::cpu::decode`) on up to `threads` scoped
 /// workers, each image only in the region `out[i]` asks for (the whole image when its header
-/// was unreadable); each worker returns its results.
+/// was unreadable); each worker returns its results and the seconds it worked.
 pub(super) fn cpu_decode_workers<'scope, 'env>(
     scope: &'scope std::thread::Scope<'scope, 'env>,
     list: &'env [usize],
@@ -18,7 +18,7 @@ pub(super) fn cpu_decode_workers<'scope, 'env>(
     out: &'env [Result<Decoded, String>],
     max_pixels: u64,
     threads: usize,
-) -> Vec<std::thread::ScopedJoinHandle<'scope, Vec<CpuResult>>> {
+) -> Vec<std::thread::ScopedJoinHandle<'scope, (Vec<CpuResult>, f64)>> {
     if list.is_empty() {
         return Vec::new();
     }
@@ -27,6 +27,7 @@ pub(super) fn cpu_decode_workers<'scope, 'env>(
         .map(|_| {
             let next = next.clone();
             scope.spawn(move || {
+                let t = std::time::Instant::now();
                 let mut done = Vec::new();
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -39,7 +40,7 @@ pub(super) fn cpu_decode_workers<'scope, 'env>(
                     let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img).map_err(|e| e.to_string());
                     done.push((i, r));
                 }
-                done
+                (done, t.elapsed().as_secs_f64())
             })
         })
         .collect()

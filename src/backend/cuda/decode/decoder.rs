@@ -17,6 +17,8 @@ use crate::backend::cuda::nvjpeg::sys::{
 use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::error::GpuError;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use crate::backend::GpuStageTimes;
+use cudarc::driver::sys::CUevent_flags;
 use std::sync::Arc;
 
 /// The nvJPEG handles are created with interpolated ("fancy") chroma upsampling, as
@@ -99,6 +101,8 @@ pub(super) struct HwPath {
     pub(super) state_done: [CudaEvent; 2],
     pub(super) unit: usize,
     pub(super) per_call: usize,
+    // Image size the engine's buffers were reserved for (per call slot, per state).
+    pub(super) prealloc: (u32, u32),
 }
 
 pub(super) struct CudaSlot {
@@ -137,6 +141,10 @@ pub struct GpuDecoder {
     pub(super) canaries_set: CudaEvent,
     pub(super) done: CudaEvent,
     pub(super) stats: DecodeStats,
+    // Timing events (hardware start/end on `hw_stream`, CUDA start/end on `cuda_stream`) and
+    // the last batch's stage times.
+    pub(super) timers: [CudaEvent; 4],
+    pub(super) stage_times: GpuStageTimes,
     // Per-batch scratch, reused.
     pub(super) routes: Vec<Result<Classified, String>>,
     pub(super) cpu_out: Vec<CpuResult>,
@@ -178,6 +186,7 @@ impl GpuDecoder {
         let hw_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let cuda_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
+        let timer = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_err("cuEventCreate"));
 
         // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
         // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
@@ -215,7 +224,7 @@ impl GpuDecoder {
                 }
                 let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
                 log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-                Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call })
+                Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call, prealloc: (pw, ph) })
               }
             },
             Err(e) => {
@@ -281,6 +290,8 @@ impl GpuDecoder {
             canaries_set: ev()?,
             done: ev()?,
             stats: DecodeStats::default(),
+            timers: [timer()?, timer()?, timer()?, timer()?],
+            stage_times: GpuStageTimes::default(),
             routes: Vec::new(),
             cpu_out: Vec::new(),
         })
@@ -300,6 +311,29 @@ impl GpuDecoder {
     /// Counters so far.
     pub fn stats(&self) -> DecodeStats {
         self.stats
+    }
+
+    /// The decode parts of the last batch's [`GpuStageTimes`] (`augment` is zero: the
+    /// augment kernel is the caller's): host wall for classification and the CPU route (the
+    /// longest worker of each CPU pass, plus the upload), CUDA events for the hardware engine
+    /// and the CUDA decoders (zero when a route had no image).
+    pub fn stage_times(&self) -> GpuStageTimes {
+        self.stage_times
+    }
+
+    /// Device bytes the decoder allocated itself: the two arenas, the canary arrays, and the
+    /// hardware engine's pre-allocated buffers as reserved (nvJPEG's own per-state buffers,
+    /// which it grows lazily, are not visible from here).
+    pub fn device_bytes(&self) -> u64 {
+        let n = self.plan.batch as u64;
+        let hw = self.hw.as_ref().map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64);
+        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw
+    }
+
+    /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
+    /// staging ring reports its own: `PinnedStaging::pinned_bytes`).
+    pub fn pinned_bytes(&self) -> u64 {
+        self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4)
     }
 
     /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the
@@ -324,6 +358,8 @@ impl GpuDecoder {
             self.arena_free[a].synchronize().map_err(driver_err("cuEventSynchronize"))?;
         }
         let arena = self.arena_ptr[a];
+        let classify_start = std::time::Instant::now();
+        self.stage_times = GpuStageTimes::default();
         let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
         out.clear();
 
@@ -372,16 +408,24 @@ impl GpuDecoder {
             self.cuda_stream.wait(&self.canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
         }
 
+        self.stage_times.classify = classify_start.elapsed().as_secs_f64();
+
         // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
         let max_pixels = self.plan.max_pixels;
         let cpu_threads = self.plan.cpu_threads.max(1);
         let mut cpu_out = std::mem::take(&mut self.cpu_out);
         cpu_out.clear();
+        let mut cpu_secs = 0f64;
         std::thread::scope(|scope| -> Result<(), GpuError> {
             let workers = cpu_decode_workers(scope, &cpu_list, jobs, out, max_pixels, cpu_threads);
             if !hw_list.is_empty() {
+                self.timers[0].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
                 self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
+                self.timers[1].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            }
+            if !cuda_list.is_empty() {
+                self.timers[2].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
             }
             for &i in &cuda_list {
                 let d = *out[i].as_ref().expect("placed above");
@@ -390,8 +434,13 @@ impl GpuDecoder {
                     gpu_failed.push((i, e.to_string()));
                 }
             }
+            if !cuda_list.is_empty() {
+                self.timers[3].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            }
             for w in workers {
-                cpu_out.extend(w.join().expect("cpu decode worker panicked"));
+                let (done, secs) = w.join().expect("cpu decode worker panicked");
+                cpu_out.extend(done);
+                cpu_secs = cpu_secs.max(secs);
             }
             Ok(())
         })?;
@@ -404,6 +453,15 @@ impl GpuDecoder {
         }
         self.done.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
         self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        // Every timer was recorded before `done` on its stream (the CUDA stream is joined into
+        // the hardware one): reading them does not block.
+        let secs = |a: &CudaEvent, b: &CudaEvent| a.elapsed_ms(b).map(|ms| ms as f64 / 1e3).map_err(driver_err("cuEventElapsedTime"));
+        if !hw_list.is_empty() {
+            self.stage_times.hw_decode = secs(&self.timers[0], &self.timers[1])?;
+        }
+        if !cuda_list.is_empty() {
+            self.stage_times.cuda_decode = secs(&self.timers[2], &self.timers[3])?;
+        }
         let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {
             if intact[k] >= CANARY_MIN_INTACT && !gpu_failed.iter().any(|(j, _)| *j == i) {
@@ -412,11 +470,12 @@ impl GpuDecoder {
         }
 
         // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
+        let retry_start = std::time::Instant::now();
         let retry: Vec<usize> = gpu_failed.iter().map(|(i, _)| *i).collect();
         let retried = std::thread::scope(|scope| {
             cpu_decode_workers(scope, &retry, jobs, out, max_pixels, cpu_threads)
                 .into_iter()
-                .flat_map(|w| w.join().expect("cpu decode worker panicked"))
+                .flat_map(|w| w.join().expect("cpu decode worker panicked").0)
                 .collect::<Vec<_>>()
         });
         self.stats.retried += retry.len() as u64;
@@ -458,6 +517,7 @@ impl GpuDecoder {
             // decode() returns with every pixel of the arena in place (module doc).
             self.hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
         }
+        self.stage_times.cpu_route = cpu_secs + retry_start.elapsed().as_secs_f64();
         for r in out.iter() {
             match r {
                 Ok(d) if d.route == Route::Hardware => self.stats.hardware += 1,
