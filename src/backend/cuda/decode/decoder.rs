@@ -12,7 +12,7 @@ use crate::backend::cuda::error::alloc_err;
 use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{
-    nvjpegBackend_t, nvjpegDecodeParams_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+    nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
 };
 use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::error::GpuError;
@@ -93,7 +93,9 @@ pub struct DecodeStats {
 }
 
 pub(super) struct HwPath {
-    pub(super) handle: Arc<NvjpegHandle>,
+    // The engine's handle, held for the life of the path (its states, params and stream hold
+    // it too).
+    pub(super) _handle: Arc<NvjpegHandle>,
     pub(super) parse: JpegStream,
     pub(super) params: Vec<DecodeParams>,
     // Two states used in turn, each guarded by the event recorded after its last call.
@@ -174,10 +176,6 @@ impl Drop for GpuDecoder {
     }
 }
 
-pub(super) fn nv_ptr(p: &DecodeParams) -> nvjpegDecodeParams_t {
-    p.raw()
-}
-
 impl GpuDecoder {
     /// Create the handles, states, streams and the two arenas (the only allocations).
     pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
@@ -224,7 +222,7 @@ impl GpuDecoder {
                 }
                 let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
                 log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-                Some(HwPath { parse: JpegStream::new(&handle)?, handle, params, states, state_done: [ev()?, ev()?], unit, per_call, prealloc: (pw, ph) })
+                Some(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done: [ev()?, ev()?], unit, per_call, prealloc: (pw, ph) })
               }
             },
             Err(e) => {

@@ -3,7 +3,6 @@
 use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::error::driver_err;
-use crate::backend::cuda::nvjpeg::result as nvr;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::GpuError;
 
@@ -24,41 +23,26 @@ impl GpuDecoder {
             at += size;
             let s = call % 2;
             hw.state_done[s].synchronize().map_err(driver_err("cuEventSynchronize"))?;
-            let mut data = Vec::with_capacity(size);
-            let mut lens = Vec::with_capacity(size);
+            let mut images = Vec::with_capacity(size);
             let mut dests = Vec::with_capacity(size);
-            let mut params = Vec::with_capacity(size);
             for (k, &i) in idx.iter().enumerate() {
                 let d = out[i].as_ref().expect("placed");
                 let pr = &mut hw.params[at - size + k];
                 pr.set_output_format(RGBI)?;
                 let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
                 pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
-                data.push(jobs[i].0.as_ptr());
-                lens.push(jobs[i].0.len());
+                images.push(jobs[i].0);
                 let mut img = nvjpegImage_t::default();
                 img.channel[0] = (arena + d.offset) as *mut u8;
                 img.pitch[0] = 3 * d.roi.w as usize;
                 dests.push(img);
-                params.push(nv_ptr(pr));
             }
             let st = &mut hw.states[s];
             let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
                 // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
                 // the done event is waited), `size` destinations inside the arena each sized
                 // for its ROI in RGBI, `size` live params; the stream is ours.
-                unsafe {
-                    nvr::decode_batched_ex(
-                        hw.handle.lib(),
-                        hw.handle.raw(),
-                        st.raw(),
-                        data.as_ptr(),
-                        lens.as_ptr(),
-                        dests.as_mut_ptr(),
-                        params.as_mut_ptr(),
-                        self.hw_stream.cu_stream() as _,
-                    )
-                }
+                unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], self.hw_stream.cu_stream() as _) }
             });
             hw.state_done[s].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
             if let Err(e) = r {
