@@ -18,6 +18,7 @@ use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::error::GpuError;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use crate::backend::GpuStageTimes;
+use crate::config::GpuDecoders;
 use cudarc::driver::sys::CUevent_flags;
 use std::sync::Arc;
 
@@ -46,6 +47,18 @@ pub struct DecoderPlan {
     pub use_hardware: bool,
     /// Use the CUDA decoders (off: their images go to the CPU).
     pub use_cuda: bool,
+}
+
+impl DecoderPlan {
+    /// `(use_hardware, use_cuda)` for the config's `gpu_decoders`: `all` both; `hw` the
+    /// hardware engine alone (what it refuses goes to the CPU route); `cuda` never the engine.
+    pub fn switches(decoders: GpuDecoders) -> (bool, bool) {
+        match decoders {
+            GpuDecoders::All => (true, true),
+            GpuDecoders::Hw => (true, false),
+            GpuDecoders::Cuda => (false, true),
+        }
+    }
 }
 
 /// Where one sample's pixels are, after [`GpuDecoder::decode`].
@@ -544,7 +557,8 @@ impl GpuDecoder {
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
-        let mut roi = decode_roi(p, stored.0, stored.1, 16);
+        // A block of margin for interpolated upsampling at region edges (widen_for_upsampling).
+        let mut roi = widen_for_upsampling(decode_roi(p, stored.0, stored.1, 16), stored, 16);
         let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
         let use_hw = self.plan.use_hardware;
         let hw_ok = match (&mut self.hw, cand) {

@@ -68,3 +68,22 @@ pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi 
     let (sy0, sy1) = to_grid(ay.min(by), ay.max(by) + 1, mcu, stored_h);
     Roi { x: sx0, y: sy0, w: sx1 - sx0, h: sy1 - sy0 }
 }
+
+/// `roi` grown by one `mcu` block on every side that is not an image edge, clamped to the
+/// stored `w × h`.
+///
+/// The GPU decoders upsample chroma with interpolation (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`),
+/// which reads the chroma samples on both sides of every output pixel. nvJPEG 13.0 mishandles
+/// the boundary of a region decoded that way (fixed in 13.3, per its release notes), and
+/// [`decode_roi`]'s filter reach can leave as little as one pixel between the taps and the
+/// region's edge. A whole block of margin puts every pixel the augment reads at least one
+/// block away from a region edge that is not also the image's, so the faulty edge pixels are
+/// never read. Widening costs at most two blocks per axis; decoding whole images instead
+/// would undo region decode, which is what keeps large photos within the GPU memory budget.
+pub fn widen_for_upsampling(roi: Roi, stored: (u32, u32), mcu: u32) -> Roi {
+    let x0 = roi.x.saturating_sub(mcu);
+    let y0 = roi.y.saturating_sub(mcu);
+    let x1 = (roi.x + roi.w).saturating_add(mcu).min(stored.0);
+    let y1 = (roi.y + roi.h).saturating_add(mcu).min(stored.1);
+    Roi { x: x0, y: y0, w: x1 - x0, h: y1 - y0 }
+}

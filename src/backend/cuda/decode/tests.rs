@@ -76,6 +76,30 @@ fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
 }
 
 #[test]
+fn widening_for_upsampling_adds_a_block_on_every_inner_side() {
+    let stored = (1000u32, 600u32);
+    // A naive reference: each side moves out by one block unless it is already at the edge.
+    for (x, y, w, h) in [(0u32, 0u32, 1000u32, 600u32), (16, 32, 160, 96), (0, 48, 64, 552), (960, 0, 40, 16), (496, 288, 16, 16)] {
+        let r = widen_for_upsampling(Roi { x, y, w, h }, stored, 16);
+        let want_x0 = if x == 0 { 0 } else { x - 16 };
+        let want_y0 = if y == 0 { 0 } else { y - 16 };
+        let want_x1 = if x + w == stored.0 { stored.0 } else { (x + w + 16).min(stored.0) };
+        let want_y1 = if y + h == stored.1 { stored.1 } else { (y + h + 16).min(stored.1) };
+        assert_eq!(r, Roi { x: want_x0, y: want_y0, w: want_x1 - want_x0, h: want_y1 - want_y0 }, "{x} {y} {w} {h}");
+        assert!(r.x <= x && r.y <= y && r.x + r.w >= x + w && r.y + r.h >= y + h);
+        assert_eq!((r.x % 16, r.y % 16), (0, 0), "still on the block grid");
+    }
+}
+
+#[test]
+fn decoder_switches_follow_the_config_knob() {
+    use crate::config::GpuDecoders;
+    assert_eq!(DecoderPlan::switches(GpuDecoders::All), (true, true));
+    assert_eq!(DecoderPlan::switches(GpuDecoders::Hw), (true, false));
+    assert_eq!(DecoderPlan::switches(GpuDecoders::Cuda), (false, true));
+}
+
+#[test]
 fn gpu_hybrid_only_above_a_megapixel_and_never_for_progressive() {
     let mut f = info(Coding::Baseline, Subsampling::S420, 3);
     assert!(!gpu_hybrid_first(&f)); // 500x375
