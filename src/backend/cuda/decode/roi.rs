@@ -16,18 +16,12 @@ pub struct Roi {
 }
 
 /// Stored coordinates of oriented pixel `(x, y)` of an image stored as `sw × sh` under EXIF
-/// orientation `o` (the oriented image is `sh × sw` for 5..=8).
+/// orientation `o` (the oriented image is `sh × sw` for 5..=8): the kernels' own map
+/// (`augment_math.cuh`, host-compiled).
 pub fn oriented_to_stored(x: u32, y: u32, sw: u32, sh: u32, o: u32) -> (u32, u32) {
-    match o {
-        2 => (sw - 1 - x, y),
-        3 => (sw - 1 - x, sh - 1 - y),
-        4 => (x, sh - 1 - y),
-        5 => (y, x),
-        6 => (y, sh - 1 - x),
-        7 => (sw - 1 - y, sh - 1 - x),
-        8 => (sw - 1 - y, x),
-        _ => (x, y),
-    }
+    let (ow, oh) = if (5..=8).contains(&o) { (sh, sw) } else { (sw, sh) };
+    let (sx, sy) = crate::augment::host::orient_to_stored(o, x as i32, y as i32, ow as i32, oh as i32);
+    (sx as u32, sy as u32)
 }
 
 /// Source span `[lo, hi)` along one axis that output indices `[first, first + n)` of a
@@ -62,10 +56,12 @@ pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi 
     let (y0, y1) = tap_span(p.crop_h as u32, p.resize_h as u32, p.win_y.max(0) as u32, p.out_h as u32, p.filter, aa);
     let (ox0, oy0) = (p.crop_x as u32 + x0, p.crop_y as u32 + y0);
     let (ox1, oy1) = (p.crop_x as u32 + x1 - 1, p.crop_y as u32 + y1 - 1); // inclusive
-    let (ax, ay) = oriented_to_stored(ox0, oy0, stored_w, stored_h, p.orientation);
-    let (bx, by) = oriented_to_stored(ox1, oy1, stored_w, stored_h, p.orientation);
-    let (sx0, sx1) = to_grid(ax.min(bx), ax.max(bx) + 1, mcu, stored_w);
-    let (sy0, sy1) = to_grid(ay.min(by), ay.max(by) + 1, mcu, stored_h);
+    let o = if (1..=8).contains(&p.orientation) { p.orientation } else { 1 };
+    let (ow, oh) = if (5..=8).contains(&o) { (stored_h, stored_w) } else { (stored_w, stored_h) };
+    let r = (ox0 as i32, oy0 as i32, ox1 as i32 + 1, oy1 as i32 + 1);
+    let (ax, ay, bx, by) = crate::augment::region::stored_box(o, r, ow as i32, oh as i32);
+    let (sx0, sx1) = to_grid(ax as u32, bx as u32, mcu, stored_w);
+    let (sy0, sy1) = to_grid(ay as u32, by as u32, mcu, stored_h);
     Roi { x: sx0, y: sy0, w: sx1 - sx0, h: sy1 - sy0 }
 }
 
