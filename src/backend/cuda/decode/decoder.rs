@@ -162,7 +162,8 @@ pub struct GpuDecoder {
     pub(super) stage_times: GpuStageTimes,
     // Per-batch scratch, reused.
     pub(super) routes: Vec<Result<Classified, String>>,
-    pub(super) cpu_out: Vec<CpuResult>,
+    // The CPU route's persistent workers (shared with the closure that queues GPU work).
+    pub(super) cpu_pool: Arc<CpuPool>,
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -304,7 +305,7 @@ impl GpuDecoder {
             timers: [timer()?, timer()?, timer()?, timer()?],
             stage_times: GpuStageTimes::default(),
             routes: Vec::new(),
-            cpu_out: Vec::new(),
+            cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
         })
     }
 
@@ -424,12 +425,8 @@ impl GpuDecoder {
         // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
         let max_pixels = self.plan.max_pixels;
-        let cpu_threads = self.plan.cpu_threads.max(1);
-        let mut cpu_out = std::mem::take(&mut self.cpu_out);
-        cpu_out.clear();
-        let mut cpu_secs = 0f64;
-        std::thread::scope(|scope| -> Result<(), GpuError> {
-            let workers = cpu_decode_workers(scope, &cpu_list, jobs, out, max_pixels, cpu_threads);
+        let pool = self.cpu_pool.clone();
+        let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<(), GpuError> {
             if !hw_list.is_empty() {
                 self.timers[0].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
                 self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
@@ -448,13 +445,9 @@ impl GpuDecoder {
             if !cuda_list.is_empty() {
                 self.timers[3].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
             }
-            for w in workers {
-                let (done, secs) = w.join().expect("cpu decode worker panicked");
-                cpu_out.extend(done);
-                cpu_secs = cpu_secs.max(secs);
-            }
             Ok(())
-        })?;
+        });
+        gpu_queued?;
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
@@ -483,12 +476,7 @@ impl GpuDecoder {
         // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
         let retry_start = std::time::Instant::now();
         let retry: Vec<usize> = gpu_failed.iter().map(|(i, _)| *i).collect();
-        let retried = std::thread::scope(|scope| {
-            cpu_decode_workers(scope, &retry, jobs, out, max_pixels, cpu_threads)
-                .into_iter()
-                .flat_map(|w| w.join().expect("cpu decode worker panicked").0)
-                .collect::<Vec<_>>()
-        });
+        let ((), retried, _) = pool.decode_while(&retry, jobs, out, max_pixels, || ());
         self.stats.retried += retry.len() as u64;
         let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
@@ -537,7 +525,6 @@ impl GpuDecoder {
                 Err(_) => self.stats.failed += 1,
             }
         }
-        self.cpu_out = cpu_out;
         Ok(arena)
     }
 

@@ -344,3 +344,24 @@ fn cpu_retries_of_a_full_arena_reuse_the_failed_gpu_places() {
     assert_eq!(c.place_or_reuse(None, 500, 375), Some(0));
     assert_eq!(c.place_or_reuse(Some((0, one)), 512, 384), Some(one));
 }
+
+#[test]
+fn the_cpu_pool_returns_one_result_per_listed_image_while_the_caller_works() {
+    let pool = CpuPool::new(3).unwrap();
+    let bad: &[u8] = b"not a jpeg";
+    let p: AugParams = bytemuck::Zeroable::zeroed();
+    let jobs: Vec<(&[u8], AugParams)> = (0..10).map(|_| (bad, p)).collect();
+    let out: Vec<Result<Decoded, String>> = (0..10).map(|_| Err("no place".to_string())).collect();
+    for _ in 0..3 {
+        // The same pool serves batch after batch.
+        let list = [1usize, 4, 5, 9];
+        let (r, mut got, secs) = pool.decode_while(&list, &jobs, &out, 1 << 20, || 42);
+        assert_eq!(r, 42);
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), list);
+        assert!(got.iter().all(|g| g.1.is_err()), "garbage must not decode");
+        assert!(secs >= 0.0);
+    }
+    let (_, none, _) = pool.decode_while(&[], &jobs, &out, 1 << 20, || ());
+    assert!(none.is_empty());
+}
