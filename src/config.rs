@@ -206,6 +206,34 @@ pub enum BackendKind {
     Cuda,
 }
 
+/// Which nvJPEG decoders the CUDA backend may use (a measurement knob: "hardware engine
+/// alone, CUDA decoders alone, both").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuDecoders {
+    /// The hardware engine where it takes the image, the CUDA decoders for the rest, the CPU
+    /// for what neither takes.
+    #[default]
+    All,
+    /// Only the hardware engine; what it refuses goes to the CPU route.
+    Hw,
+    /// Never the hardware engine: the CUDA decoders, then the CPU route.
+    Cuda,
+}
+
+/// The device + pinned host bytes the CUDA decoder may hold by default for a batch of
+/// `batch_size`: 256 MiB fixed (nvJPEG states, staging of the compressed bytes) plus 4 MiB per
+/// sample, room for a 1.3-megapixel RGB decode per sample and both decode arenas, so an
+/// ImageNet-sized dataset never meets the budget while a dataset of 12-megapixel photos
+/// decodes its crops by region instead of holding whole images.
+pub fn default_gpu_memory_budget(batch_size: usize) -> u64 {
+    (256 << 20) + (batch_size as u64).saturating_mul(4 << 20)
+}
+
+/// The smallest budget [`PipelineConfig::gpu_memory_budget`] accepts: below this the fixed
+/// parts alone (nvJPEG states, one staging slot) do not fit.
+pub const MIN_GPU_MEMORY_BUDGET: u64 = 64 << 20;
+
 /// Default decoded-size guard: 100 megapixels (a 10000×10000 photo), far above ImageNet's
 /// largest images and far below the 64250×64250 decompression bombs in the corpus.
 pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
@@ -310,6 +338,18 @@ pub struct PipelineConfig {
     pub device: usize,
     /// Output slots in the device ring (>= 2).
     pub ring_depth: usize,
+    /// CUDA backend: which nvJPEG decoders it may use (default: all).
+    #[serde(default)]
+    pub gpu_decoders: GpuDecoders,
+    /// CUDA backend: decode every batch but skip the augment kernel (decoder-only
+    /// measurement; the batches then hold no output).
+    #[serde(default)]
+    pub decode_only: bool,
+    /// CUDA backend: device + pinned host bytes the decoder's arenas and staging may hold;
+    /// 0 = [`default_gpu_memory_budget`] for the batch size. Images that do not fit are
+    /// decoded by region or on the CPU route, never dropped.
+    #[serde(default)]
+    pub gpu_memory_budget: u64,
 }
 
 impl PipelineConfig {
@@ -336,6 +376,9 @@ impl PipelineConfig {
             cpu_dct_scaling: false,
             device: 0,
             ring_depth: 2,
+            gpu_decoders: GpuDecoders::All,
+            decode_only: false,
+            gpu_memory_budget: 0,
         }
     }
 
@@ -365,6 +408,16 @@ impl PipelineConfig {
         Ok(())
     }
 
+    /// The GPU memory budget in effect: [`Self::gpu_memory_budget`], or the default for the
+    /// batch size when that is 0.
+    pub fn effective_gpu_memory_budget(&self) -> u64 {
+        if self.gpu_memory_budget == 0 {
+            default_gpu_memory_budget(self.batch_size)
+        } else {
+            self.gpu_memory_budget
+        }
+    }
+
     /// Check every field; the error names the field and the value.
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
@@ -391,6 +444,13 @@ impl PipelineConfig {
         if self.max_decoded_pixels == 0 {
             return bad("the decoded-size guard must be at least 1 pixel".into());
         }
+        if self.gpu_memory_budget != 0 && self.gpu_memory_budget < MIN_GPU_MEMORY_BUDGET {
+            return bad(format!(
+                "GPU memory budget must be 0 (default) or at least {} MiB, got {} bytes",
+                MIN_GPU_MEMORY_BUDGET >> 20,
+                self.gpu_memory_budget
+            ));
+        }
         for (i, s) in self.output.std.iter().enumerate() {
             if !(*s > 0.0 && s.is_finite()) {
                 return bad(format!("std[{i}] must be positive and finite, got {s}"));
@@ -410,6 +470,28 @@ mod tests {
         AugmentSpec::eval(224).validate().unwrap();
         assert_eq!(AugmentSpec::eval(224).crop, CropMode::ResizeCenter { shorter: 256 });
         PipelineConfig::new("x").validate().unwrap();
+    }
+
+    #[test]
+    fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
+        let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
+        for k in ["gpu_decoders", "decode_only", "gpu_memory_budget"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let c: PipelineConfig = serde_json::from_value(old).unwrap();
+        assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
+        assert_eq!(c.effective_gpu_memory_budget(), (256 << 20) + 256 * (4 << 20));
+        let c: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap())
+                .unwrap();
+        assert_eq!(c.gpu_decoders, GpuDecoders::Hw);
+        let mut c = PipelineConfig::new("x");
+        c.gpu_memory_budget = 1 << 20;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("GPU memory budget") && e.contains("1048576"), "{e}");
+        c.gpu_memory_budget = 2 << 30;
+        c.validate().unwrap();
+        assert_eq!(c.effective_gpu_memory_budget(), 2 << 30);
     }
 
     #[test]

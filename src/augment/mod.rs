@@ -25,5 +25,6 @@
 
 pub mod host;
 pub mod params;
+pub mod region;
 
 pub use params::AugParams;

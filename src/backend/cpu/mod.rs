@@ -138,17 +138,7 @@ fn process_one(
             return r;
         }
         // Stored bounding box of the crop (the params describe the oriented image).
-        let (sw, sh) = oriented_size(p.src_w, p.src_h, p.orientation);
-        let region = if p.crop_w > 0 && p.crop_h > 0 && (1..=8).contains(&p.orientation) {
-            let a = host::orient_to_stored(p.orientation, p.crop_x, p.crop_y, p.src_w, p.src_h);
-            let b = host::orient_to_stored(p.orientation, p.crop_x + p.crop_w - 1, p.crop_y + p.crop_h - 1, p.src_w, p.src_h);
-            let (x0, y0) = (a.0.min(b.0), a.1.min(b.1));
-            let (x1, y1) = (a.0.max(b.0) + 1, a.1.max(b.1) + 1);
-            let full = x0 == 0 && y0 == 0 && x1 == sw && y1 == sh;
-            (!full && x0 >= 0 && y0 >= 0).then_some((x0 as u32, y0 as u32, (x1 - x0) as u32, (y1 - y0) as u32))
-        } else {
-            None
-        };
+        let region = crate::augment::region::crop_region(p);
         let r = decode::decode_rgb_region(bytes, max_pixels, region, &mut w.image);
         let t1 = Instant::now();
         decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);

@@ -9,6 +9,7 @@
 //! Not yet verified on a GPU: written against cudarc 0.19.10 and the CUDA driver API
 //! documentation; on this project's machines only the no-driver path has run.
 
+pub use super::error::{alloc_err, cuda_err};
 use super::module::Kernels;
 use crate::error::GpuError;
 use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
@@ -47,23 +48,6 @@ pub struct DeviceInfo {
     pub multiprocessors: i32,
     /// PCI address `domain:bus:device`, to match `nvidia-smi`.
     pub pci: String,
-}
-
-/// A [`DriverError`] from `call` as a [`GpuError`], with the driver's own name and text.
-pub fn cuda_err(call: &'static str, e: DriverError) -> GpuError {
-    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("CUresult {}", e.0 as i32));
-    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    GpuError::Cuda { call, message: if text.is_empty() { name } else { format!("{name}: {text}") } }
-}
-
-/// Like [`cuda_err`], but an out-of-memory status becomes [`GpuError::OutOfMemory`] naming
-/// the size and purpose of the allocation.
-pub fn alloc_err(call: &'static str, e: DriverError, bytes: usize, what: impl Into<String>) -> GpuError {
-    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-        GpuError::OutOfMemory { kind: "device", bytes, what: what.into() }
-    } else {
-        cuda_err(call, e)
-    }
 }
 
 /// Runs `f`, turning a panic inside cudarc (e.g. a driver that lacks a symbol the bindings

@@ -3,6 +3,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`device`] | [`device::Gpu::open`]: driver and device checks, each absence a typed error |
+//! | [`error`] | CUDA driver statuses as [`GpuError`]s with the driver's own name and text |
 //! | [`module`] | the embedded kernels (fatbin from build.rs, or NVRTC at run time) and the launch path |
 //! | [`nvjpeg`] | libnvjpeg opened at run time, in sys / result / safe layers |
 //! | [`convert`] | u8 HWC images → normalized f32/f16/bf16 NCHW/NHWC batch |
@@ -19,6 +20,7 @@ pub mod augment;
 pub mod convert;
 pub mod decode;
 pub mod device;
+pub mod error;
 pub mod module;
 pub mod nvjpeg;
 pub mod pipeline;

@@ -22,7 +22,7 @@
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
 use super::augment::SampleDesc;
-use super::staging::driver_err as err;
+use super::error::driver_err as err;
 use crate::augment::AugParams;
 use crate::config::{DType, Layout};
 use crate::error::GpuError;

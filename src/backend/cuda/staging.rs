@@ -16,6 +16,7 @@
 //! The slot bookkeeping ([`SlotCycle`]) is plain data so its rules are unit-tested without a
 //! GPU.
 
+use super::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::sync::Arc;
@@ -177,11 +178,6 @@ impl SlotCycle {
     }
 }
 
-/// `map_err` adapter: a driver error from `call` as a [`GpuError`] (with the driver's text).
-pub(super) fn driver_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
-    move |e| super::device::cuda_err(call, e)
-}
-
 /// One slot handed out by [`PinnedStaging::acquire`].
 pub struct StagingSlot<'a> {
     /// Slot index, to pass back to [`PinnedStaging::release`].
@@ -206,6 +202,11 @@ pub struct PinnedStaging {
 unsafe impl Send for PinnedStaging {}
 
 impl PinnedStaging {
+    /// Pinned host bytes this ring holds (every slot, allocated once).
+    pub fn pinned_bytes(&self) -> u64 {
+        self.plan.total_bytes()
+    }
+
     /// Allocate every slot now (the only pinned allocation this ring ever makes).
     pub fn new(ctx: &Arc<CudaContext>, plan: StagingPlan) -> Result<Self, GpuError> {
         let bytes = usize::try_from(plan.slot_bytes).map_err(|_| GpuError::OutOfMemory {

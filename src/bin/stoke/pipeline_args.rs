@@ -1,7 +1,7 @@
 //! Pipeline options shared by `dump`, `preview`, `bench` and `tune`.
 
 use std::path::PathBuf;
-use stoke::config::{AugmentSpec, BackendKind, DType, Layout, OnError, PipelineConfig, Sampling, WeightSource};
+use stoke::config::{AugmentSpec, BackendKind, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling, WeightSource};
 
 /// Augmentation preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,6 +116,17 @@ pub struct PipelineArgs {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// CUDA backend: which nvJPEG decoders to use (hw: the hardware engine alone, what it
+    /// refuses goes to the CPU; cuda: never the engine).
+    #[arg(long, value_enum, default_value = "all")]
+    pub decoders: GpuDecoders,
+    /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
+    #[arg(long)]
+    pub decode_only: bool,
+    /// CUDA backend: device + pinned bytes the decoder may hold, e.g. 2GiB (default: 256 MiB
+    /// + 4 MiB per sample of the batch).
+    #[arg(long, value_parser = crate::pack::parse_size)]
+    pub gpu_memory_budget: Option<u64>,
     /// Do not apply EXIF orientation.
     #[arg(long)]
     pub no_exif: bool,
@@ -279,6 +290,9 @@ impl PipelineArgs {
         c.prefetch_batches = self.prefetch;
         c.device = self.device;
         c.cpu_dct_scaling = self.dct_scaling;
+        c.gpu_decoders = self.decoders;
+        c.decode_only = self.decode_only;
+        c.gpu_memory_budget = self.gpu_memory_budget.unwrap_or(0);
         self.augment.apply(&mut c)?;
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;

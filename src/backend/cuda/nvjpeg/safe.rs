@@ -271,6 +271,48 @@ impl JpegState {
         // SAFETY: caller's contract; the pointer/length arrays live across the call.
         unsafe { result::decode_batched(h.lib, h.raw, self.inner.raw, ptrs.as_ptr(), lens.as_ptr(), destinations.as_mut_ptr(), stream) }
     }
+
+    /// Decode a batch with per-image parameters, e.g. a region of interest each
+    /// ([nvjpegDecodeBatchedEx]), on `stream`.
+    ///
+    /// [nvjpegDecodeBatchedEx]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatchedex
+    ///
+    /// # Safety
+    /// As [`Self::decode_batched`], except that each destination needs room only for what
+    /// `params[i]` asks (its region) in the initialised format.
+    pub unsafe fn decode_batched_ex(
+        &mut self,
+        images: &[&[u8]],
+        destinations: &mut [nvjpegImage_t],
+        params: &[DecodeParams],
+        stream: cudaStream_t,
+    ) -> Result<(), GpuError> {
+        if images.len() != destinations.len() || images.len() != params.len() {
+            return Err(GpuError::Nvjpeg {
+                call: "nvjpegDecodeBatchedEx",
+                status: nvjpegStatus_t::NVJPEG_STATUS_INVALID_PARAMETER.0,
+                message: format!("{} images, {} destinations and {} params", images.len(), destinations.len(), params.len()),
+            });
+        }
+        let ptrs: Vec<*const u8> = images.iter().map(|b| b.as_ptr()).collect();
+        let lens: Vec<usize> = images.iter().map(|b| b.len()).collect();
+        let mut raw_params: Vec<nvjpegDecodeParams_t> = params.iter().map(|p| p.raw).collect();
+        let h = &self.inner.handle;
+        // SAFETY: caller's contract; the pointer, length and params arrays live across the
+        // call, and every params object is live (borrowed).
+        unsafe {
+            result::decode_batched_ex(
+                h.lib,
+                h.raw,
+                self.inner.raw,
+                ptrs.as_ptr(),
+                lens.as_ptr(),
+                destinations.as_mut_ptr(),
+                raw_params.as_mut_ptr(),
+                stream,
+            )
+        }
+    }
 }
 
 fn to_int(v: usize) -> Result<c_int, GpuError> {

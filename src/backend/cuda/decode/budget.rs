@@ -1,0 +1,116 @@
+//! GPU memory by a budget, not by the dataset's largest images.
+//!
+//! Unbudgeted, each of the two decode arenas holds the `batch` largest decoded images of the
+//! index and each staging slot the `batch` largest files: a dataset of 12-megapixel photos at
+//! batch 256 would take ~18 GiB of device memory for the arenas alone. [`MemoryPlan::fit`]
+//! caps what the decoder holds at a stated budget (`PipelineConfig::gpu_memory_budget`):
+//!
+//! - pinned host: the staging ring ([`StagingPlan::total_bytes`]) gets at most
+//!   [`STAGING_SHARE`] of the budget (compressed bytes are about a tenth of decoded ones);
+//! - device: the rest is split over [`DEVICE_PARTS_PER_ARENA`] arena-sized parts: the two
+//!   arenas used in turn, plus the hardware engine's two pre-allocated states, which
+//!   [`super::prealloc_dims`] caps at one arena each.
+//!
+//! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
+//! never meets the budget. With a budget in force, only each sample's crop region is decoded
+//! (`decode_roi`), which is what a random-resized crop of a large photo needs.
+
+use super::ArenaPlan;
+use super::ARENA_ALIGN;
+use crate::backend::cuda::staging::{StagingPlan, STAGING_ALIGN};
+
+/// Largest share of the budget the pinned staging ring takes (1/`STAGING_SHARE`).
+pub const STAGING_SHARE: u64 = 8;
+/// Device parts the size of one arena: two arenas and the hardware engine's two states.
+pub const DEVICE_PARTS_PER_ARENA: u64 = 4;
+
+/// Staging and arenas sized to a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// The pinned staging ring.
+    pub staging: StagingPlan,
+    /// One of the two decode arenas.
+    pub arena: ArenaPlan,
+}
+
+impl MemoryPlan {
+    /// `staging` and `arena` (from the index) cut down, where needed, so that
+    /// [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`.
+    pub fn fit(staging: StagingPlan, arena: ArenaPlan, budget: u64) -> Self {
+        let unchanged = Self { staging, arena };
+        if unchanged.device_bytes() + unchanged.pinned_bytes() <= budget {
+            return unchanged;
+        }
+        let slots = staging.slots.max(1) as u64;
+        let slot_cap = (budget / STAGING_SHARE / slots) / STAGING_ALIGN * STAGING_ALIGN;
+        let slot_bytes = staging.slot_bytes.min(slot_cap).max(STAGING_ALIGN);
+        let staging = StagingPlan { slot_bytes, slots: staging.slots };
+        let left = budget.saturating_sub(staging.total_bytes());
+        let arena_cap = (left / DEVICE_PARTS_PER_ARENA) / ARENA_ALIGN * ARENA_ALIGN;
+        let arena = ArenaPlan { bytes: arena.bytes.min(arena_cap).max(ARENA_ALIGN) };
+        Self { staging, arena }
+    }
+
+    /// Device bytes the decoder holds at most under this plan (arenas and the hardware
+    /// engine's reserved buffers; nvJPEG's own small per-state buffers aside).
+    pub fn device_bytes(&self) -> u64 {
+        DEVICE_PARTS_PER_ARENA * self.arena.bytes
+    }
+
+    /// Pinned host bytes of the staging ring.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.staging.total_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_gpu_memory_budget;
+
+    /// `n` samples of `(file bytes, w, h)` → the unbudgeted plan, as the pipeline builds it.
+    fn index_plan(samples: &[(u64, u32, u32)], batch: usize) -> (StagingPlan, ArenaPlan) {
+        let staging = StagingPlan::new(samples.iter().map(|s| s.0), batch, 2);
+        let arena = ArenaPlan::new(samples.iter().map(|&(_, w, h)| w as u64 * h as u64), batch, 100_000_000);
+        (staging, arena)
+    }
+
+    #[test]
+    fn an_index_of_large_photos_is_held_to_the_budget() {
+        // 12-megapixel phone photos of about 4 MB, and a few 50-megapixel panoramas.
+        let mut samples: Vec<(u64, u32, u32)> = (0..5000).map(|i| (3_500_000 + i * 100, 4000, 3000)).collect();
+        samples.extend((0..10).map(|_| (20_000_000u64, 10000, 5000)));
+        for batch in [32usize, 256, 1024] {
+            let (staging, arena) = index_plan(&samples, batch);
+            let naive = MemoryPlan { staging, arena };
+            let budget = default_gpu_memory_budget(batch);
+            assert!(naive.device_bytes() + naive.pinned_bytes() > budget, "the index must need more than the budget");
+            let p = MemoryPlan::fit(staging, arena, budget);
+            assert!(p.device_bytes() + p.pinned_bytes() <= budget, "batch {batch}: {p:?} over {budget}");
+            assert!(p.pinned_bytes() <= budget / STAGING_SHARE);
+            // What is left is used: the arenas take the budget the staging does not.
+            assert!(p.device_bytes() + p.pinned_bytes() + DEVICE_PARTS_PER_ARENA * ARENA_ALIGN + 2 * STAGING_ALIGN > budget - budget / 64);
+            assert_eq!((p.staging.slots, p.arena.bytes % ARENA_ALIGN, p.staging.slot_bytes % STAGING_ALIGN), (2, 0, 0));
+        }
+        // A bigger budget than the index needs changes nothing.
+        let (staging, arena) = index_plan(&samples, 64);
+        assert_eq!(MemoryPlan::fit(staging, arena, u64::MAX), MemoryPlan { staging, arena });
+    }
+
+    #[test]
+    fn an_imagenet_sized_index_never_meets_the_default_budget() {
+        let samples: Vec<(u64, u32, u32)> = (0..20_000).map(|i| (110_000 + (i % 97) * 1000, 500 + (i % 13) as u32, 375)).collect();
+        for batch in [1usize, 64, 256] {
+            let (staging, arena) = index_plan(&samples, batch);
+            let p = MemoryPlan::fit(staging, arena, default_gpu_memory_budget(batch));
+            assert_eq!(p, MemoryPlan { staging, arena }, "batch {batch}");
+        }
+    }
+
+    #[test]
+    fn a_tiny_budget_still_leaves_one_aligned_unit_each() {
+        let (staging, arena) = index_plan(&[(5_000_000, 8000, 6000)], 1);
+        let p = MemoryPlan::fit(staging, arena, 0);
+        assert_eq!((p.staging.slot_bytes, p.arena.bytes), (STAGING_ALIGN, ARENA_ALIGN));
+    }
+}

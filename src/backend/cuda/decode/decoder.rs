@@ -1,0 +1,610 @@
+//! The decoder itself: handles, states, streams and arenas ([`GpuDecoder::new`]), one batch
+//! through routing, the GPU decoders, the canaries and the CPU route ([`GpuDecoder::decode`]).
+//!
+//! Needs a GPU. Not yet verified on one: written against the nvJPEG 13.0 header and
+//! documentation and cudarc 0.19.10 on a machine without one.
+
+use super::*;
+use crate::augment::params::AugParams;
+use crate::backend::cuda::augment::SampleDesc;
+use crate::backend::cuda::device::Gpu;
+use crate::backend::cuda::error::alloc_err;
+use crate::backend::cuda::module::launch;
+use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
+use crate::backend::cuda::nvjpeg::sys::{
+    nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
+};
+use crate::backend::cuda::error::{cuda_err, driver_err};
+use crate::error::GpuError;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use crate::backend::GpuStageTimes;
+use crate::config::GpuDecoders;
+use cudarc::driver::sys::CUevent_flags;
+use std::sync::Arc;
+
+/// The nvJPEG handles are created with interpolated ("fancy") chroma upsampling, as
+/// libjpeg-turbo's default (module doc).
+pub const NVJPEG_FLAGS: u32 = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+pub(super) const RGBI: nvjpegOutputFormat_t = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
+
+/// Sizes the decoder is built for, from the config and the index.
+#[derive(Clone, Copy, Debug)]
+pub struct DecoderPlan {
+    /// Samples per batch.
+    pub batch: usize,
+    /// Bytes of each of the two decode arenas.
+    pub arena: ArenaPlan,
+    /// The decoded-size guard.
+    pub max_pixels: u64,
+    /// Largest stored width and height in the index (hardware pre-allocation).
+    pub max_dims: (u32, u32),
+    /// Most images per hardware call (rounded to the engine width).
+    pub hw_max_per_call: usize,
+    /// Threads decoding on the CPU (fallback route and retries).
+    pub cpu_threads: usize,
+    /// Use the hardware engine (off: its images go to the CUDA decoders). For measuring the
+    /// decoders one at a time; the pipeline turns both on.
+    pub use_hardware: bool,
+    /// Use the CUDA decoders (off: their images go to the CPU).
+    pub use_cuda: bool,
+}
+
+impl DecoderPlan {
+    /// `(use_hardware, use_cuda)` for the config's `gpu_decoders`: `all` both; `hw` the
+    /// hardware engine alone (what it refuses goes to the CPU route); `cuda` never the engine.
+    pub fn switches(decoders: GpuDecoders) -> (bool, bool) {
+        match decoders {
+            GpuDecoders::All => (true, true),
+            GpuDecoders::Hw => (true, false),
+            GpuDecoders::Cuda => (false, true),
+        }
+    }
+}
+
+/// Where one sample's pixels are, after [`GpuDecoder::decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    /// Byte offset of the decoded region in the arena.
+    pub offset: u64,
+    /// The decoded region, in stored coordinates.
+    pub roi: Roi,
+    /// Stored size of the whole image.
+    pub stored: (u32, u32),
+    /// Which decoder produced it (after retries).
+    pub route: Route,
+}
+
+impl Decoded {
+    /// The augment kernel's descriptor fields for this image under `p` (table fields are
+    /// filled by [`crate::backend::cuda::augment::TableLayout::add`]).
+    pub fn desc(&self, p: &AugParams) -> SampleDesc {
+        let (base, step_x, step_y) = crate::backend::cuda::augment::oriented_steps(
+            self.offset,
+            3 * self.roi.w as u64,
+            (self.roi.x, self.roi.y),
+            self.stored,
+            (p.crop_x, p.crop_y),
+            p.orientation,
+        );
+        SampleDesc { base, step_x, step_y, ..Default::default() }
+    }
+}
+
+/// Counters for `stoke bench` and the tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Images the hardware engine decoded.
+    pub hardware: u64,
+    /// Images the CUDA decoders decoded.
+    pub cuda: u64,
+    /// Images routed to the CPU decoder.
+    pub cpu: u64,
+    /// GPU decodes that failed or were not written (canaries) and went to the CPU.
+    pub retried: u64,
+    /// Images no decoder could decode (left to the policy).
+    pub failed: u64,
+}
+
+pub(super) struct HwPath {
+    // The engine's handle, held for the life of the path (its states, params and stream hold
+    // it too).
+    pub(super) _handle: Arc<NvjpegHandle>,
+    pub(super) parse: JpegStream,
+    pub(super) params: Vec<DecodeParams>,
+    // Two states used in turn, each guarded by the event recorded after its last call.
+    pub(super) states: [JpegState; 2],
+    pub(super) state_done: [CudaEvent; 2],
+    pub(super) unit: usize,
+    pub(super) per_call: usize,
+    // Image size the engine's buffers were reserved for (per call slot, per state).
+    pub(super) prealloc: (u32, u32),
+}
+
+/// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
+/// pinned and device buffers that grow to the largest image it saw.
+pub const CUDA_SLOTS: usize = 4;
+
+pub(super) struct CudaSlot {
+    pub(super) state: JpegState,
+    pub(super) stream: JpegStream,
+    pub(super) params: DecodeParams,
+    pub(super) done: CudaEvent,
+}
+
+pub(super) struct CudaPath {
+    // [GPU-assisted hybrid, hybrid]: the first that supports an image decodes it.
+    pub(super) decoders: Vec<(Decoder, Vec<CudaSlot>)>,
+    pub(super) turn: usize,
+}
+
+/// nvJPEG on one device: the hardware engine (when the GPU has one) and the CUDA decoders,
+/// on two streams, plus two decode arenas used in turn (the augment of batch n reads one while
+/// batch n + 1 decodes into the other).
+pub struct GpuDecoder {
+    pub(super) gpu: Arc<Gpu>,
+    pub(super) plan: DecoderPlan,
+    pub(super) hw: Option<HwPath>,
+    pub(super) cuda: CudaPath,
+    pub(super) hw_stream: Arc<CudaStream>,
+    pub(super) cuda_stream: Arc<CudaStream>,
+    // Owns the memory `arena_ptr` points into.
+    pub(super) _arenas: [CudaSlice<u8>; 2],
+    pub(super) arena_ptr: [u64; 2],
+    pub(super) arena_free: [CudaEvent; 2],
+    pub(super) arena_used: [bool; 2],
+    pub(super) next: usize,
+    pub(super) targets_host: PinnedHostSlice<DecodeTarget>,
+    pub(super) targets_dev: CudaSlice<DecodeTarget>,
+    pub(super) intact_host: PinnedHostSlice<u32>,
+    pub(super) intact_dev: CudaSlice<u32>,
+    pub(super) canaries_set: CudaEvent,
+    pub(super) done: CudaEvent,
+    pub(super) stats: DecodeStats,
+    // Timing events (hardware start/end on `hw_stream`, CUDA start/end on `cuda_stream`) and
+    // the last batch's stage times.
+    pub(super) timers: [CudaEvent; 4],
+    pub(super) stage_times: GpuStageTimes,
+    // Per-batch scratch, reused.
+    pub(super) routes: Vec<Result<Classified, String>>,
+    // The CPU route's persistent workers (shared with the closure that queues GPU work).
+    pub(super) cpu_pool: Arc<CpuPool>,
+}
+
+// SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
+// at a time (`&mut self`).
+unsafe impl Send for GpuDecoder {}
+
+impl Drop for GpuDecoder {
+    fn drop(&mut self) {
+        // The arenas are freed stream-ordered on `hw_stream` right after this, but the augment
+        // kernels read them on another stream through raw addresses (and a decode that
+        // returned early may leave work on `cuda_stream`): wait for all of it first.
+        for a in 0..2 {
+            if self.arena_used[a] {
+                if let Err(e) = self.arena_free[a].synchronize() {
+                    log::error!("waiting for the augment reading decode arena {a} before freeing it: {e}");
+                }
+            }
+        }
+        for s in [&self.cuda_stream, &self.hw_stream] {
+            if let Err(e) = s.synchronize() {
+                log::error!("waiting for a decode stream before freeing the arenas: {e}");
+            }
+        }
+    }
+}
+
+impl GpuDecoder {
+    /// Create the handles, states, streams and the two arenas (the only allocations).
+    pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
+        let ctx = gpu.ctx();
+        ctx.bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let hw_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let cuda_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
+        let timer = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_err("cuEventCreate"));
+
+        // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
+        // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
+        // engine without it beats no engine (tests/gpu_decode.rs measures the difference).
+        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS).or_else(|e| {
+            NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, 0).inspect(|_| {
+                log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+            })
+        });
+        let hw = match hw_handle {
+            Ok(handle) => match handle.hardware_decoder_info() {
+              Err(e) => {
+                // A VM or MIG slice can open the handle yet not report (or reach) the engine:
+                // run without it rather than fail the backend.
+                log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
+                None
+              }
+              Ok((engines, cores)) => {
+                let unit = (engines as usize * cores as usize).max(1);
+                let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
+                let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+                let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
+                for st in &mut states {
+                    // Reserve the engine's buffers up front so steady state allocates nothing;
+                    // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+                    if let Err(e) = st.batched_pre_allocate(
+                        per_call,
+                        pw,
+                        ph,
+                        crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
+                        RGBI,
+                    ) {
+                        log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+                    }
+                }
+                let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
+                log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+                Some(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done: [ev()?, ev()?], unit, per_call, prealloc: (pw, ph) })
+              }
+            },
+            Err(e) => {
+                log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
+                None
+            }
+        };
+
+        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS)?;
+        let mut decoders = Vec::new();
+        for backend in [nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, nvjpegBackend_t::NVJPEG_BACKEND_HYBRID] {
+            let d = Decoder::new(&handle, backend)?;
+            let slot = || -> Result<CudaSlot, GpuError> {
+                let mut state = d.new_state()?;
+                state.attach_pinned(PinnedBuffer::new(&handle)?)?;
+                state.attach_device(DeviceBuffer::new(&handle)?)?;
+                let mut params = DecodeParams::new(&handle)?;
+                params.set_output_format(RGBI)?;
+                Ok(CudaSlot { state, stream: JpegStream::new(&handle)?, params, done: ev()? })
+            };
+            let slots = (0..CUDA_SLOTS).map(|_| slot()).collect::<Result<Vec<_>, _>>()?;
+            decoders.push((d, slots));
+        }
+
+        let bytes = usize::try_from(plan.arena.bytes).map_err(|_| GpuError::OutOfMemory {
+            kind: "device",
+            bytes: usize::MAX,
+            what: format!("a decode arena of {} bytes", plan.arena.bytes),
+        })?;
+        let alloc = |what: &str| -> Result<CudaSlice<u8>, GpuError> {
+            // SAFETY: uninitialised device memory; every byte the augment kernel reads was
+            // written by a decode (or the CPU upload) of the same batch first.
+            unsafe { hw_stream.alloc::<u8>(bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, bytes, what))
+        };
+        let arenas = [alloc("decode arena 0")?, alloc("decode arena 1")?];
+        let arena_ptr = [arenas[0].device_ptr(&hw_stream).0, arenas[1].device_ptr(&hw_stream).0];
+        let n = plan.batch;
+        // SAFETY (both pinned buffers): plain data, written by the host (targets) or by a copy
+        // (intact) before being read. `intact` is read on the host: flags 0, not
+        // write-combined (TOOLCHAIN.md).
+        let targets_host = unsafe { ctx.alloc_pinned::<DecodeTarget>(n) }.map_err(driver_err("cuMemHostAlloc"))?;
+        let intact_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
+        // SAFETY: small device arrays written before they are read (upload / check kernel).
+        let targets_dev = unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
+        let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
+        hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        Ok(Self {
+            gpu: gpu.clone(),
+            plan,
+            hw,
+            cuda: CudaPath { decoders, turn: 0 },
+            hw_stream,
+            cuda_stream,
+            _arenas: arenas,
+            arena_ptr,
+            arena_free: [ev()?, ev()?],
+            arena_used: [false; 2],
+            next: 0,
+            targets_host,
+            targets_dev,
+            intact_host,
+            intact_dev,
+            canaries_set: ev()?,
+            done: ev()?,
+            stats: DecodeStats::default(),
+            timers: [timer()?, timer()?, timer()?, timer()?],
+            stage_times: GpuStageTimes::default(),
+            routes: Vec::new(),
+            cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
+        })
+    }
+
+    /// Engines × cores of the hardware decoder, or `None` without one.
+    pub fn hardware_width(&self) -> Option<usize> {
+        self.hw.as_ref().map(|h| h.unit)
+    }
+
+    /// The hardware-decode stream (which the CUDA-decode stream is joined into at the end of
+    /// every [`Self::decode`]): recording on it covers every read of the staged bytes.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.hw_stream
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> DecodeStats {
+        self.stats
+    }
+
+    /// The decode parts of the last batch's [`GpuStageTimes`] (`augment` is zero: the
+    /// augment kernel is the caller's): host wall for classification and the CPU route (the
+    /// longest worker of each CPU pass, plus the upload), CUDA events for the hardware engine
+    /// and the CUDA decoders (zero when a route had no image).
+    pub fn stage_times(&self) -> GpuStageTimes {
+        self.stage_times
+    }
+
+    /// Device bytes the decoder allocated itself: the two arenas, the canary arrays, and the
+    /// hardware engine's pre-allocated buffers as reserved (nvJPEG's own per-state buffers,
+    /// which it grows lazily, are not visible from here).
+    pub fn device_bytes(&self) -> u64 {
+        let n = self.plan.batch as u64;
+        let hw = self.hw.as_ref().map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64);
+        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw
+    }
+
+    /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
+    /// staging ring reports its own: `PinnedStaging::pinned_bytes`).
+    pub fn pinned_bytes(&self) -> u64 {
+        self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4)
+    }
+
+    /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the
+    /// pinned staging slot, alive until this returns) and the augment parameters of sample
+    /// `i`; `out[i]` is where its pixels are, or why no decoder could produce them (for the
+    /// policy). Returns the arena's device address. Blocks until the GPU decodes are done (the
+    /// canaries must be read before anything is retried on the CPU).
+    pub fn decode(
+        &mut self,
+        jobs: &[(&[u8], AugParams)],
+        out: &mut Vec<Result<Decoded, String>>,
+    ) -> Result<u64, GpuError> {
+        let n = jobs.len();
+        assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
+        // nvJPEG and the raw copies work on the thread's current context: this device's (one
+        // pipeline per device in a process, each on its own thread).
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let a = self.next;
+        self.next ^= 1;
+        if self.arena_used[a] {
+            // The augment kernel of two batches ago read this arena.
+            self.arena_free[a].synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        }
+        let arena = self.arena_ptr[a];
+        let classify_start = std::time::Instant::now();
+        self.stage_times = GpuStageTimes::default();
+        let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
+        out.clear();
+
+        // 1. Route every image and give it its place (ROI-sized for the GPU decoders).
+        self.routes.clear();
+        for (bytes, p) in jobs {
+            let r = self.classify(bytes, p);
+            self.routes.push(r);
+        }
+        let mut hw_list = Vec::new();
+        let mut cuda_list = Vec::new();
+        let mut cpu_list = Vec::new();
+        out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
+            Err(e) => Err(e.clone()),
+            // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
+            Ok((Route::Cpu, roi, stored, _)) => {
+                cpu_list.push(i);
+                Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
+            }
+            Ok((route, roi, stored, _)) => match cursor.place(roi.w, roi.h) {
+                None => Err(arena_full(self.plan.arena.bytes)),
+                Some(offset) => {
+                    if *route == Route::Hardware {
+                        hw_list.push(i);
+                    } else {
+                        cuda_list.push(i);
+                    }
+                    Ok(Decoded { offset, roi: *roi, stored: *stored, route: *route })
+                }
+            },
+        }));
+
+        // 2. Canaries into every GPU destination, before any decoder runs.
+        let gpu_list: Vec<usize> = hw_list.iter().chain(&cuda_list).copied().collect();
+        let targets = self.targets_host.as_mut_slice().map_err(driver_err("cuEventSynchronize"))?;
+        for (k, &i) in gpu_list.iter().enumerate() {
+            let d = out[i].as_ref().expect("placed above");
+            targets[k] = DecodeTarget { offset: d.offset, width: d.roi.w, height: d.roi.h, pitch: 3 * d.roi.w, pad: 0 };
+        }
+        if !gpu_list.is_empty() {
+            self.hw_stream
+                .memcpy_htod(&self.targets_host, &mut self.targets_dev)
+                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+            self.launch_canaries("stoke_canary_set", arena, gpu_list.len(), false)?;
+            self.canaries_set.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            self.cuda_stream.wait(&self.canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
+        }
+
+        self.stage_times.classify = classify_start.elapsed().as_secs_f64();
+
+        // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
+        let mut gpu_failed: Vec<(usize, String)> = Vec::new();
+        let max_pixels = self.plan.max_pixels;
+        let pool = self.cpu_pool.clone();
+        let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<(), GpuError> {
+            if !hw_list.is_empty() {
+                self.timers[0].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+                self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
+                self.timers[1].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            }
+            if !cuda_list.is_empty() {
+                self.timers[2].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            }
+            for &i in &cuda_list {
+                let d = *out[i].as_ref().expect("placed above");
+                let gpu_hybrid = matches!(self.routes[i], Ok((_, _, _, true)));
+                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena, gpu_hybrid) {
+                    gpu_failed.push((i, e.to_string()));
+                }
+            }
+            if !cuda_list.is_empty() {
+                self.timers[3].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            }
+            Ok(())
+        });
+        gpu_queued?;
+
+        // 6. Wait for the GPU decodes and read the canaries.
+        self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        if !gpu_list.is_empty() {
+            self.launch_canaries("stoke_canary_check", arena, gpu_list.len(), true)?;
+            self.hw_stream.memcpy_dtoh(&self.intact_dev, &mut self.intact_host).map_err(driver_err("cuMemcpyDtoHAsync"))?;
+        }
+        self.done.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+        self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        // Every timer was recorded before `done` on its stream (the CUDA stream is joined into
+        // the hardware one): reading them does not block.
+        let secs = |a: &CudaEvent, b: &CudaEvent| a.elapsed_ms(b).map(|ms| ms as f64 / 1e3).map_err(driver_err("cuEventElapsedTime"));
+        if !hw_list.is_empty() {
+            self.stage_times.hw_decode = secs(&self.timers[0], &self.timers[1])?;
+        }
+        if !cuda_list.is_empty() {
+            self.stage_times.cuda_decode = secs(&self.timers[2], &self.timers[3])?;
+        }
+        let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
+        for (k, &i) in gpu_list.iter().enumerate() {
+            if intact[k] >= CANARY_MIN_INTACT && !gpu_failed.iter().any(|(j, _)| *j == i) {
+                gpu_failed.push((i, format!("nvJPEG reported success but left {} of {CANARIES} canaries unwritten", intact[k])));
+            }
+        }
+
+        // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
+        let retry_start = std::time::Instant::now();
+        let retry: Vec<usize> = gpu_failed.iter().map(|(i, _)| *i).collect();
+        let ((), retried, _) = pool.decode_while(&retry, jobs, out, max_pixels, || ());
+        self.stats.retried += retry.len() as u64;
+        let why_gpu: std::collections::HashMap<usize, String> = gpu_failed.into_iter().collect();
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let upload_stream = self.hw_stream.cu_stream();
+        let mut uploaded = false;
+        for (i, r) in cpu_out.drain(..).chain(retried) {
+            // A GPU decode that failed keeps its place in the arena: the retry reuses it.
+            let prev = match &out[i] {
+                Ok(d) if d.route != Route::Cpu => Some((d.offset, decoded_bytes(d.roi.w, d.roi.h))),
+                _ => None,
+            };
+            let result = r.and_then(|img| {
+                check_params(&jobs[i].1, (img.width, img.height))?;
+                let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
+                let offset = cursor.place_or_reuse(prev, roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
+                let len = 3 * roi.w as usize * roi.h as usize;
+                // Stream-ordered on the decode stream, which is synchronised below. Not the
+                // synchronous cuMemcpyHtoD: that runs on the legacy stream, which stoke's
+                // non-blocking streams do not wait for, and from pageable memory it may return
+                // before the DMA lands, so the augment kernel could read stale bytes. From
+                // pageable memory the driver stages the bytes before returning, so `img` may
+                // be dropped right after.
+                // SAFETY: `offset .. offset + len` lies inside arena `a` (placed by the
+                // cursor); no GPU work reads or writes it (decodes finished, the augment of
+                // this arena's previous batch was waited on above).
+                unsafe { cudarc::driver::result::memcpy_htod_async(arena + offset, &img.rgb[..len], upload_stream) }
+                    .map_err(|e| cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
+                uploaded = true;
+                Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
+            });
+            out[i] = result.map_err(|e| match why_gpu.get(&i) {
+                Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
+                None => e,
+            });
+        }
+        if uploaded {
+            // decode() returns with every pixel of the arena in place (module doc).
+            self.hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        }
+        self.stage_times.cpu_route = cpu_secs + retry_start.elapsed().as_secs_f64();
+        for r in out.iter() {
+            match r {
+                Ok(d) if d.route == Route::Hardware => self.stats.hardware += 1,
+                Ok(d) if d.route == Route::Cuda => self.stats.cuda += 1,
+                Ok(_) => self.stats.cpu += 1,
+                Err(_) => self.stats.failed += 1,
+            }
+        }
+        Ok(arena)
+    }
+
+    /// After the augment kernel that reads the arena of the last [`Self::decode`] is enqueued
+    /// on `stream`: record that the arena is free once it ran.
+    pub fn release_arena(&mut self, stream: &CudaStream) -> Result<(), GpuError> {
+        let a = self.next ^ 1;
+        self.arena_free[a].record(stream).map_err(driver_err("cuEventRecord"))?;
+        self.arena_used[a] = true;
+        Ok(())
+    }
+
+    /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
+    pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
+        let info = crate::source::jpeg::parse(bytes).ok();
+        let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
+        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
+        let stored = (info.width, info.height);
+        check_params(p, stored)?;
+        // A block of margin for interpolated upsampling at region edges (widen_for_upsampling).
+        let mut roi = widen_for_upsampling(decode_roi(p, stored.0, stored.1, 16), stored, 16);
+        let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
+        let use_hw = self.plan.use_hardware;
+        let hw_ok = match (&mut self.hw, cand) {
+            (Some(hw), Some(true)) if use_hw => {
+                hw.parse.parse_header(bytes).is_ok() && {
+                    // Ask with the region the engine would decode (the decode pass sets the
+                    // params for real); when it refuses the region, ask for the whole image.
+                    let pr = &mut hw.params[0];
+                    let mut ask = |r: Option<Roi>| {
+                        pr.set_output_format(RGBI).is_ok()
+                            && pr.set_roi(r.map(|r| (r.x, r.y, r.w, r.h))).is_ok()
+                            && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
+                    };
+                    (roi != full && ask(Some(roi))) || (ask(None) && {
+                        roi = full;
+                        true
+                    })
+                }
+            }
+            _ => false,
+        };
+        let route = match route(cand, cand.and(Some(hw_ok))) {
+            Route::Cuda if !self.plan.use_cuda => Route::Cpu,
+            r => r,
+        };
+        Ok((route, roi, stored, gpu_hybrid_first(&info)))
+    }
+
+    pub(super) fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
+        let f = self.gpu.kernels()?.function(name)?;
+        let mut b = self.hw_stream.launch_builder(&f);
+        let (targets, _t) = self.targets_dev.device_ptr(&self.hw_stream);
+        let (intact, _i) = self.intact_dev.device_ptr(&self.hw_stream);
+        b.arg(&arena).arg(&targets);
+        if check {
+            b.arg(&intact);
+        }
+        let cfg = LaunchConfig { grid_dim: (count as u32, 1, 1), block_dim: (CANARIES, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: (arena, targets[, intact]) is the kernels' parameter list; every target lies
+        // inside the arena (placed by the cursor) and `count` targets were uploaded.
+        unsafe { launch(&mut b, name, cfg) }
+    }
+
+}
+
+/// The params were drawn for the header the index saw; refuse them if the image says
+/// otherwise (the kernel would read outside it).
+pub(super) fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
+    let code = crate::augment::host::params_check(p, stored.0 as i32, stored.1 as i32);
+    if code != 0 {
+        return Err(crate::augment::host::params_problem(code, p, stored.0 as i32, stored.1 as i32));
+    }
+    Ok(())
+}
+
+/// A route, the region to decode, the stored size and whether the CUDA route tries the
+/// GPU-assisted hybrid decoder first ([`gpu_hybrid_first`]).
+pub(super) type Classified = (Route, Roi, (u32, u32), bool);

@@ -1,0 +1,65 @@
+//! The hardware JPEG engine's part of a batch: batched calls sized by the engine width.
+
+use super::*;
+use crate::augment::params::AugParams;
+use crate::backend::cuda::error::driver_err;
+use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
+use crate::error::GpuError;
+
+impl GpuDecoder {
+    /// The hardware route, in calls of `per_call` images on `hw_stream`, two states in turn.
+    pub(super) fn decode_hardware(
+        &mut self,
+        list: &[usize],
+        jobs: &[(&[u8], AugParams)],
+        arena: u64,
+        out: &[Result<Decoded, String>],
+        failed: &mut Vec<(usize, String)>,
+    ) -> Result<(), GpuError> {
+        let hw = self.hw.as_mut().expect("hardware route only with an engine");
+        let mut at = 0;
+        for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
+            let idx = &list[at..at + size];
+            at += size;
+            let s = call % 2;
+            hw.state_done[s].synchronize().map_err(driver_err("cuEventSynchronize"))?;
+            let mut images = Vec::with_capacity(size);
+            let mut dests = Vec::with_capacity(size);
+            for (k, &i) in idx.iter().enumerate() {
+                let d = out[i].as_ref().expect("placed");
+                let pr = &mut hw.params[at - size + k];
+                pr.set_output_format(RGBI)?;
+                let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+                pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+                images.push(jobs[i].0);
+                let mut img = nvjpegImage_t::default();
+                img.channel[0] = (arena + d.offset) as *mut u8;
+                img.pitch[0] = 3 * d.roi.w as usize;
+                dests.push(img);
+            }
+            let st = &mut hw.states[s];
+            let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
+                // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
+                // the done event is waited), `size` destinations inside the arena each sized
+                // for its ROI in RGBI, `size` live params; the stream is ours.
+                unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], self.hw_stream.cu_stream() as _) }
+            });
+            hw.state_done[s].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            if let Err(e) = r {
+                // One bad image fails the whole call: every image of it goes to the CPU.
+                failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Image size the hardware decoder's buffers are reserved for: the index's largest, scaled
+/// down (aspect kept) so `per_call` such images take no more than one decode arena — one huge
+/// image in the index must not reserve gigabytes per call slot.
+pub fn prealloc_dims(max_dims: (u32, u32), per_call: usize, arena_bytes: u64) -> (u32, u32) {
+    let (w, h) = (max_dims.0.max(1) as f64, max_dims.1.max(1) as f64);
+    let budget = arena_bytes as f64 / (3.0 * per_call.max(1) as f64);
+    let k = (budget / (w * h)).sqrt().min(1.0);
+    (((w * k) as u32).max(1), ((h * k) as u32).max(1))
+}

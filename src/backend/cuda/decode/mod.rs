@@ -1,0 +1,62 @@
+//! nvJPEG decode: which decoder takes each image, how the hardware calls are sized, which
+//! region of the image is decoded and where it lands, and the decoder itself
+//! ([`GpuDecoder`]).
+//!
+//! Routing (DESIGN.md "performance model", contract 4), from the header alone:
+//! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
+//!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
+//!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`), with the region of interest
+//!   when the engine takes it (else the whole image);
+//! - progressive, extended-sequential and what the engine refuses go to the CUDA decoders
+//!   (`NVJPEG_BACKEND_GPU_HYBRID`, then `NVJPEG_BACKEND_HYBRID`, whichever
+//!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
+//! - what nvJPEG cannot represent faithfully (CMYK/YCCK and Adobe no-transform RGB, whose
+//!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; hierarchical; DNL;
+//!   odd sampling factors; unreadable headers) goes to the CPU decoder
+//!   (`backend::cpu::decode::decode_rgb_region`, on worker threads, concurrently);
+//! - every GPU decode is checked twice: nvJPEG's status, and canaries written into its
+//!   destination before the decode ([`CANARIES`]); a failure is retried on the CPU decoder,
+//!   and what the CPU cannot decode either goes to the `skip`/`fail` policy with both reasons.
+//!
+//! Only the region the augment step reads is decoded ([`decode_roi`]: the crop box plus the
+//! filter's reach, grown to the 16-pixel block grid). Every decoded region is interleaved RGB
+//! (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at an [`ARENA_ALIGN`]-aligned offset of one of
+//! two device arenas used in turn, each sized once ([`ArenaPlan`]).
+//!
+//! Chroma upsampling: the handles are created with
+//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's default),
+//! so GPU- and CPU-decoded pictures agree to the corpus tolerance (mean abs diff < 2).
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `routing.rs` | [`gpu_candidate`], [`route`], [`hw_calls`]: which decoder, from the header |
+//! | `roi.rs` | [`decode_roi`]: the stored region a sample's augment reads |
+//! | `budget.rs` | [`MemoryPlan`]: arenas and staging cut to the GPU memory budget |
+//! | `arena.rs` | [`ArenaPlan`], [`ArenaCursor`]: the two decode arenas |
+//! | `canary.rs` | [`CANARIES`], [`DecodeTarget`]: skipped-decode detection |
+//! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
+//! | `hardware.rs` | the hardware engine's batched calls |
+//! | `hybrid.rs` | the CUDA decoders' decoupled phases |
+//! | `cpu_route.rs` | libjpeg-turbo workers for the CPU route and retries |
+
+mod arena;
+mod budget;
+mod canary;
+mod cpu_route;
+mod decoder;
+mod hardware;
+mod hybrid;
+mod roi;
+mod routing;
+
+pub use arena::*;
+pub use budget::*;
+pub use canary::*;
+pub use decoder::*;
+pub use hardware::prealloc_dims;
+pub use roi::*;
+pub use routing::*;
+use cpu_route::*;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,367 @@
+use super::*;
+use super::canary::canary_ffi;
+use crate::augment::params::{AugParams, FILTER_BICUBIC};
+use crate::source::jpeg::{Coding, JpegInfo, Subsampling};
+
+fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
+    JpegInfo {
+        width: 500,
+        height: 375,
+        components,
+        precision: 8,
+        sof: 0xc0,
+        coding,
+        sampling: [(2, 2), (1, 1), (1, 1), (0, 0)],
+        subsampling,
+        adobe_transform: None,
+        orientation: 1,
+        jfif: true,
+        icc: false,
+        restart_interval: 0,
+        dnl: false,
+    }
+}
+
+fn route_of(i: &JpegInfo, hw: Option<bool>) -> Route {
+    route(gpu_candidate(Some(i), 100_000_000).unwrap(), hw)
+}
+
+#[test]
+fn routing_table() {
+    use Coding::*;
+    use Subsampling as S;
+    // (header, nvJPEG's hardware answer, expected)
+    let cases = [
+        (info(Baseline, S::S420, 3), Some(true), Route::Hardware),
+        (info(Baseline, S::S420, 3), Some(false), Route::Cuda), // engine refused
+        (info(Baseline, S::S420, 3), None, Route::Cuda),        // no engine on this GPU
+        (info(Baseline, S::Gray, 1), Some(true), Route::Hardware),
+        (info(Baseline, S::S440, 3), Some(true), Route::Hardware),
+        (info(Baseline, S::S411, 3), Some(true), Route::Cuda), // engine lacks 4:1:1
+        (info(Baseline, S::S410, 3), Some(true), Route::Cuda),
+        (info(Progressive, S::S420, 3), Some(true), Route::Cuda),
+        (info(Extended, S::S444, 3), None, Route::Cuda),
+        (info(Lossless, S::S444, 3), None, Route::Cpu),
+        (info(ArithmeticSequential, S::S420, 3), None, Route::Cpu),
+        (info(Hierarchical, S::S420, 3), None, Route::Cpu),
+        (info(Baseline, S::Other, 3), Some(true), Route::Cpu), // odd sampling factors
+        (info(Baseline, S::Other, 4), Some(true), Route::Cpu), // CMYK
+    ];
+    for (i, hw, want) in cases {
+        assert_eq!(route_of(&i, hw), want, "{:?} {:?} hw={hw:?}", i.coding, i.subsampling);
+    }
+    let mut rgb = info(Baseline, S::S444, 3);
+    rgb.adobe_transform = Some(0);
+    assert_eq!(route_of(&rgb, Some(true)), Route::Cpu);
+    rgb.adobe_transform = Some(1);
+    assert_eq!(route_of(&rgb, Some(true)), Route::Hardware);
+    let mut p12 = info(Extended, S::S420, 3);
+    p12.precision = 12;
+    assert_eq!(route_of(&p12, None), Route::Cpu);
+    let mut dnl = info(Baseline, S::S420, 3);
+    dnl.dnl = true;
+    assert_eq!(route_of(&dnl, Some(true)), Route::Cpu);
+    assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
+}
+
+#[test]
+fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
+    let mut f = info(Coding::Baseline, Subsampling::S420, 3);
+    (f.width, f.height) = (64250, 64250);
+    let e = gpu_candidate(Some(&f), 100_000_000).unwrap_err();
+    assert_eq!(e, Reject::TooLarge { width: 64250, height: 64250, max_pixels: 100_000_000 });
+    assert!(e.to_string().contains("64250x64250 = 4128062500 pixels"), "{e}");
+    f.width = 0;
+    assert_eq!(gpu_candidate(Some(&f), 100), Err(Reject::Empty));
+}
+
+#[test]
+fn widening_for_upsampling_adds_a_block_on_every_inner_side() {
+    let stored = (1000u32, 600u32);
+    // A naive reference: each side moves out by one block unless it is already at the edge.
+    for (x, y, w, h) in [(0u32, 0u32, 1000u32, 600u32), (16, 32, 160, 96), (0, 48, 64, 552), (960, 0, 40, 16), (496, 288, 16, 16)] {
+        let r = widen_for_upsampling(Roi { x, y, w, h }, stored, 16);
+        let want_x0 = if x == 0 { 0 } else { x - 16 };
+        let want_y0 = if y == 0 { 0 } else { y - 16 };
+        let want_x1 = if x + w == stored.0 { stored.0 } else { (x + w + 16).min(stored.0) };
+        let want_y1 = if y + h == stored.1 { stored.1 } else { (y + h + 16).min(stored.1) };
+        assert_eq!(r, Roi { x: want_x0, y: want_y0, w: want_x1 - want_x0, h: want_y1 - want_y0 }, "{x} {y} {w} {h}");
+        assert!(r.x <= x && r.y <= y && r.x + r.w >= x + w && r.y + r.h >= y + h);
+        assert_eq!((r.x % 16, r.y % 16), (0, 0), "still on the block grid");
+    }
+}
+
+#[test]
+fn decoder_switches_follow_the_config_knob() {
+    use crate::config::GpuDecoders;
+    assert_eq!(DecoderPlan::switches(GpuDecoders::All), (true, true));
+    assert_eq!(DecoderPlan::switches(GpuDecoders::Hw), (true, false));
+    assert_eq!(DecoderPlan::switches(GpuDecoders::Cuda), (false, true));
+}
+
+#[test]
+fn gpu_hybrid_only_above_a_megapixel_and_never_for_progressive() {
+    let mut f = info(Coding::Baseline, Subsampling::S420, 3);
+    assert!(!gpu_hybrid_first(&f)); // 500x375
+    (f.width, f.height) = (1000, 1000);
+    assert!(!gpu_hybrid_first(&f)); // exactly the threshold
+    f.width = 1001;
+    assert!(gpu_hybrid_first(&f));
+    f.coding = Coding::Extended;
+    assert!(gpu_hybrid_first(&f));
+    f.coding = Coding::Progressive;
+    assert!(!gpu_hybrid_first(&f));
+}
+
+#[test]
+fn hw_calls_are_multiples_of_the_engine_width() {
+    // Shapes like A100 (5 decode cores) and H100 (7 NVJPG engines).
+    assert_eq!(hw_calls(0, 5, 64), Vec::<usize>::new());
+    assert_eq!(hw_calls(256, 5, 64), vec![55, 55, 50, 50, 46]);
+    assert_eq!(hw_calls(256, 7, 64), vec![56, 56, 49, 49, 46]); // not 63, 63, 63, 63, 4
+    assert_eq!(hw_calls(256, 7, 256), vec![133, 123]); // not 252, 4
+    assert_eq!(hw_calls(252, 7, 256), vec![252]);
+    assert_eq!(hw_calls(3, 7, 256), vec![3]);
+    assert_eq!(hw_calls(20, 8, 4), vec![8, 8, 4]); // cap below one unit: one unit per call
+    for n in 0..300usize {
+        for unit in [1usize, 3, 5, 7, 16] {
+            for cap in [1usize, 4, 16, 63, 64, 100, 256] {
+                let v = hw_calls(n, unit, cap);
+                assert_eq!(v.iter().sum::<usize>(), n, "n {n} unit {unit} cap {cap}");
+                let per_call = (cap / unit).max(1) * unit;
+                // The fewest calls the cap allows, none empty, none over it.
+                assert_eq!(v.len(), n.div_ceil(unit).div_ceil(per_call / unit), "{v:?}");
+                assert!(v.iter().all(|&c| c > 0 && c <= per_call), "{v:?}");
+                if let Some((_, head)) = v.split_last() {
+                    assert!(head.iter().all(|&c| c % unit == 0), "{v:?}");
+                    // Balanced: no call more than one chunk (plus the remainder) under the first.
+                    assert!(v.iter().all(|&c| v[0] - c < 2 * unit), "{v:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Naive orientation: build the oriented picture by explicit flips/transposes of a stored
+/// grid of ids and compare with the point map.
+#[test]
+fn orientation_point_map_matches_explicit_transforms() {
+    let (sw, sh) = (5u32, 3u32);
+    let stored: Vec<Vec<u32>> = (0..sh).map(|y| (0..sw).map(|x| y * sw + x).collect()).collect();
+    let flip_h = |g: &Vec<Vec<u32>>| g.iter().map(|r| r.iter().rev().copied().collect()).collect::<Vec<Vec<u32>>>();
+    let flip_v = |g: &Vec<Vec<u32>>| g.iter().rev().cloned().collect::<Vec<Vec<u32>>>();
+    let transpose = |g: &Vec<Vec<u32>>| {
+        (0..g[0].len()).map(|x| (0..g.len()).map(|y| g[y][x]).collect()).collect::<Vec<Vec<u32>>>()
+    };
+    let oriented = |o: u32| match o {
+        1 => stored.clone(),
+        2 => flip_h(&stored),
+        3 => flip_v(&flip_h(&stored)),
+        4 => flip_v(&stored),
+        5 => transpose(&stored),
+        6 => flip_h(&transpose(&stored)), // rotate 90° clockwise
+        7 => flip_v(&flip_h(&transpose(&stored))),
+        8 => flip_v(&transpose(&stored)), // rotate 90° counter-clockwise
+        _ => unreachable!(),
+    };
+    for o in 1..=8 {
+        let g = oriented(o);
+        for (y, row) in g.iter().enumerate() {
+            for (x, &id) in row.iter().enumerate() {
+                let (px, py) = oriented_to_stored(x as u32, y as u32, sw, sh, o);
+                assert_eq!(py * sw + px, id, "orientation {o} at ({x},{y})");
+            }
+        }
+    }
+}
+
+/// Naive taps (Pillow `precompute_coeffs` bounds for the antialiased case, the two/four
+/// neighbours for the plain case) must lie inside [`tap_span`].
+fn naive_taps(in_size: u32, out_size: u32, i: u32, filter: u32, antialias: bool) -> (u32, u32) {
+    let scale = in_size as f64 / out_size as f64;
+    let a = if filter == FILTER_BICUBIC { 2.0 } else { 1.0 };
+    let c = (i as f64 + 0.5) * scale;
+    if antialias {
+        let support = a * scale.max(1.0);
+        let lo = ((c - support + 0.5) as i64).max(0) as u32;
+        let hi = ((c + support + 0.5) as i64).min(in_size as i64) as u32;
+        (lo, hi)
+    } else {
+        let x = c - 0.5;
+        let lo = (x.floor() as i64 - (a as i64 - 1)).clamp(0, in_size as i64 - 1) as u32;
+        let hi = (x.floor() as i64 + a as i64 + 1).clamp(1, in_size as i64) as u32;
+        (lo, hi)
+    }
+}
+
+#[test]
+fn roi_contains_every_tap_for_every_orientation() {
+    let mut rng = crate::augment::params::SampleRng::new(3, 0, 0, 9);
+    for _ in 0..4000 {
+        let sw = 1 + rng.below(700) as u32;
+        let sh = 1 + rng.below(700) as u32;
+        let o = 1 + rng.below(8) as u32;
+        let (w, h) = if o >= 5 { (sh, sw) } else { (sw, sh) };
+        let cw = 1 + rng.below(w as u64) as u32;
+        let ch = 1 + rng.below(h as u64) as u32;
+        let cx = rng.below((w - cw + 1) as u64) as u32;
+        let cy = rng.below((h - ch + 1) as u64) as u32;
+        let rw = 1 + rng.below(400) as u32;
+        let rh = 1 + rng.below(400) as u32;
+        let ow = 1 + rng.below(rw as u64) as u32;
+        let oh = 1 + rng.below(rh as u64) as u32;
+        let wx = rng.below((rw - ow + 1) as u64) as u32;
+        let wy = rng.below((rh - oh + 1) as u64) as u32;
+        let filter = rng.below(2) as u32;
+        let aa = rng.below(2) == 1;
+        let p = AugParams {
+            src_w: w as i32,
+            src_h: h as i32,
+            crop_x: cx as i32,
+            crop_y: cy as i32,
+            crop_w: cw as i32,
+            crop_h: ch as i32,
+            resize_w: rw as i32,
+            resize_h: rh as i32,
+            win_x: wx as i32,
+            win_y: wy as i32,
+            out_w: ow as i32,
+            out_h: oh as i32,
+            orientation: o,
+            filter,
+            antialias: aa as u32,
+            ..Default::default()
+        };
+        let roi = decode_roi(&p, sw, sh, 16);
+        assert!(roi.x + roi.w <= sw && roi.y + roi.h <= sh && roi.w > 0 && roi.h > 0, "{roi:?} in {sw}x{sh}");
+        assert!(roi.x % 16 == 0 && roi.y % 16 == 0);
+        for (ox, oy) in [(wx, wy), (wx + ow - 1, wy + oh - 1), (wx, wy + oh - 1), (wx + ow - 1, wy)] {
+            let (x0, x1) = naive_taps(cw, rw, ox, filter, aa);
+            let (y0, y1) = naive_taps(ch, rh, oy, filter, aa);
+            for (tx, ty) in [(x0, y0), (x1 - 1, y1 - 1), (x0, y1 - 1), (x1 - 1, y0)] {
+                let (sx, sy) = oriented_to_stored(cx + tx, cy + ty, sw, sh, o);
+                assert!(
+                    sx >= roi.x && sx < roi.x + roi.w && sy >= roi.y && sy < roi.y + roi.h,
+                    "tap ({sx},{sy}) outside {roi:?} for {p:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn roi_of_a_small_crop_is_small() {
+    // 500x375, a 100x80 crop resized to 224: the region is the crop plus a filter margin
+    // on the 16-pixel grid, far less than the image.
+    let p = AugParams {
+        src_w: 500,
+        src_h: 375,
+        crop_x: 200,
+        crop_y: 100,
+        crop_w: 100,
+        crop_h: 80,
+        resize_w: 224,
+        resize_h: 224,
+        out_w: 224,
+        out_h: 224,
+        orientation: 1,
+        antialias: 1,
+        ..Default::default()
+    };
+    let r = decode_roi(&p, 500, 375, 16);
+    assert_eq!(r, Roi { x: 192, y: 96, w: 112, h: 96 });
+}
+
+/// The canary kernels write only inside their target's region: every canary lies on a row
+/// and column of it, spread over every row band when the region is tall enough, and the
+/// kernels agree with [`CANARIES`].
+#[test]
+fn canaries_stay_inside_their_region_and_spread_over_it() {
+    // SAFETY: returns a constant.
+    assert_eq!(unsafe { canary_ffi::stoke_host_canaries() }, CANARIES);
+    for (w, h) in [(1u32, 1u32), (2, 3), (31, 33), (64, 32), (500, 375), (7, 4000), (4000, 7)] {
+        let t = DecodeTarget { offset: 4096, width: w, height: h, pitch: 3 * w, pad: 0 };
+        let mut rows = std::collections::BTreeSet::new();
+        let mut values = std::collections::BTreeSet::new();
+        for k in 0..CANARIES {
+            let (off, v) = canary_at(&t, k);
+            let rel = off - t.offset;
+            let (y, x) = (rel / t.pitch as u64, (rel % t.pitch as u64) / 3);
+            assert!(rel % 3 == 0 && y < h as u64 && x < w as u64, "{w}x{h} canary {k} at ({x},{y})");
+            rows.insert(y);
+            values.insert(v);
+            assert!(v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+        }
+        assert_eq!(rows.len() as u32, CANARIES.min(h), "{w}x{h}: rows {rows:?}");
+        assert_eq!(values.len() as u32, CANARIES, "every canary has its own value");
+    }
+}
+
+#[test]
+fn hardware_preallocation_stays_within_one_arena() {
+    // ImageNet-like index: 500x375 max, 256 per call, arena for 256 such images: as is.
+    let arena = ArenaPlan::new(std::iter::repeat_n(500 * 375, 300), 256, u64::MAX).bytes;
+    assert_eq!(prealloc_dims((500, 375), 256, arena), (500, 375));
+    // One 20000x15000 image in the index: scaled down, aspect kept, budget respected.
+    let (w, h) = prealloc_dims((20000, 15000), 256, arena);
+    assert!((w as u64 * h as u64 * 3 * 256) <= arena && w >= 490 && (w as f64 / h as f64 - 4.0 / 3.0).abs() < 0.01, "{w}x{h}");
+}
+
+#[test]
+fn arena_fits_any_batch_of_the_index_and_refuses_overflow() {
+    let pixels = [500u64 * 375, 375 * 500, 64 * 64, 1000 * 1000, 1];
+    let plan = ArenaPlan::new(pixels, 2, u64::MAX);
+    assert_eq!(plan.bytes, decoded_bytes(1000, 1000) + decoded_bytes(500, 375));
+    let mut c = ArenaCursor::new(plan.bytes);
+    assert_eq!(c.place(1000, 1000), Some(0));
+    assert_eq!(c.place(375, 500), Some(decoded_bytes(1000, 1000)));
+    assert_eq!(c.place(1, 1), None, "full");
+    c.reset();
+    assert_eq!(c.place(1, 1), Some(0));
+    assert_eq!(c.place(1, 1), Some(ARENA_ALIGN));
+    // The guard caps what the index can ask for.
+    assert_eq!(ArenaPlan::new([u64::MAX / 8], 1, 100).bytes, ARENA_ALIGN * 2);
+}
+
+#[test]
+fn cpu_retries_of_a_full_arena_reuse_the_failed_gpu_places() {
+    // A batch of four same-size images fills its arena exactly (the index's worst case).
+    let plan = ArenaPlan::new(std::iter::repeat_n(500 * 375, 10), 4, u64::MAX);
+    let one = decoded_bytes(500, 375);
+    assert_eq!(plan.bytes, 4 * one);
+    let mut c = ArenaCursor::new(plan.bytes);
+    let places: Vec<u64> = (0..4).map(|_| c.place(500, 375).expect("fits")).collect();
+    assert_eq!(places, [0, one, 2 * one, 3 * one]);
+    // The hardware call holding images 1 and 2 failed: both are decoded on the CPU and
+    // must land where their GPU decodes would have (a fresh place no longer exists).
+    assert_eq!(c.place(500, 375), None, "no room for a second place");
+    assert_eq!(c.place_or_reuse(Some((places[1], one)), 500, 375), Some(one));
+    assert_eq!(c.place_or_reuse(Some((places[2], one)), 496, 368), Some(2 * one), "a smaller region fits");
+    // A region larger than the old place needs a new one (none left here)...
+    assert_eq!(c.place_or_reuse(Some((places[3], one)), 512, 384), None);
+    // ...and a CPU-routed image (no earlier place) takes one from the cursor.
+    let mut c = ArenaCursor::new(plan.bytes);
+    assert_eq!(c.place_or_reuse(None, 500, 375), Some(0));
+    assert_eq!(c.place_or_reuse(Some((0, one)), 512, 384), Some(one));
+}
+
+#[test]
+fn the_cpu_pool_returns_one_result_per_listed_image_while_the_caller_works() {
+    let pool = CpuPool::new(3).unwrap();
+    let bad: &[u8] = b"not a jpeg";
+    let p: AugParams = bytemuck::Zeroable::zeroed();
+    let jobs: Vec<(&[u8], AugParams)> = (0..10).map(|_| (bad, p)).collect();
+    let out: Vec<Result<Decoded, String>> = (0..10).map(|_| Err("no place".to_string())).collect();
+    for _ in 0..3 {
+        // The same pool serves batch after batch.
+        let list = [1usize, 4, 5, 9];
+        let (r, mut got, secs) = pool.decode_while(&list, &jobs, &out, 1 << 20, || 42);
+        assert_eq!(r, 42);
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), list);
+        assert!(got.iter().all(|g| g.1.is_err()), "garbage must not decode");
+        assert!(secs >= 0.0);
+    }
+    let (_, none, _) = pool.decode_while(&[], &jobs, &out, 1 << 20, || ());
+    assert!(none.is_empty());
+}
