@@ -313,6 +313,8 @@ impl Producer {
                         s.decode += times.decode;
                         s.augment += times.augment;
                         s.backend += times.wall;
+                        s.gpu_stages += times.gpu;
+                        (s.device_bytes, s.pinned_bytes) = self.backend.held_bytes();
                         batch
                     })
                 }

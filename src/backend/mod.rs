@@ -24,6 +24,16 @@ pub struct GpuStageTimes {
     pub augment: f64,
 }
 
+impl std::ops::AddAssign for GpuStageTimes {
+    fn add_assign(&mut self, o: Self) {
+        self.classify += o.classify;
+        self.hw_decode += o.hw_decode;
+        self.cuda_decode += o.cuda_decode;
+        self.cpu_route += o.cpu_route;
+        self.augment += o.augment;
+    }
+}
+
 /// Fill `batch`'s per-slot records (labels, positions, dataset indices, params) from `samples`
 /// and apply the `on_error` policy to the slots whose `status` is an error — the one rule both
 /// backends follow (INTERFACES.md "Substitutes"):

@@ -61,6 +61,8 @@ pub struct BatchTimes {
     pub augment: Duration,
     /// Elapsed time for the batch.
     pub wall: Duration,
+    /// The CUDA backend's stage times (zero on the CPU backend).
+    pub gpu: crate::backend::GpuStageTimes,
 }
 
 /// The CPU decode + augment backend.
@@ -247,6 +249,7 @@ impl CpuBackend {
             decode: Duration::from_nanos(decode_ns.into_inner()),
             augment: Duration::from_nanos(augment_ns.into_inner()),
             wall: t0.elapsed(),
+            ..BatchTimes::default()
         })
     }
 }

@@ -191,6 +191,11 @@ pub struct Augmenter {
 }
 
 impl Augmenter {
+    /// Device bytes of the filter-table scratch.
+    pub fn device_bytes(&self) -> u64 {
+        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64)
+    }
+
     /// Allocate the table scratch for `plan` on `stream`.
     pub fn new(
         gpu: &std::sync::Arc<super::device::Gpu>,

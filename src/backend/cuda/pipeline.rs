@@ -20,7 +20,7 @@
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
 use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
-use super::decode::{ArenaPlan, Decoded, DecodeStats, DecoderPlan, GpuDecoder};
+use super::decode::{ArenaPlan, Decoded, DecodeStats, DecoderPlan, GpuDecoder, MemoryPlan};
 use super::device::Gpu;
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
@@ -31,6 +31,8 @@ use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::reader::ReadBatch;
 use crate::source::Dataset;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::CudaEvent;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -82,6 +84,11 @@ pub struct CudaBackend {
     status: Vec<Option<String>>,
     params: Vec<AugParams>,
     descs: Vec<SampleDesc>,
+    // Timing events around the augment launches of the last two batches, used in turn; read
+    // without waiting (a kernel may still wait on the trainer for its ring slot).
+    aug_events: [(CudaEvent, CudaEvent); 2],
+    aug_pending: [bool; 2],
+    aug_turn: usize,
 }
 
 impl CudaBackend {
@@ -103,12 +110,26 @@ impl CudaBackend {
         check_limits(config)?;
         let (ow, oh) = config.augment.size;
         let cpu_threads = if config.cpu_threads == 0 { 2 } else { config.cpu_threads };
-        let staging = PinnedStaging::new(gpu.ctx(), bounds.staging)?;
+        // Device and pinned memory by the budget, not by the index's largest images: a plan
+        // that fits is kept as the index made it (module docs of `decode::budget`).
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, config.effective_gpu_memory_budget());
+        if memory.arena != bounds.arena || memory.staging != bounds.staging {
+            log::warn!(
+                "GPU memory budget {} bytes: decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
+                config.effective_gpu_memory_budget(),
+                bounds.arena.bytes,
+                memory.arena.bytes,
+                bounds.staging.slot_bytes,
+                memory.staging.slot_bytes
+            );
+        }
+        let (use_hardware, use_cuda) = DecoderPlan::switches(config.gpu_decoders);
+        let staging = PinnedStaging::new(gpu.ctx(), memory.staging)?;
         let decoder = GpuDecoder::new(
             &gpu,
             DecoderPlan {
                 batch: config.batch_size,
-                arena: bounds.arena,
+                arena: memory.arena,
                 max_pixels: config.max_decoded_pixels,
                 max_dims: bounds.max_dims,
                 // Several calls per batch: the engine starts on the first while the host
@@ -117,8 +138,8 @@ impl CudaBackend {
                 // on a GPU.
                 hw_max_per_call: (config.batch_size / 4).max(1),
                 cpu_threads,
-                use_hardware: true,
-                use_cuda: true,
+                use_hardware,
+                use_cuda,
             },
         )?;
         let resize_min = match config.augment.crop {
@@ -136,6 +157,7 @@ impl CudaBackend {
                 config.prefetch_batches
             );
         }
+        let aug_events = [timing_pair(&gpu)?, timing_pair(&gpu)?];
         Ok(Self {
             gpu,
             config: config.clone(),
@@ -148,7 +170,35 @@ impl CudaBackend {
             status: Vec::new(),
             params: Vec::new(),
             descs: Vec::new(),
+            aug_events,
+            aug_pending: [false; 2],
+            aug_turn: 0,
         })
+    }
+
+    /// Device bytes this backend allocated: decode arenas and buffers, the output ring, the
+    /// augment tables (nvJPEG's lazily grown internal buffers are not visible here).
+    pub fn device_bytes(&self) -> u64 {
+        self.decoder.device_bytes() + self.ring.device_bytes() + self.augmenter.device_bytes()
+    }
+
+    /// Pinned host bytes this backend allocated: the staging ring, the decoder's, the ring
+    /// slots' launch data.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.staging.pinned_bytes() + self.decoder.pinned_bytes() + self.ring.pinned_bytes()
+    }
+
+    /// GPU time of the newest augment launch whose events have completed, if any; never waits.
+    fn take_augment_time(&mut self) -> f64 {
+        let mut t = 0.0;
+        for k in 0..2 {
+            let (start, end) = &self.aug_events[k];
+            if self.aug_pending[k] && end.is_complete() {
+                self.aug_pending[k] = false;
+                t += start.elapsed_ms(end).map_or(0.0, |ms| ms as f64 / 1e3);
+            }
+        }
+        t
     }
 
     /// The device.
@@ -284,6 +334,17 @@ impl CudaBackend {
             source[to] = from;
         })?;
 
+        let mut gpu_times = self.decoder.stage_times();
+        if self.config.decode_only {
+            // Decoder-only measurement (`--decode-only`): the batch's records are settled, its
+            // pixels stay in the arena and no output is written.
+            let decode_stream = self.decoder.stream().clone();
+            self.decoder.release_arena(&decode_stream)?;
+            batch.images = Images::Host(Vec::new());
+            gpu_times.augment = 0.0;
+            return Ok(BatchTimes { decode: decode_time, augment: Default::default(), wall: t0.elapsed(), gpu: gpu_times });
+        }
+
         // 4. Descriptors, upload, kernels, publish.
         let t_aug = Instant::now();
         self.params.clear();
@@ -301,10 +362,22 @@ impl CudaBackend {
         let rotate = self.params.iter().any(|p| p.angle_deg != 0.0);
         let stream = self.gpu.stream().clone();
         let slot = self.ring.acquire()?;
+        gpu_times.augment = self.take_augment_time();
+        let k = self.aug_turn;
+        self.aug_turn ^= 1;
+        if self.aug_pending[k] {
+            // Two batches back: done unless the trainer still holds ring slots, and then the
+            // acquire above already waited for it.
+            self.aug_events[k].1.synchronize().map_err(crate::backend::cuda::error::driver_err("cuEventSynchronize"))?;
+            gpu_times.augment += self.aug_events[k].0.elapsed_ms(&self.aug_events[k].1).map_or(0.0, |ms| ms as f64 / 1e3);
+        }
+        self.aug_events[k].0.record(&stream).map_err(crate::backend::cuda::error::driver_err("cuEventRecord"))?;
         let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs).and_then(|()| {
             let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
             self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)
         });
+        self.aug_events[k].1.record(&stream).map_err(crate::backend::cuda::error::driver_err("cuEventRecord"))?;
+        self.aug_pending[k] = true;
         if let Err(e) = launched {
             self.ring.abandon(slot)?;
             return Err(e.into());
@@ -312,8 +385,14 @@ impl CudaBackend {
         self.decoder.release_arena(&stream)?;
         let images = self.ring.publish(slot, n)?;
         batch.images = Images::Device(Box::new(images));
-        Ok(BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed() })
+        Ok(BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times })
     }
+}
+
+/// Two events that record time (cudarc's default disables timing), for one launch's start and end.
+fn timing_pair(gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
+    let ev = || gpu.ctx().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(crate::backend::cuda::error::driver_err("cuEventCreate"));
+    Ok((ev()?, ev()?))
 }
 
 /// What the CUDA backend cannot take beyond [`PipelineConfig::validate`]: 32-bit offsets into
@@ -356,7 +435,7 @@ impl AnyBackend {
             BackendKind::Auto => match CudaBackend::new(config, dataset) {
                 Ok(b) => Ok(Self::Cuda(Box::new(b))),
                 Err(Error::Gpu(e)) => {
-                    log::info!("backend auto: using the CPU ({e})");
+                    log::warn!("backend auto: no usable GPU, using the CPU backend ({e})");
                     Ok(Self::Cpu(crate::backend::cpu::CpuBackend::new(config)?))
                 }
                 Err(e) => Err(e),
@@ -369,6 +448,14 @@ impl AnyBackend {
         match self {
             Self::Cpu(b) => b.threads(),
             Self::Cuda(b) => b.config.cpu_threads.max(1),
+        }
+    }
+
+    /// Device and pinned host bytes the backend holds (zero on the CPU backend).
+    pub fn held_bytes(&self) -> (u64, u64) {
+        match self {
+            Self::Cpu(_) => (0, 0),
+            Self::Cuda(b) => (b.device_bytes(), b.pinned_bytes()),
         }
     }
 

@@ -205,6 +205,16 @@ impl OutputRing {
         self.shared.layout
     }
 
+    /// Device bytes of all slots.
+    pub fn device_bytes(&self) -> u64 {
+        (self.shared.slots.len() * self.shared.layout.slot_bytes) as u64
+    }
+
+    /// Pinned host bytes of all slots' launch data.
+    pub fn pinned_bytes(&self) -> u64 {
+        (self.shared.slots.len() * self.shared.layout.tail_bytes()) as u64
+    }
+
     /// Take a free slot (blocking while the consumer holds them all) and make the producer
     /// stream wait until the slot's previous consumer has released it (invariant 1).
     pub fn acquire(&self) -> Result<ProducerSlot, GpuError> {
