@@ -11,6 +11,14 @@ use stoke::backend::cuda::device::Gpu;
 use stoke::config::DType;
 use stoke::source::{Dataset, IndexOptions};
 
+/// Held by every GPU test of a binary for its whole run: they then run one at a time even
+/// when the harness runs tests in parallel, so one test's device-memory figures are not
+/// another's allocations (the bundle also passes `--test-threads=1`).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The device for `test`, or `None` (after printing why) when there is none and the run
 /// does not require one.
 pub fn gpu_or_skip(test: &str) -> Option<Arc<Gpu>> {
