@@ -127,7 +127,7 @@ fn truncated_and_garbage_streams_are_errors_not_panics() {
         assert!(decode_rgb(&jpeg[..cut], 1 << 20, &mut out).is_err(), "cut at {cut} after a good image");
     }
     let e = decode_rgb(b"GIF89a", 1 << 20, &mut out).unwrap_err();
-    assert_eq!(e.kind, DecodeErrorKind::NotJpeg);
+    assert_eq!(e.kind, DecodeErrorKind::UnknownFormat);
     // Every single-byte corruption of the header region: an error or an image, never a panic.
     for i in 2..200.min(jpeg.len()) {
         let mut bad = jpeg.clone();
