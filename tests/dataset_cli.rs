@@ -63,7 +63,7 @@ fn index_json_report() {
     assert_eq!(v["index_reused"], false);
     // Text report, second run: reused.
     let text = ok(stoke(&["index", p(&root)], &[], t.path()));
-    assert!(text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not .jpg/.jpeg"), "{text}");
+    assert!(text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not images (.jpg/.jpeg/.png)"), "{text}");
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn bad_inputs_name_the_path_and_the_problem() {
     let ec = d.join("emptyclass");
     folder(&ec, &["a"], &[1]);
     fs::create_dir_all(ec.join("b")).unwrap();
-    check(&ec, &[], &[p(&ec.join("b")), "holds no .jpg/.jpeg files"]);
+    check(&ec, &[], &[p(&ec.join("b")), "holds no image files"]);
     // Empty dataset: an empty list.
     let el = d.join("empty.txt");
     fs::write(&el, "\n").unwrap();

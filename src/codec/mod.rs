@@ -7,6 +7,8 @@
 pub mod jpeg;
 pub mod png;
 
+use jpeg::{HeaderError, JpegInfo};
+
 /// An image format, as told by the first bytes of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageFormat {
@@ -23,6 +25,62 @@ impl ImageFormat {
             ImageFormat::Jpeg => "jpeg",
             ImageFormat::Png => "png",
         }
+    }
+}
+
+/// What the header of an image says, whatever its format: what the index keeps per sample
+/// and what the sampler draws the geometry from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The sniffed format.
+    pub format: ImageFormat,
+    /// Stored width in pixels (before EXIF orientation).
+    pub width: u32,
+    /// Stored height in pixels.
+    pub height: u32,
+    /// Colour components as stored (JPEG: 1, 3 or 4; PNG: 1 gray, 2 gray+alpha, 3 RGB or
+    /// palette, 4 RGBA).
+    pub components: u8,
+    /// EXIF orientation 1..=8 (1 when absent, and always 1 for PNG).
+    pub orientation: u8,
+    /// The JPEG header facts (coding, subsampling, Adobe transform, restart interval...) the
+    /// routing uses; `None` for other formats.
+    pub jpeg: Option<JpegInfo>,
+}
+
+impl ImageInfo {
+    /// Width × height as stored.
+    pub fn pixels(&self) -> u64 {
+        self.width as u64 * self.height as u64
+    }
+
+    /// True for four-component JPEGs (CMYK or YCCK).
+    pub fn is_cmyk(&self) -> bool {
+        self.jpeg.is_some_and(|j| j.is_cmyk())
+    }
+
+    /// True for images without colour (one component, or gray with alpha).
+    pub fn is_gray(&self) -> bool {
+        self.components <= 2
+    }
+}
+
+impl From<JpegInfo> for ImageInfo {
+    fn from(j: JpegInfo) -> Self {
+        ImageInfo { format: ImageFormat::Jpeg, width: j.width, height: j.height, components: j.components, orientation: j.orientation, jpeg: Some(j) }
+    }
+}
+
+/// Parse the header of `bytes` in whatever format they are in (sniffed by magic bytes).
+/// A [`HeaderError::Truncated`] means a longer prefix may parse.
+pub fn parse_info(bytes: &[u8]) -> Result<ImageInfo, HeaderError> {
+    match sniff(bytes) {
+        Some(ImageFormat::Jpeg) => jpeg::parse(bytes).map(ImageInfo::from),
+        Some(ImageFormat::Png) => png::parse_info(bytes),
+        None if bytes.len() < PNG_SIGNATURE.len() && PNG_SIGNATURE.starts_with(bytes) && !bytes.is_empty() => {
+            Err(HeaderError::Truncated { at: bytes.len(), context: "png signature" })
+        }
+        None => Err(HeaderError::UnknownFormat(jpeg::describe_non_jpeg(bytes))),
     }
 }
 

@@ -4,6 +4,8 @@
 //! The decoded-size guard is checked from the IHDR before anything is allocated.
 
 use crate::backend::cpu::decode::{DecodeError, DecodeErrorKind, DecodedImage};
+use super::jpeg::HeaderError;
+use super::{ImageFormat, ImageInfo};
 use png::{BitDepth, ColorType, Transformations};
 
 /// Width and height from the IHDR (the first chunk, at a fixed place after the signature).
@@ -17,6 +19,28 @@ pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32), DecodeError> {
     let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
     let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
     Ok((w, h))
+}
+
+/// The header facts from the IHDR: size and stored components.
+pub fn parse_info(bytes: &[u8]) -> Result<ImageInfo, HeaderError> {
+    if bytes.len() < 26 {
+        return Err(HeaderError::Truncated { at: bytes.len(), context: "png IHDR" });
+    }
+    if &bytes[12..16] != b"IHDR" {
+        return Err(HeaderError::Invalid { at: 12, message: "png: the first chunk is not IHDR".into() });
+    }
+    let (width, height) = dimensions(bytes).map_err(|e| HeaderError::Invalid { at: 16, message: e.message })?;
+    if width == 0 || height == 0 {
+        return Err(HeaderError::Invalid { at: 16, message: format!("png: {width}x{height} image") });
+    }
+    let components = match bytes[25] {
+        0 => 1,
+        2 | 3 => 3,
+        4 => 2,
+        6 => 4,
+        t => return Err(HeaderError::Invalid { at: 25, message: format!("png: colour type {t} is not one of 0, 2, 3, 4, 6") }),
+    };
+    Ok(ImageInfo { format: ImageFormat::Png, width, height, components, orientation: 1, jpeg: None })
 }
 
 /// Decode the whole PNG in `bytes` to RGB into `out` (buffers reused; the region is the
@@ -189,6 +213,17 @@ mod tests {
         let got = decode(&encode(3, 1, ColorType::GrayscaleAlpha, BitDepth::Sixteen, &be, None));
         let want: Vec<u8> = vals.chunks(2).flat_map(|p| [(p[0] >> 8) as u8; 3]).collect();
         assert_eq!(got.rgb, want);
+    }
+
+    #[test]
+    fn header_facts_come_from_the_ihdr() {
+        let png = encode(7, 5, ColorType::GrayscaleAlpha, BitDepth::Eight, &bytes(70, 1), None);
+        let i = crate::codec::parse_info(&png).unwrap();
+        assert_eq!((i.format, i.width, i.height, i.components, i.orientation, i.jpeg), (ImageFormat::Png, 7, 5, 2, 1, None));
+        assert!(matches!(crate::codec::parse_info(&png[..20]), Err(HeaderError::Truncated { .. })));
+        assert!(matches!(crate::codec::parse_info(&png[..5]), Err(HeaderError::Truncated { .. })));
+        let e = crate::codec::parse_info(b"GIF89a.......").unwrap_err();
+        assert!(e.to_string().starts_with("not a supported image format") && e.to_string().contains("GIF"), "{e}");
     }
 
     #[test]
