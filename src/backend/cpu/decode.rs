@@ -84,9 +84,10 @@ pub struct DecodedImage {
     pub rgb: Vec<u8>,
 }
 
-/// Facts from a JPEG header.
+/// What libjpeg-turbo needs of a JPEG header to decode it (the header facts the index and the
+/// routing use come from [`crate::codec::jpeg::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JpegHeader {
+struct JpegHeader {
     /// Stored width.
     pub width: u32,
     /// Stored height.
@@ -349,11 +350,6 @@ fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], inverted: bool) {
             d[c] = (nk - muldiv255((s[c] ^ inv) as u32, nk).min(nk)) as u8;
         }
     }
-}
-
-/// Read the header only: size, precision, iMCU width. Checks nothing else.
-pub fn read_header(bytes: &[u8]) -> Result<JpegHeader, DecodeError> {
-    with_handle(|h| h.header(bytes))
 }
 
 /// Decode the whole image to RGB into `out` (buffers reused). `max_pixels` is the
