@@ -1,6 +1,9 @@
 //! Image formats: sniffing by magic bytes (never by file name), and one decode entry per
 //! format. JPEG ([`jpeg`]: the header parser the index and the routing use), PNG ([`png`]).
 //!
+//! The decoded image and decode error types live here, shared by every format's decoder
+//! (libjpeg-turbo's in `backend::cpu::decode`, which re-exports them).
+//!
 //! The decode conventions of every format are Pillow's `Image.open(f).convert('RGB')`: always
 //! 3-channel RGB, alpha dropped, gray replicated.
 
@@ -82,6 +85,59 @@ pub fn parse_info(bytes: &[u8]) -> Result<ImageInfo, HeaderError> {
         }
         None => Err(HeaderError::UnknownFormat(jpeg::describe_non_jpeg(bytes))),
     }
+}
+
+/// What kind of failure a [`DecodeError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The bytes are in no format stoke decodes (sniffed by magic bytes), or a JPEG stream
+    /// without a frame header.
+    UnknownFormat,
+    /// The stream ends before the image does.
+    Truncated,
+    /// The stream is damaged beyond what the decoder recovers from.
+    Corrupt,
+    /// A valid file of a kind stoke does not decode (12/16-bit JPEG, hierarchical, ...).
+    Unsupported,
+    /// The header announces more pixels than the configured guard allows.
+    TooLarge,
+}
+
+/// Why an image could not be decoded. The message is a lowercase sentence with the numbers
+/// involved; the caller adds the file name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct DecodeError {
+    /// Category, for policies and statistics.
+    pub kind: DecodeErrorKind,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl DecodeError {
+    pub(crate) fn new(kind: DecodeErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+}
+
+/// A decoded image, or a region of it, as stored (before EXIF orientation). Buffers are
+/// reused from call to call.
+#[derive(Clone, Debug, Default)]
+pub struct DecodedImage {
+    /// Stored width of the whole image.
+    pub width: u32,
+    /// Stored height of the whole image.
+    pub height: u32,
+    /// Left edge of the decoded region (0 for a full decode).
+    pub region_x: u32,
+    /// Top edge of the decoded region.
+    pub region_y: u32,
+    /// Width of the decoded region (`width` for a full decode).
+    pub region_w: u32,
+    /// Height of the decoded region.
+    pub region_h: u32,
+    /// Interleaved RGB of the region, `region_w · 3` bytes per row.
+    pub rgb: Vec<u8>,
 }
 
 /// The PNG signature.

@@ -3,9 +3,8 @@
 //! their high byte, except 16-bit grayscale, which Pillow opens as `I;16` and clips to 255.
 //! The decoded-size guard is checked from the IHDR before anything is allocated.
 
-use crate::backend::cpu::decode::{DecodeError, DecodeErrorKind, DecodedImage};
 use super::jpeg::HeaderError;
-use super::{ImageFormat, ImageInfo};
+use super::{DecodeError, DecodeErrorKind, DecodedImage, ImageFormat, ImageInfo};
 use png::{BitDepth, ColorType, Transformations};
 
 /// Width and height from the IHDR (the first chunk, at a fixed place after the signature).

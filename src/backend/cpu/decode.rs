@@ -31,58 +31,7 @@ use std::ffi::CStr;
 use crate::codec::ImageFormat;
 use turbojpeg_sys as tj;
 
-/// What kind of failure a [`DecodeError`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodeErrorKind {
-    /// The bytes are in no format stoke decodes (sniffed by magic bytes), or a JPEG stream
-    /// without a frame header.
-    UnknownFormat,
-    /// The stream ends before the image does.
-    Truncated,
-    /// The stream is damaged beyond what libjpeg-turbo recovers from.
-    Corrupt,
-    /// A valid JPEG of a kind stoke does not decode (12/16-bit precision, hierarchical, ...).
-    Unsupported,
-    /// The header announces more pixels than the configured guard allows.
-    TooLarge,
-}
-
-/// Why an image could not be decoded. The message is a lowercase sentence with the numbers
-/// involved; the caller adds the file name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct DecodeError {
-    /// Category, for policies and statistics.
-    pub kind: DecodeErrorKind,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl DecodeError {
-    pub(crate) fn new(kind: DecodeErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
-    }
-}
-
-/// A decoded image, or a region of it, as stored (before EXIF orientation). Buffers are
-/// reused from call to call.
-#[derive(Clone, Debug, Default)]
-pub struct DecodedImage {
-    /// Stored width of the whole image.
-    pub width: u32,
-    /// Stored height of the whole image.
-    pub height: u32,
-    /// Left edge of the decoded region (0 for a full decode).
-    pub region_x: u32,
-    /// Top edge of the decoded region.
-    pub region_y: u32,
-    /// Width of the decoded region (`width` for a full decode).
-    pub region_w: u32,
-    /// Height of the decoded region.
-    pub region_h: u32,
-    /// Interleaved RGB of the region, `region_w · 3` bytes per row.
-    pub rgb: Vec<u8>,
-}
+pub use crate::codec::{DecodeError, DecodeErrorKind, DecodedImage};
 
 /// What libjpeg-turbo needs of a JPEG header to decode it (the header facts the index and the
 /// routing use come from [`crate::codec::jpeg::parse`]).
