@@ -36,7 +36,7 @@ fn header(c: &mut Criterion) {
     g.bench_function("cpu_header_bytes", |b| {
         b.iter(|| {
             for img in &imgs {
-                black_box(stoke::source::jpeg::parse(black_box(img)).expect("generated header parses"));
+                black_box(stoke::codec::jpeg::parse(black_box(img)).expect("generated header parses"));
             }
         })
     });

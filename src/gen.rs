@@ -646,7 +646,7 @@ pub fn default_dataset(root: &Path, seed: u64, count: usize, progress: &(dyn Fn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::jpeg::Subsampling;
+    use crate::codec::jpeg::Subsampling;
 
     #[test]
     fn kinds_have_exact_quotas_per_period() {
@@ -677,7 +677,7 @@ mod tests {
             let img = image(3, 10, i).unwrap();
             assert_eq!(img.kind, kind);
             // The index's header parser (src/source/jpeg.rs), independent of the encoder.
-            let h = crate::source::jpeg::parse(&img.bytes).expect("generated header parses");
+            let h = crate::codec::jpeg::parse(&img.bytes).expect("generated header parses");
             assert_eq!(&img.bytes[img.bytes.len() - 2..], &[0xFF, 0xD9], "{kind:?}: no EOI at the end");
             assert_eq!((h.width, h.height, h.precision), (img.width, img.height, 8), "{kind:?}");
             let (sof, sub, adobe, restart) = match kind {

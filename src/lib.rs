@@ -25,6 +25,7 @@
 pub mod augment;
 pub mod backend;
 pub mod batch;
+pub mod codec;
 pub mod config;
 pub mod error;
 pub mod gen;

@@ -63,7 +63,7 @@ fn index_json_report() {
     assert_eq!(v["index_reused"], false);
     // Text report, second run: reused.
     let text = ok(stoke(&["index", p(&root)], &[], t.path()));
-    assert!(text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not .jpg/.jpeg"), "{text}");
+    assert!(text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not images (.jpg/.jpeg/.png)"), "{text}");
 }
 
 #[test]
@@ -118,16 +118,18 @@ fn pack_then_plan_lists_the_same_samples_with_labels_kept() {
     let root = t.path().join("ds");
     folder(&root, &["a", "b", "c"], &[9, 7, 8]);
     write(&root.join("b/name.with.dots.jpg"), &jpeg(31, 32));
+    // A PNG under a .JPEG name: packed as a `.png` member (the sniffed format), facts kept.
+    write(&root.join("c/png_named.JPEG"), include_bytes!("golden/png/rgba8.png"));
     let out = t.path().join("packed");
     let msg = ok(stoke(&["pack", p(&root), p(&out), "--shard-size", "4KiB"], &[], t.path()));
-    assert!(msg.contains("packed 25 samples"), "{msg}");
+    assert!(msg.contains("packed 26 samples"), "{msg}");
     let shards = fs::read_dir(&out).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "tar")).count();
     assert!(shards > 3, "{shards} shards");
     // Same number of samples, same label counts, same index facts.
     let a = ok(stoke(&["plan", p(&root), "--positions"], &[], t.path()));
     let b = ok(stoke(&["plan", p(&out), "--positions"], &[], t.path()));
-    assert_eq!(a.lines().count(), 25);
-    assert_eq!(b.lines().count(), 25);
+    assert_eq!(a.lines().count(), 26);
+    assert_eq!(b.lines().count(), 26);
     let labels = |s: &str| {
         let mut m = BTreeMap::new();
         for l in s.lines() {
@@ -161,6 +163,10 @@ fn pack_then_plan_lists_the_same_samples_with_labels_kept() {
         assert_eq!(s.label, packed.sample(j).label);
         assert_eq!(s.info, packed.sample(j).info);
     }
+    let png = src.samples().iter().find(|s| s.key == "c/png_named.JPEG").unwrap();
+    assert_eq!(png.info.map(|i| (i.format, i.width, i.height)), Some((stoke::codec::ImageFormat::Png, 32, 24)));
+    let shard_bytes: Vec<u8> = fs::read_dir(&out).unwrap().flat_map(|e| fs::read(e.unwrap().path()).unwrap()).collect();
+    assert!(shard_bytes.windows(15).any(|w| w == b"c/png_named.png"), "the PNG member is named .png");
     // Packing into a folder that already holds shards is refused; a file list packs too.
     let e = fails(stoke(&["pack", p(&root), p(&out)], &[], t.path()));
     assert!(e.contains(p(&out)) && e.contains("already holds .tar files"), "{e}");
@@ -205,7 +211,7 @@ fn bad_inputs_name_the_path_and_the_problem() {
     let ec = d.join("emptyclass");
     folder(&ec, &["a"], &[1]);
     fs::create_dir_all(ec.join("b")).unwrap();
-    check(&ec, &[], &[p(&ec.join("b")), "holds no .jpg/.jpeg files"]);
+    check(&ec, &[], &[p(&ec.join("b")), "holds no image files"]);
     // Empty dataset: an empty list.
     let el = d.join("empty.txt");
     fs::write(&el, "\n").unwrap();

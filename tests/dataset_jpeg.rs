@@ -6,7 +6,7 @@ mod dataset_common;
 
 use dataset_common::Jpeg;
 use proptest::prelude::*;
-use stoke::source::jpeg::{parse, Coding, HeaderError, Subsampling};
+use stoke::codec::jpeg::{parse, Coding, HeaderError, Subsampling};
 
 #[test]
 fn every_sof_type() {

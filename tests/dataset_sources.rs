@@ -6,7 +6,7 @@ use dataset_common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use stoke::source::tar::TarWriter;
-use stoke::source::{Dataset, IndexOptions, Location, SourceKind};
+use stoke::source::{Dataset, ImageFormat, IndexOptions, Location, SourceKind};
 
 fn opts(cache: &Path) -> IndexOptions {
     IndexOptions { threads: 2, cache_dir: Some(cache.to_path_buf()), ..IndexOptions::default() }
@@ -92,6 +92,55 @@ fn index_saved_reused_and_rebuilt_on_change() {
     assert_eq!(d.len(), 7);
 }
 
+/// FNV-1a 64, the saved index's checksum (over everything before the last 8 bytes).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+#[test]
+fn an_index_saved_by_the_jpeg_only_version_is_rebuilt() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[2]);
+    Dataset::open(&root, &opts(t.path())).unwrap();
+    let idx = root.join(".stoke-index");
+    let mut b = fs::read(&idx).unwrap();
+    let body = b.len() - 8;
+    // The file untouched but for a valid checksum is reused: the test's checksum is right.
+    let sum = fnv1a(&b[..body]);
+    b[body..].copy_from_slice(&sum.to_le_bytes());
+    fs::write(&idx, &b).unwrap();
+    assert!(Dataset::open(&root, &opts(t.path())).unwrap().index_reused());
+    // Version 1 (JPEG facts only) after the magic: rebuilt.
+    assert_eq!(&b[8..12], &2u32.to_le_bytes());
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let sum = fnv1a(&b[..body]);
+    b[body..].copy_from_slice(&sum.to_le_bytes());
+    fs::write(&idx, &b).unwrap();
+    assert!(!Dataset::open(&root, &opts(t.path())).unwrap().index_reused());
+}
+
+#[test]
+fn png_samples_are_indexed_by_sniffing_and_their_facts_saved() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[1]);
+    // A PNG under a .JPEG name (as in ImageNet's train set) and one under .png.
+    write(&root.join("a/n02105855_2933.JPEG"), include_bytes!("golden/png/rgba8.png"));
+    write(&root.join("a/gray.png"), include_bytes!("golden/png/gray16.png"));
+    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert_eq!((d.len(), d.ignored()), (3, 0));
+    let by_key = |d: &Dataset, k: &str| d.samples().iter().find(|s| s.key == k).unwrap().clone();
+    let i = by_key(&d, "a/n02105855_2933.JPEG").info.unwrap();
+    assert_eq!((i.format, i.width, i.height, i.components, i.orientation, i.jpeg), (ImageFormat::Png, 32, 24, 4, 1, None));
+    assert_eq!(by_key(&d, "a/gray.png").info.map(|i| (i.format, i.components)), Some((ImageFormat::Png, 1)));
+    let d2 = Dataset::open(&root, &opts(t.path())).unwrap();
+    assert!(d2.index_reused());
+    for s in d.samples() {
+        assert_eq!(by_key(&d2, &s.key).info, s.info, "{}", s.key);
+    }
+}
+
 #[test]
 fn index_falls_back_to_the_cache_folder() {
     let t = tempfile::tempdir().unwrap();
@@ -131,10 +180,11 @@ fn headers_past_the_prefix_and_non_jpegs() {
     assert_eq!(by_key("c/big.jpg").info.map(|i| (i.width, i.height)), Some((321, 123)));
     assert_eq!(by_key("c/huge.jpg").info.map(|i| (i.width, i.height)), Some((322, 124)));
     let i = by_key("c/dnl.jpg").info.unwrap();
-    assert_eq!((i.height, i.dnl), (77, true));
+    assert_eq!((i.height, i.jpeg.unwrap().dnl), (77, true));
     let png = by_key("c/png.jpg");
+    // A PNG cut inside its IHDR: the format is sniffed, the header is refused.
     assert!(png.info.is_none());
-    assert!(png.header_error.as_deref().unwrap().contains("a PNG file"));
+    assert!(png.header_error.as_deref().unwrap().contains("png IHDR"), "{:?}", png.header_error);
     assert!(by_key("c/empty.jpg").header_error.as_deref().unwrap().contains("empty"));
     // Reloaded from the saved index: the same facts.
     let d2 = Dataset::open(&root, &opts(t.path())).unwrap();
@@ -211,7 +261,7 @@ fn folder_errors() {
     folder(&empty_class, &["a"], &[2]);
     write(&empty_class.join("b/readme.txt"), b"x");
     let e = open_err(&empty_class, t.path());
-    assert!(e.contains(&empty_class.join("b").display().to_string()) && e.contains("holds no .jpg/.jpeg files"), "{e}");
+    assert!(e.contains(&empty_class.join("b").display().to_string()) && e.contains("holds no image files"), "{e}");
 
     // Unreadable: a dangling symlink (root can read anything, so permissions would not do).
     let unreadable = t.path().join("ur");

@@ -60,6 +60,23 @@ fn run(gpu: &Arc<Gpu>, ds: &Arc<Dataset>, c: &PipelineConfig, epochs: std::ops::
     backend
 }
 
+/// The CPU backend's batch for the reader's batch `rb` (the reference the device is held to).
+fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBatch, out: &mut Batch) {
+    let samples: Vec<_> = rb
+        .samples
+        .iter()
+        .map(|s| stoke::backend::cpu::SampleIn {
+            index: s.index,
+            position: s.position,
+            label: ds.sample(s.index).label,
+            bytes: &rb.data[s.bytes.clone()],
+            params: s.params,
+            read_error: None,
+        })
+        .collect();
+    cpu.run(rb.epoch, rb.step, &samples, &|i| (ds.sample(rb.samples[i].index).key.clone(), String::new()), out).unwrap();
+}
+
 #[test]
 fn every_element_is_written_and_close_to_the_cpu_backend() {
     let _serial = serial();
@@ -81,19 +98,7 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
         let labels = dev.context().default_stream().clone_dtoh(&dev.labels()).unwrap();
         assert_eq!(labels, b.labels);
         // Against the CPU backend on the same samples (decoders differ a little).
-        let samples: Vec<_> = rb
-            .samples
-            .iter()
-            .map(|s| stoke::backend::cpu::SampleIn {
-                index: s.index,
-                position: s.position,
-                label: ds.sample(s.index).label,
-                bytes: &rb.data[s.bytes.clone()],
-                params: s.params,
-                read_error: None,
-            })
-            .collect();
-        cpu.run(b.epoch, b.step, &samples, &|i| (ds.sample(rb.samples[i].index).key.clone(), String::new()), &mut cpu_batch).unwrap();
+        cpu_reference(&mut cpu, &ds, rb, &mut cpu_batch);
         assert_eq!(cpu_batch.labels, b.labels);
         let want = cpu_batch.host_bytes().unwrap();
         let per = want.len() / b.len();
@@ -171,6 +176,42 @@ fn memory_is_flat_over_five_epochs() {
         assert!(f2.saturating_sub(*f) as u64 <= lazy_bound, "device free memory fell by {} bytes from epoch 2 to epoch {} (bound {lazy_bound})", f2 - f, e + 1);
         assert!(r.saturating_sub(r2) < 16 << 20, "host memory grew by epoch {}: {r2} → {r}", e + 1);
     }
+}
+
+/// ImageNet's train set holds a PNG under a `.JPEG` name: the format comes from the bytes, the
+/// CUDA backend's CPU route decodes it, and it is delivered (not substituted), with the CPU
+/// backend's pixels for the same params.
+#[test]
+fn a_png_under_a_jpeg_name_is_delivered() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = stoke::gen::GenConfig::new(23);
+    cfg.classes = 1;
+    let root = dir.path().join("data");
+    stoke::gen::generate(&root, &cfg, &|_| {}).unwrap();
+    let class = std::fs::read_dir(&root).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    std::fs::write(class.join("zz_png.JPEG"), include_bytes!("golden/png/rgba8.png")).unwrap();
+    let ds = Arc::new(Dataset::open(&root, &stoke::source::IndexOptions { save: false, ..Default::default() }).unwrap());
+    let mut c = config(&ds, 4);
+    c.batch_size = 24; // one batch holds everything
+    c.on_error = OnError::Fail;
+    let mut cpu = CpuBackend::new(&PipelineConfig { backend: stoke::config::BackendKind::Cpu, ..c.clone() }).unwrap();
+    let mut checked = 0;
+    let backend = run(&gpu, &ds, &c, 0..1, |b, rb| {
+        assert!(b.substitutes.is_empty(), "{:?}", b.substitutes);
+        let mut want = Batch::new_host(c.output.dtype, c.output.layout);
+        cpu_reference(&mut cpu, &ds, rb, &mut want);
+        let got = host(b);
+        let n = 3 * 64 * 64;
+        let png_slot = rb.samples.iter().position(|s| ds.sample(s.index).key.contains("zz_png")).expect("the PNG is in the batch");
+        let (g, w) = (&got[png_slot * n * 2..(png_slot + 1) * n * 2], &want.host_bytes().unwrap()[png_slot * n * 2..(png_slot + 1) * n * 2]);
+        let (ulps, _) = gpu_common::max_ulps(g, w, c.output.dtype);
+        assert!(ulps <= 1, "the PNG's pixels differ from the CPU backend's by {ulps} ulps");
+        checked += 1;
+    });
+    assert_eq!(checked, 1);
+    assert!(backend.decode_stats().cpu >= 1, "the PNG took the CPU route: {:?}", backend.decode_stats());
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../src/source/jpeg.rs"]
+#[path = "../../src/codec/jpeg.rs"]
 #[allow(dead_code)]
 mod jpeg;
 
@@ -25,6 +25,6 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(HeaderError::Truncated { at, .. }) => assert!(at <= data.len()),
         Err(HeaderError::Invalid { at, .. }) => assert!(at < data.len()),
-        Err(HeaderError::NotJpeg(_)) => {}
+        Err(HeaderError::NotJpeg(_) | HeaderError::UnknownFormat(_)) => {}
     }
 });

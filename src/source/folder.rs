@@ -1,5 +1,5 @@
 //! The folder source, torchvision `ImageFolder` convention: one subfolder per class, classes
-//! sorted by name → labels `0..C`; `.jpg`/`.jpeg` files (any case, any depth) are samples;
+//! sorted by name → labels `0..C`; image files (`.jpg`/`.jpeg`/`.png`, any case, any depth) are samples;
 //! other files are ignored and counted.
 
 use super::index::Fingerprint;
@@ -8,10 +8,10 @@ use crate::error::{Error, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// True for `.jpg` / `.jpeg` in any case.
-pub(crate) fn is_jpeg_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.ends_with(".jpg") || lower.ends_with(".jpeg")
+/// True for a name ending in one of [`super::IMAGE_EXTENSIONS`], in any case. The format
+/// itself is sniffed from the bytes.
+pub(crate) fn is_image_name(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, ext)| super::is_image_extension(ext))
 }
 
 /// A path relative to the dataset root as a `/`-separated key.
@@ -59,7 +59,7 @@ pub(crate) fn class_dirs(root: &Path) -> Result<Vec<(String, PathBuf)>> {
 }
 
 /// Walk `dir` as torchvision's `make_dataset` does: folders in sorted path order, the files
-/// of each folder sorted by name. Pushes JPEGs to `out`, counts the rest in `ignored`.
+/// of each folder sorted by name. Pushes image files to `out`, counts the rest in `ignored`.
 fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fingerprint, ignored: &mut u64) -> Result<()> {
     let mut dirs = vec![dir.to_path_buf()];
     let mut all = Vec::new(); // (folder, its sorted files)
@@ -80,7 +80,7 @@ fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fing
     for (_, files) in all {
         for (p, md) in files {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if !is_jpeg_name(&name) {
+            if !is_image_name(&name) {
                 *ignored += 1;
                 continue;
             }
@@ -98,7 +98,7 @@ pub(crate) fn list(root: &Path, threads: usize) -> Result<Listing> {
     if classes.is_empty() {
         return Err(Error::dataset(
             root,
-            "no class folders: expected one subfolder per class holding .jpg/.jpeg files (ImageFolder layout)",
+            "no class folders: expected one subfolder per class holding image files (.jpg/.jpeg/.png) (ImageFolder layout)",
         ));
     }
     // Each class is walked (and fingerprinted) on its own; results are combined in label order.
@@ -109,7 +109,7 @@ pub(crate) fn list(root: &Path, threads: usize) -> Result<Listing> {
         let (mut entries, mut ignored) = (Vec::new(), 0u64);
         walk(root, dir, label as i64, &mut entries, &mut fp, &mut ignored)?;
         if entries.is_empty() {
-            return Err(Error::dataset(dir, format!("class folder {name:?} holds no .jpg/.jpeg files")));
+            return Err(Error::dataset(dir, format!("class folder {name:?} holds no image files (.jpg/.jpeg/.png)")));
         }
         Ok((entries, ignored, fp.finish()))
     });

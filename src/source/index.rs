@@ -14,7 +14,8 @@
 //! The file format is private and versioned: magic `STOKEIX\0`, version, fingerprint, then
 //! the dataset (classes, ignored count, shards, samples), then an FNV-1a checksum of all of it.
 
-use super::jpeg::{self, Coding, HeaderError, JpegInfo, Subsampling};
+use crate::codec::jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
+use crate::codec::{ImageFormat, ImageInfo};
 use super::{Entry, Location, SampleMeta, SourceKind};
 use crate::error::{Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -27,7 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"STOKEIX\0";
-const VERSION: u32 = 1;
+/// 2: samples in any sniffed format (PNG besides JPEG).
+const VERSION: u32 = 2;
 /// Prefix lengths tried in turn to find a header: almost every JPEG's header fits in the first;
 /// big EXIF thumbnails or ICC profiles need the second; a DNL height needs the whole file.
 pub(crate) const HEADER_READS: [usize; 2] = [8 << 10, 256 << 10];
@@ -149,13 +151,13 @@ pub(crate) fn header_of(
     total: u64,
     buf: &mut Vec<u8>,
     mut read: impl FnMut(usize, &mut Vec<u8>) -> std::io::Result<()>,
-) -> std::io::Result<std::result::Result<JpegInfo, HeaderError>> {
+) -> std::io::Result<std::result::Result<ImageInfo, HeaderError>> {
     let total = usize::try_from(total).unwrap_or(usize::MAX);
     let mut step = 0;
     loop {
         let len = HEADER_READS.get(step).copied().unwrap_or(total).min(total);
         read(len, buf)?;
-        let r = jpeg::parse(buf);
+        let r = crate::codec::parse_info(buf);
         // Stop unless the parser ran out of bytes and there are more to read.
         if !matches!(r, Err(HeaderError::Truncated { .. })) || buf.len() < len || len == total {
             return Ok(r);
@@ -259,6 +261,9 @@ impl<'a> R<'a> {
     }
 }
 
+/// Formats of samples stored without JPEG facts, by their index in the file.
+const FORMATS: [ImageFormat; 2] = [ImageFormat::Png, ImageFormat::Jpeg];
+
 const CODINGS: [Coding; 8] = [
     Coding::Baseline,
     Coding::Extended,
@@ -310,7 +315,15 @@ fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
             }
         }
         match (&m.info, &m.header_error) {
-            (Some(i), _) => {
+            (Some(ImageInfo { jpeg: None, format, width, height, components, orientation }), _) => {
+                w.u8(3);
+                w.u8(FORMATS.iter().position(|f| f == format).unwrap_or(0) as u8);
+                w.u32(*width);
+                w.u32(*height);
+                w.u8(*components);
+                w.u8(*orientation);
+            }
+            (Some(ImageInfo { jpeg: Some(i), .. }), _) => {
                 w.u8(1);
                 w.u32(i.width);
                 w.u32(i.height);
@@ -409,9 +422,14 @@ fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
                     restart_interval,
                     dnl: flags & 4 != 0,
                 };
-                (Some(info), None)
+                (Some(ImageInfo::from(info)), None)
             }
             2 => (None, Some(r.str()?.into_boxed_str())),
+            3 => {
+                let format = *FORMATS.get(r.u8()? as usize)?;
+                let info = ImageInfo { format, width: r.u32()?, height: r.u32()?, components: r.u8()?, orientation: r.u8()?, jpeg: None };
+                (Some(info), None)
+            }
             _ => return None,
         };
         samples.push(SampleMeta { key, label, len, location, info, header_error });

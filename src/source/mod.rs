@@ -1,5 +1,5 @@
 //! Dataset sources and the header index: where every sample's compressed bytes live, its label,
-//! and what its JPEG header says.
+//! and what its image header says.
 //!
 //! | source | path given to [`Dataset::open`] | key of a sample |
 //! |---|---|---|
@@ -11,16 +11,26 @@
 //! parallel pass over the headers) and saves it; see `index.rs`.
 //!
 //! # Folder
-//! torchvision's ImageFolder convention: classes sorted by name get labels `0..C`; `.jpg` /
-//! `.jpeg` files in any case, at any depth, are samples; other files are ignored and counted.
+//! torchvision's ImageFolder convention: classes sorted by name get labels `0..C`; image files
+//! (`.jpg`, `.jpeg`, `.png` in any case, at any depth) are samples; other files are ignored and counted.
 
 mod folder;
 mod index;
-pub mod jpeg;
 mod list;
 pub mod tar;
 
-pub use jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
+pub use crate::codec::jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
+pub use crate::codec::{ImageFormat, ImageInfo};
+
+/// File extensions (lowercase) of the files and tar members that are samples. The name only
+/// selects candidates: the format is sniffed from the bytes, so a PNG named `.JPEG` is read
+/// as the PNG it is.
+pub const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+
+/// True for one of [`IMAGE_EXTENSIONS`], in any case.
+pub(crate) fn is_image_extension(ext: &str) -> bool {
+    IMAGE_EXTENSIONS.iter().any(|e| ext.eq_ignore_ascii_case(e))
+}
 
 use crate::error::{Error, Result};
 use std::fs::File;
@@ -68,9 +78,9 @@ pub struct SampleMeta {
     pub len: u64,
     /// Where the bytes are.
     pub location: Location,
-    /// The JPEG header facts; `None` when the header could not be parsed.
-    pub info: Option<JpegInfo>,
-    /// Why the header could not be parsed (not a JPEG, truncated, malformed).
+    /// The image header facts; `None` when the header could not be parsed.
+    pub info: Option<ImageInfo>,
+    /// Why the header could not be parsed (no supported format, truncated, malformed).
     pub header_error: Option<Box<str>>,
 }
 
@@ -159,7 +169,7 @@ fn detect(path: &Path) -> Result<SourceKind> {
         (false, true) => Ok(SourceKind::Tar),
         (false, false) => Err(Error::dataset(
             path,
-            "no class folders: expected one subfolder per class holding .jpg/.jpeg files (ImageFolder layout), or .tar shards",
+            "no class folders: expected one subfolder per class holding image files (.jpg/.jpeg/.png; ImageFolder layout), or .tar shards",
         )),
     }
 }
@@ -307,7 +317,7 @@ impl Dataset {
         &self.classes
     }
 
-    /// Files (or tar members) that are not `.jpg`/`.jpeg` samples.
+    /// Files (or tar members) that are not image samples (see [`IMAGE_EXTENSIONS`]).
     pub fn ignored(&self) -> u64 {
         self.ignored
     }

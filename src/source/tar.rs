@@ -1,4 +1,4 @@
-//! Tar shards, WebDataset convention: members `key.jpg` (or `.jpeg`) with an optional
+//! Tar shards, WebDataset convention: members `key.jpg` (or `.jpeg`, `.png`: the format is sniffed from the bytes) with an optional
 //! `key.cls` holding the integer label, where the key is the member path up to the first dot
 //! of its file name. A dataset is a brace pattern (`train-{0000..0127}.tar`), one `.tar`, or a
 //! folder of `.tar` files.
@@ -296,7 +296,7 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
     }
     if entries.is_empty() {
         let at = if shards.len() == 1 { shards[0].as_path() } else { root };
-        return Err(Error::dataset(at, format!("empty dataset: the {} shard(s) hold no .jpg/.jpeg members", shards.len())));
+        return Err(Error::dataset(at, format!("empty dataset: the {} shard(s) hold no image (.jpg/.jpeg/.png) members", shards.len())));
     }
     if any_label {
         if let Some((k, i)) = unlabeled {
@@ -325,23 +325,23 @@ fn read_class_names(root: &Path) -> Option<Vec<String>> {
 pub const CLASSES_FILE: &str = "classes.txt";
 
 /// The samples of one shard (keys without the shard stem; labels −1 where no `.cls`), and the
-/// number of members that are neither `.jpg`/`.jpeg` nor `.cls`.
+/// number of members that are neither images ([`super::IMAGE_EXTENSIONS`]) nor `.cls`.
 fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
     let file = File::open(shard).map_err(|e| Error::io(shard, e))?;
     let file_len = file.metadata().map_err(|e| Error::io(shard, e))?.len();
     let ms = members(shard, &file, file_len)?;
     let mut entries: Vec<Entry> = Vec::new();
-    let mut by_key: HashMap<&str, u64> = HashMap::new(); // key → offset of its JPEG
+    let mut by_key: HashMap<&str, u64> = HashMap::new(); // key → offset of its image
     let mut labels: HashMap<&str, (i64, u64)> = HashMap::new();
     let mut ignored = 0u64;
     for m in &ms {
         let (key, ext) = split_key(&m.name);
         let ext = ext.to_ascii_lowercase();
-        if ext == "jpg" || ext == "jpeg" {
+        if super::is_image_extension(&ext) {
             if let Some(&first) = by_key.get(key) {
                 return Err(Error::dataset(
                     shard,
-                    format!("duplicate keys: {key:?} has JPEG members at byte {first} and at byte {}", m.offset),
+                    format!("duplicate keys: {key:?} has image members at byte {first} and at byte {}", m.offset),
                 ));
             }
             by_key.insert(key, m.offset);

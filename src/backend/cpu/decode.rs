@@ -28,63 +28,15 @@
 
 use std::cell::RefCell;
 use std::ffi::CStr;
+use crate::codec::ImageFormat;
 use turbojpeg_sys as tj;
 
-/// What kind of failure a [`DecodeError`] is.
+pub use crate::codec::{DecodeError, DecodeErrorKind, DecodedImage};
+
+/// What libjpeg-turbo needs of a JPEG header to decode it (the header facts the index and the
+/// routing use come from [`crate::codec::jpeg::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodeErrorKind {
-    /// The bytes are not a JPEG stream (no SOI marker, or no frame header).
-    NotJpeg,
-    /// The stream ends before the image does.
-    Truncated,
-    /// The stream is damaged beyond what libjpeg-turbo recovers from.
-    Corrupt,
-    /// A valid JPEG of a kind stoke does not decode (12/16-bit precision, hierarchical, ...).
-    Unsupported,
-    /// The header announces more pixels than the configured guard allows.
-    TooLarge,
-}
-
-/// Why an image could not be decoded. The message is a lowercase sentence with the numbers
-/// involved; the caller adds the file name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct DecodeError {
-    /// Category, for policies and statistics.
-    pub kind: DecodeErrorKind,
-    /// What went wrong.
-    pub message: String,
-}
-
-impl DecodeError {
-    fn new(kind: DecodeErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
-    }
-}
-
-/// A decoded image, or a region of it, as stored (before EXIF orientation). Buffers are
-/// reused from call to call.
-#[derive(Clone, Debug, Default)]
-pub struct DecodedImage {
-    /// Stored width of the whole image.
-    pub width: u32,
-    /// Stored height of the whole image.
-    pub height: u32,
-    /// Left edge of the decoded region (0 for a full decode).
-    pub region_x: u32,
-    /// Top edge of the decoded region.
-    pub region_y: u32,
-    /// Width of the decoded region (`width` for a full decode).
-    pub region_w: u32,
-    /// Height of the decoded region.
-    pub region_h: u32,
-    /// Interleaved RGB of the region, `region_w · 3` bytes per row.
-    pub rgb: Vec<u8>,
-}
-
-/// Facts from a JPEG header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JpegHeader {
+struct JpegHeader {
     /// Stored width.
     pub width: u32,
     /// Stored height.
@@ -145,7 +97,7 @@ impl Handle {
         let kind = if lower.contains("premature end of jpeg file") || lower.contains("truncated") {
             DecodeErrorKind::Truncated
         } else if lower.contains("not a jpeg") || lower.contains("soi") && lower.contains("not") {
-            DecodeErrorKind::NotJpeg
+            DecodeErrorKind::UnknownFormat
         } else if lower.contains("unsupported") || lower.contains("not supported") || lower.contains("precision") {
             DecodeErrorKind::Unsupported
         } else if lower.contains("exceeds the limit") || lower.contains("maximum") {
@@ -214,7 +166,7 @@ fn scan_markers(b: &[u8]) -> Result<Frame, DecodeError> {
     if b.len() < 4 || b[0] != 0xFF || b[1] != 0xD8 {
         let head: Vec<String> = b.iter().take(4).map(|x| format!("{x:02x}")).collect();
         return Err(DecodeError::new(
-            DecodeErrorKind::NotJpeg,
+            DecodeErrorKind::UnknownFormat,
             format!("not a jpeg: expected the start-of-image marker ff d8, found [{}] ({} bytes)", head.join(" "), b.len()),
         ));
     }
@@ -349,11 +301,6 @@ fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], inverted: bool) {
     }
 }
 
-/// Read the header only: size, precision, iMCU width. Checks nothing else.
-pub fn read_header(bytes: &[u8]) -> Result<JpegHeader, DecodeError> {
-    with_handle(|h| h.header(bytes))
-}
-
 /// Decode the whole image to RGB into `out` (buffers reused). `max_pixels` is the
 /// decoded-size guard, checked from the header before anything is allocated.
 pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Result<(), DecodeError> {
@@ -379,7 +326,8 @@ pub fn decode_rgb_region(
 /// Decode the whole image reduced by `denom` (1, 2, 4 or 8) in the DCT domain (libjpeg-turbo's
 /// scaled inverse DCT: much less work for large images). `out.width × out.height` is the
 /// reduced size, `ceil(w / denom) × ceil(h / denom)`. The pixels are not those of a full decode
-/// followed by a resize; see [`crate::backend::cpu`] for where the backend uses it.
+/// followed by a resize; see [`crate::backend::cpu`] for where the backend uses it. Formats
+/// without DCT scaling (PNG) are decoded whole at full size.
 pub fn decode_rgb_scaled(bytes: &[u8], max_pixels: u64, denom: u32, out: &mut DecodedImage) -> Result<(), DecodeError> {
     if ![1, 2, 4, 8].contains(&denom) {
         return Err(DecodeError::new(DecodeErrorKind::Unsupported, format!("scale 1/{denom} is not one of 1, 1/2, 1/4, 1/8")));
@@ -394,6 +342,19 @@ fn decode_inner(
     denom: u32,
     out: &mut DecodedImage,
 ) -> Result<(), DecodeError> {
+    match crate::codec::sniff(bytes) {
+        Some(ImageFormat::Jpeg) => {}
+        // Formats without region or DCT-scaled decoding are decoded whole; `out.region_*`
+        // and `out.width/height` say so, which both callers handle.
+        Some(ImageFormat::Png) => return crate::codec::png::decode_rgb(bytes, max_pixels, out),
+        None => {
+            let head: Vec<String> = bytes.iter().take(4).map(|x| format!("{x:02x}")).collect();
+            return Err(DecodeError::new(
+                DecodeErrorKind::UnknownFormat,
+                format!("not a supported image format (jpeg, png): starts with [{}] ({} bytes)", head.join(" "), bytes.len()),
+            ));
+        }
+    }
     with_handle(|h| {
         let hdr = h.header(bytes)?;
         let pixels = hdr.width as u64 * hdr.height as u64;
@@ -497,12 +458,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn non_jpeg_bytes_are_named_as_such() {
+    fn unknown_bytes_are_named_as_such() {
         let mut out = DecodedImage::default();
-        let e = decode_rgb(b"\x89PNG\r\n\x1a\n....", 1 << 20, &mut out).unwrap_err();
-        assert_eq!(e.kind, DecodeErrorKind::NotJpeg);
-        assert!(e.message.contains("89 50 4e 47"), "{e}");
+        let e = decode_rgb(b"GIF89a....", 1 << 20, &mut out).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::UnknownFormat);
+        assert!(e.message.contains("not a supported image format") && e.message.contains("47 49 46 38"), "{e}");
         let e = decode_rgb(b"", 1 << 20, &mut out).unwrap_err();
-        assert_eq!(e.kind, DecodeErrorKind::NotJpeg);
+        assert_eq!(e.kind, DecodeErrorKind::UnknownFormat);
     }
 }

@@ -60,6 +60,8 @@ struct Report {
     /// The most common stored resolutions "WxH" → count (top 10).
     top_resolutions: Vec<(String, u64)>,
     max_pixels: u64,
+    /// Sniffed format ("jpeg", "png") → count.
+    formats: BTreeMap<String, u64>,
     subsampling: BTreeMap<String, u64>,
     coding: BTreeMap<String, u64>,
     precision: BTreeMap<u8, u64>,
@@ -114,6 +116,7 @@ fn report(d: &Dataset) -> Report {
         shorter_side_histogram: Vec::new(),
         top_resolutions: Vec::new(),
         max_pixels: 0,
+        formats: BTreeMap::new(),
         subsampling: BTreeMap::new(),
         coding: BTreeMap::new(),
         precision: BTreeMap::new(),
@@ -137,16 +140,18 @@ fn report(d: &Dataset) -> Report {
                 sides.entry(k).or_insert((name, 0)).1 += 1;
                 *res.entry((info.width, info.height)).or_default() += 1;
                 r.max_pixels = r.max_pixels.max(info.pixels());
-                *r.subsampling.entry(info.subsampling.name().to_string()).or_default() += 1;
-                *r.coding.entry(info.coding.name().to_string()).or_default() += 1;
-                *r.precision.entry(info.precision).or_default() += 1;
-                r.cmyk += info.is_cmyk() as u64;
+                *r.formats.entry(info.format.name().to_string()).or_default() += 1;
                 r.gray += info.is_gray() as u64;
                 r.exif_rotated += (info.orientation != 1) as u64;
-                // What nvJPEG's hardware engine takes: baseline 8-bit, 1 or 3 components.
-                r.hw_decodable += (info.coding == stoke::source::Coding::Baseline
-                    && info.precision == 8
-                    && matches!(info.components, 1 | 3)) as u64;
+                if let Some(j) = &info.jpeg {
+                    *r.subsampling.entry(j.subsampling.name().to_string()).or_default() += 1;
+                    *r.coding.entry(j.coding.name().to_string()).or_default() += 1;
+                    *r.precision.entry(j.precision).or_default() += 1;
+                    r.cmyk += j.is_cmyk() as u64;
+                    // What nvJPEG's hardware engine takes: baseline 8-bit, 1 or 3 components.
+                    r.hw_decodable +=
+                        (j.coding == stoke::source::Coding::Baseline && j.precision == 8 && matches!(j.components, 1 | 3)) as u64;
+                }
             }
             None => r.not_decodable.push(BadHeader {
                 key: s.key.clone(),
@@ -169,7 +174,7 @@ fn print_text(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
     writeln!(w, "dataset      {} ({:?}{})", r.dataset, r.kind, if r.shards > 0 { format!(", {} shards", r.shards) } else { String::new() })?;
     writeln!(w, "samples      {}  ({:.1} MiB compressed)", r.samples, r.compressed_bytes as f64 / (1 << 20) as f64)?;
-    writeln!(w, "ignored      {} files that are not .jpg/.jpeg", r.ignored_files)?;
+    writeln!(w, "ignored      {} files that are not images (.jpg/.jpeg/.png)", r.ignored_files)?;
     match &r.index {
         Some(p) => writeln!(w, "index        {} ({})", p, if r.index_reused { "reused" } else { "built" })?,
         None => writeln!(w, "index        not saved (no writable location)")?,
@@ -201,11 +206,12 @@ fn print_text(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         writeln!(w, "  {b:<14} {n:>9}  {:5.1}%", pct(*n))?;
     }
     writeln!(w, "largest      {} pixels", r.max_pixels)?;
+    writeln!(w, "formats      {}", r.formats.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))?;
     writeln!(w, "subsampling  {}", r.subsampling.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))?;
     writeln!(w, "coding       {}", r.coding.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))?;
     writeln!(w, "precision    {}", r.precision.iter().map(|(k, v)| format!("{k}-bit: {v}")).collect::<Vec<_>>().join(", "))?;
     writeln!(w, "cmyk {}  gray {}  exif-rotated {}  hw-decodable (baseline 8-bit) {}", r.cmyk, r.gray, r.exif_rotated, r.hw_decodable)?;
-    writeln!(w, "not decodable JPEG headers: {}", r.not_decodable.len())?;
+    writeln!(w, "not decodable headers: {}", r.not_decodable.len())?;
     const BAD_SHOWN: usize = 50;
     for b in r.not_decodable.iter().take(BAD_SHOWN) {
         writeln!(w, "  {} ({}): {}", b.key, b.location, b.reason)?;

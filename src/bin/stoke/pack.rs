@@ -1,5 +1,5 @@
 //! `stoke pack SRC OUT [--shard-size 256MiB]`: a folder or file list → tar shards
-//! (WebDataset layout: `key.jpg` + `key.cls`), labels kept, class names in `classes.txt`, and
+//! (WebDataset layout: `key.jpg` or `key.png` by the sniffed format, + `key.cls`), labels kept, class names in `classes.txt`, and
 //! the shards' index built beside them.
 
 use std::collections::HashMap;
@@ -116,7 +116,13 @@ pub fn run(args: Args) -> stoke::Result<()> {
             ));
         }
         let p = shard_path(&args.out, &args.prefix, shard_no);
-        w.append(&format!("{stem}.jpg"), &buf).map_err(|e| Error::io(&p, e))?;
+        // The member's extension says the sniffed format (a PNG named .JPEG becomes key.png);
+        // bytes in no known format keep .jpg and are refused by the index as before.
+        let ext = match stoke::codec::sniff(&buf) {
+            Some(stoke::codec::ImageFormat::Png) => "png",
+            _ => "jpg",
+        };
+        w.append(&format!("{stem}.{ext}"), &buf).map_err(|e| Error::io(&p, e))?;
         if m.label >= 0 {
             w.append(&format!("{stem}.cls"), m.label.to_string().as_bytes()).map_err(|e| Error::io(&p, e))?;
         }

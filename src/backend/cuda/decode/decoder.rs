@@ -543,7 +543,13 @@ impl GpuDecoder {
 
     /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
     pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
-        let info = crate::source::jpeg::parse(bytes).ok();
+        // The format comes from the bytes, never the name: only JPEG goes to nvJPEG; a PNG
+        // (ImageNet holds one under a .JPEG name) or anything else takes the CPU route, which
+        // decodes what the codec knows and names what it does not.
+        let info = match crate::codec::sniff(bytes) {
+            Some(crate::codec::ImageFormat::Jpeg) => crate::codec::jpeg::parse(bytes).ok(),
+            _ => None,
+        };
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);

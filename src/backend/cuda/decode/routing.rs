@@ -1,7 +1,7 @@
 //! Which decoder takes an image, from its header alone, and how the hardware-engine calls
 //! are sized.
 
-use crate::source::jpeg::{Coding, JpegInfo, Subsampling};
+use crate::codec::jpeg::{Coding, JpegInfo, Subsampling};
 
 /// Which decoder takes an image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl std::fmt::Display for Reject {
 }
 
 /// Whether an image can go to a GPU decoder at all, and whether the hardware engine is worth
-/// asking (`Some(true)`) — from the header alone (`source::jpeg::parse`). `None` facts (a
+/// asking (`Some(true)`) — from the header alone (`codec::jpeg::parse`). `None` facts (a
 /// header our parser refused) go to the CPU decoder, which produces the message if it fails.
 pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<bool>, Reject> {
     let Some(f) = info else { return Ok(None) };

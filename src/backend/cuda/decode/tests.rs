@@ -1,7 +1,7 @@
 use super::*;
 use super::canary::canary_ffi;
 use crate::augment::params::{AugParams, FILTER_BICUBIC};
-use crate::source::jpeg::{Coding, JpegInfo, Subsampling};
+use crate::codec::jpeg::{Coding, JpegInfo, Subsampling};
 
 fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
     JpegInfo {

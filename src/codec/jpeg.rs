@@ -163,11 +163,14 @@ impl JpegInfo {
     }
 }
 
-/// Why the bytes are not a usable JPEG header.
+/// Why the bytes are not a usable image header (JPEG, or PNG through [`crate::codec::parse_info`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeaderError {
     /// The bytes do not start with a JPEG SOI marker; says what they look like instead.
     NotJpeg(String),
+    /// The bytes are in no format stoke decodes (from [`crate::codec::parse_info`]); says what
+    /// they look like instead.
+    UnknownFormat(String),
     /// The bytes ended at `at` while the header needed more; a longer prefix may parse.
     Truncated {
         /// How many bytes were available.
@@ -188,8 +191,9 @@ impl fmt::Display for HeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HeaderError::NotJpeg(what) => write!(f, "not a JPEG: {what}"),
-            HeaderError::Truncated { at, context } => write!(f, "JPEG header truncated at byte {at} (reading {context})"),
-            HeaderError::Invalid { at, message } => write!(f, "bad JPEG header at byte {at}: {message}"),
+            HeaderError::UnknownFormat(what) => write!(f, "not a supported image format (jpeg, png): {what}"),
+            HeaderError::Truncated { at, context } => write!(f, "image header truncated at byte {at} (reading {context})"),
+            HeaderError::Invalid { at, message } => write!(f, "bad image header at byte {at}: {message}"),
         }
     }
 }
@@ -197,7 +201,7 @@ impl fmt::Display for HeaderError {
 impl std::error::Error for HeaderError {}
 
 /// Describe bytes that are not a JPEG by their magic number.
-fn describe_non_jpeg(b: &[u8]) -> String {
+pub(crate) fn describe_non_jpeg(b: &[u8]) -> String {
     if b.is_empty() {
         return "the file is empty".into();
     }
@@ -483,7 +487,7 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                 let (width, mut height, mut dnl) = (outer.width as u32, outer.height as u32, false);
                 if height == 0 {
                     height = find_dnl(b, next).map_err(|e| match e {
-                        HeaderError::Invalid { .. } | HeaderError::NotJpeg(_) => e,
+                        HeaderError::Invalid { .. } | HeaderError::NotJpeg(_) | HeaderError::UnknownFormat(_) => e,
                         HeaderError::Truncated { at, .. } => HeaderError::Truncated {
                             at,
                             context: "scan data: the SOF height is 0, looking for the DNL marker",
