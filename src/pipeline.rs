@@ -101,6 +101,7 @@ pub struct Pipeline {
     dataset: Arc<Dataset>,
     steps: u64,
     threads: usize,
+    on_gpu: bool,
     shared: Arc<Shared>,
     commands: Option<Sender<Command>>,
     batches: Option<Receiver<Msg>>,
@@ -122,6 +123,7 @@ impl Pipeline {
         config.validate()?;
         let backend = AnyBackend::new(&config, &dataset)?;
         let threads = backend.threads();
+        let on_gpu = backend.held_bytes() != (0, 0);
         let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
@@ -138,6 +140,7 @@ impl Pipeline {
             dataset,
             steps,
             threads,
+            on_gpu,
             shared,
             commands: Some(cmd_tx),
             batches: Some(out_rx),
@@ -166,6 +169,12 @@ impl Pipeline {
     /// Decode/augment worker threads.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Whether batches come from the CUDA backend (device batches); `backend: auto` decides
+    /// when the pipeline is built.
+    pub fn is_cuda(&self) -> bool {
+        self.on_gpu
     }
 
     /// Start (or restart) `epoch` at batch `start_step`: resume without replaying. Whatever was

@@ -1,0 +1,616 @@
+//! `stoke._stoke`: the Python face of the Rust crate. Thin by design: [`Loader`] wraps a
+//! [`stoke::pipeline::Pipeline`], each batch is shared by an images and a labels [`Tensor`]
+//! exported through DLPack without a copy, and the batch goes back to stoke when the last
+//! tensor viewing it is gone.
+//!
+//! Held batches: a batch the consumer still holds is never overwritten (it owns its host buffer
+//! or its device ring slot until its last reference dies). The ring is sized for
+//! `max_held_batches` batches held at once plus the pipeline's prefetch; asking for a batch
+//! while `max_held_batches` are held raises an error naming the bound instead of blocking.
+
+mod dlpack;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
+use stoke::batch::{Batch, Images};
+use stoke::config::{AugmentSpec, BackendKind, CropMode, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling, WeightSource};
+use stoke::pipeline::Pipeline;
+
+pyo3::create_exception!(_stoke, SampleError, PyRuntimeError, "A sample could not be read or decoded under on_error='fail'; the message names its key, file, shard and offset.");
+
+/// One delivered batch, shared by its tensors. Dropping the last reference sends it back to
+/// the loader (host buffers are reused; a device batch's ring slot is released on the stream
+/// its consumer waited on).
+struct Held {
+    batch: Option<Batch>,
+    back: Sender<Batch>,
+    held: Arc<AtomicUsize>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(b) = self.batch.take() {
+            let _ = self.back.send(b); // the loader may be gone: then the batch is simply freed
+        }
+        self.held.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: a `Held` is never mutated after it is shared (Drop has `&mut`); the batch's device
+// images are only read through `&` (their consumer stream is behind a mutex) and its host
+// bytes are plain memory.
+unsafe impl Sync for Held {}
+
+fn held(h: &Arc<Held>) -> &Batch {
+    h.batch.as_ref().expect("a shared batch is present until dropped")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Images,
+    Labels,
+}
+
+/// A zero-copy view of a batch's images or labels: pass it to `torch.from_dlpack`,
+/// `np.from_dlpack` or `cupy.from_dlpack`.
+#[pyclass(module = "stoke", frozen)]
+struct Tensor {
+    batch: Arc<Held>,
+    part: Part,
+}
+
+impl Tensor {
+    fn view(&self) -> View {
+        let b = held(&self.batch);
+        let n = b.len() as i64;
+        let (w, h) = b.image_size();
+        let (w, h) = (w as i64, h as i64);
+        let img_shape = match b.layout {
+            Layout::Nchw => vec![n, 3, h, w],
+            Layout::Nhwc => vec![n, h, w, 3],
+        };
+        let dtype = match b.dtype {
+            DType::F32 => DLDataType { code: KDL_FLOAT, bits: 32, lanes: 1 },
+            DType::F16 => DLDataType { code: KDL_FLOAT, bits: 16, lanes: 1 },
+            DType::Bf16 => DLDataType { code: KDL_BFLOAT, bits: 16, lanes: 1 },
+        };
+        let i64t = DLDataType { code: KDL_INT, bits: 64, lanes: 1 };
+        let owner: Arc<dyn Send + Sync> = self.batch.clone();
+        match (&b.images, self.part) {
+            (Images::Host(v), Part::Images) => {
+                View { owner, data: v.as_ptr() as u64, device: DLDevice { device_type: KDL_CPU, device_id: 0 }, dtype, shape: img_shape }
+            }
+            (Images::Host(_), Part::Labels) => View {
+                owner,
+                data: b.labels.as_ptr() as u64,
+                device: DLDevice { device_type: KDL_CPU, device_id: 0 },
+                dtype: i64t,
+                shape: vec![n],
+            },
+            (Images::Device(d), part) => {
+                let device = DLDevice { device_type: KDL_CUDA, device_id: d.context().ordinal() as i32 };
+                match part {
+                    Part::Images => View { owner, data: d.images_ptr(), device, dtype, shape: img_shape },
+                    Part::Labels => View { owner, data: d.labels_ptr(), device, dtype: i64t, shape: vec![n] },
+                }
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl Tensor {
+    /// DLPack export (Python array API). On CUDA, `stream` (an int handle; 1 = legacy default,
+    /// 2 = per-thread default, None = legacy default, -1 = no synchronisation) is made to wait
+    /// on the batch's ready event on the device: the host never waits.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<PyObject> {
+        let view = self.view();
+        dlpack::check_request(view.device, dl_device, copy)?;
+        if let Images::Device(d) = &held(&self.batch).images {
+            let s = stream.unwrap_or(1);
+            if s == 0 {
+                return Err(PyValueError::new_err("stream=0 is ambiguous for CUDA in the DLPack protocol; pass 1 (legacy default), 2 (per-thread default) or a stream handle"));
+            }
+            if s != -1 {
+                // SAFETY: the consumer passed a stream of its own on this device (the protocol's
+                // contract); it outlives the tensor, whose release is recorded on it.
+                unsafe { d.wait_on_raw(s as usize as cudarc::driver::sys::CUstream) }
+                    .map_err(|e| PyRuntimeError::new_err(format!("making stream {s:#x} wait for the batch: {e}")))?;
+            }
+        } else if stream.is_some_and(|s| s != -1) {
+            return Err(PyValueError::new_err(format!("stream={stream:?} was given for a CPU tensor (the protocol wants None)")));
+        }
+        let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+        dlpack::capsule(py, view, versioned)
+    }
+
+    /// `(device_type, device_id)`: `(1, 0)` for CPU, `(2, ordinal)` for CUDA.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        let d = self.view().device;
+        (d.device_type, d.device_id)
+    }
+
+    /// Shape as a tuple.
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.view().shape
+    }
+
+    /// Element type name: "float32", "float16", "bfloat16" or "int64".
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        match (self.part, held(&self.batch).dtype) {
+            (Part::Labels, _) => "int64",
+            (_, DType::F32) => "float32",
+            (_, DType::F16) => "float16",
+            (_, DType::Bf16) => "bfloat16",
+        }
+    }
+
+    /// "cpu" or "cuda:N".
+    #[getter]
+    fn device(&self) -> String {
+        let d = self.view().device;
+        if d.device_type == KDL_CUDA {
+            format!("cuda:{}", d.device_id)
+        } else {
+            "cpu".into()
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("stoke.Tensor(shape={:?}, dtype={}, device={})", self.shape(), self.dtype(), self.device())
+    }
+}
+
+/// Every keyword `Loader` takes.
+const OPTIONS: &[&str] = &[
+    "device", "preset", "size", "dtype", "layout", "seed", "epoch", "shuffle", "drop_last", "on_error", "rank", "world_size",
+    "threads", "reader_threads", "prefetch", "decoders", "decode_only", "gpu_memory_budget", "exif", "dct_scaling", "filter",
+    "antialias", "hflip", "vflip", "rotate", "rotate_interp", "fill", "scale", "ratio", "mean", "std", "class_balanced",
+    "class_weights", "epoch_length", "max_held_batches", "config",
+];
+
+/// Options as the CLI has them, under the same names (Python spelling).
+fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> PyResult<(PipelineConfig, usize, u64)> {
+    let bad = |name: &str, v: String, want: &str| PyValueError::new_err(format!("{name}={v}: {want}"));
+    let get = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> { o.get_item(name).map(|v| v.filter(|v| !v.is_none())) };
+    macro_rules! opt {
+        ($name:literal, $t:ty) => {
+            match get($name)? {
+                None => None,
+                Some(v) => Some(v.extract::<$t>().map_err(|_| {
+                    PyTypeError::new_err(format!("{}={}: expected {}", $name, v.repr().map(|r| r.to_string()).unwrap_or_default(), stringify!($t)))
+                })?),
+            }
+        };
+    }
+    for k in o.keys() {
+        let k: String = k.extract()?;
+        if !OPTIONS.contains(&k.as_str()) {
+            return Err(PyTypeError::new_err(format!("Loader() got an unexpected keyword argument {k:?} (options: {})", OPTIONS.join(", "))));
+        }
+    }
+    let mut c = PipelineConfig::new(source);
+    if batch_size == 0 {
+        return Err(bad("batch_size", "0".into(), "must be at least 1"));
+    }
+    c.batch_size = batch_size;
+    let size = opt!("size", u32).unwrap_or(224);
+    c.augment = match opt!("preset", String).as_deref().unwrap_or("train") {
+        "train" => AugmentSpec::train(size),
+        "eval" => AugmentSpec::eval(size),
+        p => return Err(bad("preset", format!("{p:?}"), "expected 'train' or 'eval'")),
+    };
+    c.backend = match opt!("device", String).as_deref().unwrap_or("auto") {
+        "auto" => BackendKind::Auto,
+        "cuda" => BackendKind::Cuda,
+        "cpu" => BackendKind::Cpu,
+        d => {
+            if let Some(n) = d.strip_prefix("cuda:").and_then(|n| n.parse::<usize>().ok()) {
+                c.device = n;
+                BackendKind::Cuda
+            } else {
+                return Err(bad("device", format!("{d:?}"), "expected 'auto', 'cuda', 'cuda:N' or 'cpu'"));
+            }
+        }
+    };
+    c.output.dtype = match opt!("dtype", String).as_deref().unwrap_or("float32") {
+        "float32" | "f32" => DType::F32,
+        "float16" | "f16" => DType::F16,
+        "bfloat16" | "bf16" => DType::Bf16,
+        d => return Err(bad("dtype", format!("{d:?}"), "expected 'float32', 'float16' or 'bfloat16'")),
+    };
+    c.output.layout = match opt!("layout", String).as_deref().unwrap_or("nchw") {
+        "nchw" => Layout::Nchw,
+        "nhwc" => Layout::Nhwc,
+        l => return Err(bad("layout", format!("{l:?}"), "expected 'nchw' or 'nhwc'")),
+    };
+    c.on_error = match opt!("on_error", String).as_deref().unwrap_or("skip") {
+        "skip" => OnError::Skip,
+        "fail" => OnError::Fail,
+        e => return Err(bad("on_error", format!("{e:?}"), "expected 'skip' or 'fail'")),
+    };
+    c.gpu_decoders = match opt!("decoders", String).as_deref().unwrap_or("all") {
+        "all" => GpuDecoders::All,
+        "hw" => GpuDecoders::Hw,
+        "cuda" => GpuDecoders::Cuda,
+        d => return Err(bad("decoders", format!("{d:?}"), "expected 'all', 'hw' or 'cuda'")),
+    };
+    c.seed = opt!("seed", u64).unwrap_or(0);
+    c.shuffle = opt!("shuffle", bool).unwrap_or(true);
+    c.drop_last = opt!("drop_last", bool).unwrap_or(false);
+    let env = |name: &str, default: usize| -> PyResult<usize> {
+        match std::env::var(name) {
+            Ok(v) => v.trim().parse().map_err(|_| bad(name, format!("{v:?}"), "the environment variable must be a non-negative integer")),
+            Err(_) => Ok(default),
+        }
+    };
+    c.rank = match opt!("rank", usize) {
+        Some(r) => r,
+        None => env("RANK", 0)?,
+    };
+    c.world_size = match opt!("world_size", usize) {
+        Some(w) => w,
+        None => env("WORLD_SIZE", 1)?,
+    };
+    if let Some(t) = opt!("threads", usize) {
+        c.cpu_threads = t;
+    }
+    if let Some(t) = opt!("reader_threads", usize) {
+        c.reader_threads = t;
+    }
+    if let Some(p) = opt!("prefetch", usize) {
+        c.prefetch_batches = p;
+    }
+    if let Some(b) = opt!("gpu_memory_budget", u64) {
+        c.gpu_memory_budget = b;
+    }
+    c.decode_only = opt!("decode_only", bool).unwrap_or(false);
+    c.augment.apply_exif = opt!("exif", bool).unwrap_or(true);
+    c.cpu_dct_scaling = opt!("dct_scaling", bool).unwrap_or(false);
+    let a = &mut c.augment;
+    if let Some(f) = opt!("filter", String) {
+        a.filter = match f.as_str() {
+            "bilinear" => stoke::augment::params::FILTER_BILINEAR,
+            "bicubic" => stoke::augment::params::FILTER_BICUBIC,
+            f => return Err(bad("filter", format!("{f:?}"), "expected 'bilinear' or 'bicubic'")),
+        };
+    }
+    if let Some(aa) = opt!("antialias", bool) {
+        a.antialias = aa;
+    }
+    if let Some(p) = opt!("hflip", f64) {
+        a.hflip_p = p;
+    }
+    if let Some(p) = opt!("vflip", f64) {
+        a.vflip_p = p;
+    }
+    if let Some(r) = opt!("rotate", (f32, f32)) {
+        a.rotate_deg = r;
+    }
+    if let Some(i) = opt!("rotate_interp", String) {
+        a.rotate_interp = match i.as_str() {
+            "nearest" => stoke::augment::params::ROT_NEAREST,
+            "bilinear" => stoke::augment::params::ROT_BILINEAR,
+            i => return Err(bad("rotate_interp", format!("{i:?}"), "expected 'nearest' or 'bilinear'")),
+        };
+    }
+    if let Some(f) = opt!("fill", [f32; 3]) {
+        a.fill = f;
+    }
+    let (scale, ratio) = (opt!("scale", (f64, f64)), opt!("ratio", (f64, f64)));
+    if scale.is_some() || ratio.is_some() {
+        let CropMode::RandomResized { scale: s, ratio: r } = &mut a.crop else {
+            return Err(PyValueError::new_err("scale and ratio apply to preset='train' (RandomResizedCrop)"));
+        };
+        if let Some(v) = scale {
+            *s = v;
+        }
+        if let Some(v) = ratio {
+            *r = v;
+        }
+    }
+    if let Some(m) = opt!("mean", [f32; 3]) {
+        c.output.mean = m;
+    }
+    if let Some(s) = opt!("std", [f32; 3]) {
+        c.output.std = s;
+    }
+    let weights = match (opt!("class_weights", Vec<f64>), opt!("class_balanced", bool).unwrap_or(false)) {
+        (Some(w), _) => Some(WeightSource::PerClass(w)),
+        (None, true) => Some(WeightSource::ClassBalanced),
+        (None, false) => None,
+    };
+    let epoch_length = opt!("epoch_length", u64);
+    c.sampling = match weights {
+        Some(weights) => Sampling::Weighted { weights, epoch_length },
+        None if epoch_length.is_some() => {
+            return Err(PyValueError::new_err("epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)"))
+        }
+        None => Sampling::Epoch,
+    };
+    let max_held = opt!("max_held_batches", usize).unwrap_or(8);
+    if max_held == 0 {
+        return Err(bad("max_held_batches", "0".into(), "must be at least 1"));
+    }
+    // Room for every batch the consumer may hold, the prefetched ones and the one being made.
+    c.ring_depth = max_held + c.prefetch_batches + 2;
+    if let Some(f) = opt!("config", PathBuf) {
+        c.merge_json_file(&f).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    }
+    let epoch = opt!("epoch", u64).unwrap_or(0);
+    c.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((c, max_held, epoch))
+}
+
+/// Resume point: the epoch and step the next `iter()` starts at.
+#[derive(Clone, Copy, Debug)]
+struct Position {
+    epoch: u64,
+    step: u64,
+}
+
+/// Batches of augmented images and int64 labels from a dataset (see `stoke.Loader`).
+#[pyclass(module = "stoke", unsendable)]
+struct Loader {
+    pipeline: Pipeline,
+    config: PipelineConfig,
+    back: Sender<Batch>,
+    returned: Receiver<Batch>,
+    held: Arc<AtomicUsize>,
+    max_held: usize,
+    /// What the next `iter()` starts: `set_epoch`/`load_state_dict`, else the epoch after the
+    /// last one started.
+    next: Position,
+    /// The epoch running and the step of the next batch it delivers.
+    running: Option<Position>,
+    /// Bumped by every `iter()`: an older epoch iterator stops.
+    generation: u64,
+    errors: Arc<Mutex<Vec<(String, String, u64, String)>>>,
+}
+
+fn to_py_err(e: stoke::Error) -> PyErr {
+    match e {
+        e @ stoke::Error::Sample { .. } => SampleError::new_err(e.to_string()),
+        e @ stoke::Error::Config(_) => PyValueError::new_err(e.to_string()),
+        e => PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (source, batch_size, **options))]
+    fn new(py: Python<'_>, source: PathBuf, batch_size: usize, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let empty = PyDict::new_bound(py);
+        let o = options.unwrap_or(&empty);
+        let (config, max_held, epoch) = build_config(source, batch_size, o)?;
+        let want_cuda = config.backend == BackendKind::Cuda;
+        let pipeline = Pipeline::new(config.clone()).map_err(|e| match e {
+            stoke::Error::Gpu(g) if want_cuda => PyRuntimeError::new_err(format!("device='cuda' but no usable GPU: {g}")),
+            e => to_py_err(e),
+        })?;
+        let (back, returned) = channel();
+        Ok(Self {
+            pipeline,
+            config,
+            back,
+            returned,
+            held: Arc::new(AtomicUsize::new(0)),
+            max_held,
+            next: Position { epoch, step: 0 },
+            running: None,
+            generation: 0,
+            errors: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Batches this rank delivers per epoch (DistributedSampler's padding / drop_last).
+    fn __len__(&self) -> usize {
+        self.pipeline.steps_per_epoch() as usize
+    }
+
+    /// Start an epoch: the one given to `set_epoch` or a loaded state, else the next. The
+    /// returned iterator yields `(images, labels)`; an older one stops once a newer starts.
+    fn __iter__(mut slf: PyRefMut<'_, Self>) -> PyResult<EpochIter> {
+        let p = slf.next;
+        slf.pipeline.start_epoch(p.epoch, p.step);
+        slf.running = Some(p);
+        slf.next = Position { epoch: p.epoch + 1, step: 0 };
+        slf.generation += 1;
+        let generation = slf.generation;
+        Ok(EpochIter { loader: slf.into(), generation })
+    }
+
+    /// The epoch the next `iter()` starts (from its first batch).
+    fn set_epoch(&mut self, epoch: u64) {
+        self.next = Position { epoch, step: 0 };
+    }
+
+    /// Where this loader is: the next batch to deliver, JSON-serialisable.
+    fn state_dict(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let p = self.running.unwrap_or(self.next);
+        let d = PyDict::new_bound(py);
+        d.set_item("version", 1)?;
+        d.set_item("epoch", p.epoch)?;
+        d.set_item("step", p.step)?;
+        d.set_item("seed", self.config.seed)?;
+        d.set_item("rank", self.config.rank)?;
+        d.set_item("world_size", self.config.world_size)?;
+        d.set_item("batch_size", self.config.batch_size)?;
+        Ok(d.into())
+    }
+
+    /// Resume at the state's next batch: the following `iter()` continues bit for bit.
+    fn load_state_dict(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let get = |k: &str| -> PyResult<u64> {
+            state
+                .get_item(k)?
+                .ok_or_else(|| PyValueError::new_err(format!("state_dict has no {k:?}")))?
+                .extract::<u64>()
+                .map_err(|_| PyValueError::new_err(format!("state_dict[{k:?}] must be a non-negative integer")))
+        };
+        for (k, mine) in [("seed", self.config.seed), ("world_size", self.config.world_size as u64), ("batch_size", self.config.batch_size as u64)] {
+            let theirs = get(k)?;
+            if theirs != mine {
+                return Err(PyValueError::new_err(format!("state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ")));
+            }
+        }
+        let (epoch, step) = (get("epoch")?, get("step")?);
+        let steps = self.pipeline.steps_per_epoch();
+        if step > steps {
+            return Err(PyValueError::new_err(format!("state_dict step {step} is past the epoch's {steps} batches")));
+        }
+        self.next = Position { epoch, step };
+        self.running = None;
+        Ok(())
+    }
+
+    /// Samples replaced under on_error='skip': dicts of key, location, position, reason.
+    #[getter]
+    fn errors(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let l = PyList::empty_bound(py);
+        for (key, location, position, reason) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let d = PyDict::new_bound(py);
+            d.set_item("key", key)?;
+            d.set_item("location", location)?;
+            d.set_item("position", position)?;
+            d.set_item("reason", reason)?;
+            l.append(d)?;
+        }
+        Ok(l.into())
+    }
+
+    /// Batches currently referenced by the consumer.
+    #[getter]
+    fn held_batches(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// The backend running: "cpu" or "cuda".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        if self.pipeline.is_cuda() {
+            "cuda"
+        } else {
+            "cpu"
+        }
+    }
+
+    /// What `stoke bench` reports, so far: counts, seconds per stage, decoder split, bytes held.
+    fn stats(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let s = self.pipeline.stats();
+        let d = PyDict::new_bound(py);
+        d.set_item("batches", s.batches)?;
+        d.set_item("images", s.images)?;
+        d.set_item("compressed_bytes", s.bytes)?;
+        d.set_item("substitutes", s.substitutes)?;
+        d.set_item("read_wait_s", s.read_wait.as_secs_f64())?;
+        d.set_item("decode_s", s.decode.as_secs_f64())?;
+        d.set_item("augment_s", s.augment.as_secs_f64())?;
+        d.set_item("backend_s", s.backend.as_secs_f64())?;
+        d.set_item("consumer_wait_s", s.consumer_wait.as_secs_f64())?;
+        d.set_item("decoded_hardware", s.decoders.hardware)?;
+        d.set_item("decoded_cuda", s.decoders.cuda)?;
+        d.set_item("decoded_cpu", s.decoders.cpu)?;
+        d.set_item("device_bytes", s.device_bytes)?;
+        d.set_item("pinned_bytes", s.pinned_bytes)?;
+        Ok(d.into())
+    }
+}
+
+impl Loader {
+    /// The next batch of the running epoch, `None` at its end.
+    fn next_item(&mut self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
+        let Some(mut pos) = self.running else { return Ok(None) };
+        while let Ok(b) = self.returned.try_recv() {
+            self.pipeline.recycle(b);
+        }
+        let held = self.held.load(Ordering::SeqCst);
+        if held >= self.max_held {
+            return Err(PyRuntimeError::new_err(format!(
+                "{held} batches are still referenced (max_held_batches={}): drop some (e.g. `del images, labels`) or build the Loader with a larger max_held_batches",
+                self.max_held
+            )));
+        }
+        let item = py.allow_threads(|| self.pipeline.next_batch());
+        let batch = match item {
+            None => {
+                self.running = None;
+                return Ok(None);
+            }
+            Some(Err(e)) => {
+                self.running = None;
+                return Err(to_py_err(e));
+            }
+            Some(Ok(b)) => b,
+        };
+        {
+            let mut errs = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+            for s in &batch.substitutes {
+                let (location, reason) = s.reason.split_once(": ").unwrap_or(("", s.reason.as_str()));
+                errs.push((s.key.clone(), location.to_string(), s.position, reason.to_string()));
+            }
+        }
+        pos.step += 1;
+        self.running = Some(pos);
+        self.held.fetch_add(1, Ordering::SeqCst);
+        let h = Arc::new(Held { batch: Some(batch), back: self.back.clone(), held: self.held.clone() });
+        let images = Py::new(py, Tensor { batch: h.clone(), part: Part::Images })?;
+        let labels = Py::new(py, Tensor { batch: h, part: Part::Labels })?;
+        Ok(Some((images, labels)))
+    }
+}
+
+/// One epoch of a [`Loader`] (what `iter(loader)` returns).
+#[pyclass(module = "stoke", unsendable)]
+struct EpochIter {
+    loader: Py<Loader>,
+    generation: u64,
+}
+
+#[pymethods]
+impl EpochIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
+        let mut l = self.loader.bind(py).try_borrow_mut().map_err(|_| PyRuntimeError::new_err("the Loader is in use by another call"))?;
+        if l.generation != self.generation {
+            return Ok(None); // a newer iter() took over this loader
+        }
+        l.next_item(py)
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.loader.borrow(py).pipeline.steps_per_epoch() as usize
+    }
+}
+
+#[pymodule]
+fn _stoke(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Loader>()?;
+    m.add_class::<Tensor>()?;
+    m.add_class::<EpochIter>()?;
+    m.add("SampleError", m.py().get_type_bound::<SampleError>())?;
+    m.add("DLPACK_VERSION", dlpack::VERSION)?;
+    Ok(())
+}

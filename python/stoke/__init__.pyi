@@ -1,0 +1,91 @@
+"""Type stubs for stoke (the Rust extension stoke._stoke)."""
+
+import os
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+
+DLPACK_VERSION: Tuple[int, int]
+
+class SampleError(RuntimeError):
+    """A sample could not be read or decoded under on_error='fail'; the message names it."""
+
+class Tensor:
+    """A zero-copy view of a batch's images or labels (DLPack)."""
+
+    @property
+    def shape(self) -> List[int]: ...
+    @property
+    def dtype(self) -> Literal["float32", "float16", "bfloat16", "int64"]: ...
+    @property
+    def device(self) -> str: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
+class Loader:
+    """Batches of augmented images (float32/float16/bfloat16) and int64 labels.
+
+    Every option of `stoke bench`/`stoke dump` is here under its Python name. ``rank`` and
+    ``world_size`` default to torchrun's RANK and WORLD_SIZE.
+    """
+
+    def __init__(
+        self,
+        source: Union[str, os.PathLike],
+        batch_size: int,
+        *,
+        device: str = "auto",
+        preset: Literal["train", "eval"] = "train",
+        size: int = 224,
+        dtype: Literal["float32", "float16", "bfloat16"] = "float32",
+        layout: Literal["nchw", "nhwc"] = "nchw",
+        seed: int = 0,
+        epoch: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        on_error: Literal["skip", "fail"] = "skip",
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        threads: Optional[int] = None,
+        reader_threads: Optional[int] = None,
+        prefetch: Optional[int] = None,
+        decoders: Literal["all", "hw", "cuda"] = "all",
+        decode_only: bool = False,
+        gpu_memory_budget: Optional[int] = None,
+        exif: bool = True,
+        dct_scaling: bool = False,
+        filter: Optional[Literal["bilinear", "bicubic"]] = None,
+        antialias: Optional[bool] = None,
+        hflip: Optional[float] = None,
+        vflip: Optional[float] = None,
+        rotate: Optional[Tuple[float, float]] = None,
+        rotate_interp: Optional[Literal["nearest", "bilinear"]] = None,
+        fill: Optional[Sequence[float]] = None,
+        scale: Optional[Tuple[float, float]] = None,
+        ratio: Optional[Tuple[float, float]] = None,
+        mean: Optional[Sequence[float]] = None,
+        std: Optional[Sequence[float]] = None,
+        class_balanced: bool = False,
+        class_weights: Optional[Sequence[float]] = None,
+        epoch_length: Optional[int] = None,
+        max_held_batches: int = 8,
+        config: Optional[Union[str, os.PathLike]] = None,
+    ) -> None: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
+        """Start an epoch (the one given to set_epoch or a loaded state, else the next)."""
+    def set_epoch(self, epoch: int) -> None: ...
+    def state_dict(self) -> Dict[str, int]: ...
+    def load_state_dict(self, state: Dict[str, int]) -> None: ...
+    @property
+    def errors(self) -> List[Dict[str, Any]]: ...
+    @property
+    def held_batches(self) -> int: ...
+    @property
+    def backend(self) -> Literal["cpu", "cuda"]: ...
+    def stats(self) -> Dict[str, float]: ...

@@ -1,0 +1,277 @@
+"""stoke.Loader on the CPU backend: DLPack export, epochs, sharding, resume, held batches,
+errors. References are independent of stoke: Pillow for pixels, a DistributedSampler
+computation for lengths, an uninterrupted run for resume."""
+
+import ctypes
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import stoke
+
+CLASSES = 3
+PER_CLASS = 7
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """An ImageFolder of JPEGs of varied sizes (3 classes x 7), made with Pillow."""
+    root = tmp_path_factory.mktemp("data")
+    rng = np.random.default_rng(5)
+    for c in range(CLASSES):
+        d = root / f"class{c}"
+        d.mkdir()
+        for i in range(PER_CLASS):
+            w, h = int(rng.integers(40, 120)), int(rng.integers(40, 120))
+            # Smooth gradients plus noise: resampling differences stay small.
+            y, x = np.mgrid[0:h, 0:w]
+            px = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h) + 60 * c], -1)
+            px = np.clip(px + rng.integers(-8, 8, px.shape), 0, 255).astype(np.uint8)
+            Image.fromarray(px).save(d / f"img{i}.jpg", quality=95)
+    return root
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory, folder):
+    """The same folder plus one file that is not an image."""
+    root = tmp_path_factory.mktemp("broken")
+    for c in range(CLASSES):
+        (root / f"class{c}").mkdir()
+        for f in (folder / f"class{c}").iterdir():
+            (root / f"class{c}" / f.name).write_bytes(f.read_bytes())
+    (root / "class1" / "zz_broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
+    return root
+
+
+def loader(path, **kw):
+    kw.setdefault("device", "cpu")
+    kw.setdefault("threads", 2)
+    kw.setdefault("reader_threads", 1)
+    return stoke.Loader(str(path), kw.pop("batch_size", 4), **kw)
+
+
+def collect(ld, copy=True):
+    out = []
+    for images, labels in ld:
+        x, y = np.from_dlpack(images), np.from_dlpack(labels)
+        out.append((x.copy(), y.copy()) if copy else (x, y))
+    return out
+
+
+def test_batches_have_the_asked_shape_dtype_layout_and_int64_labels(folder):
+    for dtype, layout, shape in [("float32", "nchw", (4, 3, 32, 32)), ("float16", "nhwc", (4, 32, 32, 3))]:
+        ld = loader(folder, size=32, dtype=dtype, layout=layout)
+        images, labels = next(iter(ld))
+        x, y = np.from_dlpack(images), np.from_dlpack(labels)
+        assert x.shape == shape and x.dtype == np.dtype(dtype)
+        assert y.dtype == np.int64 and y.shape == (4,)
+        assert images.shape == list(shape) and images.dtype == dtype and images.device == "cpu"
+        assert images.__dlpack_device__() == (1, 0)
+        assert np.isfinite(x.astype(np.float32)).all()
+
+
+def test_eval_pixels_match_pillow(folder):
+    # Eval preset: Resize(shorter = 32*256/224 = 36) + CenterCrop(32), bilinear, antialias,
+    # ImageNet normalization. Reference: Pillow (rounds to uint8 between passes, hence 1.5).
+    ld = loader(folder, size=32, preset="eval", shuffle=False, batch_size=CLASSES * PER_CLASS)
+    x, y = collect(ld)[0]
+    files = sorted((folder / f"class{c}" / f"img{i}.jpg", c) for c in range(CLASSES) for i in range(PER_CLASS))
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    for k, (path, label) in enumerate(files):
+        assert y[k] == label
+        im = Image.open(path).convert("RGB")
+        w, h = im.size
+        s = 36 / min(w, h)
+        nw, nh = (36, max(1, int(h * s))) if w <= h else (max(1, int(w * s)), 36)
+        im = im.resize((nw, nh), Image.BILINEAR)
+        l, t = int(round((nw - 32) / 2.0)), int(round((nh - 32) / 2.0))
+        ref = np.asarray(im.crop((l, t, l + 32, t + 32)), dtype=np.float64) / 255.0
+        got = x[k].transpose(1, 2, 0) * std + mean
+        diff = np.abs(got - ref) * 255
+        assert diff.mean() < 1.5, f"{path}: mean diff {diff.mean():.2f} levels vs Pillow"
+
+
+def distributed_len(n, world, drop_last, batch):
+    """torch.utils.data.DistributedSampler's per-rank length, then batches."""
+    per_rank = n // world if drop_last and n % world else math.ceil(n / world)
+    return math.ceil(per_rank / batch)
+
+
+@pytest.mark.parametrize("world,drop_last,batch", [(1, False, 4), (2, False, 4), (3, True, 4), (4, False, 5), (5, True, 2)])
+def test_len_and_sharding_follow_distributed_sampler(folder, world, drop_last, batch):
+    n = CLASSES * PER_CLASS
+    seen = []
+    for rank in range(world):
+        ld = loader(folder, batch_size=batch, rank=rank, world_size=world, drop_last=drop_last, size=16)
+        assert len(ld) == distributed_len(n, world, drop_last, batch)
+        batches = collect(ld)
+        assert len(batches) == len(ld), "len() is what an epoch delivers"
+        seen.append(sum(len(yy) for _, yy in batches))
+    assert len(set(seen)) == 1, f"ranks deliver equal counts: {seen}"
+
+
+def test_rank_and_world_size_default_to_torchrun_env(folder):
+    code = (
+        "import stoke,sys; ld = stoke.Loader(sys.argv[1], 4, device='cpu', size=16); "
+        "print(len(ld), ld.state_dict()['rank'], ld.state_dict()['world_size'])"
+    )
+    env = dict(os.environ, RANK="1", WORLD_SIZE="3")
+    out = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(distributed_len(21, 3, False, 4)), "1", "3"]
+
+
+def test_iter_starts_the_next_epoch_and_set_epoch_picks_one(folder):
+    ld = loader(folder, size=16, seed=3)
+    e0 = collect(ld)
+    e1 = collect(ld)
+    assert ld.state_dict()["epoch"] == 2
+    assert not all(np.array_equal(a[1], b[1]) for a, b in zip(e0, e1)), "epochs are shuffled differently"
+    ld.set_epoch(0)
+    again = collect(ld)
+    for (xa, ya), (xb, yb) in zip(e0, again):
+        assert np.array_equal(ya, yb) and np.array_equal(xa, xb), "same epoch, same seed: bit-identical"
+
+
+def test_same_seed_is_bit_identical_whatever_the_thread_count(folder):
+    a = collect(loader(folder, size=24, seed=9, threads=1))
+    b = collect(loader(folder, size=24, seed=9, threads=2, reader_threads=2))
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        assert np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes()
+
+
+def test_state_dict_resumes_bit_identical_at_the_next_batch(folder):
+    full = loader(folder, size=24, seed=4, batch_size=3)
+    ref = collect(full)
+    ld = loader(folder, size=24, seed=4, batch_size=3)
+    it = iter(ld)
+    for _ in range(2):
+        next(it)
+    state = json.loads(json.dumps(ld.state_dict()))  # JSON-serialisable
+    assert state["epoch"] == 0 and state["step"] == 2
+    resumed = loader(folder, size=24, seed=4, batch_size=3)
+    resumed.load_state_dict(state)
+    rest = collect(resumed)
+    assert len(rest) == len(ref) - 2
+    for (xa, ya), (xb, yb) in zip(ref[2:], rest):
+        assert np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes()
+    with pytest.raises(ValueError, match="seed=4.*seed=5|seed"):
+        loader(folder, size=24, seed=5, batch_size=3).load_state_dict(state)
+
+
+def test_held_batches_are_never_overwritten_and_the_bound_is_named(folder):
+    ld = loader(folder, size=16, batch_size=2, max_held_batches=9)
+    it = iter(ld)
+    held, copies = [], []
+    for _ in range(9):
+        images, labels = next(it)
+        x = np.from_dlpack(images)  # a zero-copy view into stoke's buffer
+        held.append((images, labels, x))
+        copies.append(x.copy())
+    assert ld.held_batches == 9
+    with pytest.raises(RuntimeError, match="max_held_batches=9"):
+        next(it)
+    for view, c in zip([h[2] for h in held], copies):
+        assert np.array_equal(view, c), "a held batch changed"
+    # Dropping references gives batches back; the epoch then continues.
+    del held, x, view, images, labels
+    assert ld.held_batches == 0
+    rest = [np.from_dlpack(i).copy() for i, _ in it]
+    assert len(rest) == len(ld) - 9
+    for c in copies:
+        assert np.isfinite(c.astype(np.float32)).all()
+
+
+def test_a_view_keeps_its_batch_alive_after_the_tensor_objects_are_gone(folder):
+    ld = loader(folder, size=16, batch_size=2)
+    images, labels = next(iter(ld))
+    x = np.from_dlpack(images)
+    before = x.copy()
+    del images, labels
+    assert ld.held_batches == 1, "the numpy view still references the batch through DLPack"
+    assert np.array_equal(x, before)
+    del x
+    assert ld.held_batches == 0
+
+
+def test_dlpack_capsules_legacy_and_versioned(folder):
+    images, labels = next(iter(loader(folder, size=16)))
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    assert name(images.__dlpack__()) == b"dltensor"
+    assert name(images.__dlpack__(max_version=(1, 0))) == b"dltensor_versioned"
+    assert name(labels.__dlpack__(max_version=(0, 8))) == b"dltensor"
+    with pytest.raises(BufferError):
+        images.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        images.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(ValueError, match="CPU tensor"):
+        images.__dlpack__(stream=5)
+
+
+def test_skip_lists_the_replaced_sample_and_fail_names_the_file(broken):
+    ld = loader(broken, size=16, batch_size=22, shuffle=False)
+    x, y = collect(ld)[0]
+    assert len(y) == 22
+    errs = ld.errors
+    assert len(errs) == 1 and "zz_broken" in errs[0]["key"], errs
+    assert errs[0]["reason"] and "zz_broken" in errs[0]["location"]
+    ld = loader(broken, size=16, batch_size=22, on_error="fail", shuffle=False)
+    with pytest.raises(stoke.SampleError, match="zz_broken"):
+        collect(ld)
+
+
+def test_bad_arguments_name_the_argument(folder):
+    cases = [
+        (dict(dtype="float64"), ValueError, "dtype"),
+        (dict(layout="chw"), ValueError, "layout"),
+        (dict(preset="val"), ValueError, "preset"),
+        (dict(device="tpu"), ValueError, "device"),
+        (dict(on_error="ignore"), ValueError, "on_error"),
+        (dict(size="big"), TypeError, "size"),
+        (dict(rank=3, world_size=2), ValueError, "rank"),
+        (dict(scale=(0.5, 0.1)), ValueError, "scale"),
+        (dict(batchsize=4), TypeError, "batchsize"),
+        (dict(max_held_batches=0), ValueError, "max_held_batches"),
+    ]
+    for kw, exc, word in cases:
+        with pytest.raises(exc, match=word):
+            loader(folder, **kw)
+    with pytest.raises(ValueError, match="batch_size"):
+        stoke.Loader(str(folder), 0, device="cpu")
+    with pytest.raises((ValueError, RuntimeError), match="no_such_dir"):
+        stoke.Loader(str(folder / "no_such_dir"), 4, device="cpu")
+
+
+def test_cuda_without_a_gpu_says_so(folder):
+    try:
+        ld = stoke.Loader(str(folder), 4, device="cuda")
+    except RuntimeError as e:
+        assert "no usable GPU" in str(e) or "GPU" in str(e)
+    else:
+        assert ld.backend == "cuda", "device='cuda' ran on something else"
+
+
+def test_stats_report_what_was_delivered(folder):
+    ld = loader(folder, size=16, batch_size=5)
+    n = sum(len(y) for _, y in collect(ld))
+    s = ld.stats()
+    assert s["images"] == n and s["batches"] == len(ld)
+    assert s["decoded_cpu"] == n and s["device_bytes"] == 0
+    assert ld.backend == "cpu"
+
+
+def test_the_torch_example_trains_a_few_steps_on_the_cpu():
+    pytest.importorskip("torch", reason="torch is not installed here (the GPU machine has it)")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "train_torch.py"), "--smoke"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "steps of" in out.stdout and "data wait" in out.stdout
