@@ -60,6 +60,18 @@ fn run(gpu: &Arc<Gpu>, ds: &Arc<Dataset>, c: &PipelineConfig, epochs: std::ops::
     backend
 }
 
+/// A generated dataset of `count` images in `classes` classes, plus `name` holding `bytes` in
+/// its first class, indexed.
+fn generated_with(dir: &std::path::Path, count: usize, classes: usize, name: &str, bytes: &[u8]) -> Arc<Dataset> {
+    let mut cfg = stoke::gen::GenConfig::new(count);
+    cfg.classes = classes;
+    let root = dir.join("data");
+    stoke::gen::generate(&root, &cfg, &|_| {}).unwrap();
+    let class = std::fs::read_dir(&root).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    std::fs::write(class.join(name), bytes).unwrap();
+    Arc::new(Dataset::open(&root, &stoke::source::IndexOptions { save: false, ..Default::default() }).unwrap())
+}
+
 /// The CPU backend's batch for the reader's batch `rb` (the reference the device is held to).
 fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBatch, out: &mut Batch) {
     let samples: Vec<_> = rb
@@ -186,13 +198,7 @@ fn a_png_under_a_jpeg_name_is_delivered() {
     let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = stoke::gen::GenConfig::new(23);
-    cfg.classes = 1;
-    let root = dir.path().join("data");
-    stoke::gen::generate(&root, &cfg, &|_| {}).unwrap();
-    let class = std::fs::read_dir(&root).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
-    std::fs::write(class.join("zz_png.JPEG"), include_bytes!("golden/png/rgba8.png")).unwrap();
-    let ds = Arc::new(Dataset::open(&root, &stoke::source::IndexOptions { save: false, ..Default::default() }).unwrap());
+    let ds = generated_with(dir.path(), 23, 1, "zz_png.JPEG", include_bytes!("golden/png/rgba8.png"));
     let mut c = config(&ds, 4);
     c.batch_size = 24; // one batch holds everything
     c.on_error = OnError::Fail;
@@ -219,13 +225,7 @@ fn bad_files_are_substituted_under_skip_and_named_under_fail() {
     let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = stoke::gen::GenConfig::new(40);
-    cfg.classes = 2;
-    let root = dir.path().join("data");
-    stoke::gen::generate(&root, &cfg, &|_| {}).unwrap();
-    let class = std::fs::read_dir(&root).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
-    std::fs::write(class.join("zz_broken.JPEG"), b"\xff\xd8\xff\xe0 this is not a jpeg").unwrap();
-    let ds = Arc::new(Dataset::open(&root, &stoke::source::IndexOptions { save: false, ..Default::default() }).unwrap());
+    let ds = generated_with(dir.path(), 40, 2, "zz_broken.JPEG", b"\xff\xd8\xff\xe0 this is not a jpeg");
     let mut c = config(&ds, 2);
     c.batch_size = 41; // one batch holds everything
     c.on_error = OnError::Skip;

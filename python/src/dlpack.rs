@@ -143,32 +143,55 @@ unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
     }
 }
 
-/// Capsule destructor: frees the tensor only when no consumer took it (a consumer renames the
-/// capsule and owns the tensor from then on).
-unsafe extern "C" fn capsule_legacy(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by Python with the capsule; IsValid/GetPointer only read it.
+/// The two managed-tensor kinds, freed through their own deleter.
+trait Managed {
+    /// # Safety
+    /// `p` points to a live managed tensor whose deleter was not called yet.
+    unsafe fn delete(p: *mut Self);
+}
+
+impl Managed for DLManagedTensor {
+    unsafe fn delete(p: *mut Self) {
+        // SAFETY: the caller's contract.
+        if let Some(d) = unsafe { (*p).deleter } {
+            unsafe { d(p) }
+        }
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    unsafe fn delete(p: *mut Self) {
+        // SAFETY: the caller's contract.
+        if let Some(d) = unsafe { (*p).deleter } {
+            unsafe { d(p) }
+        }
+    }
+}
+
+/// Capsule destructor body: frees the tensor only when no consumer took it (a consumer renames
+/// the capsule and owns the tensor from then on).
+///
+/// # Safety
+/// `capsule` is a capsule this module made with `name` (or renamed by a consumer).
+unsafe fn release_unconsumed<M: Managed>(capsule: *mut ffi::PyObject, name: &CStr) {
+    // SAFETY: IsValid/GetPointer only read the capsule; a valid one under our name holds a
+    // tensor nobody consumed.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()) as *mut DLManagedTensor;
-            if let Some(d) = (*p).deleter {
-                d(p);
-            }
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+            M::delete(ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) as *mut M);
         }
         ffi::PyErr_Clear();
     }
 }
 
+unsafe extern "C" fn capsule_legacy(capsule: *mut ffi::PyObject) {
+    // SAFETY: Python calls this with a capsule `capsule()` made under NAME.
+    unsafe { release_unconsumed::<DLManagedTensor>(capsule, NAME) }
+}
+
 unsafe extern "C" fn capsule_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: as `capsule_legacy`.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) == 1 {
-            let p = ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
-            if let Some(d) = (*p).deleter {
-                d(p);
-            }
-        }
-        ffi::PyErr_Clear();
-    }
+    // SAFETY: as `capsule_legacy`, under NAME_VERSIONED.
+    unsafe { release_unconsumed::<DLManagedTensorVersioned>(capsule, NAME_VERSIONED) }
 }
 
 /// A capsule for `view`: the versioned kind when the consumer asked for DLPack >= 1.0
