@@ -416,7 +416,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
 
     let mut rec = Recorder::default();
     let mut finished: Vec<(f64, u64)> = Vec::new();
-    let mut on_gpu = false;
+    // The backend the pipeline runs (with --decode-only a CUDA batch carries no device images).
+    let on_gpu = pipeline.is_cuda();
     let mut gpu_consumer: Option<GpuConsumer> = None;
     let mut done = 0usize;
     let mut stats0 = if m.warmup_batches == 0 { stoke::pipeline::Stats::default() } else { pipeline.stats() };
@@ -439,7 +440,6 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             if let Some(d) = batch.device() {
                 // A device batch counts as delivered once it is ready on the GPU.
                 d.synchronize()?;
-                on_gpu = true;
             }
             let now = Instant::now();
             done += 1;
