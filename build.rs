@@ -137,10 +137,7 @@ fn compile_device_kernels() {
     match find_nvcc(&root) {
         (Some((nvcc, release)), _) => {
             let mut cmd = Command::new(&nvcc);
-            cmd.arg("-fatbin")
-                .args(["-O3", "-std=c++17", "-fmad=false", "-Xptxas", "-v", "-lineinfo"])
-                .arg("-I")
-                .arg(&dir);
+            cmd.arg("-fatbin").args(["-O3", "-std=c++17", "-fmad=false", "-Xptxas", "-v", "-lineinfo"]).arg("-I").arg(&dir);
             for a in SASS_ARCHS {
                 cmd.arg(format!("--generate-code=arch=compute_{a},code=sm_{a}"));
             }

@@ -81,9 +81,8 @@ fn cuda(c: &mut Criterion) {
     let pixels: Vec<u8> = (0..img_bytes * batch).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let dev_src = stream.clone_htod(&pixels).expect("upload images");
     let (base, _guard) = dev_src.device_ptr(&stream);
-    let images: Vec<DeviceImage> = (0..batch)
-        .map(|i| DeviceImage { ptr: base + (i * img_bytes) as u64, width: w, height: h, stride: (w * 3) as usize })
-        .collect();
+    let images: Vec<DeviceImage> =
+        (0..batch).map(|i| DeviceImage { ptr: base + (i * img_bytes) as u64, width: w, height: h, stride: (w * 3) as usize }).collect();
     let norm = Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD };
     let mut conv = Converter::new(&gpu, batch).expect("converter");
     for dtype in [DType::F16, DType::F32] {
@@ -113,8 +112,7 @@ fn cuda(c: &mut Criterion) {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let (base, step_x, step_y) =
-                oriented_steps((i * img_bytes) as u64, (w * 3) as u64, (0, 0), (w, h), (p.crop_x, p.crop_y), 1);
+            let (base, step_x, step_y) = oriented_steps((i * img_bytes) as u64, (w * 3) as u64, (0, 0), (w, h), (p.crop_x, p.crop_y), 1);
             let mut d = SampleDesc { base, step_x, step_y, ..SampleDesc::default() };
             layout.add(p, &mut d);
             d

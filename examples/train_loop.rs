@@ -92,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // SAFETY: `x` holds n·3·h·w f16 values, ready once train_stream passes the wait
             // above; `sums` holds 3 floats; each block reads one plane.
             unsafe { launch.launch(cfg) }?; // rule 2: enqueued before the batch is dropped
-            // Rule 3: giving the batch back records its release on `train_stream`.
+                                            // Rule 3: giving the batch back records its release on `train_stream`.
             pipeline.recycle(batch);
             images += n as u64;
             done += 1;

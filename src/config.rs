@@ -77,11 +77,7 @@ impl AugmentSpec {
 
     /// `eval`: Resize(shorter = size·256/224) + CenterCrop(size).
     pub fn eval(size: u32) -> Self {
-        Self {
-            crop: CropMode::ResizeCenter { shorter: size * 256 / 224 },
-            hflip_p: 0.0,
-            ..Self::train(size)
-        }
+        Self { crop: CropMode::ResizeCenter { shorter: size * 256 / 224 }, hflip_p: 0.0, ..Self::train(size) }
     }
 
     /// Check the spec; errors say which field and what was wrong.
@@ -100,10 +96,7 @@ impl AugmentSpec {
         }
         if let CropMode::ResizeCenter { shorter } = self.crop {
             if shorter < self.size.0.min(self.size.1) {
-                return bad(format!(
-                    "resize shorter side {shorter} is smaller than the center crop {}x{}",
-                    self.size.0, self.size.1
-                ));
+                return bad(format!("resize shorter side {shorter} is smaller than the center crop {}x{}", self.size.0, self.size.1));
             }
         }
         if self.filter != FILTER_BILINEAR && self.filter != FILTER_BICUBIC {
@@ -482,8 +475,7 @@ mod tests {
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
         assert_eq!(c.effective_gpu_memory_budget(), (256 << 20) + 256 * (4 << 20));
         let c: PipelineConfig =
-            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap())
-                .unwrap();
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap()).unwrap();
         assert_eq!(c.gpu_decoders, GpuDecoders::Hw);
         let mut c = PipelineConfig::new("x");
         c.gpu_memory_budget = 1 << 20;
@@ -528,8 +520,7 @@ mod tests {
         c.merge_json_file(&f).unwrap();
         assert_eq!(c.sampling, Sampling::Weighted { weights: WeightSource::ClassBalanced, epoch_length: None });
         // Written by hand, in the documented shape.
-        std::fs::write(&f, r#"{"sampling": {"weighted": {"weights": {"per_class": [1.0, 3.5]}, "epoch_length": 7}}}"#)
-            .unwrap();
+        std::fs::write(&f, r#"{"sampling": {"weighted": {"weights": {"per_class": [1.0, 3.5]}, "epoch_length": 7}}}"#).unwrap();
         let mut c = PipelineConfig::new("x");
         c.merge_json_file(&f).unwrap();
         let want = Sampling::Weighted { weights: WeightSource::PerClass(vec![1.0, 3.5]), epoch_length: Some(7) };

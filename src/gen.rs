@@ -24,8 +24,8 @@
 
 use crate::augment::params::SampleRng;
 use crate::error::{Error, Result};
-use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
 use crate::source::tar::TarWriter;
+use jpeg_encoder::{ChromaSubsamplingMethod, ColorType, Encoder, SamplingFactor};
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -113,14 +113,7 @@ pub struct GenConfig {
 impl GenConfig {
     /// `count` images with the default seed 0, [`DEFAULT_CLASSES`] classes, as a folder.
     pub fn new(count: usize) -> Self {
-        Self {
-            count,
-            seed: 0,
-            classes: DEFAULT_CLASSES,
-            format: GenFormat::Folder,
-            shard_images: DEFAULT_SHARD_IMAGES,
-            threads: 0,
-        }
+        Self { count, seed: 0, classes: DEFAULT_CLASSES, format: GenFormat::Folder, shard_images: DEFAULT_SHARD_IMAGES, threads: 0 }
     }
 
     fn validate(&self) -> Result<()> {
@@ -222,16 +215,8 @@ pub fn kind_of(seed: u64, index: usize) -> Kind {
 
 /// ImageNet's shape spread (share in percent, width, height); the remainder is drawn as
 /// odd sizes, small and large.
-const SHAPES: [(u32, u32, u32); 8] = [
-    (40, 500, 375),
-    (14, 375, 500),
-    (10, 500, 333),
-    (7, 500, 400),
-    (7, 500, 500),
-    (6, 333, 500),
-    (2, 400, 500),
-    (2, 640, 480),
-];
+const SHAPES: [(u32, u32, u32); 8] =
+    [(40, 500, 375), (14, 375, 500), (10, 500, 333), (7, 500, 400), (7, 500, 500), (6, 333, 500), (2, 400, 500), (2, 640, 480)];
 
 fn draw_size(rng: &mut Rng) -> (u32, u32) {
     let mut p = rng.int(0, 99);
@@ -317,8 +302,8 @@ impl Shape {
         let a = (dx * self.ux + dy * self.uy) / self.rx;
         let b = (-dx * self.uy + dy * self.ux) / self.ry;
         match self.kind {
-            0 => a * a + b * b <= 1.0,            // ellipse
-            1 => a.abs() <= 1.0 && b.abs() <= 1.0, // rectangle
+            0 => a * a + b * b <= 1.0,                    // ellipse
+            1 => a.abs() <= 1.0 && b.abs() <= 1.0,        // rectangle
             _ => b >= -1.0 && a.abs() <= (1.0 - b) * 0.5, // triangle
         }
     }
@@ -470,10 +455,8 @@ fn encode(rgb: &[u8], w: u16, h: u16, kind: Kind, quality: u8) -> Result<Vec<u8>
     }
     let result = match kind {
         Kind::Gray => {
-            let gray: Vec<u8> = rgb
-                .chunks_exact(3)
-                .map(|p| ((p[0] as u32 * 77 + p[1] as u32 * 150 + p[2] as u32 * 29 + 128) >> 8) as u8)
-                .collect();
+            let gray: Vec<u8> =
+                rgb.chunks_exact(3).map(|p| ((p[0] as u32 * 77 + p[1] as u32 * 150 + p[2] as u32 * 29 + 128) >> 8) as u8).collect();
             enc.encode(&gray, w, h, ColorType::Luma)
         }
         Kind::AdobeCmyk | Kind::AdobeYcck => {
@@ -558,8 +541,7 @@ pub fn generate(out: &Path, cfg: &GenConfig, progress: &(dyn Fn(usize) + Sync)) 
                     }
                     let (p, w) = shard.as_mut().expect("opened above");
                     w.append(&format!("{}.jpg", img.key), &img.bytes).map_err(|e| Error::io(&*p, e))?;
-                    w.append(&format!("{}.cls", img.key), img.label.to_string().as_bytes())
-                        .map_err(|e| Error::io(&*p, e))?;
+                    w.append(&format!("{}.cls", img.key), img.label.to_string().as_bytes()).map_err(|e| Error::io(&*p, e))?;
                     if summary.images % cfg.shard_images == 0 || summary.images == cfg.count {
                         let (p, w) = shard.take().expect("opened above");
                         w.finish().map_err(|e| Error::io(&p, e))?;

@@ -34,6 +34,6 @@ pub mod reader;
 pub mod sampler;
 pub mod source;
 
-pub use config::PipelineConfig;
 pub use augment::AugParams;
+pub use config::PipelineConfig;
 pub use error::{Error, GpuError, Result};

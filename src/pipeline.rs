@@ -130,7 +130,15 @@ impl Pipeline {
         let (cmd_tx, cmd_rx) = unbounded();
         let (out_tx, out_rx) = bounded(config.prefetch_batches);
         let (free_tx, free_rx) = unbounded();
-        let producer = Producer { reader, backend, dataset: dataset.clone(), shared: shared.clone(), out: out_tx, free: free_rx, config: config.clone() };
+        let producer = Producer {
+            reader,
+            backend,
+            dataset: dataset.clone(),
+            shared: shared.clone(),
+            out: out_tx,
+            free: free_rx,
+            config: config.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name("stoke-pipeline".into())
             .spawn(move || producer.run(cmd_rx))

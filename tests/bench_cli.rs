@@ -5,11 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn stoke(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stoke"))
-        .args(args)
-        .env("XDG_CACHE_HOME", cache)
-        .output()
-        .expect("run stoke")
+    Command::new(env!("CARGO_BIN_EXE_stoke")).args(args).env("XDG_CACHE_HOME", cache).output().expect("run stoke")
 }
 
 fn ok(out: &Output) -> String {
@@ -55,7 +51,8 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let q = &r["queue_depth"];
     assert!(q["min"].as_f64().unwrap() >= 0.0 && q["max"].as_f64().unwrap() <= 3.0, "{q}");
     // --batches stops early; a consumer is reported.
-    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--batches", "2", "--warmup-batches", "1", "--consumer-us", "2000", "--json"];
+    let args =
+        ["bench", d, "--backend", "cpu", "--batch-size", "8", "--batches", "2", "--warmup-batches", "1", "--consumer-us", "2000", "--json"];
     let r = json(&stoke(&args, dir.path()));
     assert_eq!((r["images"].as_u64(), r["consumer_us"].as_u64()), (Some(16), Some(2000)));
 

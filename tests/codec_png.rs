@@ -86,8 +86,13 @@ fn pngs_under_any_name_are_delivered_with_pillows_pixels_and_cmyk_jpegs_too() {
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path(), false);
     let mut p = Pipeline::new(config(dir.path())).unwrap();
-    let want: std::collections::HashMap<&str, &[u8]> =
-        [("a/n01_png.JPEG", FIXTURES[0].2), ("b/la8.png", FIXTURES[1].2), ("b/palette.jpg", FIXTURES[2].2), ("b/gray16.PNG", FIXTURES[3].2)].into();
+    let want: std::collections::HashMap<&str, &[u8]> = [
+        ("a/n01_png.JPEG", FIXTURES[0].2),
+        ("b/la8.png", FIXTURES[1].2),
+        ("b/palette.jpg", FIXTURES[2].2),
+        ("b/gray16.PNG", FIXTURES[3].2),
+    ]
+    .into();
     p.start_epoch(0, 0);
     let (mut seen, mut checked) = (0, 0);
     while let Some(b) = p.next_batch() {

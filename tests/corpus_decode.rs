@@ -22,11 +22,7 @@ pub fn pillow_reference(sub: &str, corpus: &Path, out: &Path) -> Vec<Vec<String>
         .status()
         .expect("running python3 scripts/golden.py (run cargo test from the repository root)");
     assert!(st.success(), "scripts/golden.py {sub} failed: {st}");
-    std::fs::read_to_string(out.join("list.tsv"))
-        .unwrap()
-        .lines()
-        .map(|l| l.split('\t').map(String::from).collect())
-        .collect()
+    std::fs::read_to_string(out.join("list.tsv")).unwrap().lines().map(|l| l.split('\t').map(String::from).collect()).collect()
 }
 
 #[test]

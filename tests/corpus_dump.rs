@@ -97,11 +97,7 @@ fn every_conformance_and_generated_file_is_delivered_or_named() {
             }
             for f in std::fs::read_dir(&class).unwrap() {
                 let f = f.unwrap().path();
-                let key = format!(
-                    "{}/{}",
-                    class.file_name().unwrap().to_string_lossy(),
-                    f.file_name().unwrap().to_string_lossy()
-                );
+                let key = format!("{}/{}", class.file_name().unwrap().to_string_lossy(), f.file_name().unwrap().to_string_lossy());
                 if !delivered_own.contains(&key) && !errors_set.contains(&key) {
                     missing.push(key);
                 }

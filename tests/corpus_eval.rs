@@ -75,11 +75,8 @@ fn eval_preset_matches_pillow_on_real_photos() {
             let Some(refpath) = want.get(&name) else { continue };
             let r = std::fs::read(refpath).unwrap();
             let ours = &bytes[slot * per..(slot + 1) * per];
-            let sum: f64 = ours
-                .chunks_exact(4)
-                .zip(&r)
-                .map(|(o, &e)| (f32::from_le_bytes(o.try_into().unwrap()) as f64 - e as f64).abs())
-                .sum();
+            let sum: f64 =
+                ours.chunks_exact(4).zip(&r).map(|(o, &e)| (f32::from_le_bytes(o.try_into().unwrap()) as f64 - e as f64).abs()).sum();
             let mean = sum / r.len() as f64;
             compared += 1;
             exif += key.starts_with("exif/") as usize;

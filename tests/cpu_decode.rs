@@ -146,7 +146,11 @@ fn region_decode_matches_the_full_decode() {
         .enumerate()
         .flat_map(|(i, p)| {
             let (x, y) = (i % w as usize, i / w as usize);
-            if (x / 3 + y / 2) % 2 == 0 { [p[0], 255 - p[1], p[2] / 2] } else { [255 - p[0], p[1], 255 - p[2]] }
+            if (x / 3 + y / 2) % 2 == 0 {
+                [p[0], 255 - p[1], p[2] / 2]
+            } else {
+                [255 - p[0], p[1], 255 - p[2]]
+            }
         })
         .collect();
     let mut full = DecodedImage::default();

@@ -93,9 +93,7 @@ fn ref_taps(inp: usize, out: usize, i: usize, filter: u32, aa: bool) -> Vec<(usi
         let x0 = real.floor();
         let t = real - x0;
         let ws = [cubic(t + 1.0, -0.75), cubic(t, -0.75), cubic(1.0 - t, -0.75), cubic(2.0 - t, -0.75)];
-        (0..4)
-            .map(|k| (((x0 as i64 - 1 + k as i64).clamp(0, inp as i64 - 1)) as usize, ws[k]))
-            .collect()
+        (0..4).map(|k| (((x0 as i64 - 1 + k as i64).clamp(0, inp as i64 - 1)) as usize, ws[k])).collect()
     } else {
         let real = (scale * (i as f64 + 0.5) - 0.5).max(0.0);
         let x0 = real.floor() as usize;
@@ -142,7 +140,11 @@ fn ref_rotate(img: &Img, deg: f64, bilinear: bool, fill: [f64; 3]) -> (Img, Vec<
                 ambiguous[y * w + x] = true;
             }
             let (ix, iy) = (fx.round_ties_even() as i64, fy.round_ties_even() as i64);
-            if inside(ix, iy) { img.at(ix as usize, iy as usize) } else { fill }
+            if inside(ix, iy) {
+                img.at(ix as usize, iy as usize)
+            } else {
+                fill
+            }
         } else {
             let (x0, y0) = (fx.floor(), fy.floor());
             let (tx, ty) = (fx - x0, fy - y0);
@@ -290,19 +292,7 @@ fn orientation_matches_explicit_buffer_operations_for_all_8_tags() {
 
 #[test]
 fn filter_taps_match_pillow_and_torch_formulas() {
-    let cases = [
-        (500, 224),
-        (375, 224),
-        (224, 224),
-        (100, 224),
-        (7, 3),
-        (3, 7),
-        (1, 5),
-        (5, 1),
-        (4000, 224),
-        (341, 256),
-        (333, 299),
-    ];
+    let cases = [(500, 224), (375, 224), (224, 224), (100, 224), (7, 3), (3, 7), (1, 5), (5, 1), (4000, 224), (341, 256), (333, 299)];
     for (inp, out) in cases {
         for filter in [FILTER_BILINEAR, FILTER_BICUBIC] {
             for aa in [true, false] {
@@ -375,10 +365,7 @@ fn window_and_flip_are_exact_mirrors() {
     for c in 0..3 {
         for y in 0..19 {
             for x in 0..17 {
-                assert_eq!(
-                    nchw(&flipped, 17, 19, x, y, c).to_bits(),
-                    nchw(&plain, 17, 19, 16 - x, 18 - y, c).to_bits()
-                );
+                assert_eq!(nchw(&flipped, 17, 19, x, y, c).to_bits(), nchw(&plain, 17, 19, 16 - x, 18 - y, c).to_bits());
             }
         }
     }

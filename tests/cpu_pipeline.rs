@@ -271,8 +271,27 @@ fn augment_flags_reach_the_drawn_params_and_bad_lists_are_named() {
     let ds = dir.path().join("ds");
     dataset(&ds, false);
     let out = dir.path().join("out");
-    let args = ["dump", "--batch-size", "11", "--size", "24", "--rotate=-10,10", "--rotate-interp", "bilinear", "--vflip", "1", "--hflip", "0",
-        "--filter", "bicubic", "--no-antialias", "--fill", "1,2,3", "--scale", "0.5,0.6"];
+    let args = [
+        "dump",
+        "--batch-size",
+        "11",
+        "--size",
+        "24",
+        "--rotate=-10,10",
+        "--rotate-interp",
+        "bilinear",
+        "--vflip",
+        "1",
+        "--hflip",
+        "0",
+        "--filter",
+        "bicubic",
+        "--no-antialias",
+        "--fill",
+        "1,2,3",
+        "--scale",
+        "0.5,0.6",
+    ];
     stoke(&args, &ds, &out);
     for s in jsonl(&out.join("samples.jsonl")) {
         let p = &s["params"];
@@ -281,7 +300,8 @@ fn augment_flags_reach_the_drawn_params_and_bad_lists_are_named() {
         assert_eq!((p["rot_interp"].as_u64(), p["flip_v"].as_u64(), p["flip_h"].as_u64()), (Some(1), Some(1), Some(0)));
         assert_eq!((p["filter"].as_u64(), p["antialias"].as_u64()), (Some(1), Some(0)));
         assert_eq!(p["fill"], serde_json::json!([1.0, 2.0, 3.0]));
-        let area = (p["crop_w"].as_f64().unwrap() * p["crop_h"].as_f64().unwrap()) / (p["src_w"].as_f64().unwrap() * p["src_h"].as_f64().unwrap());
+        let area =
+            (p["crop_w"].as_f64().unwrap() * p["crop_h"].as_f64().unwrap()) / (p["src_w"].as_f64().unwrap() * p["src_h"].as_f64().unwrap());
         assert!((0.45..=0.65).contains(&area), "crop area fraction {area}");
     }
     let e = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))

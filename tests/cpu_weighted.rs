@@ -167,9 +167,7 @@ fn dump_with_class_balanced_and_epoch_length_writes_that_many_samples() {
     let o = stoke(&["plan", ds_s, "--class-weights", "0,1", "--epoch-length", "20"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let keys: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect();
-    let dumped: Vec<String> = samples
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string())
-        .collect();
+    let dumped: Vec<String> =
+        samples.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string()).collect();
     assert_eq!(keys, dumped);
 }

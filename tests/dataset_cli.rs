@@ -63,7 +63,10 @@ fn index_json_report() {
     assert_eq!(v["index_reused"], false);
     // Text report, second run: reused.
     let text = ok(stoke(&["index", p(&root)], &[], t.path()));
-    assert!(text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not images (.jpg/.jpeg/.png)"), "{text}");
+    assert!(
+        text.contains("(reused)") && text.contains("cat/fake.jpg") && text.contains("1 files that are not images (.jpg/.jpeg/.png)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -85,7 +88,7 @@ fn plan_ranks_and_env_defaults() {
         assert_eq!(flags, env);
         let keys: Vec<&str> = flags.lines().collect();
         assert_eq!(keys.len(), 3); // ceil(10/4)
-        // PyTorch striding over the single-rank order, padded by wrapping.
+                                   // PyTorch striding over the single-rank order, padded by wrapping.
         let want: Vec<&str> = (0..3).map(|i| all[(r + 4 * i) % 10].as_str()).collect();
         assert_eq!(keys, want);
         union.extend(keys.iter().map(|s| s.to_string()));
@@ -143,16 +146,12 @@ fn pack_then_plan_lists_the_same_samples_with_labels_kept() {
     assert_eq!(ib["classes"], ia["classes"]); // names from classes.txt
     assert_eq!(ib["top_resolutions"], ia["top_resolutions"]);
     assert_eq!(ib["index_reused"], true); // pack built the shards' index
-    // Byte for byte: every folder sample is in the shards under its tar key.
+                                          // Byte for byte: every folder sample is in the shards under its tar key.
     let o = stoke::source::IndexOptions { cache_dir: Some(t.path().to_path_buf()), ..Default::default() };
     let src = stoke::source::Dataset::open(&root, &o).unwrap();
     let packed = stoke::source::Dataset::open(&out, &o).unwrap();
-    let by_key: BTreeMap<String, usize> = packed
-        .samples()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.key.split_once('/').unwrap().1.to_string(), i))
-        .collect();
+    let by_key: BTreeMap<String, usize> =
+        packed.samples().iter().enumerate().map(|(i, s)| (s.key.split_once('/').unwrap().1.to_string(), i)).collect();
     let (mut a_buf, mut b_buf) = (Vec::new(), Vec::new());
     for (i, s) in src.samples().iter().enumerate() {
         let stem = s.key.rsplit_once('.').unwrap().0.replace("name.with", "name_with").replace("with.dots", "with_dots");
@@ -174,10 +173,13 @@ fn pack_then_plan_lists_the_same_samples_with_labels_kept() {
     let out2 = t.path().join("packed2");
     ok(stoke(&["pack", p(&root.join("list.txt")), p(&out2)], &[], t.path()));
     let b = ok(stoke(&["plan", p(&out2), "--positions", "--no-shuffle"], &[], t.path()));
-    let got: Vec<(&str, &str)> = b.lines().map(|l| {
-        let f: Vec<&str> = l.split('\t').collect();
-        (f[1], f[2])
-    }).collect();
+    let got: Vec<(&str, &str)> = b
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[1], f[2])
+        })
+        .collect();
     assert_eq!(got, [("5", "shard-000000/a/img_0000"), ("2", "shard-000000/b/img_0001")]);
 }
 

@@ -267,8 +267,17 @@ fn corpus_manifest() {
     let mut lines = manifest.lines();
     let head: Vec<&str> = lines.next().unwrap().split('\t').collect();
     let col = |name: &str| head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}"));
-    let (c_path, c_sof, c_prec, c_w, c_h, c_nc, c_samp, c_adobe, c_exif) =
-        (col("path"), col("sof"), col("precision"), col("width"), col("height"), col("ncomp"), col("sampling"), col("adobe"), col("exif_orient"));
+    let (c_path, c_sof, c_prec, c_w, c_h, c_nc, c_samp, c_adobe, c_exif) = (
+        col("path"),
+        col("sof"),
+        col("precision"),
+        col("width"),
+        col("height"),
+        col("ncomp"),
+        col("sampling"),
+        col("adobe"),
+        col("exif_orient"),
+    );
     let (mut checked, mut failures) = (0, Vec::new());
     for line in lines {
         let f: Vec<&str> = line.split('\t').collect();

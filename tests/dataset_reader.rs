@@ -174,7 +174,11 @@ fn missing_file_mid_epoch_skip_and_fail() {
         }
     }
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].contains("sample a/img_0003.jpg") && errors[0].contains(&root.join("a/img_0003.jpg").display().to_string()), "{}", errors[0]);
+    assert!(
+        errors[0].contains("sample a/img_0003.jpg") && errors[0].contains(&root.join("a/img_0003.jpg").display().to_string()),
+        "{}",
+        errors[0]
+    );
     // The failing batch is the error; the others are delivered.
     let order: Vec<usize> = Sampler::new(10, &SamplerConfig::from_pipeline(&c)).unwrap().iter(0, 0).map(|p| p.1).collect();
     let step = order.iter().position(|&i| i == victim).unwrap() / 4;

@@ -190,7 +190,10 @@ fn headers_past_the_prefix_and_non_jpegs() {
     let d2 = Dataset::open(&root, &opts(t.path())).unwrap();
     assert!(d2.index_reused());
     for (a, b) in d.samples().iter().zip(d2.samples()) {
-        assert_eq!((&a.key, a.label, a.len, a.location, a.info, &a.header_error), (&b.key, b.label, b.len, b.location, b.info, &b.header_error));
+        assert_eq!(
+            (&a.key, a.label, a.len, a.location, a.info, &a.header_error),
+            (&b.key, b.label, b.len, b.location, b.info, &b.header_error)
+        );
     }
 }
 
@@ -297,10 +300,7 @@ fn tar_shards_pattern_folder_and_reads() {
     let d = Dataset::open(&pat, &opts(t.path())).unwrap();
     assert_eq!(d.kind(), SourceKind::Tar);
     let got: Vec<(String, i64, u32)> = d.samples().iter().map(|s| (s.key.clone(), s.label, s.info.unwrap().width)).collect();
-    assert_eq!(
-        got,
-        [("train-0000/a".to_string(), 3, 10), (format!("train-0000/{long}"), 0, 12), ("train-0001/n01/b".to_string(), 1, 14)]
-    );
+    assert_eq!(got, [("train-0000/a".to_string(), 3, 10), (format!("train-0000/{long}"), 0, 12), ("train-0001/n01/b".to_string(), 1, 14)]);
     let mut buf = Vec::new();
     for (i, want) in [jpeg(10, 11), jpeg(12, 13), jpeg(14, 15)].iter().enumerate() {
         d.read_bytes(i, &mut buf).unwrap();
@@ -479,10 +479,12 @@ fn ranks_opening_together_build_the_index_once() {
     folder(&root, &["a", "b"], &[40, 40]);
     let results: Vec<(bool, usize)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| {
-                let d = Dataset::open(&root, &opts(t.path())).unwrap();
-                (d.index_reused(), d.len())
-            }))
+            .map(|_| {
+                s.spawn(|| {
+                    let d = Dataset::open(&root, &opts(t.path())).unwrap();
+                    (d.index_reused(), d.len())
+                })
+            })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });

@@ -47,10 +47,7 @@ fn device_convert_matches_the_host_build_bit_for_bit() {
     let bufs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &(_, h, s))| pixels(s * h as usize, i as u32 + 7)).collect();
     let images: Vec<HostImage> =
         sizes.iter().zip(&bufs).map(|(&(w, h, stride), d)| HostImage { data: d, width: w, height: h, stride }).collect();
-    let norms = [
-        Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD },
-        Normalize { mean: [0.5, 0.25, 1.0], std: [0.5, 2.0, 0.003] },
-    ];
+    let norms = [Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD }, Normalize { mean: [0.5, 0.25, 1.0], std: [0.5, 2.0, 0.003] }];
     for dtype in [DType::F32, DType::F16, DType::Bf16] {
         for layout in [Layout::Nchw, Layout::Nhwc] {
             for norm in &norms {

@@ -64,7 +64,12 @@ fn references() -> Vec<(String, Vec<u8>, DecodedImage)> {
 }
 
 /// A decoder for `refs` in batches of `batch`, using the decoders `which` allows.
-fn decoder(gpu: &std::sync::Arc<stoke::backend::cuda::device::Gpu>, refs: &[(String, Vec<u8>, DecodedImage)], batch: usize, which: GpuDecoders) -> GpuDecoder {
+fn decoder(
+    gpu: &std::sync::Arc<stoke::backend::cuda::device::Gpu>,
+    refs: &[(String, Vec<u8>, DecodedImage)],
+    batch: usize,
+    which: GpuDecoders,
+) -> GpuDecoder {
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
     let max_h = refs.iter().map(|r| r.2.height).max().unwrap_or(1);
@@ -110,10 +115,8 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
     let mut out = Vec::new();
     let (mut worst, mut gpu_images) = (0.0f64, 0usize);
     for chunk in refs.chunks(batch) {
-        let jobs: Vec<(&[u8], _)> = chunk
-            .iter()
-            .map(|(_, b, img)| (&b[..], draw(&spec, 0, 0, 0, img.width as i32, img.height as i32, 1)))
-            .collect();
+        let jobs: Vec<(&[u8], _)> =
+            chunk.iter().map(|(_, b, img)| (&b[..], draw(&spec, 0, 0, 0, img.width as i32, img.height as i32, 1))).collect();
         let arena = dec.decode(&jobs, &mut out).unwrap();
         gpu.ctx().bind_to_thread().unwrap();
         for ((name, _, want), got) in chunk.iter().zip(&out) {
@@ -127,8 +130,7 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
             // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
             // the decode finished (decode() waits for it).
             unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
-            let mad = px.iter().zip(&want.rgb).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>()
-                / px.len() as f64;
+            let mad = px.iter().zip(&want.rgb).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>() / px.len() as f64;
             worst = worst.max(mad);
             assert!(mad < MAX_MEAN_ABS_DIFF, "{name} ({:?}): mean abs diff {mad:.3} vs the CPU decoder", d.route);
         }

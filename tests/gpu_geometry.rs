@@ -20,7 +20,9 @@ use stoke::config::{AugmentSpec, DType, Layout, OutputSpec};
 const GEOMETRY_ULPS: i64 = 1;
 
 fn image(w: u32, h: u32, seed: u32) -> Vec<u8> {
-    (0..w * h * 3).map(|i| ((i / 3 % w) * 7 + (i / 3 / w) * 13 + (i % 3) * 50 + seed * 11) as u8 ^ ((i * 2654435761u32) >> 27) as u8).collect()
+    (0..w * h * 3)
+        .map(|i| ((i / 3 % w) * 7 + (i / 3 / w) * 13 + (i % 3) * 50 + seed * 11) as u8 ^ ((i * 2654435761u32) >> 27) as u8)
+        .collect()
 }
 
 fn region(rgb: &[u8], sw: u32, x: u32, y: u32, w: u32, h: u32) -> Vec<u8> {

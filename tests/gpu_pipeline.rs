@@ -43,7 +43,13 @@ fn host(batch: &Batch) -> Vec<u8> {
 }
 
 /// Run `epochs` over the reader, calling `check` on every device batch.
-fn run(gpu: &Arc<Gpu>, ds: &Arc<Dataset>, c: &PipelineConfig, epochs: std::ops::Range<u64>, mut check: impl FnMut(&Batch, &stoke::reader::ReadBatch)) -> CudaBackend {
+fn run(
+    gpu: &Arc<Gpu>,
+    ds: &Arc<Dataset>,
+    c: &PipelineConfig,
+    epochs: std::ops::Range<u64>,
+    mut check: impl FnMut(&Batch, &stoke::reader::ReadBatch),
+) -> CudaBackend {
     let mut backend = CudaBackend::new(c, ds).unwrap();
     assert_eq!(backend.gpu().info().ordinal, gpu.info().ordinal);
     let mut reader = Reader::new(ds.clone(), c).unwrap();
@@ -118,7 +124,13 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
             let f = |v: &[u8], k: usize| half::f16::from_le_bytes([v[2 * k], v[2 * k + 1]]).to_f32();
             let n = per / 2;
             let mad: f32 = (0..n).map(|k| (f(&got, i * n + k) - f(want, i * n + k)).abs()).sum::<f32>() / n as f32;
-            assert!(mad < MAX_SAMPLE_MEAN_DIFF, "epoch {} step {} sample {i} ({}): mean diff {mad}", b.epoch, b.step, ds.sample(b.indices[i]).key);
+            assert!(
+                mad < MAX_SAMPLE_MEAN_DIFF,
+                "epoch {} step {} sample {i} ({}): mean diff {mad}",
+                b.epoch,
+                b.step,
+                ds.sample(b.indices[i]).key
+            );
         }
         dev.poison(0xff).unwrap();
     });
@@ -182,10 +194,18 @@ fn memory_is_flat_over_five_epochs() {
     }
     let largest = ds.samples().iter().filter_map(|s| s.info.map(|i| 3 * i.width as u64 * i.height as u64)).max().unwrap_or(0);
     let lazy_bound = (2 * stoke::backend::cuda::decode::CUDA_SLOTS as u64 + 2) * largest;
-    println!("STOKE-Q memory: (device free, host rss) after each epoch: {marks:?}; backend holds {} device + {} pinned bytes", held.0, held.1);
+    println!(
+        "STOKE-Q memory: (device free, host rss) after each epoch: {marks:?}; backend holds {} device + {} pinned bytes",
+        held.0, held.1
+    );
     let (f2, r2) = marks[1];
     for (e, (f, r)) in marks.iter().enumerate().skip(2) {
-        assert!(f2.saturating_sub(*f) as u64 <= lazy_bound, "device free memory fell by {} bytes from epoch 2 to epoch {} (bound {lazy_bound})", f2 - f, e + 1);
+        assert!(
+            f2.saturating_sub(*f) as u64 <= lazy_bound,
+            "device free memory fell by {} bytes from epoch 2 to epoch {} (bound {lazy_bound})",
+            f2 - f,
+            e + 1
+        );
         assert!(r.saturating_sub(r2) < 16 << 20, "host memory grew by epoch {}: {r2} → {r}", e + 1);
     }
 }
@@ -211,7 +231,8 @@ fn a_png_under_a_jpeg_name_is_delivered() {
         let got = host(b);
         let n = 3 * 64 * 64;
         let png_slot = rb.samples.iter().position(|s| ds.sample(s.index).key.contains("zz_png")).expect("the PNG is in the batch");
-        let (g, w) = (&got[png_slot * n * 2..(png_slot + 1) * n * 2], &want.host_bytes().unwrap()[png_slot * n * 2..(png_slot + 1) * n * 2]);
+        let (g, w) =
+            (&got[png_slot * n * 2..(png_slot + 1) * n * 2], &want.host_bytes().unwrap()[png_slot * n * 2..(png_slot + 1) * n * 2]);
         let (ulps, _) = gpu_common::max_ulps(g, w, c.output.dtype);
         assert!(ulps <= 1, "the PNG's pixels differ from the CPU backend's by {ulps} ulps");
         checked += 1;

@@ -254,7 +254,9 @@ pub fn check_request(device: DLDevice, dl_device: Option<(i32, i32)>, copy: Opti
         }
     }
     if copy == Some(true) {
-        return Err(PyBufferError::new_err("stoke's batches are exported without a copy (copy=True is not supported); copy on the consumer side"));
+        return Err(PyBufferError::new_err(
+            "stoke's batches are exported without a copy (copy=True is not supported); copy on the consumer side",
+        ));
     }
     Ok(())
 }

@@ -8,6 +8,9 @@
 //! `max_held_batches` batches held at once plus the pipeline's prefetch; asking for a batch
 //! while `max_held_batches` are held raises an error naming the bound instead of blocking.
 
+// pyo3 0.22's #[pymethods] expansion converts PyErr into PyErr; clippy flags the macro's code.
+#![allow(clippy::useless_conversion)]
+
 mod dlpack;
 
 use std::path::PathBuf;
@@ -24,7 +27,12 @@ use stoke::batch::{Batch, Images};
 use stoke::config::{AugmentSpec, BackendKind, CropMode, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling, WeightSource};
 use stoke::pipeline::Pipeline;
 
-pyo3::create_exception!(_stoke, SampleError, PyRuntimeError, "A sample could not be read or decoded under on_error='fail'; the message names its key, file, shard and offset.");
+pyo3::create_exception!(
+    _stoke,
+    SampleError,
+    PyRuntimeError,
+    "A sample could not be read or decoded under on_error='fail'; the message names its key, file, shard and offset."
+);
 
 /// One delivered batch, shared by its tensors. Dropping the last reference sends it back to
 /// the loader (host buffers are reused; a device batch's ring slot is released on the stream
@@ -181,10 +189,42 @@ impl Tensor {
 
 /// Every keyword `Loader` takes.
 const OPTIONS: &[&str] = &[
-    "device", "preset", "size", "dtype", "layout", "seed", "epoch", "shuffle", "drop_last", "on_error", "rank", "world_size",
-    "threads", "reader_threads", "prefetch", "decoders", "decode_only", "gpu_memory_budget", "exif", "dct_scaling", "filter",
-    "antialias", "hflip", "vflip", "rotate", "rotate_interp", "fill", "scale", "ratio", "mean", "std", "class_balanced",
-    "class_weights", "epoch_length", "max_held_batches", "config",
+    "device",
+    "preset",
+    "size",
+    "dtype",
+    "layout",
+    "seed",
+    "epoch",
+    "shuffle",
+    "drop_last",
+    "on_error",
+    "rank",
+    "world_size",
+    "threads",
+    "reader_threads",
+    "prefetch",
+    "decoders",
+    "decode_only",
+    "gpu_memory_budget",
+    "exif",
+    "dct_scaling",
+    "filter",
+    "antialias",
+    "hflip",
+    "vflip",
+    "rotate",
+    "rotate_interp",
+    "fill",
+    "scale",
+    "ratio",
+    "mean",
+    "std",
+    "class_balanced",
+    "class_weights",
+    "epoch_length",
+    "max_held_batches",
+    "config",
 ];
 
 /// Options as the CLI has them, under the same names (Python spelling).
@@ -196,7 +236,12 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
             match get($name)? {
                 None => None,
                 Some(v) => Some(v.extract::<$t>().map_err(|_| {
-                    PyTypeError::new_err(format!("{}={}: expected {}", $name, v.repr().map(|r| r.to_string()).unwrap_or_default(), stringify!($t)))
+                    PyTypeError::new_err(format!(
+                        "{}={}: expected {}",
+                        $name,
+                        v.repr().map(|r| r.to_string()).unwrap_or_default(),
+                        stringify!($t)
+                    ))
                 })?),
             }
         };
@@ -204,7 +249,10 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     for k in o.keys() {
         let k: String = k.extract()?;
         if !OPTIONS.contains(&k.as_str()) {
-            return Err(PyTypeError::new_err(format!("Loader() got an unexpected keyword argument {k:?} (options: {})", OPTIONS.join(", "))));
+            return Err(PyTypeError::new_err(format!(
+                "Loader() got an unexpected keyword argument {k:?} (options: {})",
+                OPTIONS.join(", ")
+            )));
         }
     }
     let mut c = PipelineConfig::new(source);
@@ -342,7 +390,9 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     c.sampling = match weights {
         Some(weights) => Sampling::Weighted { weights, epoch_length },
         None if epoch_length.is_some() => {
-            return Err(PyValueError::new_err("epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)"))
+            return Err(PyValueError::new_err(
+                "epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)",
+            ))
         }
         None => Sampling::Epoch,
     };
@@ -358,6 +408,14 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     let epoch = opt!("epoch", u64).unwrap_or(0);
     c.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok((c, max_held, epoch))
+}
+
+/// A sample replaced under `on_error='skip'`.
+struct Replaced {
+    key: String,
+    location: String,
+    position: u64,
+    reason: String,
 }
 
 /// Resume point: the epoch and step the next `iter()` starts at.
@@ -383,7 +441,7 @@ struct Loader {
     running: Option<Position>,
     /// Bumped by every `iter()`: an older epoch iterator stops.
     generation: u64,
-    errors: Arc<Mutex<Vec<(String, String, u64, String)>>>,
+    errors: Arc<Mutex<Vec<Replaced>>>,
 }
 
 fn to_py_err(e: stoke::Error) -> PyErr {
@@ -467,10 +525,14 @@ impl Loader {
                 .extract::<u64>()
                 .map_err(|_| PyValueError::new_err(format!("state_dict[{k:?}] must be a non-negative integer")))
         };
-        for (k, mine) in [("seed", self.config.seed), ("world_size", self.config.world_size as u64), ("batch_size", self.config.batch_size as u64)] {
+        for (k, mine) in
+            [("seed", self.config.seed), ("world_size", self.config.world_size as u64), ("batch_size", self.config.batch_size as u64)]
+        {
             let theirs = get(k)?;
             if theirs != mine {
-                return Err(PyValueError::new_err(format!("state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ")));
+                return Err(PyValueError::new_err(format!(
+                    "state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ"
+                )));
             }
         }
         let (epoch, step) = (get("epoch")?, get("step")?);
@@ -487,7 +549,7 @@ impl Loader {
     #[getter]
     fn errors(&self, py: Python<'_>) -> PyResult<PyObject> {
         let l = PyList::empty_bound(py);
-        for (key, location, position, reason) in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for Replaced { key, location, position, reason } in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let d = PyDict::new_bound(py);
             d.set_item("key", key)?;
             d.set_item("location", location)?;
@@ -566,7 +628,12 @@ impl Loader {
             let mut errs = self.errors.lock().unwrap_or_else(|p| p.into_inner());
             for s in &batch.substitutes {
                 let (location, reason) = s.reason.split_once(": ").unwrap_or(("", s.reason.as_str()));
-                errs.push((s.key.clone(), location.to_string(), s.position, reason.to_string()));
+                errs.push(Replaced {
+                    key: s.key.clone(),
+                    location: location.to_string(),
+                    position: s.position,
+                    reason: reason.to_string(),
+                });
             }
         }
         pos.step += 1;

@@ -68,10 +68,7 @@ pub fn params_problem(code: i32, p: &AugParams, stored_w: i32, stored_h: i32) ->
             "params are for a {}x{} oriented image but the decoded image is {stored_w}x{stored_h} stored with orientation {}",
             p.src_w, p.src_h, p.orientation
         ),
-        3 => format!(
-            "crop box {}x{} at ({}, {}) is not inside the {}x{} image",
-            p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h
-        ),
+        3 => format!("crop box {}x{} at ({}, {}) is not inside the {}x{} image", p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h),
         4 => format!("resize size must be positive, got {}x{}", p.resize_w, p.resize_h),
         5 => format!(
             "output window {}x{} at ({}, {}) is not inside the {}x{} resized crop",
@@ -137,14 +134,7 @@ impl<'a> SrcImage<'a> {
 /// Augment `src` with `p` into sample `n` of the batch tensor `out` (the bytes of an
 /// `N × 3 × out_h × out_w` tensor of `spec.dtype` in `spec.layout`), through the shared
 /// kernel math (`stoke_host_augment`). Errors say what does not fit.
-pub fn augment(
-    src: SrcImage<'_>,
-    p: &AugParams,
-    spec: &OutputSpec,
-    out: &mut [u8],
-    n: usize,
-    scratch: &mut Scratch,
-) -> Result<(), String> {
+pub fn augment(src: SrcImage<'_>, p: &AugParams, spec: &OutputSpec, out: &mut [u8], n: usize, scratch: &mut Scratch) -> Result<(), String> {
     let code = params_check(p, src.width, src.height);
     if code != 0 {
         return Err(params_problem(code, p, src.width, src.height));
@@ -211,9 +201,9 @@ pub fn axis_taps(in_size: i32, out_size: i32, i: i32, filter: u32, antialias: bo
         let mut taps = vec![0i32; cap];
         let mut w = vec![0f32; cap];
         // SAFETY: both buffers hold `cap` elements and the C side writes at most `cap`.
-        let n = unsafe {
-            ffi::stoke_host_axis(in_size, out_size, i, filter, antialias as u32, taps.as_mut_ptr(), w.as_mut_ptr(), cap as i32)
-        } as usize;
+        let n =
+            unsafe { ffi::stoke_host_axis(in_size, out_size, i, filter, antialias as u32, taps.as_mut_ptr(), w.as_mut_ptr(), cap as i32) }
+                as usize;
         if n <= cap {
             taps.truncate(n);
             w.truncate(n);
@@ -245,7 +235,7 @@ pub fn resized_pixel(src: SrcImage<'_>, p: &AugParams, rx: i32, ry: i32) -> Resu
         return Err("the per-pixel form reads whole images only".into());
     }
     src.check()?;
-let mut out = [0f32; 3];
+    let mut out = [0f32; 3];
     // SAFETY: params checked, pixel inside the resized crop so every tap is inside the crop
     // box and so inside the buffer (checked); writes three f32.
     unsafe { ffi::stoke_host_resized_pixel(src.rgb.as_ptr(), src.row_stride as i64, p, rx, ry, out.as_mut_ptr()) };
@@ -338,9 +328,7 @@ pub fn normalize_f16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
     let mut tmp = vec![0f32; src.len()];
     // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
     // inside their slices.
-    unsafe {
-        ffi::stoke_host_normalize_f16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
-    }
+    unsafe { ffi::stoke_host_normalize_f16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr()) }
 }
 
 /// `dst[i] = f32_to_bf16_bits(normalize(src[i], mean, std))` for a run of values (the CPU
@@ -350,9 +338,7 @@ pub fn normalize_bf16_run(src: &[f32], mean: f32, std: f32, dst: &mut [u16]) {
     let mut tmp = vec![0f32; src.len()];
     // SAFETY: reads `src.len()` f32, writes as many u16 into `dst` and f32 into `tmp`, all
     // inside their slices.
-    unsafe {
-        ffi::stoke_host_normalize_bf16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr())
-    }
+    unsafe { ffi::stoke_host_normalize_bf16_run(src.as_ptr(), mean, std, dst.as_mut_ptr(), src.len(), tmp.as_mut_ptr()) }
 }
 
 /// `(x/255 − mean)/std` as the kernels compute it (`stoke_normalize`).

@@ -187,13 +187,7 @@ pub fn round_half_even(x: f64) -> i64 {
 /// The RandomResizedCrop box `(x, y, w, h)` for an oriented `width × height` image, exactly
 /// as torchvision's `RandomResizedCrop.get_params` (SEMANTICS.md): up to 10 tries, then the
 /// centred fallback.
-pub fn random_resized_crop_box(
-    rng: &mut SampleRng,
-    width: i32,
-    height: i32,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-) -> (i32, i32, i32, i32) {
+pub fn random_resized_crop_box(rng: &mut SampleRng, width: i32, height: i32, scale: (f64, f64), ratio: (f64, f64)) -> (i32, i32, i32, i32) {
     let (wf, hf) = (width as f64, height as f64);
     let area = wf * hf;
     let (log_r0, log_r1) = (ratio.0.ln(), ratio.1.ln());
@@ -250,15 +244,7 @@ pub fn oriented_size(w: i32, h: i32, orientation: u32) -> (i32, i32) {
 /// `stored_w × stored_h` with EXIF `orientation` (1 when unknown or disabled by the spec).
 ///
 /// Deterministic: a pure function of its arguments.
-pub fn draw(
-    spec: &AugmentSpec,
-    seed: u64,
-    epoch: u64,
-    sample: u64,
-    stored_w: i32,
-    stored_h: i32,
-    orientation: u32,
-) -> AugParams {
+pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i32, stored_h: i32, orientation: u32) -> AugParams {
     let orientation = if spec.apply_exif && (1..=8).contains(&orientation) { orientation } else { 1 };
     let (w, h) = oriented_size(stored_w.max(1), stored_h.max(1), orientation);
     let mut rng = SampleRng::new(seed, epoch, sample, STREAM_AUGMENT);

@@ -77,10 +77,7 @@ pub(crate) fn settle_slots(
         return Err(Error::sample(
             keys.join(", "),
             format!("epoch {} step {}", batch.epoch, batch.step),
-            format!(
-                "no sample of the batch could be decoded, nothing to substitute: first error: {}",
-                status[0].as_deref().unwrap_or("")
-            ),
+            format!("no sample of the batch could be decoded, nothing to substitute: first error: {}", status[0].as_deref().unwrap_or("")),
         ));
     }
     for (i, st) in status.iter().enumerate() {

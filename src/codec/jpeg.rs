@@ -242,9 +242,7 @@ impl<'a> Cursor<'a> {
         Ok(u16::from_be_bytes([self.u8(at, context)?, self.u8(at + 1, context)?]))
     }
     fn slice(&self, at: usize, len: usize, context: &'static str) -> Result<&'a [u8], HeaderError> {
-        at.checked_add(len)
-            .and_then(|end| self.b.get(at..end))
-            .ok_or(HeaderError::Truncated { at: self.b.len(), context })
+        at.checked_add(len).and_then(|end| self.b.get(at..end)).ok_or(HeaderError::Truncated { at: self.b.len(), context })
     }
 }
 
@@ -383,10 +381,7 @@ fn find_dnl(b: &[u8], mut i: usize) -> Result<u16, HeaderError> {
                 return Ok(h);
             }
             0xD9 => {
-                return Err(HeaderError::Invalid {
-                    at: i,
-                    message: "frame height is 0 and no DNL marker precedes the end of image".into(),
-                })
+                return Err(HeaderError::Invalid { at: i, message: "frame height is 0 and no DNL marker precedes the end of image".into() })
             }
             0xD8 | 0x01 => i += 2,
             _ => {
@@ -488,10 +483,9 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                 if height == 0 {
                     height = find_dnl(b, next).map_err(|e| match e {
                         HeaderError::Invalid { .. } | HeaderError::NotJpeg(_) | HeaderError::UnknownFormat(_) => e,
-                        HeaderError::Truncated { at, .. } => HeaderError::Truncated {
-                            at,
-                            context: "scan data: the SOF height is 0, looking for the DNL marker",
-                        },
+                        HeaderError::Truncated { at, .. } => {
+                            HeaderError::Truncated { at, context: "scan data: the SOF height is 0, looking for the DNL marker" }
+                        }
                     })? as u32;
                     dnl = true;
                 }

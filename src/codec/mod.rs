@@ -70,7 +70,14 @@ impl ImageInfo {
 
 impl From<JpegInfo> for ImageInfo {
     fn from(j: JpegInfo) -> Self {
-        ImageInfo { format: ImageFormat::Jpeg, width: j.width, height: j.height, components: j.components, orientation: j.orientation, jpeg: Some(j) }
+        ImageInfo {
+            format: ImageFormat::Jpeg,
+            width: j.width,
+            height: j.height,
+            components: j.components,
+            orientation: j.orientation,
+            jpeg: Some(j),
+        }
     }
 }
 

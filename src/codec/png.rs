@@ -10,7 +10,10 @@ use png::{BitDepth, ColorType, Transformations};
 /// Width and height from the IHDR (the first chunk, at a fixed place after the signature).
 pub fn dimensions(bytes: &[u8]) -> Result<(u32, u32), DecodeError> {
     if bytes.len() < 24 {
-        return Err(DecodeError::new(DecodeErrorKind::Truncated, format!("png: the file ends after {} bytes, inside the header", bytes.len())));
+        return Err(DecodeError::new(
+            DecodeErrorKind::Truncated,
+            format!("png: the file ends after {} bytes, inside the header", bytes.len()),
+        ));
     }
     if &bytes[12..16] != b"IHDR" {
         return Err(DecodeError::new(DecodeErrorKind::Corrupt, "png: the first chunk is not IHDR"));
@@ -69,7 +72,8 @@ pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Resu
     let mut reader = dec.read_info().map_err(err)?;
     let source = reader.info().color_type;
     let (color, depth) = reader.output_color_type();
-    let size = reader.output_buffer_size().ok_or_else(|| DecodeError::new(DecodeErrorKind::TooLarge, "png: the image does not fit in memory"))?;
+    let size =
+        reader.output_buffer_size().ok_or_else(|| DecodeError::new(DecodeErrorKind::TooLarge, "png: the image does not fit in memory"))?;
     let mut buf = vec![0u8; size];
     let frame = reader.next_frame(&mut buf).map_err(err)?;
     let (fw, fh) = (frame.width, frame.height);

@@ -159,11 +159,7 @@ impl ShardEpoch<'_> {
         let k = self.starts.partition_point(|&s| s <= g) - 1;
         let local = g - self.starts[k];
         let size = self.starts[k + 1] - self.starts[k];
-        let j = if cfg.shuffle {
-            Permutation::keyed(size, cfg.seed, self.epoch, k as u64 + 1, STREAM_SHARDS).apply(local)
-        } else {
-            local
-        };
+        let j = if cfg.shuffle { Permutation::keyed(size, cfg.seed, self.epoch, k as u64 + 1, STREAM_SHARDS).apply(local) } else { local };
         let mut j = j;
         let first = k * cfg.group;
         for &shard in &self.order[first..(first + cfg.group).min(self.order.len())] {

@@ -49,9 +49,11 @@ pub(crate) fn class_dirs(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     for e in read_dir_sorted(root)? {
         let p = e.path();
         if stat(&p)?.is_dir() {
-            let name = e.file_name().to_str().map(str::to_owned).ok_or_else(|| {
-                Error::dataset(&p, format!("class folder name {:?} is not valid UTF-8", e.file_name()))
-            })?;
+            let name = e
+                .file_name()
+                .to_str()
+                .map(str::to_owned)
+                .ok_or_else(|| Error::dataset(&p, format!("class folder name {:?} is not valid UTF-8", e.file_name())))?;
             classes.push((name, p));
         }
     }

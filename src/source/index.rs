@@ -14,9 +14,9 @@
 //! The file format is private and versioned: magic `STOKEIX\0`, version, fingerprint, then
 //! the dataset (classes, ignored count, shards, samples), then an FNV-1a checksum of all of it.
 
+use super::{Entry, Location, SampleMeta, SourceKind};
 use crate::codec::jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
 use crate::codec::{ImageFormat, ImageInfo};
-use super::{Entry, Location, SampleMeta, SourceKind};
 use crate::error::{Error, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fs::{self, File};
@@ -181,7 +181,8 @@ pub(crate) fn beside_path(kind: SourceKind, given: &Path, root: &Path) -> PathBu
             } else {
                 // A pattern or a single shard: name it after the pattern, beside the shards.
                 let name = given.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+                let clean: String =
+                    name.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
                 root.join(format!(".{clean}.stoke-index"))
             }
         }
@@ -480,13 +481,7 @@ pub(crate) fn save(paths: &[PathBuf], fingerprint: u64, s: &Saved) -> Option<Pat
 }
 
 /// Parse every entry's header in parallel. An unreadable sample is an error naming it.
-pub(crate) fn build(
-    root: &Path,
-    shards: &[PathBuf],
-    entries: Vec<Entry>,
-    threads: usize,
-    show_progress: bool,
-) -> Result<Vec<SampleMeta>> {
+pub(crate) fn build(root: &Path, shards: &[PathBuf], entries: Vec<Entry>, threads: usize, show_progress: bool) -> Result<Vec<SampleMeta>> {
     let shard_files: Vec<File> = shards.iter().map(|p| File::open(p).map_err(|e| Error::io(p, e))).collect::<Result<_>>()?;
     let pb = progress(show_progress, entries.len() as u64, "indexing");
     let results = parallel_map_with(entries.len(), threads, Some(&pb), Vec::new, |buf, i| {
@@ -499,9 +494,8 @@ pub(crate) fn build(
             }
             Location::Tar { shard, offset } => {
                 let f = &shard_files[shard as usize];
-                header_of(e.len, buf, |n, b| read_range(f, offset, n, b)).map_err(|err| {
-                    Error::dataset(&shards[shard as usize], format!("cannot read sample {} at byte {offset}: {err}", e.key))
-                })
+                header_of(e.len, buf, |n, b| read_range(f, offset, n, b))
+                    .map_err(|err| Error::dataset(&shards[shard as usize], format!("cannot read sample {} at byte {offset}: {err}", e.key)))
             }
         }
     });

@@ -27,8 +27,9 @@ fn parse_line(line: &str) -> std::result::Result<(&str, i64), String> {
 /// List a file-list dataset.
 pub(crate) fn list(list_path: &Path) -> Result<Listing> {
     let text = fs::read(list_path).map_err(|e| Error::io(list_path, e))?;
-    let text = String::from_utf8(text)
-        .map_err(|e| Error::dataset(list_path, format!("file list is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to())))?;
+    let text = String::from_utf8(text).map_err(|e| {
+        Error::dataset(list_path, format!("file list is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
+    })?;
     let root = list_path.parent().map(Path::to_path_buf).unwrap_or_default();
     let root = if root.as_os_str().is_empty() { Path::new(".").to_path_buf() } else { root };
     let mut fp = Fingerprint::new(SourceKind::List);

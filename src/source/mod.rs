@@ -151,7 +151,8 @@ fn detect(path: &Path) -> Result<SourceKind> {
         return Ok(SourceKind::Tar);
     }
     let md = std::fs::metadata(path).map_err(|e| {
-        let what = if e.kind() == std::io::ErrorKind::NotFound { "no such file or folder".to_string() } else { format!("cannot read: {e}") };
+        let what =
+            if e.kind() == std::io::ErrorKind::NotFound { "no such file or folder".to_string() } else { format!("cannot read: {e}") };
         Error::dataset(path, what)
     })?;
     if md.is_file() {
@@ -161,10 +162,7 @@ fn detect(path: &Path) -> Result<SourceKind> {
     let has_classes = !folder::class_dirs(path)?.is_empty();
     let has_tars = !tar::shard_paths(path)?.is_empty();
     match (has_classes, has_tars) {
-        (true, true) => Err(Error::dataset(
-            path,
-            "holds both class folders and .tar shards; point at one or the other",
-        )),
+        (true, true) => Err(Error::dataset(path, "holds both class folders and .tar shards; point at one or the other")),
         (true, false) => Ok(SourceKind::Folder),
         (false, true) => Ok(SourceKind::Tar),
         (false, false) => Err(Error::dataset(
@@ -371,9 +369,7 @@ impl Dataset {
     pub fn read_append(&self, i: usize, buf: &mut Vec<u8>) -> Result<Range<usize>> {
         let m = &self.samples[i];
         let start = buf.len();
-        let fail = |what: String| {
-            Error::sample(&m.key, self.location(i), what)
-        };
+        let fail = |what: String| Error::sample(&m.key, self.location(i), what);
         match m.location {
             Location::File => {
                 let path = self.root.join(&m.key);

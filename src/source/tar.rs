@@ -167,9 +167,7 @@ pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Me
             break; // no end-of-archive blocks: accepted, as GNU tar and Python do
         }
         if off + BLOCK > file_len {
-            return Err(err(format!(
-                "truncated tar: header at byte {off} is cut short (the file ends at byte {file_len})"
-            )));
+            return Err(err(format!("truncated tar: header at byte {off} is cut short (the file ends at byte {file_len})")));
         }
         file.read_exact_at(&mut hdr, off).map_err(|e| Error::io(shard, e))?;
         if hdr.iter().all(|&b| b == 0) {
@@ -275,10 +273,7 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
         let (es, ign) = r?;
         let stem = shard_stem(&shards[i]);
         if let Some(j) = stems.insert(stem.clone(), i) {
-            return Err(Error::dataset(
-                &shards[i],
-                format!("duplicate keys: shard name {stem:?} is also used by {}", shards[j].display()),
-            ));
+            return Err(Error::dataset(&shards[i], format!("duplicate keys: shard name {stem:?} is also used by {}", shards[j].display())));
         }
         ignored += ign;
         for mut e in es {
@@ -348,7 +343,10 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
             entries.push(Entry { key: key.to_string(), label: -1, len: m.len, location: Location::Tar { shard: 0, offset: m.offset } });
         } else if ext == "cls" {
             if let Some((_, at)) = labels.get(key) {
-                return Err(Error::dataset(shard, format!("duplicate keys: {key:?} has .cls members at byte {at} and at byte {}", m.offset)));
+                return Err(Error::dataset(
+                    shard,
+                    format!("duplicate keys: {key:?} has .cls members at byte {at} and at byte {}", m.offset),
+                ));
             }
             if m.len > 64 {
                 return Err(Error::dataset(shard, format!("{key}.cls at byte {} is {} bytes, too long for a label", m.offset, m.len)));
@@ -356,11 +354,15 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
             let mut b = vec![0u8; m.len as usize];
             file.read_exact_at(&mut b, m.offset).map_err(|e| Error::io(shard, e))?;
             let t = String::from_utf8_lossy(&b);
-            let label: i64 = t.trim().parse().map_err(|_| {
-                Error::dataset(shard, format!("{key}.cls at byte {}: label {:?} is not an integer", m.offset, t.trim()))
-            })?;
+            let label: i64 = t
+                .trim()
+                .parse()
+                .map_err(|_| Error::dataset(shard, format!("{key}.cls at byte {}: label {:?} is not an integer", m.offset, t.trim())))?;
             if label < 0 {
-                return Err(Error::dataset(shard, format!("{key}.cls at byte {}: label {label} is out of range (labels must be >= 0)", m.offset)));
+                return Err(Error::dataset(
+                    shard,
+                    format!("{key}.cls at byte {}: label {label} is out of range (labels must be >= 0)", m.offset),
+                ));
             }
             labels.insert(key, (label, m.offset));
         } else {

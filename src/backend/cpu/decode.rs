@@ -26,9 +26,9 @@
 //!   does), except a premature end of data, which Pillow also refuses ("image file is
 //!   truncated"): that is an error of kind [`DecodeErrorKind::Truncated`].
 
+use crate::codec::ImageFormat;
 use std::cell::RefCell;
 use std::ffi::CStr;
-use crate::codec::ImageFormat;
 use turbojpeg_sys as tj;
 
 pub use crate::codec::{DecodeError, DecodeErrorKind, DecodedImage};
@@ -171,10 +171,7 @@ fn scan_markers(b: &[u8]) -> Result<Frame, DecodeError> {
         ));
     }
     let truncated = |at: usize| {
-        DecodeError::new(
-            DecodeErrorKind::Truncated,
-            format!("the stream ends at byte {at} of {} before the frame header", b.len()),
-        )
+        DecodeError::new(DecodeErrorKind::Truncated, format!("the stream ends at byte {at} of {} before the frame header", b.len()))
     };
     let mut i = 2;
     let mut adobe = false;
@@ -430,9 +427,7 @@ fn decode_inner(
         } else {
             // SAFETY: valid handle; `out.rgb` holds rh rows of `rw·3` bytes, exactly what the
             // cropping region set above produces in TJPF_RGB with that pitch.
-            unsafe {
-                tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB)
-            }
+            unsafe { tj::tj3Decompress8(h.0, bytes.as_ptr(), bytes.len() as _, out.rgb.as_mut_ptr(), (rw * 3) as i32, tj::TJPF_TJPF_RGB) }
         };
         if rc != 0 {
             // SAFETY: valid handle.

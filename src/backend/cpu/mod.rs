@@ -163,11 +163,8 @@ impl CpuBackend {
     /// A backend for `config`: a pool of `config.cpu_threads` workers (0 = all cores).
     pub fn new(config: &PipelineConfig) -> Result<Self> {
         config.validate()?;
-        let threads = if config.cpu_threads == 0 {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-        } else {
-            config.cpu_threads
-        };
+        let threads =
+            if config.cpu_threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { config.cpu_threads };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("stoke-cpu-{i}"))
@@ -228,16 +225,14 @@ impl CpuBackend {
         let (spec, max_pixels, dct) = (&self.output, self.max_pixels, self.dct);
         let status = &mut self.status;
         self.pool.install(|| {
-            images[..n * sample_bytes]
-                .par_chunks_mut(sample_bytes)
-                .zip(samples.par_iter())
-                .zip(status.par_iter_mut())
-                .for_each(|((out, s), st)| {
+            images[..n * sample_bytes].par_chunks_mut(sample_bytes).zip(samples.par_iter()).zip(status.par_iter_mut()).for_each(
+                |((out, s), st)| {
                     *st = match &s.read_error {
                         Some(e) => Some(e.clone()),
                         None => process_one(s.bytes, &s.params, spec, max_pixels, dct, out, &decode_ns, &augment_ns).err(),
                     };
-                });
+                },
+            );
         });
 
         batch.decoders = DecoderCounts { cpu: self.status.iter().filter(|s| s.is_none()).count() as u64, ..DecoderCounts::default() };

@@ -62,14 +62,7 @@ pub fn max_taps(in_size: u32, out_size: u32, filter: u32, antialias: bool) -> u3
 /// at `offset` in the arena; the oriented crop origin is `(crop_x, crop_y)` under EXIF
 /// orientation `o`.
 #[allow(clippy::too_many_arguments)]
-pub fn oriented_steps(
-    offset: u64,
-    pitch: u64,
-    roi: (u32, u32),
-    stored: (u32, u32),
-    crop: (i32, i32),
-    o: u32,
-) -> (i64, i64, i64) {
+pub fn oriented_steps(offset: u64, pitch: u64, roi: (u32, u32), stored: (u32, u32), crop: (i32, i32), o: u32) -> (i64, i64, i64) {
     let (sw, sh) = (stored.0 as i64, stored.1 as i64);
     let (p, c) = (pitch as i64, 3i64);
     // Stored (sx, sy) of oriented (ox, oy) is affine: sx = ax + bx·ox + cx·oy, likewise sy
@@ -207,8 +200,10 @@ impl Augmenter {
         let (spans, weights) = (plan.spans as usize, plan.weights as usize);
         // SAFETY: scratch written by `stoke_augment_tables` before `stoke_augment` reads it,
         // both on the producer stream.
-        let counts = unsafe { stream.alloc::<i32>(spans.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, spans * 4, "filter table spans"))?;
-        let offs = unsafe { stream.alloc::<i32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter tap offsets"))?;
+        let counts =
+            unsafe { stream.alloc::<i32>(spans.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, spans * 4, "filter table spans"))?;
+        let offs =
+            unsafe { stream.alloc::<i32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter tap offsets"))?;
         let w = unsafe { stream.alloc::<f32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter weights"))?;
         Ok(Self {
             gpu: gpu.clone(),
@@ -252,11 +247,8 @@ impl Augmenter {
         let f = k.function("stoke_augment_tables")?;
         let mut b = stream.launch_builder(&f);
         b.arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights);
-        let cfg = LaunchConfig {
-            grid_dim: (ow.max(oh).div_ceil(TABLE_BLOCK), 2, n as u32),
-            block_dim: (TABLE_BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg =
+            LaunchConfig { grid_dim: (ow.max(oh).div_ceil(TABLE_BLOCK), 2, n as u32), block_dim: (TABLE_BLOCK, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: argument list of `stoke_augment_tables`; the descriptors' span/weight
         // offsets were laid out by `TableLayout` within this scratch (`TablePlan::fits`).
         unsafe { super::module::launch(&mut b, "stoke_augment_tables", cfg) }?;

@@ -238,9 +238,7 @@ impl Converter {
         let stream = self.gpu.stream().clone();
         let n = images.len();
         let mut dst = self.srcs.slice_mut(..n);
-        stream
-            .memcpy_htod(&self.host_srcs, &mut dst)
-            .map_err(|e| super::device::cuda_err("cuMemcpyHtoDAsync", e))?;
+        stream.memcpy_htod(&self.host_srcs, &mut dst).map_err(|e| super::device::cuda_err("cuMemcpyHtoDAsync", e))?;
         let (w, h, dtype, layout) = (shape.out_w, shape.out_h, shape.dtype.code(), shape.layout.code());
         let (out_ptr, _guard) = out.device_ptr_mut(&stream);
         let mut b = stream.launch_builder(&self.func);
@@ -346,11 +344,8 @@ mod tests {
         // Odd sizes, a padded stride, a smaller image padded into the batch, and 1x1.
         let sizes = [(7u32, 5u32, 21usize), (6, 3, 25), (1, 1, 3), (7, 5, 32)];
         let bufs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &(_, h, s))| pixels(s * h as usize, i as u32 + 1)).collect();
-        let images: Vec<HostImage> = sizes
-            .iter()
-            .zip(&bufs)
-            .map(|(&(w, h, stride), d)| HostImage { data: d, width: w, height: h, stride })
-            .collect();
+        let images: Vec<HostImage> =
+            sizes.iter().zip(&bufs).map(|(&(w, h, stride), d)| HostImage { data: d, width: w, height: h, stride }).collect();
         let norms = [
             Normalize { mean: crate::config::IMAGENET_MEAN, std: crate::config::IMAGENET_STD },
             Normalize { mean: [0.0; 3], std: [1.0; 3] },
@@ -363,7 +358,11 @@ mod tests {
                     let got = convert_u8_batch_host(&images, shape, norm).unwrap();
                     let want = reference(&images, shape, norm);
                     assert_eq!(got.len(), shape.bytes(images.len()));
-                    assert!(got == want, "{dtype:?} {layout:?} {norm:?}: first difference at byte {:?}", got.iter().zip(&want).position(|(a, b)| a != b));
+                    assert!(
+                        got == want,
+                        "{dtype:?} {layout:?} {norm:?}: first difference at byte {:?}",
+                        got.iter().zip(&want).position(|(a, b)| a != b)
+                    );
                 }
             }
         }

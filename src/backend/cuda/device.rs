@@ -82,10 +82,7 @@ pub fn probe_driver() -> Result<DriverInfo, GpuError> {
             return Err(cuda_err("cuDriverGetVersion", DriverError(v)));
         }
         if version < MIN_DRIVER_VERSION {
-            return Err(GpuError::DriverTooOld {
-                found: version_string(version),
-                needed: version_string(MIN_DRIVER_VERSION),
-            });
+            return Err(GpuError::DriverTooOld { found: version_string(version), needed: version_string(MIN_DRIVER_VERSION) });
         }
         match result::init() {
             Ok(()) => {}

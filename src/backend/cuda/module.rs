@@ -88,7 +88,9 @@ impl Kernels {
             Some(f) => GpuError::Kernels(format!("the embedded fatbin did not load ({f}), and {e}")),
             None => GpuError::Kernels(e),
         })?;
-        let module = ctx.load_module(ptx).map_err(|e| GpuError::Kernels(format!("loading NVRTC output for {arch}: {}", cuda_err("cuModuleLoadData", e))))?;
+        let module = ctx
+            .load_module(ptx)
+            .map_err(|e| GpuError::Kernels(format!("loading NVRTC output for {arch}: {}", cuda_err("cuModuleLoadData", e))))?;
         Ok(Self::new(module, KernelOrigin::Nvrtc(arch)))
     }
 
@@ -175,11 +177,7 @@ pub const BLOCK_2D: (u32, u32) = (32, 8);
 /// A grid covering `w × h` pixels per image with `blocks` threads each, one z-slice per image
 /// of `n`.
 pub fn grid_2d(w: u32, h: u32, n: u32, block: (u32, u32)) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (w.div_ceil(block.0), h.div_ceil(block.1), n),
-        block_dim: (block.0, block.1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: (w.div_ceil(block.0), h.div_ceil(block.1), n), block_dim: (block.0, block.1, 1), shared_mem_bytes: 0 }
 }
 
 /// Launch a kernel whose arguments were pushed onto `args` (in `.cu` order).

@@ -20,7 +20,7 @@
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
 use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
-use super::decode::{ArenaPlan, Decoded, DecodeStats, DecoderPlan, GpuDecoder, MemoryPlan};
+use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, MemoryPlan};
 use super::device::Gpu;
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
@@ -146,7 +146,8 @@ impl CudaBackend {
             CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
             _ => ow.min(oh),
         };
-        let tables = TablePlan::new(config.batch_size, (ow, oh), bounds.max_side, resize_min, config.augment.filter, config.augment.antialias);
+        let tables =
+            TablePlan::new(config.batch_size, (ow, oh), bounds.max_side, resize_min, config.augment.filter, config.augment.antialias);
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
         let slot = SlotLayout::new(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
@@ -297,11 +298,8 @@ impl CudaBackend {
         release?;
         let decode_time = t_dec.elapsed();
         let after = self.decoder.stats();
-        batch.decoders = DecoderCounts {
-            hardware: after.hardware - before.hardware,
-            cuda: after.cuda - before.cuda,
-            cpu: after.cpu - before.cpu,
-        };
+        batch.decoders =
+            DecoderCounts { hardware: after.hardware - before.hardware, cuda: after.cuda - before.cuda, cpu: after.cpu - before.cpu };
 
         // 3. Status per slot and the policy.
         self.status.clear();
@@ -391,7 +389,8 @@ impl CudaBackend {
 
 /// Two events that record time (cudarc's default disables timing), for one launch's start and end.
 fn timing_pair(gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
-    let ev = || gpu.ctx().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(crate::backend::cuda::error::driver_err("cuEventCreate"));
+    let ev =
+        || gpu.ctx().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(crate::backend::cuda::error::driver_err("cuEventCreate"));
     Ok((ev()?, ev()?))
 }
 

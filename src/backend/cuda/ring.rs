@@ -26,8 +26,8 @@ use super::error::driver_err as err;
 use crate::augment::AugParams;
 use crate::config::{DType, Layout};
 use crate::error::GpuError;
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
 use crossbeam_channel::{Receiver, Sender};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
 use std::sync::{Arc, Mutex};
 
 /// Alignment of the labels inside a slot (and of every slot): 256 bytes, the CUDA
@@ -185,18 +185,8 @@ impl OutputRing {
             used.push(std::sync::atomic::AtomicBool::new(false));
         }
         producer.synchronize().map_err(err("cuStreamSynchronize"))?;
-        let shared = Shared {
-            ctx,
-            layout,
-            producer: producer.clone(),
-            slots,
-            ptrs,
-            tail_host,
-            ready,
-            released,
-            used,
-            free: FreeSlots::new(depth),
-        };
+        let shared =
+            Shared { ctx, layout, producer: producer.clone(), slots, ptrs, tail_host, ready, released, used, free: FreeSlots::new(depth) };
         Ok(Self { shared: Arc::new(shared) })
     }
 
@@ -415,8 +405,7 @@ impl DeviceImages {
         self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         // SAFETY: the slot holds `image_bytes` initialised bytes once ready (synchronised
         // above); `out` has exactly that length.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], self.images_ptr()) }
-            .map_err(err("cuMemcpyDtoH"))
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], self.images_ptr()) }.map_err(err("cuMemcpyDtoH"))
     }
 
     /// Overwrite the images with `byte` after the batch is ready (tests: poison a slot, then

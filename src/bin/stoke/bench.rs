@@ -18,13 +18,13 @@
 //! pinned bytes it holds are reported too; on the CPU they are "n/a".
 
 use crate::pipeline_args::PipelineArgs;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 use stoke::backend::GpuStageTimes;
 use stoke::batch::DecoderCounts;
 use stoke::pipeline::Pipeline;
 use stoke::PipelineConfig;
-use std::io::IsTerminal;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 /// Options of `stoke bench`.
 #[derive(clap::Args, Clone, Debug)]
@@ -541,9 +541,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         augment_us_per_image: per_image(stats.augment.saturating_sub(stats0.augment)),
         consumer_us: m.consumer.map(|c| c.as_micros() as u64),
         gpu,
-        gpu_stages: on_gpu.then(|| {
-            GpuStages::between(&stats0.gpu_stages, &stats.gpu_stages, stats.batches - stats0.batches)
-        }),
+        gpu_stages: on_gpu.then(|| GpuStages::between(&stats0.gpu_stages, &stats.gpu_stages, stats.batches - stats0.batches)),
         peak_device_bytes: on_gpu.then_some(peak_device),
         peak_pinned_bytes: on_gpu.then_some(peak_pinned),
         dataset: config.dataset.display().to_string(),
@@ -576,21 +574,14 @@ impl Report {
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
         let d = &self.decoders;
         println!("decoders     hardware {}, cuda {}, cpu {} (images decoded by each)", d.hardware, d.cuda, d.cpu);
-        println!("stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)", self.seconds);
+        println!(
+            "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
+            self.seconds
+        );
         let st = &self.stages;
         println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
-        println!(
-            "  decode     {:8.3} s  {:5.1} %   {:.0} µs/image",
-            st.decode,
-            pct(st.decode),
-            self.decode_us_per_image
-        );
-        println!(
-            "  augment    {:8.3} s  {:5.1} %   {:.0} µs/image",
-            st.augment,
-            pct(st.augment),
-            self.augment_us_per_image
-        );
+        println!("  decode     {:8.3} s  {:5.1} %   {:.0} µs/image", st.decode, pct(st.decode), self.decode_us_per_image);
+        println!("  augment    {:8.3} s  {:5.1} %   {:.0} µs/image", st.augment, pct(st.augment), self.augment_us_per_image);
         println!("  backend    {:8.3} s  {:5.1} %   elapsed, making batches", st.backend, pct(st.backend));
         println!("  trainer    {:8.3} s  {:5.1} %   waited in next_batch", st.trainer_wait, pct(st.trainer_wait));
         if let Some(l) = &self.latency_ms {

@@ -129,7 +129,14 @@ fn gather() -> Report {
                 continue;
             }
         };
-        let mut d = Device { info, hardware_jpeg_decoder: None, hardware_jpeg_decoder_error: None, kernels: None, kernels_error: None, error: None };
+        let mut d = Device {
+            info,
+            hardware_jpeg_decoder: None,
+            hardware_jpeg_decoder_error: None,
+            kernels: None,
+            kernels_error: None,
+            error: None,
+        };
         match device::Gpu::open(ordinal) {
             Ok(gpu) => {
                 match gpu.kernels() {
@@ -161,14 +168,20 @@ fn gather() -> Report {
 
     let backend = match (no_gpu_reason, devices.first(), &nvj.error) {
         (Some(reason), _, _) => Backend { kind: "cpu", device: None, reason },
-        (None, None, _) => Backend { kind: "cpu", device: None, reason: "there is no GPU: the NVIDIA driver sees none (check CUDA_VISIBLE_DEVICES)".into() },
+        (None, None, _) => Backend {
+            kind: "cpu",
+            device: None,
+            reason: "there is no GPU: the NVIDIA driver sees none (check CUDA_VISIBLE_DEVICES)".into(),
+        },
         (None, Some(d), _) if d.error.is_some() => {
             Backend { kind: "cpu", device: None, reason: format!("device 0 cannot be opened: {}", d.error.as_deref().unwrap_or("")) }
         }
         (None, Some(_), Some(e)) => Backend { kind: "cpu", device: None, reason: format!("libnvjpeg is missing: {e}") },
         (None, Some(d), None) => match &d.kernels_error {
             Some(e) => Backend { kind: "cpu", device: None, reason: format!("the CUDA kernels cannot be loaded: {e}") },
-            None => Backend { kind: "cuda", device: Some(0), reason: format!("device 0 ({}) with nvJPEG and the CUDA kernels", d.info.name) },
+            None => {
+                Backend { kind: "cuda", device: Some(0), reason: format!("device 0 ({}) with nvJPEG and the CUDA kernels", d.info.name) }
+            }
         },
     };
 
@@ -241,12 +254,7 @@ fn print_text(r: &Report) {
     }
     let k = &r.kernels;
     if k.precompiled {
-        println!(
-            "kernels       : precompiled for {} + PTX {} ({})",
-            k.sass.join(", "),
-            k.ptx.unwrap_or("-"),
-            k.nvcc.unwrap_or("nvcc")
-        );
+        println!("kernels       : precompiled for {} + PTX {} ({})", k.sass.join(", "), k.ptx.unwrap_or("-"), k.nvcc.unwrap_or("nvcc"));
     } else {
         println!("kernels       : not precompiled (built without nvcc); compiled at run time with NVRTC (needs libnvrtc.so.13)");
     }

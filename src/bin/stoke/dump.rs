@@ -157,10 +157,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
     });
     let meta_path = args.out.join("dump.json");
     std::fs::write(&meta_path, serde_json::to_string_pretty(&meta).unwrap_or_default()).map_err(io(&meta_path))?;
-    eprintln!(
-        "stoke dump: {written} batches, {delivered} samples ({skipped} skipped, see errors.jsonl) in {}",
-        args.out.display()
-    );
+    eprintln!("stoke dump: {written} batches, {delivered} samples ({skipped} skipped, see errors.jsonl) in {}", args.out.display());
     Ok(())
 }
 

@@ -47,14 +47,8 @@ pub fn progress_bar(len: u64, what: &str) -> indicatif::ProgressBar {
 }
 
 pub fn run(a: Args) -> stoke::Result<()> {
-    let cfg = GenConfig {
-        count: a.count,
-        seed: a.seed,
-        classes: a.classes,
-        format: a.format,
-        shard_images: a.shard_images,
-        threads: a.threads,
-    };
+    let cfg =
+        GenConfig { count: a.count, seed: a.seed, classes: a.classes, format: a.format, shard_images: a.shard_images, threads: a.threads };
     let pb = progress_bar(a.count as u64, "generating");
     let t = Instant::now();
     let s = stoke::gen::generate(&a.out, &cfg, &|n| pb.inc(n as u64))?;

@@ -161,7 +161,8 @@ fn report(d: &Dataset) -> Report {
         }
     }
     r.unlabeled = unlabeled;
-    r.classes = d.classes().iter().zip(per_class).enumerate().map(|(label, (name, count))| Class { label, name: name.clone(), count }).collect();
+    r.classes =
+        d.classes().iter().zip(per_class).enumerate().map(|(label, (name, count))| Class { label, name: name.clone(), count }).collect();
     r.size_histogram = sizes.into_values().collect();
     r.shorter_side_histogram = sides.into_values().collect();
     let mut top: Vec<((u32, u32), u64)> = res.into_iter().collect();
@@ -172,21 +173,33 @@ fn report(d: &Dataset) -> Report {
 
 fn print_text(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     let pct = |n: u64| if r.samples == 0 { 0.0 } else { 100.0 * n as f64 / r.samples as f64 };
-    writeln!(w, "dataset      {} ({:?}{})", r.dataset, r.kind, if r.shards > 0 { format!(", {} shards", r.shards) } else { String::new() })?;
+    writeln!(
+        w,
+        "dataset      {} ({:?}{})",
+        r.dataset,
+        r.kind,
+        if r.shards > 0 { format!(", {} shards", r.shards) } else { String::new() }
+    )?;
     writeln!(w, "samples      {}  ({:.1} MiB compressed)", r.samples, r.compressed_bytes as f64 / (1 << 20) as f64)?;
     writeln!(w, "ignored      {} files that are not images (.jpg/.jpeg/.png)", r.ignored_files)?;
     match &r.index {
         Some(p) => writeln!(w, "index        {} ({})", p, if r.index_reused { "reused" } else { "built" })?,
         None => writeln!(w, "index        not saved (no writable location)")?,
     }
-    writeln!(w, "classes      {}{}", r.classes.len(), if r.unlabeled > 0 { format!(" ({} samples unlabeled)", r.unlabeled) } else { String::new() })?;
+    writeln!(
+        w,
+        "classes      {}{}",
+        r.classes.len(),
+        if r.unlabeled > 0 { format!(" ({} samples unlabeled)", r.unlabeled) } else { String::new() }
+    )?;
     const SHOWN: usize = 20;
     for c in r.classes.iter().take(SHOWN) {
         writeln!(w, "  {:>5}  {:<30} {}", c.label, c.name, c.count)?;
     }
     if r.classes.len() > SHOWN {
         let counts: Vec<u64> = r.classes.iter().map(|c| c.count).collect();
-        writeln!(w, 
+        writeln!(
+            w,
             "  ... {} more classes (per class: min {}, max {})",
             r.classes.len() - SHOWN,
             counts.iter().min().unwrap_or(&0),

@@ -82,8 +82,10 @@ pub fn run(args: Args) -> stoke::Result<()> {
     let total: u64 = src.samples().iter().map(|s| s.len).sum();
     let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     pb.set_style(
-        indicatif::ProgressStyle::with_template("packing {wide_bar} {bytes}/{total_bytes} [{elapsed_precise} < {eta_precise}] {bytes_per_sec}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "packing {wide_bar} {bytes}/{total_bytes} [{elapsed_precise} < {eta_precise}] {bytes_per_sec}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut shard_no = 0usize;
     let open_shard = |n: usize| -> stoke::Result<TarWriter<BufWriter<File>>> {

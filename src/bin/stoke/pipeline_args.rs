@@ -305,11 +305,7 @@ impl PipelineArgs {
 /// `$name` as a non-negative integer, if set.
 fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
     match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
         Err(_) => Ok(None),
     }
 }

@@ -33,12 +33,7 @@ pub fn pick_smallest_within(trials: &[(Candidate, f64)], tolerance: f64) -> Opti
     if best <= 0.0 {
         return None;
     }
-    trials
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.1 >= (1.0 - tolerance) * best)
-        .min_by(|a, b| a.1 .0.cost.cmp(&b.1 .0.cost))
-        .map(|(i, _)| i)
+    trials.iter().enumerate().filter(|(_, t)| t.1 >= (1.0 - tolerance) * best).min_by(|a, b| a.1 .0.cost.cmp(&b.1 .0.cost)).map(|(i, _)| i)
 }
 
 /// 1, 2, 4, … below `cores`, then `cores` itself.
@@ -54,14 +49,10 @@ pub fn cpu_candidates(cores: usize, reader_threads: usize, prefetch: usize) -> V
         .into_iter()
         .map(|t| {
             let fields = json!({"cpu_threads": t, "reader_threads": reader_threads, "prefetch_batches": prefetch});
-            Candidate {
-                fields: fields.as_object().expect("object").clone(),
-                cost: vec![t as u64, reader_threads as u64, prefetch as u64],
-            }
+            Candidate { fields: fields.as_object().expect("object").clone(), cost: vec![t as u64, reader_threads as u64, prefetch as u64] }
         })
         .collect()
 }
-
 
 /// Options of `stoke tune`.
 #[derive(clap::Args)]
@@ -167,8 +158,7 @@ pub fn run(a: Args) -> stoke::Result<()> {
         reports.push(r);
     }
     let best_ips = trials.iter().map(|t| t.1).fold(0.0, f64::max);
-    let pick = pick_smallest_within(&trials, a.tolerance)
-        .ok_or_else(|| stoke::Error::config("no configuration delivered any images"))?;
+    let pick = pick_smallest_within(&trials, a.tolerance).ok_or_else(|| stoke::Error::config("no configuration delivered any images"))?;
     let chosen = &trials[pick].0.fields;
     let text = serde_json::to_string_pretty(&Value::Object(chosen.clone())).expect("fields serialize") + "\n";
     std::fs::write(&a.out, text).map_err(|e| stoke::Error::io(&a.out, e))?;
@@ -178,19 +168,16 @@ pub fn run(a: Args) -> stoke::Result<()> {
             .zip(&reports)
             .map(|((c, ips), r)| json!({"config": c.fields, "images_per_sec": ips, "cpu_cores_used": r.cpu_cores_used}))
             .collect();
-        println!("{}", json!({"backend": reports[pick].backend, "trials": rows, "best_images_per_sec": best_ips,
-            "chosen": chosen, "tolerance": a.tolerance, "out": a.out}));
+        println!(
+            "{}",
+            json!({"backend": reports[pick].backend, "trials": rows, "best_images_per_sec": best_ips,
+            "chosen": chosen, "tolerance": a.tolerance, "out": a.out})
+        );
     } else {
         println!("{:<55} {:>12} {:>8} {:>8}", "configuration", "images/s", "of best", "cores");
         for (i, ((c, ips), r)) in trials.iter().zip(&reports).enumerate() {
             let mark = if i == pick { "  <- chosen" } else { "" };
-            println!(
-                "{:<55} {:>12.1} {:>7.1}% {:>8.2}{mark}",
-                label(&c.fields),
-                ips,
-                100.0 * ips / best_ips,
-                r.cpu_cores_used
-            );
+            println!("{:<55} {:>12.1} {:>7.1}% {:>8.2}{mark}", label(&c.fields), ips, 100.0 * ips / best_ips, r.cpu_cores_used);
         }
         println!(
             "chose the smallest configuration within {:.0} % of the best ({:.1} images/s); wrote {}",

@@ -9,17 +9,15 @@ use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
 use crate::backend::cuda::device::Gpu;
 use crate::backend::cuda::error::alloc_err;
+use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
-use crate::backend::cuda::nvjpeg::sys::{
-    nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION,
-};
-use crate::backend::cuda::error::{cuda_err, driver_err};
-use crate::error::GpuError;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
 use crate::backend::GpuStageTimes;
 use crate::config::GpuDecoders;
+use crate::error::GpuError;
 use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 
 /// The nvJPEG handles are created with interpolated ("fancy") chroma upsampling, as
@@ -214,34 +212,43 @@ impl GpuDecoder {
         });
         let hw = match hw_handle {
             Ok(handle) => match handle.hardware_decoder_info() {
-              Err(e) => {
-                // A VM or MIG slice can open the handle yet not report (or reach) the engine:
-                // run without it rather than fail the backend.
-                log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
-                None
-              }
-              Ok((engines, cores)) => {
-                let unit = (engines as usize * cores as usize).max(1);
-                let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
-                let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
-                let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
-                for st in &mut states {
-                    // Reserve the engine's buffers up front so steady state allocates nothing;
-                    // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
-                    if let Err(e) = st.batched_pre_allocate(
-                        per_call,
-                        pw,
-                        ph,
-                        crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
-                        RGBI,
-                    ) {
-                        log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
-                    }
+                Err(e) => {
+                    // A VM or MIG slice can open the handle yet not report (or reach) the engine:
+                    // run without it rather than fail the backend.
+                    log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
+                    None
                 }
-                let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
-                log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-                Some(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done: [ev()?, ev()?], unit, per_call, prealloc: (pw, ph) })
-              }
+                Ok((engines, cores)) => {
+                    let unit = (engines as usize * cores as usize).max(1);
+                    let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
+                    let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+                    let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
+                    for st in &mut states {
+                        // Reserve the engine's buffers up front so steady state allocates nothing;
+                        // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+                        if let Err(e) = st.batched_pre_allocate(
+                            per_call,
+                            pw,
+                            ph,
+                            crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
+                            RGBI,
+                        ) {
+                            log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+                        }
+                    }
+                    let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
+                    log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+                    Some(HwPath {
+                        parse: JpegStream::new(&handle)?,
+                        _handle: handle,
+                        params,
+                        states,
+                        state_done: [ev()?, ev()?],
+                        unit,
+                        per_call,
+                        prealloc: (pw, ph),
+                    })
+                }
             },
             Err(e) => {
                 log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
@@ -284,7 +291,8 @@ impl GpuDecoder {
         let targets_host = unsafe { ctx.alloc_pinned::<DecodeTarget>(n) }.map_err(driver_err("cuMemHostAlloc"))?;
         let intact_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
         // SAFETY: small device arrays written before they are read (upload / check kernel).
-        let targets_dev = unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
+        let targets_dev =
+            unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
         let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
         hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
         Ok(Self {
@@ -357,11 +365,7 @@ impl GpuDecoder {
     /// `i`; `out[i]` is where its pixels are, or why no decoder could produce them (for the
     /// policy). Returns the arena's device address. Blocks until the GPU decodes are done (the
     /// canaries must be read before anything is retried on the CPU).
-    pub fn decode(
-        &mut self,
-        jobs: &[(&[u8], AugParams)],
-        out: &mut Vec<Result<Decoded, String>>,
-    ) -> Result<u64, GpuError> {
+    pub fn decode(&mut self, jobs: &[(&[u8], AugParams)], out: &mut Vec<Result<Decoded, String>>) -> Result<u64, GpuError> {
         let n = jobs.len();
         assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
         // nvJPEG and the raw copies work on the thread's current context: this device's (one
@@ -416,9 +420,7 @@ impl GpuDecoder {
             targets[k] = DecodeTarget { offset: d.offset, width: d.roi.w, height: d.roi.h, pitch: 3 * d.roi.w, pad: 0 };
         }
         if !gpu_list.is_empty() {
-            self.hw_stream
-                .memcpy_htod(&self.targets_host, &mut self.targets_dev)
-                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+            self.hw_stream.memcpy_htod(&self.targets_host, &mut self.targets_dev).map_err(driver_err("cuMemcpyHtoDAsync"))?;
             self.launch_canaries("stoke_canary_set", arena, gpu_list.len(), false)?;
             self.canaries_set.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
             self.cuda_stream.wait(&self.canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
@@ -569,10 +571,11 @@ impl GpuDecoder {
                             && pr.set_roi(r.map(|r| (r.x, r.y, r.w, r.h))).is_ok()
                             && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
                     };
-                    (roi != full && ask(Some(roi))) || (ask(None) && {
-                        roi = full;
-                        true
-                    })
+                    (roi != full && ask(Some(roi)))
+                        || (ask(None) && {
+                            roi = full;
+                            true
+                        })
                 }
             }
             _ => false,
@@ -598,7 +601,6 @@ impl GpuDecoder {
         // inside the arena (placed by the cursor) and `count` targets were uploaded.
         unsafe { launch(&mut b, name, cfg) }
     }
-
 }
 
 /// The params were drawn for the header the index saw; refuse them if the image says

@@ -42,10 +42,6 @@ impl GpuDecoder {
             decoded?;
             return Ok(());
         }
-        Err(GpuError::Nvjpeg {
-            call: "nvjpegDecoderJpegSupported",
-            status: 4,
-            message: "no CUDA decoder takes this image".into(),
-        })
+        Err(GpuError::Nvjpeg { call: "nvjpegDecoderJpegSupported", status: 4, message: "no CUDA decoder takes this image".into() })
     }
 }

@@ -52,11 +52,11 @@ mod routing;
 pub use arena::*;
 pub use budget::*;
 pub use canary::*;
+use cpu_route::*;
 pub use decoder::*;
 pub use hardware::prealloc_dims;
 pub use roi::*;
 pub use routing::*;
-use cpu_route::*;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-use super::*;
 use super::canary::canary_ffi;
+use super::*;
 use crate::augment::params::{AugParams, FILTER_BICUBIC};
 use crate::codec::jpeg::{Coding, JpegInfo, Subsampling};
 
@@ -150,9 +150,7 @@ fn orientation_point_map_matches_explicit_transforms() {
     let stored: Vec<Vec<u32>> = (0..sh).map(|y| (0..sw).map(|x| y * sw + x).collect()).collect();
     let flip_h = |g: &Vec<Vec<u32>>| g.iter().map(|r| r.iter().rev().copied().collect()).collect::<Vec<Vec<u32>>>();
     let flip_v = |g: &Vec<Vec<u32>>| g.iter().rev().cloned().collect::<Vec<Vec<u32>>>();
-    let transpose = |g: &Vec<Vec<u32>>| {
-        (0..g[0].len()).map(|x| (0..g.len()).map(|y| g[y][x]).collect()).collect::<Vec<Vec<u32>>>()
-    };
+    let transpose = |g: &Vec<Vec<u32>>| (0..g[0].len()).map(|x| (0..g.len()).map(|y| g[y][x]).collect()).collect::<Vec<Vec<u32>>>();
     let oriented = |o: u32| match o {
         1 => stored.clone(),
         2 => flip_h(&stored),

@@ -23,9 +23,7 @@ mod tests {
             return Some(PathBuf::from(p)).filter(|p| p.is_file());
         }
         let lib = std::fs::read_dir(".venv-cuda/lib").ok()?;
-        lib.filter_map(|e| e.ok())
-            .map(|e| e.path().join("site-packages/nvidia/cu13/lib/libnvjpeg.so.13"))
-            .find(|p| p.is_file())
+        lib.filter_map(|e| e.ok()).map(|e| e.path().join("site-packages/nvidia/cu13/lib/libnvjpeg.so.13")).find(|p| p.is_file())
     }
 
     /// Opens the real library and asks its version: needs no GPU (libnvjpeg needs only libc).
@@ -178,7 +176,9 @@ mod tests {
                 let mut hs = JpegStream::new(&hw).unwrap();
                 let asked = hs.parse_header(&jpeg).and_then(|_| hs.batched_supported(None));
                 if !matches!(asked, Ok(true)) {
-                    println!("STOKE-Q hw-open: the engine refuses the {w}x{h} gray fixture ({asked:?}); batched hardware decode not tested");
+                    println!(
+                        "STOKE-Q hw-open: the engine refuses the {w}x{h} gray fixture ({asked:?}); batched hardware decode not tested"
+                    );
                     return;
                 }
                 let mut st = JpegState::new(&hw).unwrap();

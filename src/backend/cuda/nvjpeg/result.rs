@@ -19,7 +19,9 @@ pub fn status_sentence(status: nvjpegStatus_t) -> &'static str {
         nvjpegStatus_t::NVJPEG_STATUS_JPEG_NOT_SUPPORTED => "this JPEG is not supported by nvJPEG (coding mode, precision or sampling)",
         nvjpegStatus_t::NVJPEG_STATUS_ALLOCATOR_FAILURE => "nvJPEG could not allocate memory (device or pinned host memory exhausted)",
         nvjpegStatus_t::NVJPEG_STATUS_EXECUTION_FAILED => "the decode failed on the GPU (a CUDA error inside nvJPEG, or no usable GPU)",
-        nvjpegStatus_t::NVJPEG_STATUS_ARCH_MISMATCH => "this GPU does not support the requested nvJPEG feature (e.g. no hardware JPEG decoder)",
+        nvjpegStatus_t::NVJPEG_STATUS_ARCH_MISMATCH => {
+            "this GPU does not support the requested nvJPEG feature (e.g. no hardware JPEG decoder)"
+        }
         nvjpegStatus_t::NVJPEG_STATUS_INTERNAL_ERROR => "nvJPEG hit an internal error",
         nvjpegStatus_t::NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED => "the chosen nvJPEG backend does not implement this call",
         nvjpegStatus_t::NVJPEG_STATUS_INCOMPLETE_BITSTREAM => "the JPEG stream is truncated (bitstream incomplete)",
@@ -41,11 +43,9 @@ pub fn check(call: &'static str, status: nvjpegStatus_t) -> Result<(), GpuError>
 /// [nvjpegGetProperty]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpeggetproperty
 pub fn get_version(lib: &NvjpegLib) -> Result<(i32, i32, i32), GpuError> {
     let mut v = [0 as c_int; 3];
-    for (slot, t) in v.iter_mut().zip([
-        libraryPropertyType::MAJOR_VERSION,
-        libraryPropertyType::MINOR_VERSION,
-        libraryPropertyType::PATCH_LEVEL,
-    ]) {
+    for (slot, t) in
+        v.iter_mut().zip([libraryPropertyType::MAJOR_VERSION, libraryPropertyType::MINOR_VERSION, libraryPropertyType::PATCH_LEVEL])
+    {
         // SAFETY: `slot` is a valid out pointer for one int.
         check("nvjpegGetProperty", unsafe { (lib.nvjpegGetProperty)(t, slot) })?;
     }
@@ -58,9 +58,7 @@ pub fn get_version(lib: &NvjpegLib) -> Result<(i32, i32, i32), GpuError> {
 pub fn create_ex(lib: &NvjpegLib, backend: nvjpegBackend_t, flags: c_uint) -> Result<nvjpegHandle_t, GpuError> {
     let mut h = MaybeUninit::uninit();
     // SAFETY: null allocators select nvJPEG's defaults; `h` is a valid out pointer.
-    check("nvjpegCreateEx", unsafe {
-        (lib.nvjpegCreateEx)(backend, std::ptr::null_mut(), std::ptr::null_mut(), flags, h.as_mut_ptr())
-    })?;
+    check("nvjpegCreateEx", unsafe { (lib.nvjpegCreateEx)(backend, std::ptr::null_mut(), std::ptr::null_mut(), flags, h.as_mut_ptr()) })?;
     // SAFETY: written on success.
     Ok(unsafe { h.assume_init() })
 }

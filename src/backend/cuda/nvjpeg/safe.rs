@@ -224,9 +224,7 @@ impl JpegState {
     pub fn batched_initialize(&mut self, batch_size: usize, max_cpu_threads: usize, format: nvjpegOutputFormat_t) -> Result<(), GpuError> {
         let h = &self.inner.handle;
         // SAFETY: handle and state are live and belong together.
-        unsafe {
-            result::decode_batched_initialize(h.lib, h.raw, self.inner.raw, to_int(batch_size)?, to_int(max_cpu_threads)?, format)
-        }
+        unsafe { result::decode_batched_initialize(h.lib, h.raw, self.inner.raw, to_int(batch_size)?, to_int(max_cpu_threads)?, format) }
     }
 
     /// Reserve hardware-decoder memory for `batch` images up to `w × h`
@@ -244,7 +242,16 @@ impl JpegState {
         let hd = &self.inner.handle;
         // SAFETY: handle and state are live and belong together.
         unsafe {
-            result::decode_batched_pre_allocate(hd.lib, hd.raw, self.inner.raw, to_int(batch)?, to_int(w as usize)?, to_int(h as usize)?, css, format)
+            result::decode_batched_pre_allocate(
+                hd.lib,
+                hd.raw,
+                self.inner.raw,
+                to_int(batch)?,
+                to_int(w as usize)?,
+                to_int(h as usize)?,
+                css,
+                format,
+            )
         }
     }
 
@@ -257,7 +264,12 @@ impl JpegState {
     /// destination points at device memory for the whole image in the initialised format;
     /// the bytes stay alive and unchanged until the stream has passed this decode; `stream`
     /// belongs to the current context.
-    pub unsafe fn decode_batched(&mut self, images: &[&[u8]], destinations: &mut [nvjpegImage_t], stream: cudaStream_t) -> Result<(), GpuError> {
+    pub unsafe fn decode_batched(
+        &mut self,
+        images: &[&[u8]],
+        destinations: &mut [nvjpegImage_t],
+        stream: cudaStream_t,
+    ) -> Result<(), GpuError> {
         if images.len() != destinations.len() {
             return Err(GpuError::Nvjpeg {
                 call: "nvjpegDecodeBatched",

@@ -319,11 +319,7 @@ impl NvjpegLib {
     /// The search order: `override_path` (the value of `STOKE_NVJPEG`) when given, then
     /// [`NVJPEG_NAMES`] through the dynamic loader's usual search (`LD_LIBRARY_PATH`, ...).
     pub fn candidates(override_path: Option<OsString>) -> Vec<String> {
-        let mut v: Vec<String> = override_path
-            .filter(|p| !p.is_empty())
-            .map(|p| p.to_string_lossy().into_owned())
-            .into_iter()
-            .collect();
+        let mut v: Vec<String> = override_path.filter(|p| !p.is_empty()).map(|p| p.to_string_lossy().into_owned()).into_iter().collect();
         v.extend(NVJPEG_NAMES.iter().map(|s| s.to_string()));
         v
     }
