@@ -1,4 +1,4 @@
-// The GPU path's kernels (issue 5): the fused augment of a batch and the decode canaries.
+// The fused augment of a batch (the decode canaries are kernels/canary.cu).
 //
 // Per batch, on the producer stream:
 //   stoke_augment_tables  one thread per (sample, axis, window index): that column's (row's)
@@ -6,11 +6,6 @@
 //   stoke_augment(_rotate) one thread per output pixel: rotation → flip/window → resize
 //                         (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
 //                         normalize → cast, three output elements written once each.
-// Around the nvJPEG decodes:
-//   stoke_canary_set      marks CANARIES pixels of every GPU decode destination;
-//   stoke_canary_check    counts the marks still intact after the decode (a decoder, the
-//                         hardware engine in particular, can report success for an image it
-//                         skipped); the host re-decodes those images on the CPU.
 //
 // All per-pixel math is augment_math.cuh's (shared with the CPU backend). The accumulations
 // here are the same sequence of IEEE f32 operations as stoke_resized_pixel / stoke_host_augment,
@@ -36,15 +31,6 @@ struct StokeSampleDesc {
 };
 static_assert(sizeof(StokeSampleDesc) == 48, "StokeSampleDesc must match SampleDesc (48 bytes)");
 
-// Mirror of `DecodeTarget` in src/backend/cuda/decode.rs: where one GPU decode writes.
-struct StokeDecodeTarget {
-    uint64_t offset;  // arena byte offset of the decoded region
-    uint32_t width;   // decoded width (the ROI's)
-    uint32_t height;
-    uint32_t pitch;   // bytes per row (3·width)
-    uint32_t pad;
-};
-static_assert(sizeof(StokeDecodeTarget) == 24, "StokeDecodeTarget must match DecodeTarget (24 bytes)");
 
 // Device: the IEEE intrinsics (never contracted) and read-only loads. Host (the CI build in
 // kernels/host/gpu_augment_host.cpp, compiled with -ffp-contract=off): plain operations, the
@@ -198,24 +184,6 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Decode canaries
-// ---------------------------------------------------------------------------------------
-
-#define STOKE_CANARIES 32u
-
-// Canary k of a w×h region: rows spread evenly, columns a permutation of the same bands
-// (13 is coprime with 32), three bytes that differ from each other.
-STOKE_HD uint64_t stoke_canary_at(const StokeDecodeTarget& t, uint32_t k, uint8_t v[3]) {
-    const uint64_t y = ((2u * (uint64_t)k + 1u) * t.height) / (2u * STOKE_CANARIES);
-    const uint64_t x = ((2u * (uint64_t)((k * 13u) % STOKE_CANARIES) + 1u) * t.width) / (2u * STOKE_CANARIES);
-    const uint8_t b = (uint8_t)(0xA5u ^ (k * 29u));
-    v[0] = b;
-    v[1] = (uint8_t)(b ^ 0x5Au);
-    v[2] = (uint8_t)(b ^ 0xC3u);
-    return t.offset + y * t.pitch + x * 3u;
-}
-
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 // grid (ceil(max(out_w, out_h) / blockDim.x), 2, batch): one thread per table entry.
@@ -269,29 +237,5 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     stoke_augment_block<true>(arena, params, descs, t, out, dtype, layout, norm);
 }
 
-// ---- decode canaries ----
-
-// grid (n_targets), block (STOKE_CANARIES).
-extern "C" __global__ void stoke_canary_set(uint8_t* __restrict__ arena, const StokeDecodeTarget* __restrict__ targets) {
-    const StokeDecodeTarget t = targets[blockIdx.x];
-    uint8_t v[3];
-    uint8_t* p = arena + stoke_canary_at(t, threadIdx.x, v);
-    p[0] = v[0];
-    p[1] = v[1];
-    p[2] = v[2];
-}
-
-// grid (n_targets), block (STOKE_CANARIES): intact[i] = how many of target i's canaries
-// survived the decode (0 for a written image).
-extern "C" __global__ void stoke_canary_check(const uint8_t* __restrict__ arena,
-                                              const StokeDecodeTarget* __restrict__ targets,
-                                              uint32_t* __restrict__ intact) {
-    const StokeDecodeTarget t = targets[blockIdx.x];
-    uint8_t v[3];
-    const uint8_t* p = arena + stoke_canary_at(t, threadIdx.x, v);
-    const bool same = p[0] == v[0] && p[1] == v[1] && p[2] == v[2];
-    const uint32_t votes = __ballot_sync(0xffffffffu, same);
-    if (threadIdx.x == 0) intact[blockIdx.x] = (uint32_t)__popc(votes);
-}
-
 #endif  // device only
+

@@ -398,23 +398,10 @@ STOKE_HD float stoke_rot_blend(float v, float mask, float fill) {
 // Output write
 // ---------------------------------------------------------------------------------------
 
-// Element index of (sample n, channel c, row y, column x) in an N×3×H×W (NCHW) or N×H×W×3
-// (NHWC) tensor.
-STOKE_HD uint64_t stoke_out_index(uint32_t layout, uint64_t n, int32_t c, int32_t y, int32_t x, int32_t H, int32_t W) {
-    if (layout == STOKE_LAYOUT_NHWC) return ((n * (uint64_t)H + (uint64_t)y) * (uint64_t)W + (uint64_t)x) * 3u + (uint64_t)c;
-    return ((n * 3u + (uint64_t)c) * (uint64_t)H + (uint64_t)y) * (uint64_t)W + (uint64_t)x;
-}
-
-// Normalize a 0..255 value and store it as `dtype` at element `idx` of `out`.
+// Normalize a 0..255 value and store it as `dtype` at element `idx` of `out`
+// (stoke_out_index and stoke_store_value are stoke_common.cuh's).
 STOKE_HD void stoke_store(void* out, uint32_t dtype, uint64_t idx, float v255, float mean, float std) {
-    float v = stoke_normalize(v255, mean, std);
-    if (dtype == STOKE_DTYPE_F32) {
-        ((float*)out)[idx] = v;
-    } else if (dtype == STOKE_DTYPE_F16) {
-        ((uint16_t*)out)[idx] = stoke_f32_to_f16_bits(v);
-    } else {
-        ((uint16_t*)out)[idx] = stoke_f32_to_bf16_bits(v);
-    }
+    stoke_store_value(out, dtype, idx, stoke_normalize(v255, mean, std));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -22,27 +22,6 @@ struct StokeNormalize {
 static_assert(sizeof(StokeConvertSrc) == 24, "StokeConvertSrc must match ConvertSrc (24 bytes)");
 static_assert(sizeof(StokeNormalize) == 24, "StokeNormalize must match Normalize (24 bytes)");
 
-// Element index of (image n, channel c, row y, column x) in a contiguous [N,3,H,W] or
-// [N,H,W,3] batch.
-STOKE_HD unsigned long long stoke_out_index(uint32_t layout, unsigned long long n, uint32_t c, uint32_t y,
-                                            uint32_t x, uint32_t out_h, uint32_t out_w) {
-    if (layout == STOKE_LAYOUT_NHWC) {
-        return ((n * out_h + y) * out_w + x) * 3ull + c;
-    }
-    return ((n * 3ull + c) * out_h + y) * out_w + x;
-}
-
-// Store one f32 value as `dtype` (round to nearest even for f16/bf16).
-STOKE_HD void stoke_store(void* out, unsigned long long idx, uint32_t dtype, float v) {
-    if (dtype == STOKE_DTYPE_F16) {
-        ((uint16_t*)out)[idx] = stoke_f32_to_f16_bits(v);
-    } else if (dtype == STOKE_DTYPE_BF16) {
-        ((uint16_t*)out)[idx] = stoke_f32_to_bf16_bits(v);
-    } else {
-        ((float*)out)[idx] = v;
-    }
-}
-
 // Output pixel (x, y) of image n: the three normalized channels of the source pixel, or 0 in
 // every channel where (x, y) lies outside this image (smaller images are padded at the right
 // and bottom).
@@ -50,12 +29,12 @@ STOKE_HD void stoke_convert_pixel(const StokeConvertSrc& src, const StokeNormali
                                   uint32_t n, uint32_t x, uint32_t y, uint32_t out_w, uint32_t out_h,
                                   uint32_t dtype, uint32_t layout) {
     if ((int32_t)x >= src.width || (int32_t)y >= src.height) {
-        for (uint32_t c = 0; c < 3; ++c) stoke_store(out, stoke_out_index(layout, n, c, y, x, out_h, out_w), dtype, 0.0f);
+        for (uint32_t c = 0; c < 3; ++c) stoke_store_value(out, dtype, stoke_out_index(layout, n, (int32_t)c, (int32_t)y, (int32_t)x, (int32_t)out_h, (int32_t)out_w), 0.0f);
         return;
     }
     const uint8_t* px = (const uint8_t*)(src.data + (unsigned long long)y * (unsigned long long)src.stride + 3ull * x);
     for (uint32_t c = 0; c < 3; ++c) {
         float v = stoke_normalize((float)px[c], norm.mean[c], norm.std[c]);
-        stoke_store(out, stoke_out_index(layout, n, c, y, x, out_h, out_w), dtype, v);
+        stoke_store_value(out, dtype, stoke_out_index(layout, n, (int32_t)c, (int32_t)y, (int32_t)x, (int32_t)out_h, (int32_t)out_w), v);
     }
 }

@@ -85,3 +85,21 @@ STOKE_HD float stoke_normalize(float x255, float mean, float std) {
     float x = x255 / 255.0f;
     return (x - mean) / std;
 }
+
+// Element index of (sample n, channel c, row y, column x) in an N×3×H×W (NCHW) or N×H×W×3
+// (NHWC) tensor. The one definition both kernel families use.
+STOKE_HD uint64_t stoke_out_index(uint32_t layout, uint64_t n, int32_t c, int32_t y, int32_t x, int32_t H, int32_t W) {
+    if (layout == STOKE_LAYOUT_NHWC) return ((n * (uint64_t)H + (uint64_t)y) * (uint64_t)W + (uint64_t)x) * 3u + (uint64_t)c;
+    return ((n * 3u + (uint64_t)c) * (uint64_t)H + (uint64_t)y) * (uint64_t)W + (uint64_t)x;
+}
+
+// Store an f32 value as `dtype` at element `idx` of `out` (round to nearest even for f16/bf16).
+STOKE_HD void stoke_store_value(void* out, uint32_t dtype, uint64_t idx, float v) {
+    if (dtype == STOKE_DTYPE_F16) {
+        ((uint16_t*)out)[idx] = stoke_f32_to_f16_bits(v);
+    } else if (dtype == STOKE_DTYPE_BF16) {
+        ((uint16_t*)out)[idx] = stoke_f32_to_bf16_bits(v);
+    } else {
+        ((float*)out)[idx] = v;
+    }
+}

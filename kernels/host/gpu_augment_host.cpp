@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../augment.cu"
+#include "../canary.cuh"
 
 extern "C" {
 

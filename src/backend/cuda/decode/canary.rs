@@ -2,7 +2,7 @@
 //! after it.
 
 /// Canary pixels written into every GPU decode destination before the decode and checked
-/// after it (`stoke_canary_set` / `stoke_canary_check` in `kernels/augment.cu`): a decoder,
+/// after it (`stoke_canary_set` / `stoke_canary_check` in `kernels/canary.cu`): a decoder,
 /// the hardware engine in particular, can report success for an image it skipped. The
 /// `CANARIES` pixels are spread over every row band and column band of the region, each with
 /// its own three-byte value; an image counts as not written when at least
@@ -14,7 +14,7 @@ pub const CANARIES: u32 = 32;
 pub const CANARY_MIN_INTACT: u32 = 1;
 
 /// Where one GPU decode writes, for the canary kernels. Mirrored by `StokeDecodeTarget` in
-/// `kernels/augment.cu`.
+/// `kernels/canary.cuh`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct DecodeTarget {
