@@ -408,22 +408,35 @@ STOKE_HD void stoke_store(void* out, uint32_t dtype, uint64_t idx, float v255, f
 // Parameter checks (both backends refuse what they cannot map safely)
 // ---------------------------------------------------------------------------------------
 
-// 0 when `p` is consistent with a stored `stored_w × stored_h` image, else a code > 0 saying
-// which check failed (see stoke_params_problem in src/augment/mod.rs for the sentences).
+// Codes of stoke_params_check (0: consistent), mirrored by `ParamsProblem` in
+// src/augment/host.rs (a test triggers each one from the Rust side). The negative ones come from
+// stoke_host_augment only.
+#define STOKE_PARAMS_BAD_ORIENTATION 1
+#define STOKE_PARAMS_SOURCE_SIZE 2
+#define STOKE_PARAMS_CROP_OUTSIDE 3
+#define STOKE_PARAMS_RESIZE_EMPTY 4
+#define STOKE_PARAMS_WINDOW_OUTSIDE 5
+#define STOKE_PARAMS_UNKNOWN_INTERP 6
+#define STOKE_PARAMS_ANGLE_NOT_FINITE 7
+#define STOKE_PARAMS_SCRATCH_TOO_SMALL (-1)
+#define STOKE_PARAMS_REGION_MISSES_CROP (-2)
+
+// 0 when `p` is consistent with a stored `stored_w × stored_h` image, else the STOKE_PARAMS_*
+// code of the first check that failed.
 STOKE_HD int stoke_params_check(const StokeAugParams* p, int32_t stored_w, int32_t stored_h) {
     int32_t w, h;
-    if (p->orientation < 1u || p->orientation > 8u) return 1;
+    if (p->orientation < 1u || p->orientation > 8u) return STOKE_PARAMS_BAD_ORIENTATION;
     stoke_oriented_size(p->orientation, stored_w, stored_h, &w, &h);
-    if (w != p->src_w || h != p->src_h || w <= 0 || h <= 0) return 2;
+    if (w != p->src_w || h != p->src_h || w <= 0 || h <= 0) return STOKE_PARAMS_SOURCE_SIZE;
     if (p->crop_w <= 0 || p->crop_h <= 0 || p->crop_x < 0 || p->crop_y < 0 || p->crop_x > w - p->crop_w ||
         p->crop_y > h - p->crop_h)
-        return 3;
-    if (p->resize_w <= 0 || p->resize_h <= 0) return 4;
+        return STOKE_PARAMS_CROP_OUTSIDE;
+    if (p->resize_w <= 0 || p->resize_h <= 0) return STOKE_PARAMS_RESIZE_EMPTY;
     if (p->out_w <= 0 || p->out_h <= 0 || p->win_x < 0 || p->win_y < 0 || p->win_x > p->resize_w - p->out_w ||
         p->win_y > p->resize_h - p->out_h)
-        return 5;
-    if (p->filter > STOKE_FILTER_BICUBIC || p->rot_interp > STOKE_ROT_BILINEAR) return 6;
+        return STOKE_PARAMS_WINDOW_OUTSIDE;
+    if (p->filter > STOKE_FILTER_BICUBIC || p->rot_interp > STOKE_ROT_BILINEAR) return STOKE_PARAMS_UNKNOWN_INTERP;
     float a = p->angle_deg;
-    if (!(a == a) || a > 3.0e38f || a < -3.0e38f) return 7;
+    if (!(a == a) || a > 3.0e38f || a < -3.0e38f) return STOKE_PARAMS_ANGLE_NOT_FINITE;
     return 0;
 }

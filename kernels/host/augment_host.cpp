@@ -172,9 +172,9 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     if (region_x < 0 || region_y < 0 || region_w <= 0 || region_h <= 0 || (ax < bx ? ax : bx) < region_x ||
         (ay < by ? ay : by) < region_y || (ax > bx ? ax : bx) >= region_x + region_w ||
         (ay > by ? ay : by) >= region_y + region_h)
-        return -2;
+        return STOKE_PARAMS_REGION_MISSES_CROP;
     Plan pl = plan(p);
-    if (scratch_bytes < pl.total_bytes) return -1;
+    if (scratch_bytes < pl.total_bytes) return STOKE_PARAMS_SCRATCH_TOO_SMALL;
     const int32_t ow = p->out_w, oh = p->out_h;
     int64_t base, step_x, step_y;
     stoke_orient_affine(p->orientation, p->src_w, p->src_h, row_stride, &base, &step_x, &step_y);

@@ -60,23 +60,76 @@ mod ffi {
 use super::AugParams;
 use crate::config::OutputSpec;
 
-/// Why a parameter set cannot be applied to an image (`stoke_params_check`).
+/// Why a parameter set cannot be applied to an image: the `STOKE_PARAMS_*` codes of
+/// `stoke_params_check` and `stoke_host_augment` (kernels/augment_math.cuh), by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum ParamsProblem {
+    /// EXIF orientation outside 1..=8.
+    BadOrientation = 1,
+    /// The params were drawn for another image size.
+    SourceSize = 2,
+    /// The crop box is not inside the oriented image.
+    CropOutside = 3,
+    /// A zero or negative resize size.
+    ResizeEmpty = 4,
+    /// The output window is not inside the resized crop.
+    WindowOutside = 5,
+    /// An unknown filter or rotation interpolation code.
+    UnknownInterp = 6,
+    /// A NaN or infinite rotation angle.
+    AngleNotFinite = 7,
+    /// The caller's scratch is too small (`stoke_host_augment`; a bug, never input).
+    ScratchTooSmall = -1,
+    /// The decoded region does not hold the crop box (`stoke_host_augment`).
+    RegionMissesCrop = -2,
+}
+
+impl ParamsProblem {
+    /// The problem a C-side code names (`None` for 0 and unknown codes).
+    pub fn from_code(code: i32) -> Option<Self> {
+        use ParamsProblem::*;
+        [
+            BadOrientation,
+            SourceSize,
+            CropOutside,
+            ResizeEmpty,
+            WindowOutside,
+            UnknownInterp,
+            AngleNotFinite,
+            ScratchTooSmall,
+            RegionMissesCrop,
+        ]
+        .into_iter()
+        .find(|p| *p as i32 == code)
+    }
+}
+
+/// Why a parameter set cannot be applied to an image (`stoke_params_check`'s `code`).
 pub fn params_problem(code: i32, p: &AugParams, stored_w: i32, stored_h: i32) -> String {
-    match code {
-        1 => format!("exif orientation must be 1..=8, got {}", p.orientation),
-        2 => format!(
+    use ParamsProblem::*;
+    match ParamsProblem::from_code(code) {
+        Some(BadOrientation) => format!("exif orientation must be 1..=8, got {}", p.orientation),
+        Some(SourceSize) => format!(
             "params are for a {}x{} oriented image but the decoded image is {stored_w}x{stored_h} stored with orientation {}",
             p.src_w, p.src_h, p.orientation
         ),
-        3 => format!("crop box {}x{} at ({}, {}) is not inside the {}x{} image", p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h),
-        4 => format!("resize size must be positive, got {}x{}", p.resize_w, p.resize_h),
-        5 => format!(
+        Some(CropOutside) => {
+            format!("crop box {}x{} at ({}, {}) is not inside the {}x{} image", p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.src_w, p.src_h)
+        }
+        Some(ResizeEmpty) => format!("resize size must be positive, got {}x{}", p.resize_w, p.resize_h),
+        Some(WindowOutside) => format!(
             "output window {}x{} at ({}, {}) is not inside the {}x{} resized crop",
             p.out_w, p.out_h, p.win_x, p.win_y, p.resize_w, p.resize_h
         ),
-        6 => format!("unknown filter {} or rotation interpolation {}", p.filter, p.rot_interp),
-        7 => format!("rotation angle must be finite, got {}", p.angle_deg),
-        c => format!("augment math returned code {c}"),
+        Some(UnknownInterp) => format!("unknown filter {} or rotation interpolation {}", p.filter, p.rot_interp),
+        Some(AngleNotFinite) => format!("rotation angle must be finite, got {}", p.angle_deg),
+        Some(ScratchTooSmall) => "augment scratch too small (a bug in stoke)".to_string(),
+        Some(RegionMissesCrop) => format!(
+            "the decoded region does not hold the crop box {}x{} at ({}, {}) (orientation {})",
+            p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.orientation
+        ),
+        None => format!("augment math returned code {code}"),
     }
 }
 
@@ -178,10 +231,9 @@ pub fn augment(src: SrcImage<'_>, p: &AugParams, spec: &OutputSpec, out: &mut [u
     };
     match rc {
         0 => Ok(()),
-        -2 => Err(format!(
-            "the decoded region {:?} does not hold the crop box {}x{} at ({}, {}) (orientation {})",
-            src.region, p.crop_w, p.crop_h, p.crop_x, p.crop_y, p.orientation
-        )),
+        c if c == ParamsProblem::RegionMissesCrop as i32 => {
+            Err(format!("{} (decoded region {:?})", params_problem(c, p, src.width, src.height), src.region))
+        }
         c => Err(params_problem(c, p, src.width, src.height)),
     }
 }
@@ -356,6 +408,30 @@ pub fn params_size() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each named problem is what the C side returns for params broken that way (the enum and
+    /// the header's STOKE_PARAMS_* codes agree).
+    #[test]
+    fn params_problems_match_the_c_codes() {
+        let spec = crate::config::AugmentSpec::train(32);
+        let good = crate::augment::params::draw(&spec, 1, 0, 0, 120, 80, 1);
+        assert_eq!(params_check(&good, 120, 80), 0);
+        let cases: [(ParamsProblem, AugParams); 7] = [
+            (ParamsProblem::BadOrientation, AugParams { orientation: 9, ..good }),
+            (ParamsProblem::SourceSize, AugParams { src_w: 121, ..good }),
+            (ParamsProblem::CropOutside, AugParams { crop_x: 120, ..good }),
+            (ParamsProblem::ResizeEmpty, AugParams { resize_w: 0, ..good }),
+            (ParamsProblem::WindowOutside, AugParams { win_x: good.resize_w, ..good }),
+            (ParamsProblem::UnknownInterp, AugParams { filter: 99, ..good }),
+            (ParamsProblem::AngleNotFinite, AugParams { angle_deg: f32::NAN, ..good }),
+        ];
+        for (want, p) in cases {
+            let code = params_check(&p, 120, 80);
+            assert_eq!(ParamsProblem::from_code(code), Some(want), "code {code}");
+            assert!(!params_problem(code, &p, 120, 80).contains("returned code"), "{want:?} has its own sentence");
+        }
+        assert_eq!(ParamsProblem::from_code(0), None);
+    }
 
     #[test]
     fn params_struct_has_the_same_size_on_both_sides() {
