@@ -1,4 +1,4 @@
-// The one definition of stoke's per-pixel augment math (DESIGN.md contract 2).
+// The one definition of stoke's per-pixel augment math (docs/CONTRACTS.md, contract 2).
 //
 // Everything here is a STOKE_HD function: compiled for the device by nvcc (kernels/augment.cu
 // includes this file) and for the host by build.rs (kernels/host/augment_host.cpp), so the CPU
@@ -8,7 +8,7 @@
 //
 // Geometry, applied in this order (the code below runs it backwards, output → source):
 //   EXIF orientation → crop → resize → window → flip → rotate → normalize → cast.
-// Semantics follow torchvision / Pillow (../shared/SEMANTICS.md):
+// Semantics follow torchvision / Pillow (docs/CONTRACTS.md, "Semantics"):
 // - resize: per-axis filter taps exactly as Pillow's `precompute_coeffs` (antialiased; the
 //   same formula with support = a when upscaling, as torch's `antialias=True`), or torch's
 //   non-antialiased `align_corners=False` bilinear / bicubic (a = −0.75) when antialias is off.

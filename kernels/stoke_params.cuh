@@ -1,4 +1,4 @@
-// Mirror of `AugParams` in src/augment/params.rs (DESIGN.md contract 1). Change both or
+// Mirror of `AugParams` in src/augment/params.rs (docs/CONTRACTS.md, contract 1). Change both or
 // neither: both sides assert the size and offsets.
 #pragma once
 #include "stoke_common.cuh"

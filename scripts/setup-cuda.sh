@@ -3,7 +3,7 @@
 # into ./.venv-cuda, for machines without a CUDA toolkit. build.rs finds nvcc there; the tests
 # and scripts/gpu-bundle.sh find libnvjpeg.so.13 there.
 #
-# Why these exact versions (TOOLCHAIN.md): the nvcc wheel's dependencies are unpinned and pull
+# Why these exact versions (docs/CONTRACTS.md, "Toolchain facts"): the nvcc wheel's dependencies are unpinned and pull
 # 13.5 parts whose PTX (ISA 9.5) a CUDA 13.0 driver (R580) cannot load, so everything is
 # installed with --no-deps at versions that belong together. cccl supplies <nv/target>.
 #

@@ -1,6 +1,6 @@
 //! `PipelineConfig` and its validation: everything a pipeline is built from.
 //!
-//! Memory is sized from this at build time and never grows (DESIGN.md contract 5), so every
+//! Memory is sized from this at build time and never grows (docs/CONTRACTS.md, contract 5), so every
 //! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
 
 use crate::augment::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_NEAREST};
@@ -177,7 +177,7 @@ impl Default for OutputSpec {
     }
 }
 
-/// What happens to a sample that cannot be read or decoded (DESIGN.md contract 4).
+/// What happens to a sample that cannot be read or decoded (docs/CONTRACTS.md, contract 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {

@@ -9,7 +9,8 @@
 //!
 //! | stage | module | what it does |
 //! |---|---|---|
-//! | source, index | [`source`] | folder / file list / tar shards → samples with key, location, label, JPEG header facts |
+//! | source, index | [`source`] | folder / file list / tar shards → samples with key, location, label, image header facts |
+//! | codec | [`codec`] | image format by magic bytes; JPEG header parser; PNG decode |
 //! | sampler | [`sampler`] | exact per-epoch permutation, rank shards, weights; draws augment params |
 //! | augment params + math | [`augment`] | the `#[repr(C)]` per-sample parameters and the one definition of the per-pixel math |
 //! | readers | [`reader`] | persistent threads reading compressed bytes into reusable buffers |
@@ -17,7 +18,7 @@
 //! | pipeline | [`pipeline`] | ties the stages together: an iterator of batches |
 //! | batch | [`batch`] | what the trainer receives |
 //!
-//! Contracts every stage leans on are in `DESIGN.md`; [`config::PipelineConfig`] holds every
+//! Contracts every stage leans on are in `docs/CONTRACTS.md`; [`config::PipelineConfig`] holds every
 //! knob and bound.
 
 #![warn(missing_docs)]
@@ -34,6 +35,9 @@ pub mod reader;
 pub mod sampler;
 pub mod source;
 
+// The trainer's surface: build a pipeline from a config, take batches, read their tensors.
 pub use augment::AugParams;
+pub use batch::{Batch, DeviceImages, Images, Substitute};
 pub use config::PipelineConfig;
 pub use error::{Error, GpuError, Result};
+pub use pipeline::{Pipeline, Stats};

@@ -16,7 +16,7 @@ use stoke::backend::cuda::augment::{Augmenter, TableLayout, TablePlan};
 use stoke::backend::cuda::decode::{decode_roi, ArenaCursor, Decoded, Route};
 use stoke::config::{AugmentSpec, DType, Layout, OutputSpec};
 
-/// DESIGN.md contract 2: geometry ops agree within 1 LSB of the output dtype.
+/// docs/CONTRACTS.md, contract 2: geometry ops agree within 1 LSB of the output dtype.
 const GEOMETRY_ULPS: i64 = 1;
 
 fn image(w: u32, h: u32, seed: u32) -> Vec<u8> {

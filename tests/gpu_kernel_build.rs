@@ -3,7 +3,7 @@
 //! spills (no local-memory stack, no spill stores or loads) in any of its kernels.
 //!
 //! nvcc is found through `$STOKE_NVCC`, then the project's `.venv-cuda` (scripts/setup-cuda.sh
-//! or TOOLCHAIN.md), then `PATH`. Without one the test prints why and passes, unless
+//! or docs/CONTRACTS.md, "Toolchain facts"), then `PATH`. Without one the test prints why and passes, unless
 //! `STOKE_REQUIRE_NVCC=1` (CI sets it once nvcc is installed there), which makes it fail.
 //! Paths are relative to the working directory (cargo runs tests from the package root).
 

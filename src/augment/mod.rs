@@ -1,15 +1,15 @@
 //! Augment parameters (drawn once per sample) and the per-pixel math shared with the kernels.
 //!
 //! - [`params`]: the `#[repr(C)]` [`AugParams`] and [`params::draw`], the only place random
-//!   numbers are drawn (DESIGN.md contract 1).
+//!   numbers are drawn (docs/CONTRACTS.md, contract 1).
 //! - [`host`]: the host build of `kernels/augment_math.cuh`, the one definition of every output
-//!   pixel (DESIGN.md contract 2): the CPU backend calls it, the CUDA kernel includes it.
+//!   pixel (docs/CONTRACTS.md, contract 2): the CPU backend calls it, the CUDA kernel includes it.
 //!
 //! # What an output pixel means
 //!
 //! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate, then
 //! normalize `(x/255 − mean)/std` and the cast (round to nearest even for f16/bf16). Each step
-//! follows torchvision/Pillow (`../shared/SEMANTICS.md`); the differences, all measured by the
+//! follows torchvision/Pillow (docs/CONTRACTS.md, "Semantics"); the differences, all measured by the
 //! tests, are:
 //!
 //! | where | torchvision (PIL path) | stoke | effect |

@@ -1,4 +1,4 @@
-//! The per-sample augment parameters (DESIGN.md contract 1) and how they are drawn.
+//! The per-sample augment parameters (docs/CONTRACTS.md, contract 1) and how they are drawn.
 //!
 //! Every random choice for a sample is made here, once, from `(seed, epoch, global sample
 //! index)` alone. Backends never draw random numbers: they read an [`AugParams`] and apply it.
@@ -185,7 +185,7 @@ pub fn round_half_even(x: f64) -> i64 {
 }
 
 /// The RandomResizedCrop box `(x, y, w, h)` for an oriented `width × height` image, exactly
-/// as torchvision's `RandomResizedCrop.get_params` (SEMANTICS.md): up to 10 tries, then the
+/// as torchvision's `RandomResizedCrop.get_params` (docs/CONTRACTS.md, "Semantics"): up to 10 tries, then the
 /// centred fallback.
 pub fn random_resized_crop_box(rng: &mut SampleRng, width: i32, height: i32, scale: (f64, f64), ratio: (f64, f64)) -> (i32, i32, i32, i32) {
     let (wf, hf) = (width as f64, height as f64);

@@ -36,7 +36,7 @@ impl std::ops::AddAssign for GpuStageTimes {
 
 /// Fill `batch`'s per-slot records (labels, positions, dataset indices, params) from `samples`
 /// and apply the `on_error` policy to the slots whose `status` is an error — the one rule both
-/// backends follow (INTERFACES.md "Substitutes"):
+/// backends follow (docs/CONTRACTS.md, contract 4):
 /// - `fail`: the first failed slot (in slot order) is an error naming its sample;
 /// - `skip`: a failed slot `i` takes the next good slot `j` of the batch (cyclic): the backend's
 ///   `copy_slot(batch, i, j)` makes slot `i` show slot `j`'s pixels (a host copy, or for the

@@ -13,7 +13,7 @@
 //! decoding only a region (rows and iMCU columns outside it are not transformed) and gives
 //! exactly Pillow's pixels, which is what torchvision users train on.
 //!
-//! Conventions (SEMANTICS.md "Decode conventions"):
+//! Conventions (docs/CONTRACTS.md, "Semantics"):
 //! - always 3-channel RGB: grayscale is replicated, CMYK/YCCK converted by libjpeg-turbo
 //!   (Adobe-inverted CMYK read as libjpeg-turbo reads it: Pillow's pixels);
 //! - chroma upsampling is libjpeg-turbo's default smooth ("fancy") upsampling with the

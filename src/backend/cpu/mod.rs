@@ -14,7 +14,7 @@
 //! faster, close to but not bit-identical with the full path. ImageNet-sized images never
 //! qualify (on the corpus's 500×375-class photos 1 train crop in 300 would).
 //!
-//! Substitutes (INTERFACES.md): under `skip`, a sample that cannot be read or decoded is
+//! Substitutes (docs/CONTRACTS.md, contract 4): under `skip`, a sample that cannot be read or decoded is
 //! replaced by the next good sample of the same batch (cyclic): pixels, params, label and
 //! dataset index are copied into its slot and a [`Substitute`] is recorded. A batch with no
 //! good sample is an error naming its keys. Under `fail`, the first bad sample (in slot order)

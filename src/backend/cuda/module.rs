@@ -119,7 +119,7 @@ impl Kernels {
 }
 
 /// The CUDA include directory NVRTC needs for `cuda_fp16.h` and friends: `$STOKE_CUDA_INCLUDE`,
-/// else `$CUDA_HOME/include`, else the pinned wheels in `./.venv-cuda` (TOOLCHAIN.md: NVRTC
+/// else `$CUDA_HOME/include`, else the pinned wheels in `./.venv-cuda` (docs/CONTRACTS.md, "Toolchain facts": NVRTC
 /// 13.0 compiles the sources only with `--include-path=<...>/nvidia/cu13/include`).
 pub fn nvrtc_include_dirs() -> Vec<String> {
     let mut v = Vec::new();
@@ -142,7 +142,7 @@ pub fn nvrtc_include_dirs() -> Vec<String> {
 }
 
 /// Compile [`SOURCE`] to PTX for `arch` (e.g. `compute_90`) with the same floating-point
-/// contract as the nvcc build (`-fmad=false`: SEMANTICS.md bit agreement).
+/// contract as the nvcc build (`-fmad=false`: docs/CONTRACTS.md, contract 2).
 pub fn nvrtc_compile(arch: &str) -> Result<Ptx, String> {
     // SAFETY: only tries to open libnvrtc by its usual names.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {

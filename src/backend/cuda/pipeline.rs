@@ -12,7 +12,7 @@
 //!    ready event is recorded and the batch is handed out with [`Images::Device`].
 //!
 //! Everything is allocated in [`CudaBackend::new`], sized from the config and the index: no
-//! device or pinned allocation happens in steady state (DESIGN.md contract 5). One backend per
+//! device or pinned allocation happens in steady state (docs/CONTRACTS.md, contract 5). One backend per
 //! device (the config's ordinal), each with its own streams, nvJPEG handles and buffers, so
 //! several pipelines in one process can each drive their own GPU.
 //!

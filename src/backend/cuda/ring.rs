@@ -1,7 +1,7 @@
 //! The output ring: `depth` (≥ 2) device slots that batches are written into, handed to the
 //! trainer without a host synchronisation.
 //!
-//! # Invariants (DESIGN.md contract 6)
+//! # Invariants (docs/CONTRACTS.md, contract 6)
 //! Every slot `k` has two events, `ready[k]` and `released[k]`, and is in exactly one place:
 //! the free channel, the producer, or one live [`DeviceImages`].
 //! 1. The producer takes `k` from the free channel ([`OutputRing::acquire`]) and makes its

@@ -4,10 +4,10 @@
 //! # Invariants
 //! - Sized once, at pipeline build, from the index ([`StagingPlan`]): a slot holds the
 //!   largest possible batch (the sum of the `batch_size` largest compressed files), so no
-//!   allocation happens in steady state (DESIGN.md contract 5).
+//!   allocation happens in steady state (docs/CONTRACTS.md, contract 5).
 //! - Pinned with flags 0, not write-combined: the host reads these bytes too (header parsing,
 //!   nvJPEG's hybrid Huffman decode, the CPU fallback decoder), and write-combined memory is
-//!   very slow to read on the host (TOOLCHAIN.md).
+//!   very slow to read on the host (docs/CONTRACTS.md, "Toolchain facts").
 //! - A slot is written by the host only after the event that guards it has completed: the
 //!   event is recorded on every stream that read the slot's bytes (the hardware-decode stream
 //!   and the CUDA-decode stream) after the last such read was enqueued

@@ -287,7 +287,7 @@ impl GpuDecoder {
         let n = plan.batch;
         // SAFETY (both pinned buffers): plain data, written by the host (targets) or by a copy
         // (intact) before being read. `intact` is read on the host: flags 0, not
-        // write-combined (TOOLCHAIN.md).
+        // write-combined (docs/CONTRACTS.md, "Toolchain facts").
         let targets_host = unsafe { ctx.alloc_pinned::<DecodeTarget>(n) }.map_err(driver_err("cuMemHostAlloc"))?;
         let intact_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
         // SAFETY: small device arrays written before they are read (upload / check kernel).

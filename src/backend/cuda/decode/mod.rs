@@ -2,7 +2,7 @@
 //! region of the image is decoded and where it lands, and the decoder itself
 //! ([`GpuDecoder`]).
 //!
-//! Routing (DESIGN.md "performance model", contract 4), from the header alone:
+//! Routing (docs/CONTRACTS.md, contract 4), from the header alone:
 //! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
 //!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
 //!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`), with the region of interest

@@ -36,7 +36,7 @@ mod tests {
         let lib = sys::NvjpegLib::open_first(&[path.display().to_string()]).expect("open libnvjpeg");
         assert!(lib.nvjpegDecodeBatchedEx.is_some() && lib.nvjpegCreateExV2.is_some());
         let (major, minor, patch) = result::get_version(&lib).expect("nvjpegGetProperty");
-        // The pinned wheel is nvidia-nvjpeg==13.0.1.86 (TOOLCHAIN.md); its header says
+        // The pinned wheel is nvidia-nvjpeg==13.0.1.86 (docs/CONTRACTS.md, "Toolchain facts"); its header says
         // NVJPEG_VER 13.0.1; the library reports major 13, minor 0.
         assert_eq!((major, minor), (13, 0), "patch {patch}");
     }

@@ -312,7 +312,7 @@ nvjpeg_table! {
 /// Environment variable naming the libnvjpeg to open (a path), tried first.
 pub const NVJPEG_ENV: &str = "STOKE_NVJPEG";
 
-/// Library names tried after [`NVJPEG_ENV`], in order (TOOLCHAIN.md).
+/// Library names tried after [`NVJPEG_ENV`], in order (docs/CONTRACTS.md, "Toolchain facts").
 pub const NVJPEG_NAMES: [&str; 3] = ["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"];
 
 impl NvjpegLib {
