@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.ring_depth = 4; // prefetch + the batch the trainer holds + the one being made
 
     let mut pipeline = Pipeline::new(config.clone())?;
-    let ctx = stoke::backend::cuda::device::Gpu::open(config.device)?.ctx().clone();
+    let ctx = pipeline.cuda_context().expect("backend cuda gives device batches").clone();
     // The trainer's own stream: never stoke's.
     let train_stream = ctx.new_stream()?;
     let module = ctx.load_module(cudarc::nvrtc::compile_ptx(CONSUMER)?)?;

@@ -101,7 +101,7 @@ pub struct Pipeline {
     dataset: Arc<Dataset>,
     steps: u64,
     threads: usize,
-    on_gpu: bool,
+    cuda: Option<Arc<cudarc::driver::CudaContext>>,
     shared: Arc<Shared>,
     commands: Option<Sender<Command>>,
     batches: Option<Receiver<Msg>>,
@@ -123,7 +123,7 @@ impl Pipeline {
         config.validate()?;
         let backend = AnyBackend::new(&config, &dataset)?;
         let threads = backend.threads();
-        let on_gpu = backend.held_bytes() != (0, 0);
+        let cuda = backend.cuda_context();
         let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
@@ -148,7 +148,7 @@ impl Pipeline {
             dataset,
             steps,
             threads,
-            on_gpu,
+            cuda,
             shared,
             commands: Some(cmd_tx),
             batches: Some(out_rx),
@@ -182,7 +182,15 @@ impl Pipeline {
     /// Whether batches come from the CUDA backend (device batches); `backend: auto` decides
     /// when the pipeline is built.
     pub fn is_cuda(&self) -> bool {
-        self.on_gpu
+        self.cuda.is_some()
+    }
+
+    /// The CUDA context the device batches live in (`None` on the CPU backend): make the
+    /// trainer's own streams in it, and wait on each batch with
+    /// [`DeviceImages::wait_on`](crate::batch::DeviceImages::wait_on). Never enqueue work on
+    /// stoke's streams.
+    pub fn cuda_context(&self) -> Option<&Arc<cudarc::driver::CudaContext>> {
+        self.cuda.as_ref()
     }
 
     /// Start (or restart) `epoch` at batch `start_step`: resume without replaying. Whatever was

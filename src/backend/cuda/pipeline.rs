@@ -450,6 +450,14 @@ impl AnyBackend {
         }
     }
 
+    /// The CUDA context of the CUDA backend's device (`None` on the CPU backend).
+    pub fn cuda_context(&self) -> Option<Arc<cudarc::driver::CudaContext>> {
+        match self {
+            Self::Cpu(_) => None,
+            Self::Cuda(b) => Some(b.gpu().ctx().clone()),
+        }
+    }
+
     /// Device and pinned host bytes the backend holds (zero on the CPU backend).
     pub fn held_bytes(&self) -> (u64, u64) {
         match self {
