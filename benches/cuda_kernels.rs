@@ -118,7 +118,7 @@ fn cuda(c: &mut Criterion) {
             d
         })
         .collect();
-    let plan = TablePlan::new(batch, (224, 224), w.max(h), 224, spec.filter, spec.antialias);
+    let plan = TablePlan::new(batch, (224, 224), w.max(h), 224, spec.filter.code(), spec.antialias);
     assert!(plan.fits(&layout), "benchmark batch exceeds its table plan");
     let dev_params = stream.clone_htod(bytemuck::cast_slice::<AugParams, u8>(&params)).expect("upload params");
     let dev_descs = stream.clone_htod(bytemuck::cast_slice::<SampleDesc, u8>(&descs)).expect("upload descriptors");

@@ -10,7 +10,7 @@
 //! launch geometry and the streams; see tests/gpu_pipeline.rs.
 
 use stoke::augment::host::{augment, Scratch, SrcImage};
-use stoke::augment::params::{draw, AugParams, ROT_BILINEAR, ROT_NEAREST};
+use stoke::augment::params::{draw, AugParams};
 use stoke::backend::cuda::augment::{augment_on_host, TableLayout};
 use stoke::backend::cuda::decode::{decode_roi, ArenaCursor, Decoded, Route};
 use stoke::config::{AugmentSpec, CropMode, DType, Layout, OutputSpec};
@@ -44,7 +44,7 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
     let mut v = vec![("train", AugmentSpec::train(48)), ("eval", AugmentSpec::eval(40))];
     let mut s = AugmentSpec::train(33);
     s.size = (33, 21);
-    s.filter = 1; // bicubic, antialiased
+    s.filter = stoke::config::Filter::Bicubic; // bicubic, antialiased
     s.vflip_p = 0.5;
     v.push(("bicubic-rect-vflip", s));
     let mut s = AugmentSpec::train(24);
@@ -52,17 +52,17 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
     v.push(("bilinear-no-aa", s));
     let mut s = AugmentSpec::train(24);
     s.antialias = false;
-    s.filter = 1;
+    s.filter = stoke::config::Filter::Bicubic;
     v.push(("bicubic-no-aa", s));
     let mut s = AugmentSpec::train(30);
     s.rotate_deg = (-30.0, 30.0);
-    s.rotate_interp = ROT_NEAREST;
+    s.rotate_interp = stoke::config::RotateInterp::Nearest;
     s.fill = [10.0, 200.0, 77.0];
     v.push(("rotate-nearest", s));
     let mut s = AugmentSpec::train(30);
     s.size = (30, 22);
     s.rotate_deg = (-45.0, 45.0);
-    s.rotate_interp = ROT_BILINEAR;
+    s.rotate_interp = stoke::config::RotateInterp::Bilinear;
     s.fill = [255.0, 0.0, 128.0];
     v.push(("rotate-bilinear-rect", s));
     let mut s = AugmentSpec::train(26);
@@ -173,7 +173,7 @@ fn a_shifted_descriptor_is_caught() {
 #[test]
 fn large_downscales_match_too() {
     let output = OutputSpec { dtype: DType::F32, layout: Layout::Nhwc, ..OutputSpec::default() };
-    for filter in [0u32, 1] {
+    for filter in [stoke::config::Filter::Bilinear, stoke::config::Filter::Bicubic] {
         let mut spec = AugmentSpec::eval(12);
         spec.filter = filter;
         spec.size = (12, 9);
@@ -204,6 +204,6 @@ fn large_downscales_match_too() {
         for (i, p) in params.iter().enumerate() {
             augment(SrcImage::full(&rgb, sw as i32, sh as i32), p, &output, &mut cpu, i, &mut scratch).unwrap();
         }
-        assert!(gpu == cpu, "filter {filter}: GPU-path output differs from the CPU backend");
+        assert!(gpu == cpu, "filter {filter:?}: GPU-path output differs from the CPU backend");
     }
 }

@@ -336,8 +336,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     let a = &mut c.augment;
     if let Some(f) = opt!("filter", String) {
         a.filter = match f.as_str() {
-            "bilinear" => stoke::augment::params::FILTER_BILINEAR,
-            "bicubic" => stoke::augment::params::FILTER_BICUBIC,
+            "bilinear" => stoke::config::Filter::Bilinear,
+            "bicubic" => stoke::config::Filter::Bicubic,
             f => return Err(bad("filter", format!("{f:?}"), "expected 'bilinear' or 'bicubic'")),
         };
     }
@@ -355,8 +355,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     }
     if let Some(i) = opt!("rotate_interp", String) {
         a.rotate_interp = match i.as_str() {
-            "nearest" => stoke::augment::params::ROT_NEAREST,
-            "bilinear" => stoke::augment::params::ROT_BILINEAR,
+            "nearest" => stoke::config::RotateInterp::Nearest,
+            "bilinear" => stoke::config::RotateInterp::Bilinear,
             i => return Err(bad("rotate_interp", format!("{i:?}"), "expected 'nearest' or 'bilinear'")),
         };
     }

@@ -57,8 +57,8 @@ mod ffi {
     }
 }
 
+use super::spec::OutputSpec;
 use super::AugParams;
-use crate::config::OutputSpec;
 
 /// Why a parameter set cannot be applied to an image: the `STOKE_PARAMS_*` codes of
 /// `stoke_params_check` and `stoke_host_augment` (kernels/augment_math.cuh), by name.
@@ -312,7 +312,7 @@ pub fn rotate_src(p: &AugParams, x: i32, y: i32) -> (u32, f32, f32) {
 }
 
 /// Element index of `(n, c, y, x)` in an `N×3×h×w` tensor of `layout`.
-pub fn out_index(layout: crate::config::Layout, n: u64, c: i32, y: i32, x: i32, h: i32, w: i32) -> u64 {
+pub fn out_index(layout: super::spec::Layout, n: u64, c: i32, y: i32, x: i32, h: i32, w: i32) -> u64 {
     // SAFETY: pure function of its arguments.
     unsafe { ffi::stoke_host_out_index(layout.code(), n, c, y, x, h, w) }
 }
@@ -413,7 +413,7 @@ mod tests {
     /// the header's STOKE_PARAMS_* codes agree).
     #[test]
     fn params_problems_match_the_c_codes() {
-        let spec = crate::config::AugmentSpec::train(32);
+        let spec = super::spec::AugmentSpec::train(32);
         let good = crate::augment::params::draw(&spec, 1, 0, 0, 120, 80, 1);
         assert_eq!(params_check(&good, 120, 80), 0);
         let cases: [(ParamsProblem, AugParams); 7] = [

@@ -27,4 +27,6 @@ pub mod host;
 pub mod params;
 pub mod region;
 
+pub mod spec;
+
 pub use params::AugParams;

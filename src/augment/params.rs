@@ -15,9 +15,9 @@
 //! 4. Horizontal flip, then vertical flip, of the window.
 //! 5. Rotation by `angle_deg` (counter-clockwise, about the window's centre, size kept,
 //!    `fill` outside), as torchvision's `rotate(expand=False)`.
-//! 6. Normalize `(x/255 − mean)/std` and cast (per batch, see [`crate::config::OutputSpec`]).
+//! 6. Normalize `(x/255 − mean)/std` and cast (per batch, see [`super::spec::OutputSpec`]).
 
-use crate::config::AugmentSpec;
+use super::spec::AugmentSpec;
 use bytemuck::{Pod, Zeroable};
 
 /// Interpolation used by the resize step.
@@ -263,27 +263,27 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         out_w,
         out_h,
         orientation,
-        filter: spec.filter,
+        filter: spec.filter.code(),
         antialias: spec.antialias as u32,
         flip_h: 0,
         flip_v: 0,
-        rot_interp: spec.rotate_interp,
+        rot_interp: spec.rotate_interp.code(),
         angle_deg: 0.0,
         fill: spec.fill,
     };
     match spec.crop {
-        crate::config::CropMode::RandomResized { scale, ratio } => {
+        super::spec::CropMode::RandomResized { scale, ratio } => {
             let (x, y, cw, ch) = random_resized_crop_box(&mut rng, w, h, scale, ratio);
             (p.crop_x, p.crop_y, p.crop_w, p.crop_h) = (x, y, cw, ch);
         }
-        crate::config::CropMode::ResizeCenter { shorter } => {
+        super::spec::CropMode::ResizeCenter { shorter } => {
             let (rw, rh) = resize_shorter(w, h, shorter as i32);
             p.resize_w = rw;
             p.resize_h = rh;
             p.win_x = center_offset(rw, out_w);
             p.win_y = center_offset(rh, out_h);
         }
-        crate::config::CropMode::Resize => {}
+        super::spec::CropMode::Resize => {}
     }
     // Draws happen in a fixed order, each whether or not it is used, so that turning one
     // augmentation on does not change the draws of the others.

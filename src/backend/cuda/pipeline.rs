@@ -146,8 +146,14 @@ impl CudaBackend {
             CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
             _ => ow.min(oh),
         };
-        let tables =
-            TablePlan::new(config.batch_size, (ow, oh), bounds.max_side, resize_min, config.augment.filter, config.augment.antialias);
+        let tables = TablePlan::new(
+            config.batch_size,
+            (ow, oh),
+            bounds.max_side,
+            resize_min,
+            config.augment.filter.code(),
+            config.augment.antialias,
+        );
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
         let slot = SlotLayout::new(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;

@@ -1,7 +1,9 @@
 //! Pipeline options shared by `dump`, `preview`, `bench` and `tune`.
 
 use std::path::PathBuf;
-use stoke::config::{AugmentSpec, BackendKind, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling, WeightSource};
+use stoke::config::{
+    AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling, WeightSource,
+};
 
 /// Augmentation preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -143,24 +145,6 @@ pub struct PipelineArgs {
     pub augment: AugmentArgs,
 }
 
-/// Resize filter on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Filter {
-    /// Bilinear (antialiased when downscaling).
-    Bilinear,
-    /// Bicubic (a = −0.5 antialiased, −0.75 without antialias, as torch).
-    Bicubic,
-}
-
-/// Rotation sampling on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum RotateInterp {
-    /// Nearest neighbour (torchvision's default).
-    Nearest,
-    /// Bilinear.
-    Bilinear,
-}
-
 /// Options that change the preset's augmentation (each one only when given).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct AugmentArgs {
@@ -202,7 +186,6 @@ pub struct AugmentArgs {
 impl AugmentArgs {
     /// Apply the given options to `c`.
     pub fn apply(&self, c: &mut PipelineConfig) -> stoke::Result<()> {
-        use stoke::augment::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
         use stoke::config::CropMode;
         let count = |name: &str, n: std::ops::RangeInclusive<usize>, got: usize| {
             if n.contains(&got) {
@@ -225,7 +208,7 @@ impl AugmentArgs {
         }
         let a = &mut c.augment;
         if let Some(f) = self.filter {
-            a.filter = if f == Filter::Bicubic { FILTER_BICUBIC } else { FILTER_BILINEAR };
+            a.filter = f;
         }
         if self.no_antialias {
             a.antialias = false;
@@ -240,7 +223,7 @@ impl AugmentArgs {
             a.rotate_deg = (r[0], *r.last().unwrap_or(&r[0]));
         }
         if let Some(i) = self.rotate_interp {
-            a.rotate_interp = if i == RotateInterp::Bilinear { ROT_BILINEAR } else { ROT_NEAREST };
+            a.rotate_interp = i;
         }
         if let Some(f) = &self.fill {
             a.fill = [f[0], f[1], f[2]];

@@ -1,0 +1,293 @@
+//! What the augmentation and the output tensor are: the spec the per-sample parameters are drawn
+//! from ([`super::params::draw`]) and the output the math writes. The math depends on this and on
+//! nothing of the pipeline; `config` re-exports it as part of [`crate::PipelineConfig`].
+
+use super::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Resize filter (the kernels' `STOKE_FILTER_*`). Config files say `"bilinear"`/`"bicubic"`;
+/// the numeric codes older configs hold (0, 1) are still read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Filter {
+    /// Triangle filter (torchvision's bilinear; antialiased when downscaling).
+    #[default]
+    Bilinear,
+    /// Cubic convolution, a = −0.5 antialiased (Pillow/torchvision).
+    Bicubic,
+}
+
+impl Filter {
+    /// The kernels' code.
+    pub fn code(self) -> u32 {
+        match self {
+            Filter::Bilinear => FILTER_BILINEAR,
+            Filter::Bicubic => FILTER_BICUBIC,
+        }
+    }
+}
+
+/// Rotation sampling (the kernels' `STOKE_ROT_*`). Config files say `"nearest"`/`"bilinear"`;
+/// the numeric codes (0, 1) are still read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum RotateInterp {
+    /// Nearest source pixel (torchvision's default for rotate).
+    #[default]
+    Nearest,
+    /// Bilinear.
+    Bilinear,
+}
+
+impl RotateInterp {
+    /// The kernels' code.
+    pub fn code(self) -> u32 {
+        match self {
+            RotateInterp::Nearest => ROT_NEAREST,
+            RotateInterp::Bilinear => ROT_BILINEAR,
+        }
+    }
+}
+
+/// A name or a legacy numeric code, as config files hold them.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NameOrCode {
+    Name(String),
+    Code(u32),
+}
+
+fn from_name_or_code<'de, D: serde::Deserializer<'de>, T>(d: D, what: &str, names: &[(&str, u32, T)]) -> std::result::Result<T, D::Error>
+where
+    T: Copy,
+{
+    let v = NameOrCode::deserialize(d)?;
+    names
+        .iter()
+        .find(|(n, c, _)| match &v {
+            NameOrCode::Name(s) => s == n,
+            NameOrCode::Code(x) => x == c,
+        })
+        .map(|e| e.2)
+        .ok_or_else(|| {
+            let got = match v {
+                NameOrCode::Name(s) => format!("{s:?}"),
+                NameOrCode::Code(c) => c.to_string(),
+            };
+            let want: Vec<String> = names.iter().map(|(n, c, _)| format!("{n:?} ({c})")).collect();
+            serde::de::Error::custom(format!("{what} must be one of {}, got {got}", want.join(", ")))
+        })
+}
+
+impl<'de> Deserialize<'de> for Filter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        from_name_or_code(d, "filter", &[("bilinear", FILTER_BILINEAR, Filter::Bilinear), ("bicubic", FILTER_BICUBIC, Filter::Bicubic)])
+    }
+}
+
+impl<'de> Deserialize<'de> for RotateInterp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        from_name_or_code(
+            d,
+            "rotate_interp",
+            &[("nearest", ROT_NEAREST, RotateInterp::Nearest), ("bilinear", ROT_BILINEAR, RotateInterp::Bilinear)],
+        )
+    }
+}
+
+/// How the crop/resize step is chosen per sample.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CropMode {
+    /// torchvision `RandomResizedCrop(size, scale, ratio)`.
+    RandomResized {
+        /// Fraction of the image area, `(min, max)`.
+        scale: (f64, f64),
+        /// Aspect ratio range `(min, max)`, drawn log-uniformly.
+        ratio: (f64, f64),
+    },
+    /// `Resize(shorter)` then `CenterCrop(size)` (the eval preset uses `size·256/224`).
+    ResizeCenter {
+        /// Target length of the shorter side.
+        shorter: u32,
+    },
+    /// Plain `Resize((h, w))` of the whole image to the output size.
+    Resize,
+}
+
+/// The augmentation applied to every sample. The random parts are drawn per sample by
+/// [`crate::augment::params::draw`]; the rest is fixed here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AugmentSpec {
+    /// Output `(width, height)`.
+    pub size: (u32, u32),
+    /// Crop/resize step.
+    pub crop: CropMode,
+    /// Resize filter.
+    pub filter: Filter,
+    /// Antialias when downscaling (torchvision's default for tensors since 0.17).
+    pub antialias: bool,
+    /// Probability of a horizontal flip.
+    pub hflip_p: f64,
+    /// Probability of a vertical flip.
+    pub vflip_p: f64,
+    /// Rotation angle range in degrees `(min, max)`; `(0, 0)` = no rotation.
+    pub rotate_deg: (f32, f32),
+    /// Rotation sampling.
+    pub rotate_interp: RotateInterp,
+    /// Fill for pixels rotated in from outside, 0..255 per channel.
+    pub fill: [f32; 3],
+    /// Apply EXIF orientation before any geometry.
+    pub apply_exif: bool,
+}
+
+/// ImageNet channel means (RGB), on the 0..1 scale.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// ImageNet channel standard deviations (RGB), on the 0..1 scale.
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+impl AugmentSpec {
+    /// `train`: RandomResizedCrop(size, (0.08, 1), (3/4, 4/3)) + horizontal flip p = 0.5.
+    pub fn train(size: u32) -> Self {
+        Self {
+            size: (size, size),
+            crop: CropMode::RandomResized { scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) },
+            filter: Filter::Bilinear,
+            antialias: true,
+            hflip_p: 0.5,
+            vflip_p: 0.0,
+            rotate_deg: (0.0, 0.0),
+            rotate_interp: RotateInterp::Nearest,
+            fill: [0.0; 3],
+            apply_exif: true,
+        }
+    }
+
+    /// `eval`: Resize(shorter = size·256/224) + CenterCrop(size).
+    pub fn eval(size: u32) -> Self {
+        Self { crop: CropMode::ResizeCenter { shorter: size * 256 / 224 }, hflip_p: 0.0, ..Self::train(size) }
+    }
+
+    /// Check the spec; errors say which field and what was wrong.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::config(msg));
+        if self.size.0 == 0 || self.size.1 == 0 || self.size.0 > 8192 || self.size.1 > 8192 {
+            return bad(format!("output size must be 1..=8192 on each side, got {}x{}", self.size.0, self.size.1));
+        }
+        if let CropMode::RandomResized { scale, ratio } = self.crop {
+            if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
+                return bad(format!("crop scale must satisfy 0 < min <= max <= 1, got {scale:?}"));
+            }
+            if !(ratio.0 > 0.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
+                return bad(format!("crop ratio must satisfy 0 < min <= max, got {ratio:?}"));
+            }
+        }
+        if let CropMode::ResizeCenter { shorter } = self.crop {
+            if shorter < self.size.0.min(self.size.1) {
+                return bad(format!("resize shorter side {shorter} is smaller than the center crop {}x{}", self.size.0, self.size.1));
+            }
+        }
+        for (name, p) in [("hflip", self.hflip_p), ("vflip", self.vflip_p)] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} probability must be in [0, 1], got {p}"));
+            }
+        }
+        let (lo, hi) = self.rotate_deg;
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return bad(format!("rotation range must be finite with min <= max, got {:?}", self.rotate_deg));
+        }
+        Ok(())
+    }
+}
+
+/// Element type of the output batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    /// IEEE binary32.
+    F32,
+    /// IEEE binary16, round to nearest even from the f32 value.
+    F16,
+    /// bfloat16, round to nearest even from the f32 value.
+    Bf16,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::Bf16 => 2,
+        }
+    }
+    /// Code shared with the kernels (`STOKE_DTYPE_*` in `kernels/stoke_params.cuh`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// Memory layout of the output batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// `[N, C, H, W]`.
+    Nchw,
+    /// `[N, H, W, C]`.
+    Nhwc,
+}
+
+impl Layout {
+    /// Code shared with the kernels (`STOKE_LAYOUT_*`).
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+}
+
+/// What the output tensor looks like, fixed per pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    /// Element type.
+    pub dtype: DType,
+    /// Memory layout.
+    pub layout: Layout,
+    /// Per-channel mean on the 0..1 scale.
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation on the 0..1 scale.
+    pub std: [f32; 3],
+}
+
+impl Default for OutputSpec {
+    fn default() -> Self {
+        Self { dtype: DType::F32, layout: Layout::Nchw, mean: IMAGENET_MEAN, std: IMAGENET_STD }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_and_rotation_read_names_and_the_old_codes_and_name_what_is_wrong() {
+        assert_eq!(serde_json::from_str::<Filter>("\"bicubic\"").unwrap(), Filter::Bicubic);
+        assert_eq!(serde_json::from_str::<Filter>("1").unwrap(), Filter::Bicubic);
+        assert_eq!(serde_json::from_str::<Filter>("0").unwrap(), Filter::Bilinear);
+        assert_eq!(serde_json::from_str::<RotateInterp>("\"bilinear\"").unwrap(), RotateInterp::Bilinear);
+        assert_eq!(serde_json::from_str::<RotateInterp>("0").unwrap(), RotateInterp::Nearest);
+        assert_eq!(serde_json::to_string(&Filter::Bicubic).unwrap(), "\"bicubic\"");
+        let e = serde_json::from_str::<Filter>("\"lanczos\"").unwrap_err().to_string();
+        assert!(e.contains("filter must be one of") && e.contains("\"lanczos\""), "{e}");
+        let e = serde_json::from_str::<RotateInterp>("7").unwrap_err().to_string();
+        assert!(e.contains("rotate_interp") && e.contains("got 7"), "{e}");
+        // A whole spec as `stoke tune` writes it, and as older versions wrote it.
+        let mut spec = AugmentSpec::train(224);
+        spec.filter = Filter::Bicubic;
+        let text = serde_json::to_string(&spec).unwrap();
+        assert!(text.contains("\"filter\":\"bicubic\""), "{text}");
+        assert_eq!(serde_json::from_str::<AugmentSpec>(&text).unwrap(), spec);
+        let old = text.replace("\"filter\":\"bicubic\"", "\"filter\":1").replace("\"rotate_interp\":\"nearest\"", "\"rotate_interp\":0");
+        assert_eq!(serde_json::from_str::<AugmentSpec>(&old).unwrap(), spec);
+        // The codes are the kernels'.
+        assert_eq!((Filter::Bilinear.code(), Filter::Bicubic.code()), (FILTER_BILINEAR, FILTER_BICUBIC));
+        assert_eq!((RotateInterp::Nearest.code(), RotateInterp::Bilinear.code()), (ROT_NEAREST, ROT_BILINEAR));
+    }
+}
