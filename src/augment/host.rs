@@ -413,7 +413,7 @@ mod tests {
     /// the header's STOKE_PARAMS_* codes agree).
     #[test]
     fn params_problems_match_the_c_codes() {
-        let spec = super::spec::AugmentSpec::train(32);
+        let spec = crate::augment::spec::AugmentSpec::train(32);
         let good = crate::augment::params::draw(&spec, 1, 0, 0, 120, 80, 1);
         assert_eq!(params_check(&good, 120, 80), 0);
         let cases: [(ParamsProblem, AugParams); 7] = [
