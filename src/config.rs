@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// What happens to a sample that cannot be read or decoded (docs/CONTRACTS.md, contract 4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Deliver a substitute sample and record the failure.
@@ -19,7 +20,8 @@ pub enum OnError {
 }
 
 /// Which backend decodes and augments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// CUDA when a usable GPU is there, else CPU.
@@ -32,7 +34,8 @@ pub enum BackendKind {
 
 /// Which nvJPEG decoders the CUDA backend may use (a measurement knob: "hardware engine
 /// alone, CUDA decoders alone, both").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum GpuDecoders {
     /// The hardware engine where it takes the image, the CUDA decoders for the rest, the CPU

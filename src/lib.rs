@@ -29,6 +29,7 @@ pub mod batch;
 pub mod codec;
 pub mod config;
 pub mod error;
+#[cfg(feature = "gen")]
 pub mod gen;
 pub mod pipeline;
 pub mod reader;

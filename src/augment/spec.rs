@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 /// Resize filter (the kernels' `STOKE_FILTER_*`). Config files say `"bilinear"`/`"bicubic"`;
 /// the numeric codes older configs hold (0, 1) are still read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Filter {
     /// Triangle filter (torchvision's bilinear; antialiased when downscaling).
@@ -30,7 +31,8 @@ impl Filter {
 
 /// Rotation sampling (the kernels' `STOKE_ROT_*`). Config files say `"nearest"`/`"bilinear"`;
 /// the numeric codes (0, 1) are still read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum RotateInterp {
     /// Nearest source pixel (torchvision's default for rotate).
@@ -201,7 +203,8 @@ impl AugmentSpec {
 }
 
 /// Element type of the output batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     /// IEEE binary32.
@@ -227,7 +230,8 @@ impl DType {
 }
 
 /// Memory layout of the output batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// `[N, C, H, W]`.

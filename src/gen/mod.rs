@@ -85,7 +85,8 @@ pub const KIND_QUOTAS: [(Kind, usize); 7] = [
 ];
 
 /// Output format of [`generate`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum GenFormat {
     /// ImageFolder layout: `OUT/<class>/<key>.JPEG`.
     Folder,

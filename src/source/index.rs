@@ -18,7 +18,8 @@ use super::{Entry, Location, SampleMeta, SourceKind};
 use crate::codec::jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
 use crate::codec::{ImageFormat, ImageInfo};
 use crate::error::{Error, Result};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+#[cfg(feature = "cli")]
+pub(crate) use indicatif::ProgressBar;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
@@ -72,11 +73,29 @@ impl Fingerprint {
     }
 }
 
+/// Without the `cli` feature (a library build): a progress bar that draws nothing.
+#[cfg(not(feature = "cli"))]
+pub(crate) struct ProgressBar;
+
+#[cfg(not(feature = "cli"))]
+impl ProgressBar {
+    pub(crate) fn inc(&self, _delta: u64) {}
+    pub(crate) fn finish_and_clear(&self) {}
+}
+
+/// Without the `cli` feature: nothing is drawn.
+#[cfg(not(feature = "cli"))]
+pub(crate) fn progress(_enabled: bool, _len: u64, _what: &str) -> ProgressBar {
+    ProgressBar
+}
+
 /// A progress bar on stderr when `enabled` and stderr is a terminal (hidden otherwise).
+#[cfg(feature = "cli")]
 pub(crate) fn progress(enabled: bool, len: u64, what: &str) -> ProgressBar {
     if !enabled {
         return ProgressBar::hidden();
     }
+    use indicatif::{ProgressDrawTarget, ProgressStyle};
     let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     pb.set_style(
         ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} [{elapsed_precise} < {eta_precise}] {per_sec}")
