@@ -1,4 +1,4 @@
-//! GPU microbenchmarks (`cuda_copy_u8`, `cuda_convert_{f16,f32}`, `cuda_augment_{f16,f32}`), named `{backend}_{stage}_{dtype}`, timed with CUDA events around the
+//! GPU microbenchmarks (`cuda_copy_u8`, `cuda_augment_{f16,f32}`), named `{backend}_{stage}_{dtype}`, timed with CUDA events around the
 //! launches (the stream is synchronized inside the timed region by the end event), reporting
 //! bytes/s against the device's own measured copy bandwidth (`cuda_copy_u8`: a device-to-device
 //! copy reads and writes every byte, so it is the ceiling for a kernel that reads its input and
@@ -15,9 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use stoke::augment::params::{draw, AugParams};
 use stoke::backend::cuda::augment::{oriented_steps, Augmenter, SampleDesc, TableLayout, TablePlan};
-use stoke::backend::cuda::convert::{ConvertShape, Converter, DeviceImage, Normalize};
 use stoke::backend::cuda::device::Gpu;
-use stoke::config::{AugmentSpec, DType, Layout, OutputSpec, IMAGENET_MEAN, IMAGENET_STD};
+use stoke::config::{AugmentSpec, DType, OutputSpec};
 
 /// Best bytes/s seen per benchmark, for the summary against the copy bandwidth.
 static BEST: Mutex<Vec<(String, f64)>> = Mutex::new(Vec::new());
@@ -75,32 +74,12 @@ fn cuda(c: &mut Criterion) {
     });
     drop((src, dst));
 
-    // The convert kernel: 256 decoded 500x375 RGB images → normalized 3x512x512 batch.
+    // 256 decoded 500x375 RGB images in device memory, the input of the augment benchmark.
     let (w, h, batch) = (500u32, 375u32, 256usize);
     let img_bytes = (w * h * 3) as usize;
     let pixels: Vec<u8> = (0..img_bytes * batch).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     let dev_src = stream.clone_htod(&pixels).expect("upload images");
     let (base, _guard) = dev_src.device_ptr(&stream);
-    let images: Vec<DeviceImage> =
-        (0..batch).map(|i| DeviceImage { ptr: base + (i * img_bytes) as u64, width: w, height: h, stride: (w * 3) as usize }).collect();
-    let norm = Normalize { mean: IMAGENET_MEAN, std: IMAGENET_STD };
-    let mut conv = Converter::new(&gpu, batch).expect("converter");
-    for dtype in [DType::F16, DType::F32] {
-        let shape = ConvertShape { out_w: 512, out_h: 512, dtype, layout: Layout::Nchw };
-        let mut out: CudaSlice<u8> = stream.alloc_zeros(shape.bytes(batch)).expect("alloc batch");
-        let name = format!("cuda_convert_{}", format!("{dtype:?}").to_lowercase());
-        let bytes = (img_bytes * batch + shape.bytes(batch)) as u64;
-        g.throughput(Throughput::Bytes(bytes));
-        g.bench_function(&name, |b| {
-            b.iter_custom(|iters| {
-                event_time(&stream, &name, bytes, iters, || {
-                    // SAFETY: every image pointer lies inside `dev_src`, which outlives the
-                    // benchmark and is not written while it runs.
-                    unsafe { conv.run(&images, shape, &norm, &mut out) }.expect("convert launch");
-                })
-            })
-        });
-    }
 
     // The fused augment kernel (tables + augment launches): the same 256 decoded images,
     // train preset at 224, f16 and f32 NCHW. Bytes: every crop pixel read once, the output

@@ -15,7 +15,14 @@
 // (the __global__ parts are device-only) and CI checks its output against the CPU backend bit
 // for bit (tests/gpu_kernel_host.rs).
 #include "augment_math.cuh"
-#include "convert.cuh"  // StokeNormalize (mean/std by value), shared with the convert kernel
+
+// Per-channel mean and std on the 0..1 scale, by value. Mirrored by `Normalize` in
+// src/backend/cuda/augment.rs (24 bytes).
+struct StokeNormalize {
+    float mean[3];
+    float std[3];
+};
+static_assert(sizeof(StokeNormalize) == 24, "StokeNormalize must match Normalize (24 bytes)");
 
 // Mirror of `SampleDesc` in src/backend/cuda/augment.rs.
 struct StokeSampleDesc {

@@ -39,7 +39,7 @@ fn doctor_json_is_one_object_that_names_the_backend() {
     // The build facts do not depend on the machine.
     let k = &v["kernels"];
     assert_eq!(k["precompiled"] == true, k["sass"].as_array().unwrap().len() == 4, "{k}");
-    assert!(k["files"].as_array().unwrap().iter().any(|f| f == "convert.cu"), "{k}");
+    assert!(k["files"].as_array().unwrap().iter().any(|f| f == "augment.cu"), "{k}");
 }
 
 #[test]

@@ -169,6 +169,23 @@ pub fn tables_grid(total_spans: u32) -> u32 {
     total_spans.div_ceil(TABLE_BLOCK).max(1)
 }
 
+/// Per-channel mean and std on the 0..1 scale, passed to the augment kernel by value
+/// (`StokeNormalize`, 24 bytes on both sides).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Normalize {
+    /// Subtracted after scaling to 0..1.
+    pub mean: [f32; 3],
+    /// Divided by after subtracting the mean.
+    pub std: [f32; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<Normalize>() == 24);
+
+// SAFETY: #[repr(C)] plain data with the kernel struct's layout (asserted on both sides); the
+// kernel takes it by value.
+unsafe impl cudarc::driver::DeviceRepr for Normalize {}
+
 /// The two augment launches of a batch and their table scratch (allocated once).
 ///
 /// Not yet verified on a GPU: written against cudarc 0.19.10 without one.
@@ -180,7 +197,7 @@ pub struct Augmenter {
     weights: cudarc::driver::CudaSlice<f32>,
     dtype: crate::config::DType,
     layout: crate::config::Layout,
-    norm: super::convert::Normalize,
+    norm: Normalize,
 }
 
 impl Augmenter {
@@ -213,7 +230,7 @@ impl Augmenter {
             weights: w,
             dtype: output.dtype,
             layout: output.layout,
-            norm: super::convert::Normalize { mean: output.mean, std: output.std },
+            norm: Normalize { mean: output.mean, std: output.std },
         })
     }
 

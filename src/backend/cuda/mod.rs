@@ -6,7 +6,6 @@
 //! | [`error`] | CUDA driver statuses as [`GpuError`]s with the driver's own name and text |
 //! | [`module`] | the embedded kernels (fatbin from build.rs, or NVRTC at run time) and the launch path |
 //! | [`nvjpeg`] | libnvjpeg opened at run time, in sys / result / safe layers |
-//! | [`convert`] | u8 HWC images → normalized f32/f16/bf16 NCHW/NHWC batch |
 //! | [`staging`] | pinned host ring for the compressed bytes, slots guarded by events |
 //! | [`decode`] | nvJPEG routing (hardware engine / CUDA / CPU), ROI, arenas, canaries |
 //! | [`augment`] | the fused augment kernel's descriptors, filter tables and launches |
@@ -17,7 +16,6 @@
 //! so the binaries start (and fall back to the CPU backend) on machines without them.
 
 pub mod augment;
-pub mod convert;
 pub mod decode;
 pub mod device;
 pub mod error;

@@ -10,10 +10,10 @@
 //! [`LaunchConfig`], the arguments pushed in the order the `.cu` declares them, launch:
 //!
 //! ```ignore
-//! let f = gpu.kernels()?.function("stoke_convert_u8")?;
+//! let f = gpu.kernels()?.function("stoke_canary_set")?;
 //! let mut b = gpu.stream().launch_builder(&f);
-//! b.arg(&src).arg(&n) /* ... in .cu order */;
-//! launch(&mut b, "stoke_convert_u8", grid_2d(w, h, n, BLOCK_2D))?;
+//! b.arg(&arena).arg(&targets) /* ... in .cu order */;
+//! launch(&mut b, "stoke_canary_set", LaunchConfig { grid_dim: (n, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 })?;
 //! ```
 //!
 //! Not yet verified on a GPU: module loading and launches were written against cudarc 0.19.10
@@ -170,16 +170,6 @@ pub fn nvrtc_compile(arch: &str) -> Result<Ptx, String> {
         })
 }
 
-/// Threads per block of the 2-D kernels (one thread per output pixel): 32×8 keeps a warp on
-/// one row for coalesced writes.
-pub const BLOCK_2D: (u32, u32) = (32, 8);
-
-/// A grid covering `w × h` pixels per image with `blocks` threads each, one z-slice per image
-/// of `n`.
-pub fn grid_2d(w: u32, h: u32, n: u32, block: (u32, u32)) -> LaunchConfig {
-    LaunchConfig { grid_dim: (w.div_ceil(block.0), h.div_ceil(block.1), n), block_dim: (block.0, block.1, 1), shared_mem_bytes: 0 }
-}
-
 /// Launch a kernel whose arguments were pushed onto `args` (in `.cu` order).
 ///
 /// # Safety
@@ -201,7 +191,11 @@ mod tests {
     fn the_embedded_source_holds_every_kernel_file_inlined() {
         // build.rs inlines local includes: nothing may still include a stoke header.
         assert!(!SOURCE.contains("#include \"stoke_"), "local includes left in the NVRTC source");
-        assert!(embedded::KERNEL_FILES.contains(&"convert.cu"), "{:?}", embedded::KERNEL_FILES);
+        assert!(
+            embedded::KERNEL_FILES.contains(&"augment.cu") && embedded::KERNEL_FILES.contains(&"canary.cu"),
+            "{:?}",
+            embedded::KERNEL_FILES
+        );
         for name in embedded::KERNEL_FILES {
             assert!(SOURCE.contains(&format!("// ---- {name}")), "{name} missing from the embedded source");
         }
@@ -259,19 +253,12 @@ mod tests {
             return;
         }
         let kernels = declared_kernels();
-        assert!(kernels.iter().any(|k| k == "stoke_convert_u8"), "{kernels:?}");
+        assert!(kernels.iter().any(|k| k == "stoke_augment") && kernels.iter().any(|k| k == "stoke_canary_check"), "{kernels:?}");
         for arch in ["compute_80", "compute_90"] {
             let text = nvrtc_compile(arch).unwrap_or_else(|e| panic!("{e}")).to_src();
             for k in &kernels {
                 assert!(text.contains(&format!(".entry {k}(")), "{arch}: no {k} entry in the PTX");
             }
         }
-    }
-
-    #[test]
-    fn grid_covers_every_pixel() {
-        let c = grid_2d(225, 17, 3, BLOCK_2D);
-        assert_eq!(c.grid_dim, (8, 3, 3));
-        assert!(c.grid_dim.0 * 32 >= 225 && (c.grid_dim.0 - 1) * 32 < 225);
     }
 }
