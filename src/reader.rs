@@ -187,13 +187,48 @@ fn worker(shared: Arc<Shared>, jobs: Receiver<Job>, results: Sender<Done>) {
     }
 }
 
+/// What the readers need of a pipeline config, derived from it as the sampler's settings are
+/// ([`SamplerConfig::from_pipeline`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReaderConfig {
+    /// The augmentation whose parameters are drawn per sample.
+    pub spec: AugmentSpec,
+    /// Base seed of the draws.
+    pub seed: u64,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// What a sample that cannot be read becomes.
+    pub on_error: OnError,
+    /// Reader threads.
+    pub threads: usize,
+    /// Batches read ahead.
+    pub prefetch_batches: usize,
+    /// RAM budget for caching compressed bytes (0 = off).
+    pub cache_bytes: u64,
+}
+
+impl ReaderConfig {
+    /// The reader settings of a (validated) pipeline config.
+    pub fn from_pipeline(c: &PipelineConfig) -> Self {
+        Self {
+            spec: c.augment.clone(),
+            seed: c.seed,
+            batch_size: c.batch_size,
+            on_error: c.on_error,
+            threads: c.reader_threads,
+            prefetch_batches: c.prefetch_batches,
+            cache_bytes: c.cache_bytes,
+        }
+    }
+}
+
 impl Reader {
     /// Start the reader threads for `dataset` with `config`'s sampler settings (see
     /// [`Reader::sampler_for`]), batch size, threads, prefetch, cache and bad-sample policy.
     pub fn new(dataset: Arc<Dataset>, config: &PipelineConfig) -> Result<Reader> {
         config.validate()?;
         let sampler = Self::sampler_for(&dataset, config)?;
-        Self::with_sampler(dataset, config, sampler)
+        Self::with_sampler(dataset, &ReaderConfig::from_pipeline(config), sampler)
     }
 
     /// The sampler `config.sampling` asks for on `dataset`: an exact permutation per epoch
@@ -234,8 +269,13 @@ impl Reader {
     }
 
     /// As [`Reader::new`] with a sampler built by the caller (weighted sampling, say).
-    pub fn with_sampler(dataset: Arc<Dataset>, config: &PipelineConfig, sampler: Sampler) -> Result<Reader> {
-        config.validate()?;
+    pub fn with_sampler(dataset: Arc<Dataset>, config: &ReaderConfig, sampler: Sampler) -> Result<Reader> {
+        if config.batch_size == 0 || config.threads == 0 {
+            return Err(Error::config(format!(
+                "a reader needs a batch size and thread count of at least 1, got {} and {}",
+                config.batch_size, config.threads
+            )));
+        }
         if sampler.dataset_len() != dataset.len() as u64 {
             return Err(Error::config(format!(
                 "the sampler was built for {} samples but the dataset has {}",
@@ -247,7 +287,7 @@ impl Reader {
         let shared = Arc::new(Shared {
             dataset,
             sampler,
-            spec: config.augment.clone(),
+            spec: config.spec.clone(),
             seed: config.seed,
             batch_size: config.batch_size,
             on_error: config.on_error,
@@ -258,8 +298,8 @@ impl Reader {
         });
         let (job_tx, job_rx) = unbounded::<Job>();
         let (res_tx, res_rx) = unbounded::<Done>();
-        let mut threads = Vec::with_capacity(config.reader_threads);
-        for t in 0..config.reader_threads {
+        let mut threads = Vec::with_capacity(config.threads);
+        for t in 0..config.threads {
             let (s, j, r) = (shared.clone(), job_rx.clone(), res_tx.clone());
             let h = std::thread::Builder::new()
                 .name(format!("stoke-reader-{t}"))
@@ -273,7 +313,7 @@ impl Reader {
             results: res_rx,
             threads,
             free: Vec::new(),
-            window: config.prefetch_batches.max(config.reader_threads) as u64,
+            window: config.prefetch_batches.max(config.threads) as u64,
             epoch: 0,
             generation: 0,
             steps: 0,

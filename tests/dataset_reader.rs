@@ -245,7 +245,7 @@ fn weighted_sampler_through_the_reader() {
     let c = config(&root, 2, 2);
     let labels: Vec<i64> = d.samples().iter().map(|s| s.label).collect();
     let s = Sampler::weighted(&labels, Weights::ClassBalanced, 400, &SamplerConfig::from_pipeline(&c)).unwrap();
-    let mut r = Reader::with_sampler(d.clone(), &c, s).unwrap();
+    let mut r = Reader::with_sampler(d.clone(), &stoke::reader::ReaderConfig::from_pipeline(&c), s).unwrap();
     let got = run_epoch(&mut r, 0, 0);
     let small = got.iter().flat_map(|b| b.2.iter()).filter(|s| labels[s.0] == 1).count();
     assert_eq!(got.iter().map(|b| b.2.len()).sum::<usize>(), 400);
