@@ -23,8 +23,7 @@
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
 
-use crate::backend::cpu::{BatchTimes, SampleIn};
-use crate::backend::cuda::pipeline::AnyBackend;
+use crate::backend::{AnyBackend, Backend, BatchTimes, SampleIn};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
@@ -357,32 +356,37 @@ impl Producer {
     }
 
     fn process(&mut self, rb: &ReadBatch) -> Result<(Batch, BatchTimes, u64)> {
-        // One small vector per batch (it borrows the batch's bytes); nothing per sample.
-        let mut v = Vec::with_capacity(rb.samples.len());
-        let mut bytes = 0u64;
-        for s in &rb.samples {
-            let meta = self.dataset.sample(s.index);
-            bytes += s.bytes.len() as u64;
-            v.push(SampleIn {
-                index: s.index,
-                position: s.position,
-                label: meta.label,
-                bytes: &rb.data[s.bytes.clone()],
-                params: s.params,
-                // The backend adds the key and location to the reason itself.
-                read_error: s.error.as_ref().map(|e| match e {
-                    Error::Sample { message, .. } => message.clone(),
-                    e => e.to_string(),
-                }),
-            });
-        }
+        let bytes = rb.samples.iter().map(|s| s.bytes.len() as u64).sum();
         let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));
-        let dataset = &self.dataset;
-        let describe = |i: usize| {
-            let idx = rb.samples[i].index;
-            (dataset.sample(idx).key.clone(), dataset.location(idx))
-        };
-        let times = self.backend.run(rb.epoch, rb.step, &v, &describe, &mut batch)?;
+        let times = run_read_batch(self.backend.as_backend(), rb, &self.dataset, &mut batch)?;
         Ok((batch, times, bytes))
     }
+}
+
+/// Run `backend` on a reader's batch: labels from `dataset`, read failures as the reader
+/// reported them (the reason only: the backend's substitute records and errors add the key and
+/// location, from `dataset`). The one place a [`ReadBatch`] becomes a backend's input: the
+/// pipeline's producer and the tests both call it.
+pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Dataset, batch: &mut Batch) -> Result<BatchTimes> {
+    // One small vector per batch (it borrows the batch's bytes); nothing per sample.
+    let samples: Vec<SampleIn<'_>> = rb
+        .samples
+        .iter()
+        .map(|s| SampleIn {
+            index: s.index,
+            position: s.position,
+            label: dataset.sample(s.index).label,
+            bytes: &rb.data[s.bytes.clone()],
+            params: s.params,
+            read_error: s.error.as_ref().map(|e| match e {
+                Error::Sample { message, .. } => message.clone(),
+                e => e.to_string(),
+            }),
+        })
+        .collect();
+    let describe = |i: usize| {
+        let idx = rb.samples[i].index;
+        (dataset.sample(idx).key.clone(), dataset.location(idx))
+    };
+    backend.run(rb.epoch, rb.step, &samples, &describe, batch)
 }

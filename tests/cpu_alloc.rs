@@ -5,7 +5,8 @@ use jpeg_encoder::{ColorType, Encoder};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use stoke::augment::params::draw;
-use stoke::backend::cpu::{CpuBackend, SampleIn};
+use stoke::backend::cpu::CpuBackend;
+use stoke::backend::{Backend, SampleIn};
 use stoke::batch::Batch;
 use stoke::config::{AugmentSpec, DType, Layout as TensorLayout, PipelineConfig};
 

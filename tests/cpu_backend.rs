@@ -5,7 +5,8 @@ use jpeg_encoder::{ColorType, Encoder};
 use stoke::augment::host::{self, Scratch, SrcImage};
 use stoke::augment::params::draw;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
-use stoke::backend::cpu::{CpuBackend, SampleIn};
+use stoke::backend::cpu::CpuBackend;
+use stoke::backend::{Backend, SampleIn};
 use stoke::batch::Batch;
 use stoke::config::{AugmentSpec, DType, Layout, OnError, PipelineConfig};
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::cuda::device::Gpu;
 use stoke::backend::cuda::pipeline::CudaBackend;
+use stoke::backend::Backend;
 use stoke::batch::Batch;
 use stoke::config::{DType, Layout, OnError, PipelineConfig};
 use stoke::reader::Reader;
@@ -58,7 +59,7 @@ fn run(
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
-            backend.run_read_batch(&rb, ds, &mut batch).unwrap();
+            stoke::pipeline::run_read_batch(&mut backend, &rb, ds, &mut batch).unwrap();
             check(&batch, &rb);
             reader.recycle(rb);
         }
@@ -83,7 +84,7 @@ fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBat
     let samples: Vec<_> = rb
         .samples
         .iter()
-        .map(|s| stoke::backend::cpu::SampleIn {
+        .map(|s| stoke::backend::SampleIn {
             index: s.index,
             position: s.position,
             label: ds.sample(s.index).label,
@@ -184,7 +185,7 @@ fn memory_is_flat_over_five_epochs() {
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
-            backend.run_read_batch(&rb, &ds, &mut batch).unwrap();
+            stoke::pipeline::run_read_batch(&mut backend, &rb, &ds, &mut batch).unwrap();
             batch.device().unwrap().synchronize().unwrap();
             reader.recycle(rb);
         }
@@ -259,7 +260,9 @@ fn bad_files_are_substituted_under_skip_and_named_under_fail() {
     let mut reader = Reader::new(ds.clone(), &c).unwrap();
     reader.start_epoch(0, 0);
     let rb = reader.next_batch().unwrap().unwrap();
-    let e = backend.run_read_batch(&rb, &ds, &mut Batch::new_host(c.output.dtype, c.output.layout)).unwrap_err().to_string();
+    let e = stoke::pipeline::run_read_batch(&mut backend, &rb, &ds, &mut Batch::new_host(c.output.dtype, c.output.layout))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("zz_broken"), "{e}");
 }
 

@@ -1,12 +1,130 @@
-//! Decode + augment backends.
+//! Decode + augment backends: what a backend is given (the batch's samples), what it reports,
+//! the one [`Backend`] contract both implement, and the dispatch between them ([`AnyBackend`]).
 
 pub mod cpu;
 pub mod cuda;
 
+use crate::augment::AugParams;
 use crate::batch::{Batch, Substitute};
-use crate::config::OnError;
+use crate::config::{OnError, PipelineConfig};
 use crate::error::{Error, Result};
-use cpu::SampleIn;
+use crate::source::Dataset;
+use std::time::Duration;
+
+/// One sample handed to the backend.
+#[derive(Clone, Debug)]
+pub struct SampleIn<'a> {
+    /// Dataset index.
+    pub index: usize,
+    /// Epoch position.
+    pub position: u64,
+    /// Class label.
+    pub label: i64,
+    /// Compressed bytes (empty when `read_error` is set).
+    pub bytes: &'a [u8],
+    /// Augment parameters drawn for it.
+    pub params: AugParams,
+    /// Why it could not be read, if it could not.
+    pub read_error: Option<String>,
+}
+
+/// Where the time of one batch went. `decode` and `augment` are summed over the workers
+/// (thread time); `wall` is the batch's elapsed time.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchTimes {
+    /// Time spent decoding, summed over workers.
+    pub decode: Duration,
+    /// Time spent in the augment math, summed over workers.
+    pub augment: Duration,
+    /// Elapsed time for the batch.
+    pub wall: Duration,
+    /// The CUDA backend's stage times (zero on the CPU backend).
+    pub gpu: GpuStageTimes,
+}
+
+/// A decode + augment backend: turns one batch's samples into the batch tensor and its
+/// per-slot records, applying the `on_error` policy (docs/CONTRACTS.md, contract 4).
+pub trait Backend {
+    /// Decode and augment `samples` (batch `step` of `epoch`) into `batch`. `describe(i)` gives
+    /// slot `i`'s key and location for messages and substitutes.
+    fn run(
+        &mut self,
+        epoch: u64,
+        step: u64,
+        samples: &[SampleIn<'_>],
+        describe: &dyn Fn(usize) -> (String, String),
+        batch: &mut Batch,
+    ) -> Result<BatchTimes>;
+
+    /// CPU worker threads (decode/augment on the CPU backend, CPU-route decodes on CUDA).
+    fn threads(&self) -> usize;
+
+    /// Device and pinned host bytes the backend holds (zero on the CPU backend).
+    fn held_bytes(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+/// The backend a pipeline runs, chosen from the config.
+#[allow(clippy::large_enum_variant)]
+pub enum AnyBackend {
+    /// The CPU backend.
+    Cpu(cpu::CpuBackend),
+    /// The CUDA backend.
+    Cuda(Box<cuda::pipeline::CudaBackend>),
+}
+
+impl AnyBackend {
+    /// Build the backend `config` asks for (`auto`: CUDA when a usable GPU is there, else the
+    /// CPU, with a warning that says why).
+    pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
+        use crate::config::BackendKind;
+        match config.backend {
+            BackendKind::Cpu => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
+            BackendKind::Cuda => Ok(Self::Cuda(Box::new(cuda::pipeline::CudaBackend::new(config, dataset)?))),
+            BackendKind::Auto => match cuda::pipeline::CudaBackend::new(config, dataset) {
+                Ok(b) => Ok(Self::Cuda(Box::new(b))),
+                Err(Error::Gpu(e)) => {
+                    log::warn!("backend auto: no usable GPU, using the CPU backend ({e})");
+                    Ok(Self::Cpu(cpu::CpuBackend::new(config)?))
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// The backend as the common contract.
+    pub fn as_backend(&mut self) -> &mut dyn Backend {
+        match self {
+            Self::Cpu(b) => b,
+            Self::Cuda(b) => b.as_mut(),
+        }
+    }
+
+    /// CPU worker threads.
+    pub fn threads(&self) -> usize {
+        match self {
+            Self::Cpu(b) => b.threads(),
+            Self::Cuda(b) => Backend::threads(b.as_ref()),
+        }
+    }
+
+    /// Device and pinned host bytes held.
+    pub fn held_bytes(&self) -> (u64, u64) {
+        match self {
+            Self::Cpu(b) => b.held_bytes(),
+            Self::Cuda(b) => Backend::held_bytes(b.as_ref()),
+        }
+    }
+
+    /// The CUDA context of the CUDA backend's device (`None` on the CPU backend).
+    pub fn cuda_context(&self) -> Option<std::sync::Arc<cudarc::driver::CudaContext>> {
+        match self {
+            Self::Cpu(_) => None,
+            Self::Cuda(b) => Some(b.gpu().ctx().clone()),
+        }
+    }
+}
 
 /// Per-batch GPU stage times in seconds (CUDA events where the work runs on a stream, host
 /// wall time for host work); all zero on the CPU backend.

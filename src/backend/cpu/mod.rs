@@ -25,6 +25,7 @@ pub mod decode;
 use crate::augment::host::{self, Scratch, SrcImage};
 use crate::augment::params::oriented_size;
 use crate::augment::AugParams;
+use crate::backend::{Backend, BatchTimes, SampleIn};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{OnError, OutputSpec, PipelineConfig};
 use crate::error::{Error, Result};
@@ -33,37 +34,6 @@ use rayon::prelude::*;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// One sample handed to the backend.
-#[derive(Clone, Debug)]
-pub struct SampleIn<'a> {
-    /// Dataset index.
-    pub index: usize,
-    /// Epoch position.
-    pub position: u64,
-    /// Class label.
-    pub label: i64,
-    /// Compressed bytes (empty when `read_error` is set).
-    pub bytes: &'a [u8],
-    /// Augment parameters drawn for it.
-    pub params: AugParams,
-    /// Why it could not be read, if it could not.
-    pub read_error: Option<String>,
-}
-
-/// Where the time of one batch went. `decode` and `augment` are summed over the workers
-/// (thread time); `wall` is the batch's elapsed time.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BatchTimes {
-    /// Time spent decoding, summed over workers.
-    pub decode: Duration,
-    /// Time spent in the augment math, summed over workers.
-    pub augment: Duration,
-    /// Elapsed time for the batch.
-    pub wall: Duration,
-    /// The CUDA backend's stage times (zero on the CPU backend).
-    pub gpu: crate::backend::GpuStageTimes,
-}
 
 /// The CPU decode + augment backend.
 pub struct CpuBackend {
@@ -182,15 +152,16 @@ impl CpuBackend {
             status: Vec::new(),
         })
     }
+}
 
-    /// Worker threads in the pool.
-    pub fn threads(&self) -> usize {
+impl Backend for CpuBackend {
+    fn threads(&self) -> usize {
         self.threads
     }
 
     /// Decode and augment `samples` into `batch` (its buffers are reused). `describe(i)` gives
     /// slot `i`'s key and location, for messages and substitute records.
-    pub fn run(
+    fn run(
         &mut self,
         epoch: u64,
         step: u64,

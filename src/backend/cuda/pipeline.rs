@@ -25,11 +25,10 @@ use super::device::Gpu;
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
-use crate::backend::cpu::{BatchTimes, SampleIn};
+use crate::backend::{Backend, BatchTimes, SampleIn};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
-use crate::reader::ReadBatch;
 use crate::source::Dataset;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
@@ -222,33 +221,21 @@ impl CudaBackend {
     pub fn hardware_width(&self) -> Option<usize> {
         self.decoder.hardware_width()
     }
+}
 
-    /// [`CudaBackend::run`] on a reader's batch: labels from `dataset`, read failures as the
-    /// reader reported them, keys and locations for messages.
-    pub fn run_read_batch(&mut self, rb: &ReadBatch, dataset: &Dataset, batch: &mut Batch) -> Result<BatchTimes> {
-        let samples: Vec<SampleIn<'_>> = rb
-            .samples
-            .iter()
-            .map(|s| SampleIn {
-                index: s.index,
-                position: s.position,
-                label: dataset.sample(s.index).label,
-                bytes: &rb.data[s.bytes.clone()],
-                params: s.params,
-                read_error: s.error.as_ref().map(|e| e.to_string()),
-            })
-            .collect();
-        let describe = |i: usize| {
-            let idx = rb.samples[i].index;
-            (dataset.sample(idx).key.clone(), dataset.location(idx))
-        };
-        self.run(rb.epoch, rb.step, &samples, &describe, batch)
+impl Backend for CudaBackend {
+    fn threads(&self) -> usize {
+        self.config.cpu_threads.max(1)
+    }
+
+    fn held_bytes(&self) -> (u64, u64) {
+        (self.device_bytes(), self.pinned_bytes())
     }
 
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
     /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
     /// which returns its slot). `describe(i)` gives slot `i`'s key and location.
-    pub fn run(
+    fn run(
         &mut self,
         epoch: u64,
         step: u64,
@@ -418,74 +405,6 @@ pub fn check_limits(config: &PipelineConfig) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The backend a [`crate::pipeline::Pipeline`] runs: chosen from `config.backend` —
-/// `Cuda` opens the config's device or fails saying why; `Auto` uses CUDA when a usable GPU
-/// (driver, device, libnvjpeg, kernels) is there and the CPU otherwise, logging the reason.
-pub enum AnyBackend {
-    /// Decode and augment on the CPU.
-    Cpu(crate::backend::cpu::CpuBackend),
-    /// nvJPEG + the fused kernel; batches are [`Images::Device`].
-    Cuda(Box<CudaBackend>),
-}
-
-impl AnyBackend {
-    /// Build the backend `config` asks for.
-    pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
-        use crate::config::BackendKind;
-        match config.backend {
-            BackendKind::Cpu => Ok(Self::Cpu(crate::backend::cpu::CpuBackend::new(config)?)),
-            BackendKind::Cuda => Ok(Self::Cuda(Box::new(CudaBackend::new(config, dataset)?))),
-            BackendKind::Auto => match CudaBackend::new(config, dataset) {
-                Ok(b) => Ok(Self::Cuda(Box::new(b))),
-                Err(Error::Gpu(e)) => {
-                    log::warn!("backend auto: no usable GPU, using the CPU backend ({e})");
-                    Ok(Self::Cpu(crate::backend::cpu::CpuBackend::new(config)?))
-                }
-                Err(e) => Err(e),
-            },
-        }
-    }
-
-    /// CPU worker threads (decode/augment for the CPU backend, CPU-route decodes for CUDA).
-    pub fn threads(&self) -> usize {
-        match self {
-            Self::Cpu(b) => b.threads(),
-            Self::Cuda(b) => b.config.cpu_threads.max(1),
-        }
-    }
-
-    /// The CUDA context of the CUDA backend's device (`None` on the CPU backend).
-    pub fn cuda_context(&self) -> Option<Arc<cudarc::driver::CudaContext>> {
-        match self {
-            Self::Cpu(_) => None,
-            Self::Cuda(b) => Some(b.gpu().ctx().clone()),
-        }
-    }
-
-    /// Device and pinned host bytes the backend holds (zero on the CPU backend).
-    pub fn held_bytes(&self) -> (u64, u64) {
-        match self {
-            Self::Cpu(_) => (0, 0),
-            Self::Cuda(b) => (b.device_bytes(), b.pinned_bytes()),
-        }
-    }
-
-    /// Run one batch on whichever backend this is (same contract as [`CudaBackend::run`]).
-    pub fn run(
-        &mut self,
-        epoch: u64,
-        step: u64,
-        samples: &[SampleIn<'_>],
-        describe: &dyn Fn(usize) -> (String, String),
-        batch: &mut Batch,
-    ) -> Result<BatchTimes> {
-        match self {
-            Self::Cpu(b) => b.run(epoch, step, samples, describe, batch),
-            Self::Cuda(b) => b.run(epoch, step, samples, describe, batch),
-        }
-    }
 }
 
 #[cfg(test)]
