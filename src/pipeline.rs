@@ -23,7 +23,7 @@
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
 
-use crate::backend::{AnyBackend, Backend, BatchTimes, SampleIn};
+use crate::backend::{AnyBackend, Backend, BatchInput, BatchTimes, SampleIn};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
@@ -388,5 +388,5 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Datas
         let idx = rb.samples[i].index;
         (dataset.sample(idx).key.clone(), dataset.location(idx))
     };
-    backend.run(rb.epoch, rb.step, &samples, &describe, batch)
+    backend.run(BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples, describe: &describe }, batch)
 }

@@ -6,7 +6,7 @@ use stoke::augment::host::{self, Scratch, SrcImage};
 use stoke::augment::params::draw;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
 use stoke::backend::cpu::CpuBackend;
-use stoke::backend::{Backend, SampleIn};
+use stoke::backend::{Backend, BatchInput, SampleIn};
 use stoke::batch::Batch;
 use stoke::config::{AugmentSpec, DType, Layout, OnError, PipelineConfig};
 
@@ -75,7 +75,7 @@ fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
                 let c = config(spec.clone(), threads, OnError::Skip, dtype, layout);
                 let mut b = CpuBackend::new(&c).unwrap();
                 let mut batch = Batch::new_host(dtype, layout);
-                b.run(1, 4, &ins, &describe, &mut batch).unwrap();
+                b.run(BatchInput { epoch: 1, step: 4, samples: &ins, describe: &describe }, &mut batch).unwrap();
                 assert!(batch.substitutes.is_empty());
                 assert_eq!(batch.labels, vec![0, 10, 20, 30, 40, 50]);
                 assert_eq!(batch.positions, (100..106).collect::<Vec<u64>>());
@@ -106,7 +106,7 @@ fn bad_samples_are_replaced_by_the_next_good_one_cyclically() {
     let c = config(spec.clone(), 2, OnError::Skip, DType::F32, Layout::Nchw);
     let mut b = CpuBackend::new(&c).unwrap();
     let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-    b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+    b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
     let subs: Vec<(usize, usize)> = batch.substitutes.iter().map(|x| (x.slot, x.replaced_by)).collect();
     assert_eq!(subs, vec![(1, 3), (2, 3), (5, 0)]); // 5 wraps around to 0
     let per = batch.sample_bytes();
@@ -132,11 +132,11 @@ fn read_errors_are_substituted_too_and_an_all_bad_batch_is_an_error() {
     let c = config(spec.clone(), 1, OnError::Skip, DType::F16, Layout::Nchw);
     let mut b = CpuBackend::new(&c).unwrap();
     let mut batch = Batch::new_host(DType::F16, Layout::Nchw);
-    b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+    b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
     assert_eq!(batch.substitutes.len(), 1);
     assert!(batch.substitutes[0].reason.contains("no such file"));
     let all_bad = samples(&s, &spec, &[0, 1, 2, 3, 4, 5]);
-    let e = b.run(0, 1, &all_bad, &describe, &mut batch).unwrap_err().to_string();
+    let e = b.run(BatchInput { epoch: 0, step: 1, samples: &all_bad, describe: &describe }, &mut batch).unwrap_err().to_string();
     assert!(e.contains("key0, key1") && e.contains("no sample of the batch"), "{e}");
 }
 
@@ -147,7 +147,10 @@ fn fail_policy_names_the_first_bad_sample() {
     let ins = samples(&s, &spec, &[4, 2]);
     let c = config(spec, 2, OnError::Fail, DType::F32, Layout::Nhwc);
     let mut b = CpuBackend::new(&c).unwrap();
-    let e = b.run(0, 0, &ins, &describe, &mut Batch::new_host(DType::F32, Layout::Nhwc)).unwrap_err().to_string();
+    let e = b
+        .run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut Batch::new_host(DType::F32, Layout::Nhwc))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("key2") && e.contains("file2.jpg") && e.contains("premature end"), "{e}");
 }
 
@@ -160,7 +163,10 @@ fn params_that_do_not_fit_the_decoded_image_are_a_sample_error() {
     ins[3].params = draw(&spec, 7, 1, 103, 1, 1, 1);
     let c = config(spec, 1, OnError::Fail, DType::F32, Layout::Nchw);
     let mut b = CpuBackend::new(&c).unwrap();
-    let e = b.run(0, 0, &ins, &describe, &mut Batch::new_host(DType::F32, Layout::Nchw)).unwrap_err().to_string();
+    let e = b
+        .run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut Batch::new_host(DType::F32, Layout::Nchw))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("key3") && e.contains("1x1"), "{e}");
 }
 
@@ -206,7 +212,7 @@ fn dct_scaled_decoding_stays_close_to_the_full_path() {
         c.cpu_dct_scaling = dct;
         let mut b = CpuBackend::new(&c).unwrap();
         let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-        b.run(0, 0, &ins, &describe, &mut batch).unwrap();
+        b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
         batch.host_bytes().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
     };
     let (full, scaled) = (run(false, 1), run(true, 1));

@@ -93,7 +93,8 @@ fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBat
             read_error: None,
         })
         .collect();
-    cpu.run(rb.epoch, rb.step, &samples, &|i| (ds.sample(rb.samples[i].index).key.clone(), String::new()), out).unwrap();
+    let describe = |i: usize| (ds.sample(rb.samples[i].index).key.clone(), String::new());
+    cpu.run(stoke::backend::BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples, describe: &describe }, out).unwrap();
 }
 
 #[test]

@@ -42,19 +42,25 @@ pub struct BatchTimes {
     pub gpu: GpuStageTimes,
 }
 
+/// One batch for a backend: where it sits in the epoch, its samples, and `describe(i)`: slot
+/// `i`'s key and location for messages and substitute records.
+#[derive(Clone, Copy)]
+pub struct BatchInput<'s, 'b> {
+    /// Epoch of the batch.
+    pub epoch: u64,
+    /// Step (batch number) inside the epoch.
+    pub step: u64,
+    /// The samples, in slot order.
+    pub samples: &'s [SampleIn<'b>],
+    /// Key and location of slot `i`.
+    pub describe: &'s dyn Fn(usize) -> (String, String),
+}
+
 /// A decode + augment backend: turns one batch's samples into the batch tensor and its
 /// per-slot records, applying the `on_error` policy (docs/CONTRACTS.md, contract 4).
 pub trait Backend {
-    /// Decode and augment `samples` (batch `step` of `epoch`) into `batch`. `describe(i)` gives
-    /// slot `i`'s key and location for messages and substitutes.
-    fn run(
-        &mut self,
-        epoch: u64,
-        step: u64,
-        samples: &[SampleIn<'_>],
-        describe: &dyn Fn(usize) -> (String, String),
-        batch: &mut Batch,
-    ) -> Result<BatchTimes>;
+    /// Decode and augment `input` into `batch` (whose buffers are reused).
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes>;
 
     /// CPU worker threads (decode/augment on the CPU backend, CPU-route decodes on CUDA).
     fn threads(&self) -> usize;

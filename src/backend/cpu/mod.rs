@@ -25,7 +25,7 @@ pub mod decode;
 use crate::augment::host::{self, Scratch, SrcImage};
 use crate::augment::params::oriented_size;
 use crate::augment::AugParams;
-use crate::backend::{Backend, BatchTimes, SampleIn};
+use crate::backend::{Backend, BatchInput, BatchTimes};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{OnError, OutputSpec, PipelineConfig};
 use crate::error::{Error, Result};
@@ -161,14 +161,8 @@ impl Backend for CpuBackend {
 
     /// Decode and augment `samples` into `batch` (its buffers are reused). `describe(i)` gives
     /// slot `i`'s key and location, for messages and substitute records.
-    fn run(
-        &mut self,
-        epoch: u64,
-        step: u64,
-        samples: &[SampleIn<'_>],
-        describe: &dyn Fn(usize) -> (String, String),
-        batch: &mut Batch,
-    ) -> Result<BatchTimes> {
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes> {
+        let BatchInput { epoch, step, samples, describe } = input;
         let t0 = Instant::now();
         let n = samples.len();
         batch.dtype = self.output.dtype;

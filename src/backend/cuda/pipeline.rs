@@ -25,7 +25,7 @@ use super::device::Gpu;
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
-use crate::backend::{Backend, BatchTimes, SampleIn};
+use crate::backend::{Backend, BatchInput, BatchTimes};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
@@ -235,14 +235,8 @@ impl Backend for CudaBackend {
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
     /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
     /// which returns its slot). `describe(i)` gives slot `i`'s key and location.
-    fn run(
-        &mut self,
-        epoch: u64,
-        step: u64,
-        samples: &[SampleIn<'_>],
-        describe: &dyn Fn(usize) -> (String, String),
-        batch: &mut Batch,
-    ) -> Result<BatchTimes> {
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes> {
+        let BatchInput { epoch, step, samples, describe } = input;
         let t0 = Instant::now();
         // A device batch this `Batch` still holds gives its ring slot back first (its release
         // is recorded on its consumer's stream), so a recycled batch never starves the ring.
