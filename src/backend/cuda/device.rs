@@ -12,7 +12,7 @@
 pub use super::error::{alloc_err, cuda_err};
 use super::module::Kernels;
 use crate::error::GpuError;
-use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, DriverError};
 use std::sync::{Arc, OnceLock};
 
 /// The oldest driver API version the kernels load on: they are built with CUDA 13.0 (fatbin
@@ -196,6 +196,17 @@ impl Gpu {
         // Two threads may race to load; the first one stored wins, the other's is dropped.
         Ok(self.kernels.get_or_init(|| k).clone())
     }
+}
+
+/// An event that records time, for the stage timings (`new_event(None)` creates events with
+/// timing disabled, which `cuEventElapsedTime` refuses).
+pub fn timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent, GpuError> {
+    ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(|e| cuda_err("cuEventCreate", e))
+}
+
+/// Seconds between two recorded timing events (waits for both to complete).
+pub fn elapsed_secs(start: &CudaEvent, end: &CudaEvent) -> Result<f64, GpuError> {
+    start.elapsed_ms(end).map(|ms| ms as f64 / 1e3).map_err(|e| cuda_err("cuEventElapsedTime", e))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 
 use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
 use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, MemoryPlan};
-use super::device::Gpu;
+use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
@@ -30,7 +30,6 @@ use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result};
 use crate::source::Dataset;
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::CudaEvent;
 use std::sync::Arc;
 use std::time::Instant;
@@ -194,17 +193,18 @@ impl CudaBackend {
         self.staging.pinned_bytes() + self.decoder.pinned_bytes() + self.ring.pinned_bytes()
     }
 
-    /// GPU time of the newest augment launch whose events have completed, if any; never waits.
-    fn take_augment_time(&mut self) -> f64 {
+    /// GPU time of the augment launches whose end events have completed since last asked;
+    /// never waits.
+    fn take_augment_time(&mut self) -> Result<f64> {
         let mut t = 0.0;
         for k in 0..2 {
             let (start, end) = &self.aug_events[k];
             if self.aug_pending[k] && end.is_complete() {
                 self.aug_pending[k] = false;
-                t += start.elapsed_ms(end).map_or(0.0, |ms| ms as f64 / 1e3);
+                t += elapsed_secs(start, end)?;
             }
         }
-        t
+        Ok(t)
     }
 
     /// The device.
@@ -347,14 +347,13 @@ impl Backend for CudaBackend {
         let rotate = self.params.iter().any(|p| p.angle_deg != 0.0);
         let stream = self.gpu.stream().clone();
         let slot = self.ring.acquire()?;
-        gpu_times.augment = self.take_augment_time();
+        gpu_times.augment = self.take_augment_time()?;
         let k = self.aug_turn;
         self.aug_turn ^= 1;
         if self.aug_pending[k] {
             // Two batches back: done unless the trainer still holds ring slots, and then the
-            // acquire above already waited for it.
-            self.aug_events[k].1.synchronize().map_err(crate::backend::cuda::error::driver_err("cuEventSynchronize"))?;
-            gpu_times.augment += self.aug_events[k].0.elapsed_ms(&self.aug_events[k].1).map_or(0.0, |ms| ms as f64 / 1e3);
+            // acquire above already waited for it (elapsed_secs waits for the end event).
+            gpu_times.augment += elapsed_secs(&self.aug_events[k].0, &self.aug_events[k].1)?;
         }
         self.aug_events[k].0.record(&stream).map_err(crate::backend::cuda::error::driver_err("cuEventRecord"))?;
         let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs).and_then(|()| {
@@ -374,11 +373,9 @@ impl Backend for CudaBackend {
     }
 }
 
-/// Two events that record time (cudarc's default disables timing), for one launch's start and end.
+/// A start and an end timing event for one launch.
 fn timing_pair(gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
-    let ev =
-        || gpu.ctx().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(crate::backend::cuda::error::driver_err("cuEventCreate"));
-    Ok((ev()?, ev()?))
+    Ok((timing_event(gpu.ctx())?, timing_event(gpu.ctx())?))
 }
 
 /// What the CUDA backend cannot take beyond [`PipelineConfig::validate`]: 32-bit offsets into

@@ -7,7 +7,7 @@
 use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
-use crate::backend::cuda::device::Gpu;
+use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
 use crate::backend::cuda::error::alloc_err;
 use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::backend::cuda::module::launch;
@@ -16,7 +16,6 @@ use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, N
 use crate::backend::GpuStageTimes;
 use crate::config::GpuDecoders;
 use crate::error::GpuError;
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 
@@ -200,7 +199,7 @@ impl GpuDecoder {
         let hw_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let cuda_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
-        let timer = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_err("cuEventCreate"));
+        let timer = || timing_event(ctx);
 
         // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
         // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
@@ -465,12 +464,11 @@ impl GpuDecoder {
         self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
         // Every timer was recorded before `done` on its stream (the CUDA stream is joined into
         // the hardware one): reading them does not block.
-        let secs = |a: &CudaEvent, b: &CudaEvent| a.elapsed_ms(b).map(|ms| ms as f64 / 1e3).map_err(driver_err("cuEventElapsedTime"));
         if !hw_list.is_empty() {
-            self.stage_times.hw_decode = secs(&self.timers[0], &self.timers[1])?;
+            self.stage_times.hw_decode = elapsed_secs(&self.timers[0], &self.timers[1])?;
         }
         if !cuda_list.is_empty() {
-            self.stage_times.cuda_decode = secs(&self.timers[2], &self.timers[3])?;
+            self.stage_times.cuda_decode = elapsed_secs(&self.timers[2], &self.timers[3])?;
         }
         let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {

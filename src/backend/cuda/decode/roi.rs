@@ -1,6 +1,6 @@
 //! Region-of-interest geometry: which part of the stored image a sample's augment reads.
 
-use crate::augment::params::{AugParams, FILTER_BICUBIC};
+use crate::augment::params::{oriented_size, AugParams, FILTER_BICUBIC};
 
 /// A region of an image, in pixels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,8 +19,8 @@ pub struct Roi {
 /// orientation `o` (the oriented image is `sh × sw` for 5..=8): the kernels' own map
 /// (`augment_math.cuh`, host-compiled).
 pub fn oriented_to_stored(x: u32, y: u32, sw: u32, sh: u32, o: u32) -> (u32, u32) {
-    let (ow, oh) = if (5..=8).contains(&o) { (sh, sw) } else { (sw, sh) };
-    let (sx, sy) = crate::augment::host::orient_to_stored(o, x as i32, y as i32, ow as i32, oh as i32);
+    let (ow, oh) = oriented_size(sw as i32, sh as i32, o);
+    let (sx, sy) = crate::augment::host::orient_to_stored(o, x as i32, y as i32, ow, oh);
     (sx as u32, sy as u32)
 }
 
@@ -57,9 +57,9 @@ pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi 
     let (ox0, oy0) = (p.crop_x as u32 + x0, p.crop_y as u32 + y0);
     let (ox1, oy1) = (p.crop_x as u32 + x1 - 1, p.crop_y as u32 + y1 - 1); // inclusive
     let o = if (1..=8).contains(&p.orientation) { p.orientation } else { 1 };
-    let (ow, oh) = if (5..=8).contains(&o) { (stored_h, stored_w) } else { (stored_w, stored_h) };
+    let (ow, oh) = oriented_size(stored_w as i32, stored_h as i32, o);
     let r = (ox0 as i32, oy0 as i32, ox1 as i32 + 1, oy1 as i32 + 1);
-    let (ax, ay, bx, by) = crate::augment::region::stored_box(o, r, ow as i32, oh as i32);
+    let (ax, ay, bx, by) = crate::augment::region::stored_box(o, r, ow, oh);
     let (sx0, sx1) = to_grid(ax as u32, bx as u32, mcu, stored_w);
     let (sy0, sy1) = to_grid(ay as u32, by as u32, mcu, stored_h);
     Roi { x: sx0, y: sy0, w: sx1 - sx0, h: sy1 - sy0 }
