@@ -64,7 +64,6 @@ pub struct Stats {
     /// Which decoder decoded how many samples (hardware engine / CUDA decoders / CPU).
     pub decoders: DecoderCounts,
     /// GPU stage times summed over batches (all zero on the CPU backend).
-    #[serde(skip)]
     pub gpu_stages: crate::backend::GpuStageTimes,
     /// Device memory the pipeline's backend holds, bytes (0 on the CPU backend).
     pub device_bytes: u64,

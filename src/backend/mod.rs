@@ -133,8 +133,9 @@ impl AnyBackend {
 }
 
 /// Per-batch GPU stage times in seconds (CUDA events where the work runs on a stream, host
-/// wall time for host work); all zero on the CPU backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// wall time for host work); all zero on the CPU backend. Sums and differences of them are
+/// stage times over several batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GpuStageTimes {
     /// Host: header parse, routing and staging of the batch.
     pub classify: f64,
@@ -148,13 +149,40 @@ pub struct GpuStageTimes {
     pub augment: f64,
 }
 
+impl GpuStageTimes {
+    /// (name, seconds) of each stage, in pipeline order.
+    pub fn rows(&self) -> [(&'static str, f64); 5] {
+        [
+            ("classify", self.classify),
+            ("hw decode", self.hw_decode),
+            ("cuda decode", self.cuda_decode),
+            ("cpu route", self.cpu_route),
+            ("augment", self.augment),
+        ]
+    }
+
+    /// Stage by stage `f(self, o)`.
+    fn zip(self, o: Self, f: impl Fn(f64, f64) -> f64) -> Self {
+        Self {
+            classify: f(self.classify, o.classify),
+            hw_decode: f(self.hw_decode, o.hw_decode),
+            cuda_decode: f(self.cuda_decode, o.cuda_decode),
+            cpu_route: f(self.cpu_route, o.cpu_route),
+            augment: f(self.augment, o.augment),
+        }
+    }
+}
+
 impl std::ops::AddAssign for GpuStageTimes {
     fn add_assign(&mut self, o: Self) {
-        self.classify += o.classify;
-        self.hw_decode += o.hw_decode;
-        self.cuda_decode += o.cuda_decode;
-        self.cpu_route += o.cpu_route;
-        self.augment += o.augment;
+        *self = self.zip(o, |a, b| a + b);
+    }
+}
+
+impl std::ops::Sub for GpuStageTimes {
+    type Output = Self;
+    fn sub(self, o: Self) -> Self {
+        self.zip(o, |a, b| a - b)
     }
 }
 

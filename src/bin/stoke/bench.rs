@@ -352,46 +352,14 @@ impl Windows {
     }
 }
 
-/// GPU stage times over the measured window: totals in seconds and milliseconds per batch.
+/// GPU stage times over the measured window: totals in seconds, and the batches they are over.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct GpuStages {
-    /// Host: header parse, routing and staging, seconds.
-    pub classify: f64,
-    /// Hardware JPEG engine, seconds (CUDA events).
-    pub hw_decode: f64,
-    /// CUDA decoders, seconds (CUDA events).
-    pub cuda_decode: f64,
-    /// CPU route: libjpeg-turbo decode + upload, seconds.
-    pub cpu_route: f64,
-    /// Fused augment kernel, seconds (CUDA events).
-    pub augment: f64,
+    /// Seconds per stage (host wall time for host work, CUDA events for GPU work).
+    #[serde(flatten)]
+    pub seconds: GpuStageTimes,
     /// Batches the totals are over.
     pub batches: u64,
-}
-
-impl GpuStages {
-    /// `after − before`, over `batches` batches.
-    pub fn between(before: &GpuStageTimes, after: &GpuStageTimes, batches: u64) -> GpuStages {
-        GpuStages {
-            classify: after.classify - before.classify,
-            hw_decode: after.hw_decode - before.hw_decode,
-            cuda_decode: after.cuda_decode - before.cuda_decode,
-            cpu_route: after.cpu_route - before.cpu_route,
-            augment: after.augment - before.augment,
-            batches,
-        }
-    }
-
-    /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 5] {
-        [
-            ("classify", self.classify),
-            ("hw decode", self.hw_decode),
-            ("cuda decode", self.cuda_decode),
-            ("cpu route", self.cpu_route),
-            ("augment", self.augment),
-        ]
-    }
 }
 
 /// Run `config` as a trainer would and measure it (see the module docs for the clock).
@@ -541,7 +509,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         augment_us_per_image: per_image(stats.augment.saturating_sub(stats0.augment)),
         consumer_us: m.consumer.map(|c| c.as_micros() as u64),
         gpu,
-        gpu_stages: on_gpu.then(|| GpuStages::between(&stats0.gpu_stages, &stats.gpu_stages, stats.batches - stats0.batches)),
+        gpu_stages: on_gpu.then(|| GpuStages { seconds: stats.gpu_stages - stats0.gpu_stages, batches: stats.batches - stats0.batches }),
         peak_device_bytes: on_gpu.then_some(peak_device),
         peak_pinned_bytes: on_gpu.then_some(peak_pinned),
         dataset: config.dataset.display().to_string(),
@@ -615,7 +583,7 @@ impl Report {
             Some(g) => {
                 let n = g.batches.max(1) as f64;
                 println!("gpu stages   (over {} batches; CUDA events, host wall time for host work)", g.batches);
-                for (name, t) in g.rows() {
+                for (name, t) in g.seconds.rows() {
                     println!("  {name:<11}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
                 }
             }
@@ -695,9 +663,12 @@ mod tests {
     fn gpu_stages_are_the_difference_over_the_window() {
         let a = GpuStageTimes { classify: 1.0, hw_decode: 2.0, cuda_decode: 3.0, cpu_route: 4.0, augment: 5.0 };
         let b = GpuStageTimes { classify: 1.5, hw_decode: 4.0, cuda_decode: 3.25, cpu_route: 4.0, augment: 6.0 };
-        let g = GpuStages::between(&a, &b, 4);
-        assert_eq!(g.rows().map(|r| r.1), [0.5, 2.0, 0.25, 0.0, 1.0]);
-        assert_eq!(g.batches, 4);
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.25, 0.0, 1.0]);
+        let mut sum = a;
+        sum += b - a;
+        assert_eq!(sum, b, "sums over batches and differences over windows agree");
+        let json = serde_json::to_value(GpuStages { seconds: b - a, batches: 4 }).unwrap();
+        assert_eq!((json["classify"].as_f64(), json["augment"].as_f64(), json["batches"].as_u64()), (Some(0.5), Some(1.0), Some(4)));
     }
 
     #[test]
