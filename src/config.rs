@@ -65,6 +65,19 @@ pub const MIN_GPU_MEMORY_BUDGET: u64 = 64 << 20;
 /// largest images and far below the 64250×64250 decompression bombs in the corpus.
 pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
 
+/// This process's rank and the number of ranks: `rank`/`world_size` when given, else `$RANK`
+/// (0 when unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them. A variable that is
+/// set but not a non-negative integer is an error that shows it.
+pub fn rank_and_world_size(rank: Option<usize>, world_size: Option<usize>) -> Result<(usize, usize)> {
+    let env = |name: &str, default: usize| -> Result<usize> {
+        match std::env::var(name) {
+            Ok(v) => v.trim().parse().map_err(|_| Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
+            Err(_) => Ok(default),
+        }
+    };
+    Ok((rank.map_or_else(|| env("RANK", 0), Ok)?, world_size.map_or_else(|| env("WORLD_SIZE", 1), Ok)?))
+}
+
 /// Where the weights of [`Sampling::Weighted`] come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

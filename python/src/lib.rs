@@ -304,20 +304,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     c.seed = opt!("seed", u64).unwrap_or(0);
     c.shuffle = opt!("shuffle", bool).unwrap_or(true);
     c.drop_last = opt!("drop_last", bool).unwrap_or(false);
-    let env = |name: &str, default: usize| -> PyResult<usize> {
-        match std::env::var(name) {
-            Ok(v) => v.trim().parse().map_err(|_| bad(name, format!("{v:?}"), "the environment variable must be a non-negative integer")),
-            Err(_) => Ok(default),
-        }
-    };
-    c.rank = match opt!("rank", usize) {
-        Some(r) => r,
-        None => env("RANK", 0)?,
-    };
-    c.world_size = match opt!("world_size", usize) {
-        Some(w) => w,
-        None => env("WORLD_SIZE", 1)?,
-    };
+    (c.rank, c.world_size) = stoke::config::rank_and_world_size(opt!("rank", usize), opt!("world_size", usize))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     if let Some(t) = opt!("threads", usize) {
         c.cpu_threads = t;
     }

@@ -285,26 +285,10 @@ impl PipelineArgs {
     }
 }
 
-/// `$name` as a non-negative integer, if set.
-fn env_usize(name: &str) -> stoke::Result<Option<usize>> {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().map(Some).map_err(|_| stoke::Error::config(format!("${name} must be a non-negative integer, got {v:?}"))),
-        Err(_) => Ok(None),
-    }
-}
-
 impl ShardArgs {
     /// This process's rank and the number of ranks: the options when given, else `$RANK`
     /// (0 when unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them.
     pub fn rank_and_world_size(&self) -> stoke::Result<(usize, usize)> {
-        let rank = match self.rank {
-            Some(r) => r,
-            None => env_usize("RANK")?.unwrap_or(0),
-        };
-        let world_size = match self.world_size {
-            Some(w) => w,
-            None => env_usize("WORLD_SIZE")?.unwrap_or(1),
-        };
-        Ok((rank, world_size))
+        stoke::config::rank_and_world_size(self.rank, self.world_size)
     }
 }
