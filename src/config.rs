@@ -109,6 +109,18 @@ pub enum Sampling {
 }
 
 impl Sampling {
+    /// The sampling the weighted-sampling options describe: per-class weights (one per class)
+    /// over `class_balanced`, else the epoch permutation. `None` when `epoch_length` is given
+    /// without weights (a permutation epoch is the dataset size): the caller names its option.
+    pub fn from_options(class_weights: Option<Vec<f64>>, class_balanced: bool, epoch_length: Option<u64>) -> Option<Self> {
+        let weights = match (class_weights, class_balanced) {
+            (Some(w), _) => WeightSource::PerClass(w),
+            (None, true) => WeightSource::ClassBalanced,
+            (None, false) => return epoch_length.is_none().then_some(Sampling::Epoch),
+        };
+        Some(Sampling::Weighted { weights, epoch_length })
+    }
+
     /// Check what can be checked without the dataset; errors show the offending value.
     pub fn validate(&self) -> Result<()> {
         let Sampling::Weighted { weights, epoch_length } = self else { return Ok(()) };

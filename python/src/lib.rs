@@ -24,7 +24,7 @@ use pyo3::types::{PyDict, PyList};
 
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
 use stoke::batch::{Batch, Images};
-use stoke::config::{AugmentSpec, BackendKind, CropMode, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling, WeightSource};
+use stoke::config::{AugmentSpec, BackendKind, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling};
 use stoke::pipeline::Pipeline;
 
 pyo3::create_exception!(
@@ -352,16 +352,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
         a.fill = f;
     }
     let (scale, ratio) = (opt!("scale", (f64, f64)), opt!("ratio", (f64, f64)));
-    if scale.is_some() || ratio.is_some() {
-        let CropMode::RandomResized { scale: s, ratio: r } = &mut a.crop else {
-            return Err(PyValueError::new_err("scale and ratio apply to preset='train' (RandomResizedCrop)"));
-        };
-        if let Some(v) = scale {
-            *s = v;
-        }
-        if let Some(v) = ratio {
-            *r = v;
-        }
+    if !a.set_rrc_ranges(scale, ratio) {
+        return Err(PyValueError::new_err("scale and ratio apply to preset='train' (RandomResizedCrop)"));
     }
     if let Some(m) = opt!("mean", [f32; 3]) {
         c.output.mean = m;
@@ -369,21 +361,11 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     if let Some(s) = opt!("std", [f32; 3]) {
         c.output.std = s;
     }
-    let weights = match (opt!("class_weights", Vec<f64>), opt!("class_balanced", bool).unwrap_or(false)) {
-        (Some(w), _) => Some(WeightSource::PerClass(w)),
-        (None, true) => Some(WeightSource::ClassBalanced),
-        (None, false) => None,
-    };
-    let epoch_length = opt!("epoch_length", u64);
-    c.sampling = match weights {
-        Some(weights) => Sampling::Weighted { weights, epoch_length },
-        None if epoch_length.is_some() => {
-            return Err(PyValueError::new_err(
-                "epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)",
-            ))
-        }
-        None => Sampling::Epoch,
-    };
+    c.sampling =
+        Sampling::from_options(opt!("class_weights", Vec<f64>), opt!("class_balanced", bool).unwrap_or(false), opt!("epoch_length", u64))
+            .ok_or_else(|| {
+            PyValueError::new_err("epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)")
+        })?;
     let max_held = opt!("max_held_batches", usize).unwrap_or(8);
     if max_held == 0 {
         return Err(bad("max_held_batches", "0".into(), "must be at least 1"));

@@ -170,6 +170,18 @@ impl AugmentSpec {
         Self { crop: CropMode::ResizeCenter { shorter: size * 256 / 224 }, hflip_p: 0.0, ..Self::train(size) }
     }
 
+    /// Set RandomResizedCrop's `scale` and/or `ratio` range (each when given). `false`, and
+    /// nothing changed, when the crop step is not RandomResizedCrop and a range was given.
+    pub fn set_rrc_ranges(&mut self, scale: Option<(f64, f64)>, ratio: Option<(f64, f64)>) -> bool {
+        if scale.is_none() && ratio.is_none() {
+            return true;
+        }
+        let CropMode::RandomResized { scale: s, ratio: r } = &mut self.crop else { return false };
+        *s = scale.unwrap_or(*s);
+        *r = ratio.unwrap_or(*r);
+        true
+    }
+
     /// Check the spec; errors say which field and what was wrong.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::config(msg));

@@ -1,9 +1,7 @@
 //! Pipeline options shared by `dump`, `preview`, `bench` and `tune`.
 
 use std::path::PathBuf;
-use stoke::config::{
-    AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling, WeightSource,
-};
+use stoke::config::{AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling};
 
 /// Augmentation preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,19 +50,12 @@ pub struct SamplingArgs {
 impl SamplingArgs {
     /// The sampling these options describe.
     pub fn to_sampling(&self) -> stoke::Result<Sampling> {
-        let weights = match (&self.class_weights, self.class_balanced) {
-            (Some(w), _) => WeightSource::PerClass(w.clone()),
-            (None, true) => WeightSource::ClassBalanced,
-            (None, false) => {
-                if let Some(n) = self.epoch_length {
-                    return Err(stoke::Error::config(format!(
-                        "--epoch-length {n} needs --class-balanced or --class-weights (a permutation epoch is the dataset size)"
-                    )));
-                }
-                return Ok(Sampling::Epoch);
-            }
-        };
-        let s = Sampling::Weighted { weights, epoch_length: self.epoch_length };
+        let s = Sampling::from_options(self.class_weights.clone(), self.class_balanced, self.epoch_length).ok_or_else(|| {
+            stoke::Error::config(format!(
+                "--epoch-length {} needs --class-balanced or --class-weights (a permutation epoch is the dataset size)",
+                self.epoch_length.unwrap_or(0)
+            ))
+        })?;
         s.validate()?;
         Ok(s)
     }
@@ -186,7 +177,6 @@ pub struct AugmentArgs {
 impl AugmentArgs {
     /// Apply the given options to `c`.
     pub fn apply(&self, c: &mut PipelineConfig) -> stoke::Result<()> {
-        use stoke::config::CropMode;
         let count = |name: &str, n: std::ops::RangeInclusive<usize>, got: usize| {
             if n.contains(&got) {
                 Ok(())
@@ -228,16 +218,8 @@ impl AugmentArgs {
         if let Some(f) = &self.fill {
             a.fill = [f[0], f[1], f[2]];
         }
-        if self.scale.is_some() || self.ratio.is_some() {
-            let CropMode::RandomResized { scale, ratio } = &mut a.crop else {
-                return Err(stoke::Error::config("--scale and --ratio apply to the train preset's RandomResizedCrop"));
-            };
-            if let Some(s) = &self.scale {
-                *scale = (s[0], s[1]);
-            }
-            if let Some(r) = &self.ratio {
-                *ratio = (r[0], r[1]);
-            }
+        if !a.set_rrc_ranges(self.scale.as_ref().map(|s| (s[0], s[1])), self.ratio.as_ref().map(|r| (r[0], r[1]))) {
+            return Err(stoke::Error::config("--scale and --ratio apply to the train preset's RandomResizedCrop"));
         }
         if let Some(m) = &self.mean {
             c.output.mean = [m[0], m[1], m[2]];
