@@ -8,6 +8,7 @@
 
 use crate::augment::AugParams;
 use crate::config::{DType, Layout};
+use crate::error::SlotError;
 
 /// The batch tensor's storage.
 #[derive(Debug)]
@@ -33,12 +34,22 @@ pub struct Substitute {
     pub index: usize,
     /// Its key.
     pub key: String,
-    /// Why it failed (read or decode error, with the location).
+    /// Where its bytes live (the file, or the shard and byte offset).
+    pub location: String,
+    /// Why it failed: the error's text (no file name: that is `location`).
     pub reason: String,
+    /// Why it failed, typed (its [`SlotError::kind`] is what a policy or a statistic reads;
+    /// serialized as that kind, under `kind`).
+    #[serde(rename = "kind", serialize_with = "serialize_kind")]
+    pub error: SlotError,
     /// Dataset index of the sample delivered in its place.
     pub replaced_by: usize,
     /// Key of the sample delivered in its place.
     pub replaced_by_key: String,
+}
+
+fn serialize_kind<S: serde::Serializer>(e: &SlotError, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(e.kind())
 }
 
 /// Which decoder decoded how many samples. Samples that failed (and were replaced by a

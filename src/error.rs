@@ -113,6 +113,64 @@ pub enum GpuError {
     },
 }
 
+/// Why one slot of a batch has no image of its own: what a backend reports per slot, what the
+/// `on_error` policy reads ([`crate::backend::SlotPlan`]) and what a
+/// [`Substitute`](crate::batch::Substitute) keeps. The message names no file: the pipeline, which
+/// owns the dataset, adds the sample's key and location.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SlotError {
+    /// The reader could not read the sample's bytes (missing file, I/O error, a shard member
+    /// past the end of a truncated shard).
+    #[error("{0}")]
+    Read(String),
+    /// The bytes could not be decoded; the kind says why (unknown format, truncated, corrupt,
+    /// unsupported, over the decoded-size guard).
+    #[error(transparent)]
+    Decode(#[from] crate::codec::DecodeError),
+    /// The augment parameters, drawn from the header the index saw, do not fit the image as
+    /// decoded (the file changed since indexing, or its header could not be read then).
+    #[error("{0}")]
+    Params(String),
+    /// The sample does not fit a buffer the backend sized from the index (staging slot,
+    /// decode arena, filter tables).
+    #[error("{0}")]
+    Capacity(String),
+    /// A device operation for this sample alone failed (its upload).
+    #[error("{0}")]
+    Device(String),
+    /// A GPU decoder failed and the CPU decoder, tried next, failed too.
+    #[error("{gpu}; the CPU decoder also failed: {cpu}")]
+    Retried {
+        /// Why the GPU decoder failed.
+        gpu: String,
+        /// Why the CPU retry failed.
+        cpu: Box<SlotError>,
+    },
+}
+
+impl SlotError {
+    /// A short name of the kind of failure, for statistics and logs: `read`, `unknown format`,
+    /// `truncated`, `corrupt`, `unsupported`, `too large`, `params`, `capacity`, `device`
+    /// (a retried failure has the kind of its CPU retry).
+    pub fn kind(&self) -> &'static str {
+        use crate::codec::DecodeErrorKind as K;
+        match self {
+            SlotError::Read(_) => "read",
+            SlotError::Decode(d) => match d.kind {
+                K::UnknownFormat => "unknown format",
+                K::Truncated => "truncated",
+                K::Corrupt => "corrupt",
+                K::Unsupported => "unsupported",
+                K::TooLarge => "too large",
+            },
+            SlotError::Params(_) => "params",
+            SlotError::Capacity(_) => "capacity",
+            SlotError::Device(_) => "device",
+            SlotError::Retried { cpu, .. } => cpu.kind(),
+        }
+    }
+}
+
 impl Error {
     /// An invalid configuration value.
     pub fn config(msg: impl Into<String>) -> Self {

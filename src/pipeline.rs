@@ -23,10 +23,10 @@
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
 
-use crate::backend::{AnyBackend, Backend, BatchInput, BatchTimes, SampleIn};
+use crate::backend::{AnyBackend, Backend, BatchInput, BatchTimes, SampleIn, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::PipelineConfig;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SlotError};
 use crate::reader::{ReadBatch, Reader};
 use crate::source::{Dataset, IndexOptions};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -363,9 +363,8 @@ impl Producer {
 }
 
 /// Run `backend` on a reader's batch: labels from `dataset`, read failures as the reader
-/// reported them (the reason only: the backend's substitute records and errors add the key and
-/// location, from `dataset`). The one place a [`ReadBatch`] becomes a backend's input: the
-/// pipeline's producer and the tests both call it.
+/// reported them, keys and locations from `dataset`. The one place a [`ReadBatch`] becomes a
+/// backend's input: the pipeline's producer and the tests both call it.
 pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Dataset, batch: &mut Batch) -> Result<BatchTimes> {
     // One small vector per batch (it borrows the batch's bytes); nothing per sample.
     let samples: Vec<SampleIn<'_>> = rb
@@ -377,15 +376,69 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Datas
             label: dataset.sample(s.index).label,
             bytes: &rb.data[s.bytes.clone()],
             params: s.params,
-            read_error: s.error.as_ref().map(|e| match e {
-                Error::Sample { message, .. } => message.clone(),
-                e => e.to_string(),
+            // The reason only: the key and location are added from the dataset below.
+            read_error: s.error.as_ref().map(|e| {
+                SlotError::Read(match e {
+                    Error::Sample { message, .. } => message.clone(),
+                    e => e.to_string(),
+                })
             }),
         })
         .collect();
-    let describe = |i: usize| {
+    let name = |i: usize| {
         let idx = rb.samples[i].index;
         (dataset.sample(idx).key.clone(), dataset.location(idx))
     };
-    backend.run(BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples, describe: &describe }, batch)
+    run_batch(backend, BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, &name, batch)
+}
+
+/// Run `backend` on `input` and settle the batch's records from what it reports: under the
+/// policy's [`SlotPlan`], a replaced slot gets a [`Substitute`](crate::batch::Substitute) record
+/// naming both samples, and a batch the plan does not deliver is an [`Error::Sample`] naming
+/// the failed sample (`fail`) or every key (`skip` with nothing good). `name(i)` is slot `i`'s
+/// key and location.
+pub fn run_batch(
+    backend: &mut dyn Backend,
+    input: BatchInput<'_, '_>,
+    name: &dyn Fn(usize) -> (String, String),
+    batch: &mut Batch,
+) -> Result<BatchTimes> {
+    let run = backend.run(input, batch)?;
+    let samples = input.samples;
+    match &run.plan {
+        SlotPlan::Fail { slot } => {
+            let (key, location) = name(*slot);
+            let why = run.status[*slot].as_ref().map(ToString::to_string).unwrap_or_default();
+            Err(Error::sample(key, location, why))
+        }
+        SlotPlan::NothingGood => {
+            let keys: Vec<String> = (0..samples.len()).map(|i| name(i).0).collect();
+            let first = run.status.first().and_then(Option::as_ref).map(ToString::to_string).unwrap_or_default();
+            Err(Error::sample(
+                keys.join(", "),
+                format!("epoch {} step {}", input.epoch, input.step),
+                format!("no sample of the batch could be decoded, nothing to substitute: first error: {first}"),
+            ))
+        }
+        SlotPlan::Deliver { sources } => {
+            batch.substitutes.clear();
+            for (i, st) in run.status.iter().enumerate() {
+                let Some(error) = st else { continue };
+                let j = sources[i];
+                let (key, location) = name(i);
+                batch.substitutes.push(crate::batch::Substitute {
+                    slot: i,
+                    position: samples[i].position,
+                    index: samples[i].index,
+                    key,
+                    location,
+                    reason: error.to_string(),
+                    error: error.clone(),
+                    replaced_by: samples[j].index,
+                    replaced_by_key: name(j).0,
+                });
+            }
+            Ok(run.times)
+        }
+    }
 }

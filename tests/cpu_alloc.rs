@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use stoke::augment::params::draw;
 use stoke::backend::cpu::CpuBackend;
-use stoke::backend::{Backend, BatchInput, SampleIn};
+use stoke::backend::{BatchInput, SampleIn};
 use stoke::batch::Batch;
 use stoke::config::{AugmentSpec, DType, Layout as TensorLayout, PipelineConfig};
 
@@ -63,7 +63,7 @@ fn batch_allocations_do_not_grow_with_the_batch() {
             })
             .collect();
         let before = ALLOCS.load(Ordering::SeqCst);
-        backend.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
+        stoke::pipeline::run_batch(&mut backend, BatchInput { epoch: 0, step: 0, samples: &ins }, &describe, &mut batch).unwrap();
         ALLOCS.load(Ordering::SeqCst) - before
     };
     // Warm-up: buffers grow to the largest image and batch.

@@ -1,14 +1,16 @@
 //! The CPU backend on JPEGs the test encodes: same bytes whatever the thread count, region
-//! decoding equal to the whole-image path, substitutes and the fail policy.
+//! decoding equal to the whole-image path, DCT-scaled decoding. (The `on_error` policy, read
+//! errors and the rest both backends share: tests/gpu_backends.rs.)
 
 use jpeg_encoder::{ColorType, Encoder};
 use stoke::augment::host::{self, Scratch, SrcImage};
 use stoke::augment::params::draw;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
 use stoke::backend::cpu::CpuBackend;
-use stoke::backend::{Backend, BatchInput, SampleIn};
+use stoke::backend::{BatchInput, SampleIn};
 use stoke::batch::Batch;
 use stoke::config::{AugmentSpec, DType, Layout, OnError, PipelineConfig};
+use stoke::pipeline::run_batch;
 
 fn jpeg(w: u16, h: u16, seed: usize) -> Vec<u8> {
     let mut rgb = Vec::new();
@@ -75,7 +77,7 @@ fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
                 let c = config(spec.clone(), threads, OnError::Skip, dtype, layout);
                 let mut b = CpuBackend::new(&c).unwrap();
                 let mut batch = Batch::new_host(dtype, layout);
-                b.run(BatchInput { epoch: 1, step: 4, samples: &ins, describe: &describe }, &mut batch).unwrap();
+                run_batch(&mut b, BatchInput { epoch: 1, step: 4, samples: &ins }, &describe, &mut batch).unwrap();
                 assert!(batch.substitutes.is_empty());
                 assert_eq!(batch.labels, vec![0, 10, 20, 30, 40, 50]);
                 assert_eq!(batch.positions, (100..106).collect::<Vec<u64>>());
@@ -96,78 +98,6 @@ fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
             }
         }
     }
-}
-
-#[test]
-fn bad_samples_are_replaced_by_the_next_good_one_cyclically() {
-    let s = set();
-    let spec = AugmentSpec::train(32);
-    let ins = samples(&s, &spec, &[1, 2, 5]);
-    let c = config(spec.clone(), 2, OnError::Skip, DType::F32, Layout::Nchw);
-    let mut b = CpuBackend::new(&c).unwrap();
-    let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-    b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
-    let subs: Vec<(usize, usize)> = batch.substitutes.iter().map(|x| (x.slot, x.replaced_by)).collect();
-    assert_eq!(subs, vec![(1, 3), (2, 3), (5, 0)]); // 5 wraps around to 0
-    let per = batch.sample_bytes();
-    let bytes = batch.host_bytes().unwrap();
-    assert_eq!(&bytes[per..2 * per], &bytes[3 * per..4 * per]);
-    assert_eq!(&bytes[5 * per..6 * per], &bytes[..per]);
-    assert_eq!(batch.labels, vec![0, 30, 30, 30, 40, 0]);
-    assert_eq!(batch.indices, vec![0, 3, 3, 3, 4, 0]);
-    assert_eq!(batch.params[1], ins[3].params);
-    assert_eq!(batch.positions[1], 101, "the slot keeps its own position");
-    let sub = &batch.substitutes[0];
-    assert_eq!((sub.key.as_str(), sub.replaced_by_key.as_str(), sub.position, sub.index), ("key1", "key3", 101, 1));
-    assert!(sub.reason.contains("file1.jpg") && sub.reason.contains("premature end"), "{}", sub.reason);
-}
-
-#[test]
-fn read_errors_are_substituted_too_and_an_all_bad_batch_is_an_error() {
-    let s = set();
-    let spec = AugmentSpec::eval(32);
-    let mut ins = samples(&s, &spec, &[]);
-    ins[0].read_error = Some("no such file".into());
-    ins[0].bytes = &[];
-    let c = config(spec.clone(), 1, OnError::Skip, DType::F16, Layout::Nchw);
-    let mut b = CpuBackend::new(&c).unwrap();
-    let mut batch = Batch::new_host(DType::F16, Layout::Nchw);
-    b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
-    assert_eq!(batch.substitutes.len(), 1);
-    assert!(batch.substitutes[0].reason.contains("no such file"));
-    let all_bad = samples(&s, &spec, &[0, 1, 2, 3, 4, 5]);
-    let e = b.run(BatchInput { epoch: 0, step: 1, samples: &all_bad, describe: &describe }, &mut batch).unwrap_err().to_string();
-    assert!(e.contains("key0, key1") && e.contains("no sample of the batch"), "{e}");
-}
-
-#[test]
-fn fail_policy_names_the_first_bad_sample() {
-    let s = set();
-    let spec = AugmentSpec::train(32);
-    let ins = samples(&s, &spec, &[4, 2]);
-    let c = config(spec, 2, OnError::Fail, DType::F32, Layout::Nhwc);
-    let mut b = CpuBackend::new(&c).unwrap();
-    let e = b
-        .run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut Batch::new_host(DType::F32, Layout::Nhwc))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("key2") && e.contains("file2.jpg") && e.contains("premature end"), "{e}");
-}
-
-#[test]
-fn params_that_do_not_fit_the_decoded_image_are_a_sample_error() {
-    let s = set();
-    let spec = AugmentSpec::train(32);
-    let mut ins = samples(&s, &spec, &[]);
-    // The index thought sample 3 was 1x1 (unreadable header): params drawn for that.
-    ins[3].params = draw(&spec, 7, 1, 103, 1, 1, 1);
-    let c = config(spec, 1, OnError::Fail, DType::F32, Layout::Nchw);
-    let mut b = CpuBackend::new(&c).unwrap();
-    let e = b
-        .run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut Batch::new_host(DType::F32, Layout::Nchw))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("key3") && e.contains("1x1"), "{e}");
 }
 
 #[test]
@@ -212,7 +142,7 @@ fn dct_scaled_decoding_stays_close_to_the_full_path() {
         c.cpu_dct_scaling = dct;
         let mut b = CpuBackend::new(&c).unwrap();
         let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-        b.run(BatchInput { epoch: 0, step: 0, samples: &ins, describe: &describe }, &mut batch).unwrap();
+        run_batch(&mut b, BatchInput { epoch: 0, step: 0, samples: &ins }, &describe, &mut batch).unwrap();
         batch.host_bytes().unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
     };
     let (full, scaled) = (run(false, 1), run(true, 1));

@@ -1,8 +1,8 @@
 //! The CUDA backend end to end on a generated ImageNet-like dataset (every JPEG kind the
 //! generator makes, so all three decode routes run): every output element written (slots
 //! poisoned between uses), output close to the CPU backend's, labels on the device, two runs
-//! with the same seed bit-identical, device and host memory flat over 5 epochs, substitutes
-//! under `skip` and a named error under `fail`.
+//! with the same seed bit-identical, device and host memory flat over 5 epochs, a PNG's pixels
+//! equal to the CPU backend's. (The `on_error` policy, for both backends: tests/gpu_backends.rs.)
 //!
 //! Needs a GPU: skips with a printed reason without one, fails with `STOKE_REQUIRE_GPU=1`.
 //! Also the binary to run under `compute-sanitizer --tool memcheck` and `--tool racecheck`.
@@ -14,7 +14,6 @@ use std::sync::Arc;
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::cuda::device::Gpu;
 use stoke::backend::cuda::pipeline::CudaBackend;
-use stoke::backend::Backend;
 use stoke::batch::Batch;
 use stoke::config::{DType, Layout, OnError, PipelineConfig};
 use stoke::reader::Reader;
@@ -94,7 +93,8 @@ fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBat
         })
         .collect();
     let describe = |i: usize| (ds.sample(rb.samples[i].index).key.clone(), String::new());
-    cpu.run(stoke::backend::BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples, describe: &describe }, out).unwrap();
+    stoke::pipeline::run_batch(cpu, stoke::backend::BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, &describe, out)
+        .unwrap();
 }
 
 #[test]
@@ -241,30 +241,6 @@ fn a_png_under_a_jpeg_name_is_delivered() {
     });
     assert_eq!(checked, 1);
     assert!(backend.decode_stats().cpu >= 1, "the PNG took the CPU route: {:?}", backend.decode_stats());
-}
-
-#[test]
-fn bad_files_are_substituted_under_skip_and_named_under_fail() {
-    let _serial = serial();
-    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let ds = generated_with(dir.path(), 40, 2, "zz_broken.JPEG", b"\xff\xd8\xff\xe0 this is not a jpeg");
-    let mut c = config(&ds, 2);
-    c.batch_size = 41; // one batch holds everything
-    c.on_error = OnError::Skip;
-    let mut subs = Vec::new();
-    run(&gpu, &ds, &c, 0..1, |b, _| subs.extend(b.substitutes.clone()));
-    assert_eq!(subs.len(), 1, "{subs:?}");
-    assert!(subs[0].key.contains("zz_broken"), "{subs:?}");
-    c.on_error = OnError::Fail;
-    let mut backend = CudaBackend::new(&c, &ds).unwrap();
-    let mut reader = Reader::new(ds.clone(), &c).unwrap();
-    reader.start_epoch(0, 0);
-    let rb = reader.next_batch().unwrap().unwrap();
-    let e = stoke::pipeline::run_read_batch(&mut backend, &rb, &ds, &mut Batch::new_host(c.output.dtype, c.output.layout))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("zz_broken"), "{e}");
 }
 
 /// Through `Pipeline` (producer thread, prefetch, `--backend cuda`): device batches that a

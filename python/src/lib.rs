@@ -386,6 +386,7 @@ struct Replaced {
     location: String,
     position: u64,
     reason: String,
+    kind: &'static str,
 }
 
 /// Resume point: the epoch and step the next `iter()` starts at.
@@ -515,16 +516,19 @@ impl Loader {
         Ok(())
     }
 
-    /// Samples replaced under on_error='skip': dicts of key, location, position, reason.
+    /// Samples replaced under on_error='skip': dicts of key, location, position, reason and
+    /// kind (`read`, `truncated`, `corrupt`, `unknown format`, `unsupported`, `too large`,
+    /// `params`, `capacity`, `device`).
     #[getter]
     fn errors(&self, py: Python<'_>) -> PyResult<PyObject> {
         let l = PyList::empty_bound(py);
-        for Replaced { key, location, position, reason } in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for Replaced { key, location, position, reason, kind } in self.errors.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             let d = PyDict::new_bound(py);
             d.set_item("key", key)?;
             d.set_item("location", location)?;
             d.set_item("position", position)?;
             d.set_item("reason", reason)?;
+            d.set_item("kind", kind)?;
             l.append(d)?;
         }
         Ok(l.into())
@@ -597,12 +601,12 @@ impl Loader {
         {
             let mut errs = self.errors.lock().unwrap_or_else(|p| p.into_inner());
             for s in &batch.substitutes {
-                let (location, reason) = s.reason.split_once(": ").unwrap_or(("", s.reason.as_str()));
                 errs.push(Replaced {
                     key: s.key.clone(),
-                    location: location.to_string(),
+                    location: s.location.clone(),
                     position: s.position,
-                    reason: reason.to_string(),
+                    reason: s.reason.clone(),
+                    kind: s.error.kind(),
                 });
             }
         }

@@ -5,9 +5,9 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::augment::AugParams;
-use crate::batch::{Batch, Substitute};
+use crate::batch::Batch;
 use crate::config::{OnError, PipelineConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SlotError};
 use crate::source::Dataset;
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ pub struct SampleIn<'a> {
     /// Augment parameters drawn for it.
     pub params: AugParams,
     /// Why it could not be read, if it could not.
-    pub read_error: Option<String>,
+    pub read_error: Option<SlotError>,
 }
 
 /// Where the time of one batch went. `decode` and `augment` are summed over the workers
@@ -42,9 +42,9 @@ pub struct BatchTimes {
     pub gpu: GpuStageTimes,
 }
 
-/// One batch for a backend: where it sits in the epoch, its samples, and `describe(i)`: slot
-/// `i`'s key and location for messages and substitute records.
-#[derive(Clone, Copy)]
+/// One batch for a backend: where it sits in the epoch and its samples. Backends know samples
+/// by slot only; keys and locations are the pipeline's (it owns the dataset).
+#[derive(Clone, Copy, Debug)]
 pub struct BatchInput<'s, 'b> {
     /// Epoch of the batch.
     pub epoch: u64,
@@ -52,15 +52,17 @@ pub struct BatchInput<'s, 'b> {
     pub step: u64,
     /// The samples, in slot order.
     pub samples: &'s [SampleIn<'b>],
-    /// Key and location of slot `i`.
-    pub describe: &'s dyn Fn(usize) -> (String, String),
 }
 
-/// A decode + augment backend: turns one batch's samples into the batch tensor and its
-/// per-slot records, applying the `on_error` policy (docs/CONTRACTS.md, contract 4).
+/// A decode + augment backend: turns one batch's samples into the batch tensor, reports each
+/// slot's status and applies the `on_error` policy's [`SlotPlan`] to the pixels and the
+/// per-slot records (docs/CONTRACTS.md, contract 4). The substitute records and the errors that
+/// name samples are the pipeline's ([`crate::pipeline::run_batch`]).
 pub trait Backend {
-    /// Decode and augment `input` into `batch` (whose buffers are reused).
-    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes>;
+    /// Decode and augment `input` into `batch` (whose buffers are reused). A slot that fails is
+    /// not an error here: it is in the returned status and plan. When the plan does not deliver
+    /// the batch, its pixels are unspecified.
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchRun>;
 
     /// CPU worker threads (decode/augment on the CPU backend, CPU-route decodes on CUDA).
     fn threads(&self) -> usize;
@@ -186,78 +188,87 @@ impl std::ops::Sub for GpuStageTimes {
     }
 }
 
+/// What the `on_error` policy makes of a batch, from each slot's status alone
+/// (docs/CONTRACTS.md, contract 4) — a pure function, applied by the backend (which pixels
+/// each slot shows) and by the pipeline (the records, the substitutes, the error):
+/// - `fail`: the first failed slot (in slot order) makes the batch an error naming its sample;
+/// - `skip`: a failed slot `i` shows the next good slot `j` of the batch (cyclic): `j`'s pixels,
+///   label, index and params, with a [`Substitute`](crate::batch::Substitute) recorded; a batch with no good slot is an
+///   error naming its keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotPlan {
+    /// Deliver the batch: slot `i` shows the sample of slot `sources[i]` (itself unless replaced).
+    Deliver {
+        /// The slot whose sample each slot shows.
+        sources: Vec<usize>,
+    },
+    /// `fail`: the batch is an error naming this slot, the first that failed.
+    Fail {
+        /// The first failed slot.
+        slot: usize,
+    },
+    /// `skip`, but no slot of the batch has an image to substitute.
+    NothingGood,
+}
+
+impl SlotPlan {
+    /// The plan for slots whose status is `status[i]` (`None`: decoded) under `on_error`.
+    pub fn new(status: &[Option<SlotError>], on_error: OnError) -> Self {
+        let n = status.len();
+        let Some(first_bad) = status.iter().position(Option::is_some) else {
+            return SlotPlan::Deliver { sources: (0..n).collect() };
+        };
+        if on_error == OnError::Fail {
+            return SlotPlan::Fail { slot: first_bad };
+        }
+        if status.iter().all(Option::is_some) {
+            return SlotPlan::NothingGood;
+        }
+        // The next good slot after `i`, cyclic (one exists: checked above).
+        let next_good = |i: usize| (1..n).map(|d| (i + d) % n).find(|&j| status[j].is_none()).expect("a good slot exists");
+        SlotPlan::Deliver { sources: (0..n).map(|i| if status[i].is_some() { next_good(i) } else { i }).collect() }
+    }
+
+    /// The slots whose sample each slot shows, when the batch is delivered.
+    pub fn sources(&self) -> Option<&[usize]> {
+        match self {
+            SlotPlan::Deliver { sources } => Some(sources),
+            _ => None,
+        }
+    }
+}
+
+/// What a backend reports of one batch: where the time went, each slot's status and the plan
+/// it applied to the pixels. The pipeline settles the records from it
+/// ([`crate::pipeline::run_batch`]).
+#[derive(Clone, Debug)]
+pub struct BatchRun {
+    /// Where the time went.
+    pub times: BatchTimes,
+    /// Why each slot failed (`None`: its own image is in the batch).
+    pub status: Vec<Option<SlotError>>,
+    /// The policy's plan, already applied to the pixels when it delivers.
+    pub plan: SlotPlan,
+}
+
 /// Fill `batch`'s per-slot records (labels, positions, dataset indices, params) from `samples`
-/// and apply the `on_error` policy to the slots whose `status` is an error — the one rule both
-/// backends follow (docs/CONTRACTS.md, contract 4):
-/// - `fail`: the first failed slot (in slot order) is an error naming its sample;
-/// - `skip`: a failed slot `i` takes the next good slot `j` of the batch (cyclic): the backend's
-///   `copy_slot(batch, i, j)` makes slot `i` show slot `j`'s pixels (a host copy, or for the
-///   CUDA backend which decoded image the kernel reads), its label, index and params become
-///   `j`'s, and a [`Substitute`] is recorded; a batch with no good slot is an error naming
-///   its keys.
-///
-/// `batch.epoch` and `batch.step` must already be set (they name an all-bad batch).
-/// `describe(i)` gives slot `i`'s key and location.
-pub(crate) fn settle_slots(
-    samples: &[SampleIn<'_>],
-    status: &[Option<String>],
-    on_error: OnError,
-    describe: &dyn Fn(usize) -> (String, String),
-    batch: &mut Batch,
-    copy_slot: &mut dyn FnMut(&mut Batch, usize, usize),
-) -> Result<()> {
-    debug_assert_eq!(samples.len(), status.len());
-    let n = samples.len();
+/// as `sources` says: slot `i` takes the label, index and params of `samples[sources[i]]` and
+/// keeps its own position. Both backends call it before the pixels are settled (the CUDA
+/// backend uploads the labels with the batch).
+pub(crate) fn fill_records(samples: &[SampleIn<'_>], sources: &[usize], batch: &mut Batch) {
+    debug_assert_eq!(samples.len(), sources.len());
     batch.labels.clear();
     batch.positions.clear();
     batch.indices.clear();
     batch.params.clear();
     batch.substitutes.clear();
-    for s in samples {
-        batch.labels.push(s.label);
+    for (s, &j) in samples.iter().zip(sources) {
+        let from = &samples[j];
+        batch.labels.push(from.label);
         batch.positions.push(s.position);
-        batch.indices.push(s.index);
-        batch.params.push(s.params);
+        batch.indices.push(from.index);
+        batch.params.push(from.params);
     }
-    let Some(bad) = status.iter().position(Option::is_some) else { return Ok(()) };
-    if on_error == OnError::Fail {
-        let (key, location) = describe(bad);
-        return Err(Error::sample(key, location, status[bad].clone().unwrap_or_default()));
-    }
-    if status.iter().all(Option::is_some) {
-        let keys: Vec<String> = (0..n).map(|i| describe(i).0).collect();
-        return Err(Error::sample(
-            keys.join(", "),
-            format!("epoch {} step {}", batch.epoch, batch.step),
-            format!("no sample of the batch could be decoded, nothing to substitute: first error: {}", status[0].as_deref().unwrap_or("")),
-        ));
-    }
-    for (i, st) in status.iter().enumerate() {
-        let Some(reason) = st else { continue };
-        let j = next_good(status, i);
-        copy_slot(batch, i, j);
-        let (key, location) = describe(i);
-        batch.substitutes.push(Substitute {
-            slot: i,
-            position: samples[i].position,
-            index: samples[i].index,
-            key,
-            reason: format!("{location}: {reason}"),
-            replaced_by: samples[j].index,
-            replaced_by_key: describe(j).0,
-        });
-        batch.labels[i] = samples[j].label;
-        batch.indices[i] = samples[j].index;
-        batch.params[i] = samples[j].params;
-    }
-    Ok(())
-}
-
-/// The slot whose sample replaces failed slot `i`: the next good one after it, cyclic.
-/// There is one: the caller checked.
-fn next_good(status: &[Option<String>], i: usize) -> usize {
-    let n = status.len();
-    (1..n).map(|d| (i + d) % n).find(|&j| status[j].is_none()).expect("a good slot exists")
 }
 
 #[cfg(test)]
@@ -266,21 +277,32 @@ mod tests {
     use crate::augment::AugParams;
     use crate::config::{DType, Layout};
 
-    #[test]
-    fn next_good_is_cyclic() {
-        let ok = None;
-        let bad = Some(String::from("x"));
-        let st = vec![bad.clone(), ok.clone(), bad.clone(), bad.clone(), ok.clone()];
-        assert_eq!(next_good(&st, 0), 1);
-        assert_eq!(next_good(&st, 2), 4);
-        assert_eq!(next_good(&st, 3), 4);
-        let st = vec![ok.clone(), bad.clone(), bad.clone()];
-        assert_eq!(next_good(&st, 1), 0);
-        assert_eq!(next_good(&st, 2), 0);
+    fn bad(why: &str) -> Option<SlotError> {
+        Some(SlotError::Read(why.to_string()))
     }
 
-    fn samples(n: usize) -> Vec<SampleIn<'static>> {
-        (0..n)
+    #[test]
+    fn skip_takes_the_next_good_slot_cyclically() {
+        let st = vec![bad("a"), None, bad("b"), bad("c"), None];
+        assert_eq!(SlotPlan::new(&st, OnError::Skip), SlotPlan::Deliver { sources: vec![1, 1, 4, 4, 4] });
+        let st = vec![None, bad("a"), bad("b")];
+        assert_eq!(SlotPlan::new(&st, OnError::Skip), SlotPlan::Deliver { sources: vec![0, 0, 0] }, "wraps around");
+        assert_eq!(SlotPlan::new(&[None, None], OnError::Skip), SlotPlan::Deliver { sources: vec![0, 1] });
+    }
+
+    #[test]
+    fn fail_names_the_first_bad_slot_and_skip_with_nothing_good_is_its_own_plan() {
+        let st = vec![None, bad("a"), bad("b")];
+        assert_eq!(SlotPlan::new(&st, OnError::Fail), SlotPlan::Fail { slot: 1 });
+        assert_eq!(SlotPlan::new(&[None, None], OnError::Fail), SlotPlan::Deliver { sources: vec![0, 1] });
+        assert_eq!(SlotPlan::new(&[bad("a"), bad("b")], OnError::Skip), SlotPlan::NothingGood);
+        assert_eq!(SlotPlan::new(&[bad("a"), bad("b")], OnError::Fail), SlotPlan::Fail { slot: 0 });
+        assert_eq!(SlotPlan::new(&[], OnError::Skip), SlotPlan::Deliver { sources: vec![] });
+    }
+
+    #[test]
+    fn records_follow_the_sources_and_keep_their_positions() {
+        let ins: Vec<SampleIn<'static>> = (0..4)
             .map(|i| SampleIn {
                 index: 10 + i,
                 position: 100 + i as u64,
@@ -289,49 +311,12 @@ mod tests {
                 params: AugParams { crop_x: i as i32, ..AugParams::default() },
                 read_error: None,
             })
-            .collect()
-    }
-
-    fn describe(i: usize) -> (String, String) {
-        (format!("key{i}"), format!("file{i}.jpg"))
-    }
-
-    #[test]
-    fn skip_copies_the_next_good_slot_and_records_it() {
-        let ins = samples(4);
-        let st = vec![None, Some("bad header".to_string()), None, Some("truncated".to_string())];
+            .collect();
         let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-        let mut copies = Vec::new();
-        settle_slots(&ins, &st, OnError::Skip, &describe, &mut batch, &mut |_, i, j| copies.push((i, j))).unwrap();
-        assert_eq!(copies, vec![(1, 2), (3, 0)], "slot 3 wraps around to slot 0");
+        fill_records(&ins, &[0, 2, 2, 0], &mut batch);
         assert_eq!(batch.labels, vec![1000, 1002, 1002, 1000]);
         assert_eq!(batch.indices, vec![10, 12, 12, 10]);
         assert_eq!(batch.positions, vec![100, 101, 102, 103], "a slot keeps its own position");
         assert_eq!(batch.params.iter().map(|p| p.crop_x).collect::<Vec<_>>(), vec![0, 2, 2, 0]);
-        let s = &batch.substitutes;
-        assert_eq!(s.len(), 2);
-        assert_eq!((s[0].slot, s[0].position, s[0].index, s[0].replaced_by), (1, 101, 11, 12));
-        assert_eq!((s[0].key.as_str(), s[0].replaced_by_key.as_str(), s[0].reason.as_str()), ("key1", "key2", "file1.jpg: bad header"));
-        assert_eq!((s[1].slot, s[1].replaced_by, s[1].replaced_by_key.as_str()), (3, 10, "key0"));
-    }
-
-    #[test]
-    fn fail_names_the_first_bad_slot_and_an_all_bad_batch_names_its_keys() {
-        let ins = samples(3);
-        let st = vec![None, Some("bad header".to_string()), Some("truncated".to_string())];
-        let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
-        let mut copied = false;
-        let e = settle_slots(&ins, &st, OnError::Fail, &describe, &mut batch, &mut |_, _, _| copied = true).unwrap_err().to_string();
-        assert!(e.contains("key1") && e.contains("file1.jpg") && e.contains("bad header") && !e.contains("key2"), "{e}");
-        assert!(!copied);
-        let st = vec![Some("a".to_string()), Some("b".to_string()), Some("c".to_string())];
-        (batch.epoch, batch.step) = (3, 7);
-        let e = settle_slots(&ins, &st, OnError::Skip, &describe, &mut batch, &mut |_, _, _| copied = true).unwrap_err().to_string();
-        assert!(e.contains("key0, key1, key2") && e.contains("epoch 3 step 7") && e.contains("first error: a"), "{e}");
-        assert!(!copied);
-        // All good: records filled, nothing copied.
-        settle_slots(&ins, &[None, None, None], OnError::Fail, &describe, &mut batch, &mut |_, _, _| copied = true).unwrap();
-        assert!(!copied && batch.substitutes.is_empty());
-        assert_eq!(batch.labels, vec![1000, 1001, 1002]);
     }
 }

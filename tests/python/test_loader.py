@@ -222,6 +222,7 @@ def test_skip_lists_the_replaced_sample_and_fail_names_the_file(broken):
     errs = ld.errors
     assert len(errs) == 1 and "zz_broken" in errs[0]["key"], errs
     assert errs[0]["reason"] and "zz_broken" in errs[0]["location"]
+    assert "zz_broken" not in errs[0]["reason"] and errs[0]["kind"] in ("truncated", "corrupt", "unknown format"), errs
     ld = loader(broken, size=16, batch_size=22, on_error="fail", shuffle=False)
     with pytest.raises(stoke.SampleError, match="zz_broken"):
         collect(ld)

@@ -25,10 +25,10 @@ pub mod decode;
 use crate::augment::host::{self, Scratch, SrcImage};
 use crate::augment::params::oriented_size;
 use crate::augment::AugParams;
-use crate::backend::{Backend, BatchInput, BatchTimes};
+use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::{OnError, OutputSpec, PipelineConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SlotError};
 use decode::DecodedImage;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -45,7 +45,6 @@ pub struct CpuBackend {
     max_pixels: u64,
     dct: bool,
     on_error: OnError,
-    status: Vec<Option<String>>,
 }
 
 struct Worker {
@@ -90,7 +89,7 @@ fn process_one(
     out: &mut [u8],
     decode_ns: &AtomicU64,
     augment_ns: &AtomicU64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), SlotError> {
     WORKER.with(|w| {
         let w = &mut *w.borrow_mut();
         let t0 = Instant::now();
@@ -99,7 +98,7 @@ fn process_one(
             let r = decode::decode_rgb_scaled(bytes, max_pixels, denom, &mut w.image);
             let t1 = Instant::now();
             decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
-            r.map_err(|e| e.to_string())?;
+            r?;
             let img = &w.image;
             // The same geometry on the reduced image: its whole oriented extent is the crop.
             let (ow, oh) = oriented_size(img.width as i32, img.height as i32, p.orientation);
@@ -107,14 +106,14 @@ fn process_one(
             let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
             let r = host::augment(src, &q, spec, out, 0, &mut w.scratch);
             augment_ns.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            return r;
+            return r.map_err(SlotError::Params);
         }
         // Stored bounding box of the crop (the params describe the oriented image).
         let region = crate::augment::region::crop_region(p);
         let r = decode::decode_rgb_region(bytes, max_pixels, region, &mut w.image);
         let t1 = Instant::now();
         decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
-        r.map_err(|e| e.to_string())?;
+        r?;
         let img = &w.image;
         let src = SrcImage {
             rgb: &img.rgb,
@@ -125,7 +124,7 @@ fn process_one(
         };
         let r = host::augment(src, p, spec, out, 0, &mut w.scratch);
         augment_ns.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        r
+        r.map_err(SlotError::Params)
     })
 }
 
@@ -149,7 +148,6 @@ impl CpuBackend {
             max_pixels: config.max_decoded_pixels,
             dct: config.cpu_dct_scaling,
             on_error: config.on_error,
-            status: Vec::new(),
         })
     }
 }
@@ -159,10 +157,10 @@ impl Backend for CpuBackend {
         self.threads
     }
 
-    /// Decode and augment `samples` into `batch` (its buffers are reused). `describe(i)` gives
-    /// slot `i`'s key and location, for messages and substitute records.
-    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes> {
-        let BatchInput { epoch, step, samples, describe } = input;
+    /// Decode and augment `samples` into `batch` (its buffers are reused); a replaced slot gets
+    /// a host copy of its source slot's pixels.
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchRun> {
+        let BatchInput { epoch, step, samples } = input;
         let t0 = Instant::now();
         let n = samples.len();
         batch.dtype = self.output.dtype;
@@ -184,11 +182,9 @@ impl Backend for CpuBackend {
                 )));
             }
         }
-        self.status.clear();
-        self.status.resize(n, None);
+        let mut status: Vec<Option<SlotError>> = vec![None; n];
         let (decode_ns, augment_ns) = (AtomicU64::new(0), AtomicU64::new(0));
         let (spec, max_pixels, dct) = (&self.output, self.max_pixels, self.dct);
-        let status = &mut self.status;
         self.pool.install(|| {
             images[..n * sample_bytes].par_chunks_mut(sample_bytes).zip(samples.par_iter()).zip(status.par_iter_mut()).for_each(
                 |((out, s), st)| {
@@ -200,16 +196,20 @@ impl Backend for CpuBackend {
             );
         });
 
-        batch.decoders = DecoderCounts { cpu: self.status.iter().filter(|s| s.is_none()).count() as u64, ..DecoderCounts::default() };
-        super::settle_slots(samples, &self.status, self.on_error, describe, batch, &mut |batch, to, from| {
-            let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
-            images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
-        })?;
-        Ok(BatchTimes {
+        batch.decoders = DecoderCounts { cpu: status.iter().filter(|s| s.is_none()).count() as u64, ..DecoderCounts::default() };
+        let plan = SlotPlan::new(&status, self.on_error);
+        if let Some(sources) = plan.sources() {
+            for (to, &from) in sources.iter().enumerate().filter(|(to, from)| to != *from) {
+                images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
+            }
+            super::fill_records(samples, sources, batch);
+        }
+        let times = BatchTimes {
             decode: Duration::from_nanos(decode_ns.into_inner()),
             augment: Duration::from_nanos(augment_ns.into_inner()),
             wall: t0.elapsed(),
             ..BatchTimes::default()
-        })
+        };
+        Ok(BatchRun { times, status, plan })
     }
 }

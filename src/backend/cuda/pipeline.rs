@@ -25,10 +25,11 @@ use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{OutputRing, SlotLayout};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
-use crate::backend::{Backend, BatchInput, BatchTimes};
+use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
+use crate::codec::{DecodeError, DecodeErrorKind};
 use crate::config::{CropMode, PipelineConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SlotError};
 use crate::source::Dataset;
 use cudarc::driver::CudaEvent;
 use std::sync::Arc;
@@ -78,8 +79,7 @@ pub struct CudaBackend {
     ring: OutputRing,
     // Per-batch scratch, reused.
     ranges: Vec<Option<StagedRange>>,
-    decoded: Vec<std::result::Result<Decoded, String>>,
-    status: Vec<Option<String>>,
+    decoded: Vec<std::result::Result<Decoded, SlotError>>,
     params: Vec<AugParams>,
     descs: Vec<SampleDesc>,
     // Timing events around the augment launches of the last two batches, used in turn; read
@@ -172,7 +172,6 @@ impl CudaBackend {
             ring,
             ranges: Vec::new(),
             decoded: Vec::new(),
-            status: Vec::new(),
             params: Vec::new(),
             descs: Vec::new(),
             aug_events,
@@ -234,9 +233,9 @@ impl Backend for CudaBackend {
 
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
     /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
-    /// which returns its slot). `describe(i)` gives slot `i`'s key and location.
-    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchTimes> {
-        let BatchInput { epoch, step, samples, describe } = input;
+    /// which returns its slot). A replaced slot's kernel reads its source slot's decoded image.
+    fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchRun> {
+        let BatchInput { epoch, step, samples } = input;
         let t0 = Instant::now();
         // A device batch this `Batch` still holds gives its ring slot back first (its release
         // is recorded on its consumer's stream), so a recycled batch never starves the ring.
@@ -289,24 +288,27 @@ impl Backend for CudaBackend {
             DecoderCounts { hardware: after.hardware - before.hardware, cuda: after.cuda - before.cuda, cpu: after.cpu - before.cpu };
 
         // 3. Status per slot and the policy.
-        self.status.clear();
+        let mut status = Vec::with_capacity(n);
         for (i, s) in samples.iter().enumerate() {
             let st = if let Some(e) = &s.read_error {
                 Some(e.clone())
             } else if s.bytes.is_empty() {
-                Some("the file is empty".to_string())
+                Some(SlotError::Decode(DecodeError::new(DecodeErrorKind::Truncated, "the file is empty")))
             } else if self.ranges[i].is_none() {
-                Some(format!("{} compressed bytes do not fit the staging slot sized from the index (did the file grow?)", s.bytes.len()))
+                Some(SlotError::Capacity(format!(
+                    "{} compressed bytes do not fit the staging slot sized from the index (did the file grow?)",
+                    s.bytes.len()
+                )))
             } else {
                 match &self.decoded[i] {
-                    Ok(_) if !self.augmenter.plan().fits_sample(&s.params) => {
-                        Some("the crop is larger than the index promised (filter tables are sized from it)".to_string())
-                    }
+                    Ok(_) if !self.augmenter.plan().fits_sample(&s.params) => Some(SlotError::Capacity(
+                        "the crop is larger than the index promised (filter tables are sized from it)".to_string(),
+                    )),
                     Ok(_) => None,
                     Err(e) => Some(e.clone()),
                 }
             };
-            self.status.push(st);
+            status.push(st);
         }
         batch.dtype = self.config.output.dtype;
         batch.layout = self.config.output.layout;
@@ -314,10 +316,11 @@ impl Backend for CudaBackend {
         batch.epoch = epoch;
         batch.step = step;
         // Which slot's pixels each slot shows (itself unless replaced).
-        let mut source: Vec<usize> = (0..n).collect();
-        crate::backend::settle_slots(samples, &self.status, self.config.on_error, describe, batch, &mut |_, to, from| {
-            source[to] = from;
-        })?;
+        let plan = SlotPlan::new(&status, self.config.on_error);
+        let Some(source) = plan.sources() else {
+            return Ok(BatchRun { times: BatchTimes { decode: decode_time, wall: t0.elapsed(), ..Default::default() }, status, plan });
+        };
+        crate::backend::fill_records(samples, source, batch);
 
         let mut gpu_times = self.decoder.stage_times();
         if self.config.decode_only {
@@ -327,7 +330,8 @@ impl Backend for CudaBackend {
             self.decoder.release_arena(&decode_stream)?;
             batch.images = Images::Host(Vec::new());
             gpu_times.augment = 0.0;
-            return Ok(BatchTimes { decode: decode_time, augment: Default::default(), wall: t0.elapsed(), gpu: gpu_times });
+            let times = BatchTimes { decode: decode_time, augment: Default::default(), wall: t0.elapsed(), gpu: gpu_times };
+            return Ok(BatchRun { times, status, plan });
         }
 
         // 4. Descriptors, upload, kernels, publish.
@@ -335,7 +339,7 @@ impl Backend for CudaBackend {
         self.params.clear();
         self.descs.clear();
         let mut tables = TableLayout::default();
-        for &j in &source {
+        for &j in source {
             let p = samples[j].params;
             let d = self.decoded[j].as_ref().expect("a source slot decoded");
             let mut desc = d.desc(&p);
@@ -369,7 +373,8 @@ impl Backend for CudaBackend {
         self.decoder.release_arena(&stream)?;
         let images = self.ring.publish(slot, n)?;
         batch.images = Images::Device(Box::new(images));
-        Ok(BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times })
+        let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
+        Ok(BatchRun { times, status, plan })
     }
 }
 

@@ -123,7 +123,8 @@ pub fn run(args: Args) -> stoke::Result<()> {
             let line = json!({
                 "key": s.key,
                 "reason": s.reason,
-                "location": ds.location(s.index),
+                "kind": s.error.kind(),
+                "location": s.location,
                 "batch": b,
                 "position": s.position,
                 "replaced_by": s.replaced_by_key,

@@ -67,6 +67,8 @@ impl ArenaCursor {
     }
 }
 
-pub(super) fn arena_full(bytes: u64) -> String {
-    format!("the batch's decoded images do not fit the {bytes}-byte decode arena sized from the index (did files change since indexing?)")
+pub(super) fn arena_full(bytes: u64) -> crate::error::SlotError {
+    crate::error::SlotError::Capacity(format!(
+        "the batch's decoded images do not fit the {bytes}-byte decode arena sized from the index (did files change since indexing?)"
+    ))
 }

@@ -3,12 +3,13 @@
 
 use super::Decoded;
 use crate::augment::params::AugParams;
-use crate::backend::cpu::decode::{decode_rgb_region, DecodedImage};
+use crate::backend::cpu::decode::{decode_rgb_region, DecodeError, DecodedImage};
 use crate::error::GpuError;
+use crate::error::SlotError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-pub(super) type CpuResult = (usize, Result<DecodedImage, String>);
+pub(super) type CpuResult = (usize, Result<DecodedImage, DecodeError>);
 
 /// The CPU route's worker threads, started once with the decoder (not twice per batch).
 pub(super) struct CpuPool {
@@ -36,7 +37,7 @@ impl CpuPool {
         &self,
         list: &[usize],
         jobs: &[(&[u8], AugParams)],
-        out: &[Result<Decoded, String>],
+        out: &[Result<Decoded, SlotError>],
         max_pixels: u64,
         meanwhile: impl FnOnce() -> R,
     ) -> (R, Vec<CpuResult>, f64) {
@@ -56,7 +57,7 @@ impl CpuPool {
                             _ => None,
                         };
                         let mut img = DecodedImage::default();
-                        let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img).map_err(|e| e.to_string());
+                        let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img);
                         done.push((i, r));
                     }
                     results.lock().unwrap_or_else(|p| p.into_inner()).extend(done);

@@ -162,7 +162,7 @@ pub struct GpuDecoder {
     pub(super) timers: [CudaEvent; 4],
     pub(super) stage_times: GpuStageTimes,
     // Per-batch scratch, reused.
-    pub(super) routes: Vec<Result<Classified, String>>,
+    pub(super) routes: Vec<Result<Classified, SlotError>>,
     // The CPU route's persistent workers (shared with the closure that queues GPU work).
     pub(super) cpu_pool: Arc<CpuPool>,
 }
@@ -364,7 +364,7 @@ impl GpuDecoder {
     /// `i`; `out[i]` is where its pixels are, or why no decoder could produce them (for the
     /// policy). Returns the arena's device address. Blocks until the GPU decodes are done (the
     /// canaries must be read before anything is retried on the CPU).
-    pub fn decode(&mut self, jobs: &[(&[u8], AugParams)], out: &mut Vec<Result<Decoded, String>>) -> Result<u64, GpuError> {
+    pub fn decode(&mut self, jobs: &[(&[u8], AugParams)], out: &mut Vec<Result<Decoded, SlotError>>) -> Result<u64, GpuError> {
         let n = jobs.len();
         assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
         // nvJPEG and the raw copies work on the thread's current context: this device's (one
@@ -492,7 +492,7 @@ impl GpuDecoder {
                 Ok(d) if d.route != Route::Cpu => Some((d.offset, decoded_bytes(d.roi.w, d.roi.h))),
                 _ => None,
             };
-            let result = r.and_then(|img| {
+            let result = r.map_err(SlotError::from).and_then(|img| {
                 check_params(&jobs[i].1, (img.width, img.height))?;
                 let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
                 let offset = cursor.place_or_reuse(prev, roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
@@ -507,12 +507,12 @@ impl GpuDecoder {
                 // cursor); no GPU work reads or writes it (decodes finished, the augment of
                 // this arena's previous batch was waited on above).
                 unsafe { cudarc::driver::result::memcpy_htod_async(arena + offset, &img.rgb[..len], upload_stream) }
-                    .map_err(|e| cuda_err("cuMemcpyHtoDAsync", e).to_string())?;
+                    .map_err(|e| SlotError::Device(cuda_err("cuMemcpyHtoDAsync", e).to_string()))?;
                 uploaded = true;
                 Ok(Decoded { offset, roi, stored: (img.width, img.height), route: Route::Cpu })
             });
             out[i] = result.map_err(|e| match why_gpu.get(&i) {
-                Some(g) => format!("{g}; the CPU decoder also failed: {e}"),
+                Some(g) => SlotError::Retried { gpu: g.clone(), cpu: Box::new(e) },
                 None => e,
             });
         }
@@ -542,7 +542,7 @@ impl GpuDecoder {
     }
 
     /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
-    pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, String> {
+    pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, SlotError> {
         // The format comes from the bytes, never the name: only JPEG goes to nvJPEG; a PNG
         // (ImageNet holds one under a .JPEG name) or anything else takes the CPU route, which
         // decodes what the codec knows and names what it does not.
@@ -550,7 +550,7 @@ impl GpuDecoder {
             Some(crate::codec::ImageFormat::Jpeg) => crate::codec::jpeg::parse(bytes).ok(),
             _ => None,
         };
-        let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(|r| r.to_string())?;
+        let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(SlotError::from)?;
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
@@ -603,10 +603,10 @@ impl GpuDecoder {
 
 /// The params were drawn for the header the index saw; refuse them if the image says
 /// otherwise (the kernel would read outside it).
-pub(super) fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), String> {
+pub(super) fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), SlotError> {
     let code = crate::augment::host::params_check(p, stored.0 as i32, stored.1 as i32);
     if code != 0 {
-        return Err(crate::augment::host::params_problem(code, p, stored.0 as i32, stored.1 as i32));
+        return Err(SlotError::Params(crate::augment::host::params_problem(code, p, stored.0 as i32, stored.1 as i32)));
     }
     Ok(())
 }

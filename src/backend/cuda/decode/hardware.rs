@@ -13,7 +13,7 @@ impl GpuDecoder {
         list: &[usize],
         jobs: &[(&[u8], AugParams)],
         arena: u64,
-        out: &[Result<Decoded, String>],
+        out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
     ) -> Result<(), GpuError> {
         let hw = self.hw.as_mut().expect("hardware route only with an engine");

@@ -49,6 +49,7 @@ mod hybrid;
 mod roi;
 mod routing;
 
+use crate::error::SlotError;
 pub use arena::*;
 pub use budget::*;
 pub use canary::*;

@@ -30,6 +30,17 @@ pub enum Reject {
     Empty,
 }
 
+impl From<Reject> for crate::error::SlotError {
+    fn from(r: Reject) -> Self {
+        use crate::codec::{DecodeError, DecodeErrorKind};
+        let kind = match r {
+            Reject::TooLarge { .. } => DecodeErrorKind::TooLarge,
+            Reject::Empty => DecodeErrorKind::Corrupt,
+        };
+        crate::error::SlotError::Decode(DecodeError::new(kind, r.to_string()))
+    }
+}
+
 impl std::fmt::Display for Reject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -349,7 +349,7 @@ fn the_cpu_pool_returns_one_result_per_listed_image_while_the_caller_works() {
     let bad: &[u8] = b"not a jpeg";
     let p: AugParams = bytemuck::Zeroable::zeroed();
     let jobs: Vec<(&[u8], AugParams)> = (0..10).map(|_| (bad, p)).collect();
-    let out: Vec<Result<Decoded, String>> = (0..10).map(|_| Err("no place".to_string())).collect();
+    let out: Vec<Result<Decoded, SlotError>> = (0..10).map(|_| Err(SlotError::Capacity("no place".to_string()))).collect();
     for _ in 0..3 {
         // The same pool serves batch after batch.
         let list = [1usize, 4, 5, 9];

@@ -1,0 +1,240 @@
+//! What both backends must do alike, written once and run against each (candle's
+//! `test_device!` is the model): the `on_error` policy (substitutes under `skip`, the named
+//! error under `fail`, a batch with nothing good), read errors, parameters that no longer fit
+//! the file, and a PNG under a `.JPEG` name. Each test body takes the backend kind; the
+//! `on_each_backend!` list at the bottom makes a `cpu::` and a `cuda::` test of each.
+//!
+//! The `cuda::` tests need a GPU: they skip with a printed reason without one and fail with
+//! `STOKE_REQUIRE_GPU=1` (the GPU bundle runs this binary, named `gpu_*` for that reason).
+
+mod gpu_common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use stoke::backend::AnyBackend;
+use stoke::batch::Batch;
+use stoke::config::{AugmentSpec, BackendKind, DType, Layout, OnError, PipelineConfig};
+use stoke::reader::{ReadBatch, Reader};
+use stoke::source::{Dataset, IndexOptions};
+
+/// A corrupt file: the SOI marker, then text.
+const NOT_A_JPEG: &[u8] = b"\xff\xd8\xff\xe0 this is not a jpeg";
+
+/// A generated dataset of `count` images in one class folder, plus `extra` (name, bytes) files
+/// in it; not indexed yet (tests change files between writing and indexing).
+fn folder(dir: &Path, count: usize, extra: &[(&str, &[u8])]) -> (PathBuf, PathBuf) {
+    let mut cfg = stoke::gen::GenConfig::new(count);
+    cfg.classes = 1;
+    cfg.seed = 11;
+    let root = dir.join("data");
+    stoke::gen::generate(&root, &cfg, &|_| {}).unwrap();
+    let class = std::fs::read_dir(&root).unwrap().flatten().find(|e| e.path().is_dir()).unwrap().path();
+    for (name, bytes) in extra {
+        std::fs::write(class.join(name), bytes).unwrap();
+    }
+    (root, class)
+}
+
+fn index(root: &Path) -> Arc<Dataset> {
+    Arc::new(Dataset::open(root, &IndexOptions { save: false, ..Default::default() }).unwrap())
+}
+
+/// The backend of `kind` for `ds`, with one batch holding the whole dataset; `None` (after
+/// printing why) for CUDA without a GPU. Hold the returned guard for the whole test.
+fn backend(
+    kind: BackendKind,
+    ds: &Dataset,
+    on_error: OnError,
+) -> Option<(AnyBackend, PipelineConfig, Option<std::sync::MutexGuard<'static, ()>>)> {
+    let guard = match kind {
+        BackendKind::Cuda => {
+            let g = gpu_common::serial();
+            gpu_common::gpu_or_skip("gpu_backends")?;
+            Some(g)
+        }
+        _ => None,
+    };
+    let mut c = PipelineConfig::new(ds.path());
+    c.backend = kind;
+    c.augment = AugmentSpec::train(48);
+    c.output.dtype = DType::F16;
+    c.output.layout = Layout::Nchw;
+    c.batch_size = ds.len();
+    c.on_error = on_error;
+    c.seed = 5;
+    c.reader_threads = 2;
+    c.cpu_threads = 2;
+    c.ring_depth = 2;
+    let b = AnyBackend::new(&c, ds).unwrap();
+    Some((b, c, guard))
+}
+
+/// The epoch's one batch: what the reader read, and what the backend made of it.
+fn one_batch(b: &mut AnyBackend, ds: &Arc<Dataset>, c: &PipelineConfig) -> (ReadBatch, stoke::Result<Batch>) {
+    let mut reader = Reader::new(ds.clone(), c).unwrap();
+    reader.start_epoch(0, 0);
+    let rb = reader.next_batch().expect("one batch").unwrap();
+    assert_eq!(rb.samples.len(), ds.len(), "one batch holds the dataset");
+    let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+    let r = stoke::pipeline::run_read_batch(b.as_backend(), &rb, ds, &mut batch).map(|_| batch);
+    (rb, r)
+}
+
+/// The batch's images on the host, whichever backend made them.
+fn pixels(batch: &Batch) -> Vec<u8> {
+    match batch.device() {
+        Some(d) => {
+            let mut v = Vec::new();
+            d.copy_images_to_host(&mut v).unwrap();
+            v
+        }
+        None => batch.host_bytes().unwrap().to_vec(),
+    }
+}
+
+fn key_of(ds: &Dataset, rb: &ReadBatch, slot: usize) -> String {
+    ds.sample(rb.samples[slot].index).key.clone()
+}
+
+/// Under `skip`, each bad file's slot shows the next good slot of the batch (cyclic): its
+/// pixels, label, index and params, with a record naming both keys, the file and the kind of
+/// failure; every other slot is its own.
+fn skip_replaces_bad_files_with_the_next_good_slot(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(folder(&dir.path().join("src"), 1, &[]).1.read_dir().unwrap().flatten().next().unwrap().path()).unwrap();
+    let truncated = &good[..good.len() / 3];
+    let (root, _) = folder(dir.path(), 10, &[("zz_corrupt.JPEG", NOT_A_JPEG), ("zz_truncated.JPEG", truncated)]);
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Skip) else { return };
+    let (rb, batch) = one_batch(&mut b, &ds, &c);
+    let batch = batch.unwrap();
+    let bad: Vec<bool> = (0..rb.samples.len()).map(|i| key_of(&ds, &rb, i).contains("zz_")).collect();
+    let next_good = |i: usize| (1..bad.len()).map(|d| (i + d) % bad.len()).find(|&j| !bad[j]).unwrap();
+    let per = batch.sample_bytes();
+    let px = pixels(&batch);
+    let mut seen = 0;
+    for (i, &is_bad) in bad.iter().enumerate() {
+        let j = if is_bad { next_good(i) } else { i };
+        assert_eq!(batch.indices[i], rb.samples[j].index, "slot {i}");
+        assert_eq!(batch.labels[i], ds.sample(rb.samples[j].index).label, "slot {i}");
+        assert_eq!(batch.params[i], rb.samples[j].params, "slot {i}");
+        assert_eq!(batch.positions[i], rb.samples[i].position, "slot {i} keeps its position");
+        if is_bad {
+            assert_eq!(&px[i * per..(i + 1) * per], &px[j * per..(j + 1) * per], "slot {i} shows slot {j}'s pixels");
+            let s = batch.substitutes.iter().find(|s| s.slot == i).expect("a record for every bad slot");
+            assert_eq!((s.index, s.replaced_by), (rb.samples[i].index, rb.samples[j].index));
+            assert_eq!((s.key.clone(), s.replaced_by_key.clone()), (key_of(&ds, &rb, i), key_of(&ds, &rb, j)));
+            assert!(s.location.ends_with(&s.key) && !s.reason.contains(&s.key), "the location names the file: {s:?}");
+            // The kind is a decode failure's (the text after the SOI marker ends the stream
+            // before a frame header: truncated), never a read or a params one.
+            assert!(
+                ["truncated", "corrupt", "unknown format"].contains(&s.error.kind()),
+                "{}: kind {} ({})",
+                s.key,
+                s.error.kind(),
+                s.reason
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!((seen, batch.substitutes.len()), (2, 2), "{:?}", batch.substitutes);
+}
+
+/// Under `fail`, the batch is an error naming the first bad slot's key, file and reason.
+fn fail_names_the_first_bad_file(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, _) = folder(dir.path(), 6, &[("zz_corrupt.JPEG", NOT_A_JPEG)]);
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Fail) else { return };
+    let (_, r) = one_batch(&mut b, &ds, &c);
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("zz_corrupt.JPEG") && e.contains(&root.display().to_string()), "{e}");
+}
+
+/// Under `skip`, a batch of bad files only is an error naming every key and the step.
+fn a_batch_with_nothing_good_is_an_error_naming_its_keys(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, class) = folder(dir.path(), 1, &[("zz_a.JPEG", NOT_A_JPEG), ("zz_b.JPEG", NOT_A_JPEG)]);
+    for f in std::fs::read_dir(&class).unwrap().flatten() {
+        if !f.file_name().to_string_lossy().starts_with("zz_") {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Skip) else { return };
+    let (_, r) = one_batch(&mut b, &ds, &c);
+    let e = r.unwrap_err().to_string();
+    assert!(
+        e.contains("zz_a.JPEG") && e.contains("zz_b.JPEG") && e.contains("epoch 0 step 0") && e.contains("nothing to substitute"),
+        "{e}"
+    );
+}
+
+/// A file deleted after indexing is a read error: substituted under `skip`, named with the
+/// operating system's reason.
+fn a_file_deleted_after_indexing_is_a_read_error(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, class) = folder(dir.path(), 6, &[]);
+    let ds = index(&root);
+    let victim = std::fs::read_dir(&class).unwrap().flatten().next().unwrap().path();
+    std::fs::remove_file(&victim).unwrap();
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Skip) else { return };
+    let (_, r) = one_batch(&mut b, &ds, &c);
+    let batch = r.unwrap();
+    assert_eq!(batch.substitutes.len(), 1, "{:?}", batch.substitutes);
+    let s = &batch.substitutes[0];
+    assert_eq!(s.error.kind(), "read", "{s:?}");
+    assert!(s.location == victim.display().to_string() && s.reason.contains("No such file"), "{s:?}");
+}
+
+/// A file replaced after indexing by a smaller image: the parameters drawn from the index's
+/// header no longer fit it, and that is a sample error naming the file, not a wrong picture.
+fn params_that_no_longer_fit_the_file_are_a_sample_error(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, class) = folder(dir.path(), 6, &[]);
+    let ds = index(&root);
+    let victim = std::fs::read_dir(&class).unwrap().flatten().next().unwrap().path();
+    let mut tiny = Vec::new();
+    jpeg_encoder::Encoder::new(&mut tiny, 90).encode(&[128u8; 8 * 8 * 3], 8, 8, jpeg_encoder::ColorType::Rgb).unwrap();
+    std::fs::write(&victim, tiny).unwrap();
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Fail) else { return };
+    let (_, r) = one_batch(&mut b, &ds, &c);
+    let e = r.unwrap_err().to_string();
+    let name = victim.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(e.contains(&name) && e.contains("8x8"), "{e}");
+}
+
+/// ImageNet's train set holds a PNG under a `.JPEG` name: the format comes from the bytes and
+/// the image is delivered, not substituted (the CUDA backend decodes it on its CPU route).
+fn a_png_under_a_jpeg_name_is_delivered(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, _) = folder(dir.path(), 5, &[("zz_png.JPEG", include_bytes!("golden/png/rgba8.png"))]);
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Fail) else { return };
+    let (_, r) = one_batch(&mut b, &ds, &c);
+    let batch = r.unwrap();
+    assert!(batch.substitutes.is_empty());
+    assert_eq!(batch.decoders.hardware + batch.decoders.cuda + batch.decoders.cpu, 6, "{:?}", batch.decoders);
+    assert!(batch.decoders.cpu >= 1, "{:?}", batch.decoders);
+}
+
+/// One `#[test]` per body and backend: `cpu::name` and `cuda::name`.
+macro_rules! on_each_backend {
+    ($($name:ident),* $(,)?) => {
+        mod cpu {
+            $(#[test] fn $name() { super::$name(stoke::config::BackendKind::Cpu) })*
+        }
+        mod cuda {
+            $(#[test] fn $name() { super::$name(stoke::config::BackendKind::Cuda) })*
+        }
+    };
+}
+
+on_each_backend!(
+    skip_replaces_bad_files_with_the_next_good_slot,
+    fail_names_the_first_bad_file,
+    a_batch_with_nothing_good_is_an_error_naming_its_keys,
+    a_file_deleted_after_indexing_is_a_read_error,
+    params_that_no_longer_fit_the_file_are_a_sample_error,
+    a_png_under_a_jpeg_name_is_delivered,
+);
