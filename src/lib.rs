@@ -11,15 +11,26 @@
 //! |---|---|---|
 //! | source, index | [`source`] | folder / file list / tar shards → samples with key, location, label, image header facts |
 //! | codec | [`codec`] | image format by magic bytes; JPEG header parser; PNG decode |
-//! | sampler | [`sampler`] | exact per-epoch permutation, rank shards, weights; draws augment params |
+//! | sampler | `sampler` | exact per-epoch permutation, rank shards, weights; draws augment params |
 //! | augment params + math | [`augment`] | the `#[repr(C)]` per-sample parameters and the one definition of the per-pixel math |
-//! | readers | [`reader`] | persistent threads reading compressed bytes into reusable buffers |
+//! | readers | `reader` | persistent threads reading compressed bytes into reusable buffers |
 //! | backends | [`backend`] | decode + augment: [`backend::cpu`] everywhere, [`backend::cuda`] on NVIDIA GPUs |
 //! | pipeline | [`pipeline`] | ties the stages together: an iterator of batches |
 //! | batch | [`batch`] | what the trainer receives |
 //!
 //! Contracts every stage leans on are in `docs/CONTRACTS.md`; [`config::PipelineConfig`] holds every
 //! knob and bound.
+//!
+//! # What is public
+//!
+//! A trainer needs the root re-exports ([`Pipeline`], [`PipelineConfig`], [`Batch`], [`Images`],
+//! [`DeviceImages`], [`Stats`], [`Error`]) and the modules this documentation shows. The
+//! machinery under them — the reader threads and the sampler, the host-compiled augment math,
+//! libjpeg-turbo's wrapper, and the CUDA backend's nvJPEG bindings, decoder, kernels and
+//! device handle — is public only so that stoke's own command-line tool, tests and benchmarks
+//! can reach it: it is hidden from this documentation, carries no stability promise, and what
+//! nothing outside the library uses is `pub(crate)` (the output ring, pinned staging, CUDA
+//! error helpers, the stored-region math).
 
 #![warn(missing_docs)]
 
@@ -32,7 +43,9 @@ pub mod error;
 #[cfg(feature = "gen")]
 pub mod gen;
 pub mod pipeline;
+#[doc(hidden)] // internals: see the crate docs
 pub mod reader;
+#[doc(hidden)] // internals: see the crate docs
 pub mod sampler;
 pub mod source;
 

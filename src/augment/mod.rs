@@ -23,9 +23,10 @@
 //! Decoding (libjpeg-turbo with smooth chroma upsampling and the accurate integer IDCT) gives
 //! Pillow's pixels bit for bit on every 8-bit file of the development corpus.
 
+#[doc(hidden)] // internals: see the crate docs
 pub mod host;
 pub mod params;
-pub mod region;
+pub(crate) mod region;
 
 pub mod spec;
 

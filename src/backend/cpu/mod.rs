@@ -16,10 +16,11 @@
 //!
 //! Substitutes (docs/CONTRACTS.md, contract 4): under `skip`, a sample that cannot be read or decoded is
 //! replaced by the next good sample of the same batch (cyclic): pixels, params, label and
-//! dataset index are copied into its slot and a [`Substitute`] is recorded. A batch with no
+//! dataset index are copied into its slot and a [`Substitute`](crate::batch::Substitute) is recorded. A batch with no
 //! good sample is an error naming its keys. Under `fail`, the first bad sample (in slot order)
 //! is an error naming it.
 
+#[doc(hidden)] // internals: see the crate docs
 pub mod decode;
 
 use crate::augment::host::{self, Scratch, SrcImage};

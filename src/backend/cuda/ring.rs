@@ -78,6 +78,7 @@ impl SlotLayout {
     }
 
     /// Elements in the images tensor.
+    #[cfg(test)]
     pub fn elements(&self) -> usize {
         self.shape.iter().product()
     }
@@ -188,11 +189,6 @@ impl OutputRing {
         let shared =
             Shared { ctx, layout, producer: producer.clone(), slots, ptrs, tail_host, ready, released, used, free: FreeSlots::new(depth) };
         Ok(Self { shared: Arc::new(shared) })
-    }
-
-    /// The slot layout.
-    pub fn layout(&self) -> SlotLayout {
-        self.shared.layout
     }
 
     /// Device bytes of all slots.

@@ -142,17 +142,8 @@ impl SlotCycle {
         Self { states: vec![SlotState::Free; n], next: 0 }
     }
 
-    /// Number of slots.
-    pub fn len(&self) -> usize {
-        self.states.len()
-    }
-
-    /// Always false: a ring has at least one slot.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// State of `slot`.
+    #[cfg(test)]
     pub fn state(&self, slot: usize) -> SlotState {
         self.states[slot]
     }
@@ -231,11 +222,6 @@ impl PinnedStaging {
             guards.push(ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
         }
         Ok(Self { plan, buffers, ptrs, guards, cycle: SlotCycle::new(plan.slots) })
-    }
-
-    /// The plan this ring was built from.
-    pub fn plan(&self) -> StagingPlan {
-        self.plan
     }
 
     /// Take the next slot, waiting on the host for its guard event (the decodes that read it
