@@ -171,6 +171,14 @@ impl SlotError {
     }
 }
 
+impl GpuError {
+    /// A CUDA driver error from `call` (e.g. `"cuMemcpyDtoH"`), with the driver's own name and
+    /// text: for code that makes its own driver calls beside stoke's (benchmarks, trainers).
+    pub fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Self {
+        cuda_err(call, e)
+    }
+}
+
 impl Error {
     /// An invalid configuration value.
     pub fn config(msg: impl Into<String>) -> Self {
@@ -191,4 +199,30 @@ impl Error {
     pub fn sample(key: impl Into<String>, location: impl Into<String>, message: impl Into<String>) -> Self {
         Error::Sample { key: key.into(), location: location.into(), message: message.into() }
     }
+}
+
+// CUDA driver statuses as `GpuError`s: one place for the device, module, staging, decode, ring
+// and device-batch code to turn a driver error into one that carries the driver's own name and
+// text.
+
+/// A [`cudarc::driver::DriverError`](cudarc::driver::DriverError) from `call` as a [`GpuError`], with the driver's own name and text.
+pub(crate) fn cuda_err(call: &'static str, e: cudarc::driver::DriverError) -> GpuError {
+    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("CUresult {}", e.0 as i32));
+    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    GpuError::Cuda { call, message: if text.is_empty() { name } else { format!("{name}: {text}") } }
+}
+
+/// Like `cuda_err`, but an out-of-memory status becomes [`GpuError::OutOfMemory`] naming
+/// the size and purpose of the allocation.
+pub(crate) fn alloc_err(call: &'static str, e: cudarc::driver::DriverError, bytes: usize, what: impl Into<String>) -> GpuError {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        GpuError::OutOfMemory { kind: "device", bytes, what: what.into() }
+    } else {
+        cuda_err(call, e)
+    }
+}
+
+/// `map_err` adapter: a driver error from `call` as a [`GpuError`] (with the driver's text).
+pub(crate) fn driver_err(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| cuda_err(call, e)
 }

@@ -20,11 +20,11 @@
 //! (so the first epoch fills the cache and later epochs read from it).
 
 use crate::augment::params::{draw, AugParams};
+use crate::config::PipelineConfig;
 use crate::config::{AugmentSpec, OnError, Sampling, WeightSource};
 use crate::error::{Error, Result};
 use crate::sampler::{Sampler, SamplerConfig, Weights};
 use crate::source::Dataset;
-use crate::PipelineConfig;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use std::collections::BTreeMap;
 use std::ops::Range;

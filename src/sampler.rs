@@ -25,8 +25,8 @@
 //! epoch length is configurable.
 
 use crate::augment::params::SampleRng;
+use crate::config::PipelineConfig;
 use crate::error::{Error, Result};
-use crate::PipelineConfig;
 
 /// [`SampleRng`] stream for the permutation keys (augment parameters use stream 1).
 pub const STREAM_PERMUTE: u64 = 2;

@@ -20,15 +20,8 @@
 use super::spec::AugmentSpec;
 use bytemuck::{Pod, Zeroable};
 
-/// Interpolation used by the resize step.
-pub const FILTER_BILINEAR: u32 = 0;
-/// Bicubic (a = −0.5 when antialiased, as Pillow/torchvision).
-pub const FILTER_BICUBIC: u32 = 1;
-
-/// Rotation sampling: nearest (torchvision's default for `rotate`).
-pub const ROT_NEAREST: u32 = 0;
-/// Rotation sampling: bilinear.
-pub const ROT_BILINEAR: u32 = 1;
+// The kernels' codes, defined beside the enums that name them.
+pub use super::spec::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
 
 /// Everything a backend needs to produce one output sample from its decoded pixels.
 ///

@@ -2,9 +2,17 @@
 //! from ([`super::params::draw`]) and the output the math writes. The math depends on this and on
 //! nothing of the pipeline; `config` re-exports it as part of [`crate::PipelineConfig`].
 
-use super::params::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
+
+/// The kernels' `STOKE_FILTER_BILINEAR`: bilinear resize.
+pub const FILTER_BILINEAR: u32 = 0;
+/// The kernels' `STOKE_FILTER_BICUBIC`: bicubic (a = −0.5 when antialiased, as Pillow/torchvision).
+pub const FILTER_BICUBIC: u32 = 1;
+/// The kernels' `STOKE_ROT_NEAREST`: nearest rotation sampling (torchvision's default for `rotate`).
+pub const ROT_NEAREST: u32 = 0;
+/// The kernels' `STOKE_ROT_BILINEAR`: bilinear rotation sampling.
+pub const ROT_BILINEAR: u32 = 1;
 
 /// Resize filter (the kernels' `STOKE_FILTER_*`). Config files say `"bilinear"`/`"bicubic"`;
 /// the numeric codes older configs hold (0, 1) are still read.

@@ -9,9 +9,9 @@
 //! Not yet verified on a GPU: written against cudarc 0.19.10 and the CUDA driver API
 //! documentation; on this project's machines only the no-driver path has run.
 
-pub use super::error::{alloc_err, cuda_err};
 use super::module::Kernels;
 use crate::error::GpuError;
+pub(crate) use crate::error::{alloc_err, cuda_err};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, DriverError};
 use std::sync::{Arc, OnceLock};
 

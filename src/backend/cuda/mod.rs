@@ -4,7 +4,6 @@
 //! |---|---|
 //! | [`pipeline`] | [`pipeline::CudaBackend`]: one batch through staging → decode → augment → ring |
 //! | `device` | `Gpu::open`: driver and device checks, each absence a typed error |
-//! | `error` | CUDA driver statuses as [`GpuError`]s with the driver's own name and text |
 //! | `module` | the embedded kernels (fatbin from build.rs, or NVRTC at run time) and the launch path |
 //! | `nvjpeg` | libnvjpeg opened at run time, in sys / result / safe layers |
 //! | `staging` | pinned host ring for the compressed bytes, slots guarded by events |
@@ -24,7 +23,6 @@ pub mod augment;
 pub mod decode;
 #[doc(hidden)] // internals: see the crate docs
 pub mod device;
-pub(crate) mod error;
 #[doc(hidden)] // internals: see the crate docs
 pub mod module;
 #[doc(hidden)] // internals: see the crate docs

@@ -19,7 +19,7 @@
 //! Not yet verified on a GPU: module loading and launches were written against cudarc 0.19.10
 //! on a machine without one; `stoke doctor` and tests/gpu_*.rs exercise them where a GPU is lent.
 
-use super::error::cuda_err;
+use crate::error::cuda_err;
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, LaunchArgs, LaunchConfig};
 use cudarc::nvrtc::{CompileOptions, Ptx};

@@ -22,7 +22,7 @@
 use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
 use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, MemoryPlan};
 use super::device::{elapsed_secs, timing_event, Gpu};
-use super::ring::{OutputRing, SlotLayout};
+use super::ring::{slot_layout, OutputRing};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::AugParams;
 use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SlotPlan};
@@ -153,7 +153,7 @@ impl CudaBackend {
             config.augment.antialias,
         );
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
-        let slot = SlotLayout::new(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
+        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
             log::info!(
@@ -359,12 +359,12 @@ impl Backend for CudaBackend {
             // acquire above already waited for it (elapsed_secs waits for the end event).
             gpu_times.augment += elapsed_secs(&self.aug_events[k].0, &self.aug_events[k].1)?;
         }
-        self.aug_events[k].0.record(&stream).map_err(crate::backend::cuda::error::driver_err("cuEventRecord"))?;
+        self.aug_events[k].0.record(&stream).map_err(crate::error::driver_err("cuEventRecord"))?;
         let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs).and_then(|()| {
             let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
             self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)
         });
-        self.aug_events[k].1.record(&stream).map_err(crate::backend::cuda::error::driver_err("cuEventRecord"))?;
+        self.aug_events[k].1.record(&stream).map_err(crate::error::driver_err("cuEventRecord"))?;
         self.aug_pending[k] = true;
         if let Err(e) = launched {
             self.ring.abandon(slot)?;

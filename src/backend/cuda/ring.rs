@@ -3,7 +3,8 @@
 //!
 //! # Invariants (docs/CONTRACTS.md, contract 6)
 //! Every slot `k` has two events, `ready[k]` and `released[k]`, and is in exactly one place:
-//! the free channel, the producer, or one live [`DeviceImages`].
+//! the free channel, the producer, or one live [`DeviceImages`] (defined, with the state it
+//! shares with this ring, in `batch::device`).
 //! 1. The producer takes `k` from the free channel ([`OutputRing::acquire`]) and makes its
 //!    stream wait on `released[k]` (a device-side wait): the augment kernel cannot start
 //!    writing before the previous consumer's reads of `k` finished.
@@ -22,126 +23,24 @@
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
 use super::augment::SampleDesc;
-use super::error::driver_err as err;
 use crate::augment::AugParams;
+pub(crate) use crate::batch::device::SlotLayout;
+use crate::batch::device::{FreeSlots, RingShared};
+use crate::batch::DeviceImages;
 use crate::config::{DType, Layout};
+use crate::error::driver_err as err;
 use crate::error::GpuError;
-use crossbeam_channel::{Receiver, Sender};
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
+use cudarc::driver::{sys, CudaStream};
 use std::sync::{Arc, Mutex};
 
-/// Alignment of the labels inside a slot (and of every slot): 256 bytes, the CUDA
-/// allocation granularity that vectorised consumers assume.
-pub const SLOT_ALIGN: usize = 256;
-
-/// Byte layout of one output slot: the images tensor, then the labels, then the batch's launch
-/// data (augment parameters and sample descriptors the kernels read). Everything after the
-/// images is the slot's *tail*, uploaded in one copy per batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotLayout {
-    /// `[batch, 3, h, w]` or `[batch, h, w, 3]`.
-    pub shape: [usize; 4],
-    /// Element type of the images.
-    pub dtype: DType,
-    /// Layout of the images.
-    pub layout: Layout,
-    /// Bytes of the images tensor.
-    pub image_bytes: usize,
-    /// Offset of the `i64` labels (aligned to [`SLOT_ALIGN`]); the tail starts here.
-    pub labels_offset: usize,
-    /// Offset of the [`AugParams`] array.
-    pub params_offset: usize,
-    /// Offset of the [`SampleDesc`] array.
-    pub descs_offset: usize,
-    /// Bytes of one slot.
-    pub slot_bytes: usize,
-}
-
-impl SlotLayout {
-    /// Layout for batches of `batch` images of `out_w × out_h`.
-    pub fn new(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout) -> Self {
-        let shape = match layout {
-            Layout::Nchw => [batch, 3, out_h, out_w],
-            Layout::Nhwc => [batch, out_h, out_w, 3],
-        };
-        let image_bytes = batch * 3 * out_h * out_w * dtype.size();
-        let labels_offset = image_bytes.next_multiple_of(SLOT_ALIGN);
-        let params_offset = (labels_offset + batch * 8).next_multiple_of(SLOT_ALIGN);
-        let descs_offset = (params_offset + batch * std::mem::size_of::<AugParams>()).next_multiple_of(SLOT_ALIGN);
-        let slot_bytes = (descs_offset + batch * std::mem::size_of::<SampleDesc>()).next_multiple_of(SLOT_ALIGN);
-        Self { shape, dtype, layout, image_bytes, labels_offset, params_offset, descs_offset, slot_bytes }
-    }
-
-    /// Bytes of the tail (labels, params, descriptors).
-    pub fn tail_bytes(&self) -> usize {
-        self.slot_bytes - self.labels_offset
-    }
-
-    /// Elements in the images tensor.
-    #[cfg(test)]
-    pub fn elements(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    /// Samples per batch.
-    pub fn batch(&self) -> usize {
-        self.shape[0]
-    }
-}
-
-/// The free-slot channel: which slots the producer may take. Bounded by the ring depth; a
-/// slot index is in it at most once.
-#[derive(Clone)]
-struct FreeSlots {
-    tx: Sender<usize>,
-    rx: Receiver<usize>,
-}
-
-impl FreeSlots {
-    fn new(depth: usize) -> Self {
-        let (tx, rx) = crossbeam_channel::bounded(depth);
-        for k in 0..depth {
-            tx.send(k).expect("channel has room for every slot");
-        }
-        Self { tx, rx }
-    }
-}
-
-struct Shared {
-    ctx: Arc<CudaContext>,
-    layout: SlotLayout,
-    producer: Arc<CudaStream>,
-    slots: Vec<CudaSlice<u8>>,
-    ptrs: Vec<sys::CUdeviceptr>,
-    tail_host: Vec<Mutex<PinnedHostSlice<u8>>>,
-    ready: Vec<CudaEvent>,
-    released: Vec<CudaEvent>,
-    /// Whether `ready[k]` was ever recorded (invariant 2 waits only then).
-    used: Vec<std::sync::atomic::AtomicBool>,
-    free: FreeSlots,
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // The slots are freed right after this, stream-ordered on the producer stream, and the
-        // pinned tails with them. Consumers read through raw pointers that cudarc's
-        // per-allocation tracking never sees, on their own streams: wait for every release
-        // (each recorded on its consumer's stream, invariant 5) and for the producer's own
-        // work, so no kernel still reads or writes a slot when it is freed.
-        for (k, ev) in self.released.iter().enumerate() {
-            if let Err(e) = ev.synchronize() {
-                log::error!("waiting for the release of ring slot {k} before freeing it: {e}");
-            }
-        }
-        if let Err(e) = self.producer.synchronize() {
-            log::error!("waiting for the producer stream before freeing the ring: {e}");
-        }
-    }
+/// The slot layout of the CUDA backend's batches ([`SlotLayout::new`] with its descriptors).
+pub(crate) fn slot_layout(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout) -> SlotLayout {
+    SlotLayout::new(batch, out_w, out_h, dtype, layout, std::mem::size_of::<SampleDesc>())
 }
 
 /// The ring, owned by the producer.
 pub struct OutputRing {
-    shared: Arc<Shared>,
+    shared: Arc<RingShared>,
 }
 
 /// A slot the producer holds between [`OutputRing::acquire`] and [`OutputRing::publish`].
@@ -186,8 +85,18 @@ impl OutputRing {
             used.push(std::sync::atomic::AtomicBool::new(false));
         }
         producer.synchronize().map_err(err("cuStreamSynchronize"))?;
-        let shared =
-            Shared { ctx, layout, producer: producer.clone(), slots, ptrs, tail_host, ready, released, used, free: FreeSlots::new(depth) };
+        let shared = RingShared {
+            ctx,
+            layout,
+            producer: producer.clone(),
+            slots,
+            ptrs,
+            tail_host,
+            ready,
+            released,
+            used,
+            free: FreeSlots::new(depth),
+        };
         Ok(Self { shared: Arc::new(shared) })
     }
 
@@ -236,7 +145,7 @@ impl OutputRing {
         tail[at(l.params_offset)..at(l.params_offset) + pb.len()].copy_from_slice(pb);
         let db: &[u8] = bytemuck::cast_slice(descs);
         tail[at(l.descs_offset)..at(l.descs_offset) + db.len()].copy_from_slice(db);
-        // SAFETY: source is the slot's pinned tail (alive in `Shared`, not rewritten before
+        // SAFETY: source is the slot's pinned tail (alive in `RingShared`, not rewritten before
         // `ready[k]` completes: invariant 2); destination is the tail of slot k, which the
         // producer owns between acquire and publish.
         unsafe { cudarc::driver::result::memcpy_htod_async(sh.ptrs[k] + l.labels_offset as u64, &tail[..], sh.producer.cu_stream()) }
@@ -259,242 +168,5 @@ impl OutputRing {
         sh.released[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.free.tx.send(p.slot).expect("the ring holds a receiver");
         Ok(())
-    }
-}
-
-/// The device half of a batch: images and labels in one output-ring slot.
-///
-/// # Lifetime and synchronisation rules
-/// - The memory belongs to the ring; it stays valid while this value lives (even if the
-///   pipeline is dropped first) and is rewritten by a later batch once this value is dropped.
-/// - **Before reading** on a stream, call [`DeviceImages::wait_on`] (or `wait_on_raw`) with
-///   that stream: it enqueues a wait on the ready event, the host does not block. Reading on
-///   a stream that did not wait is a race.
-/// - **All reads must be enqueued before this value is dropped**, on the stream passed last
-///   to `wait_on` (earlier ones are joined into it). Drop records the release on that stream,
-///   so the slot is rewritten only after those reads have run. Reads enqueued after the drop,
-///   or on another stream, race with the next batch.
-/// - [`DeviceImages::synchronize`] blocks the host until the batch is ready, for host-side use
-///   (copies, tests).
-/// - The ring has `ring_depth` slots: holding that many batches at once stalls the producer
-///   until one is dropped, so hold at most `ring_depth − 1` while asking for the next. For full
-///   overlap with the pipeline's prefetch, `ring_depth ≥ prefetch_batches + 2`.
-pub struct DeviceImages {
-    shared: Arc<Shared>,
-    slot: usize,
-    n: usize,
-    consumer: Mutex<Option<Arc<CudaStream>>>,
-}
-
-impl DeviceImages {
-    /// Shape of the images tensor (`[N, C, H, W]` or `[N, H, W, C]`); `N` is this batch's
-    /// sample count (the last batch of an epoch may be short).
-    pub fn shape(&self) -> [usize; 4] {
-        let mut s = self.shared.layout.shape;
-        s[0] = self.n;
-        s
-    }
-
-    /// Bytes of the images tensor.
-    pub fn image_bytes(&self) -> usize {
-        self.n * self.shared.layout.image_bytes / self.shared.layout.batch()
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.shared.layout.dtype
-    }
-
-    /// Memory layout.
-    pub fn layout(&self) -> Layout {
-        self.shared.layout.layout
-    }
-
-    /// Which ring slot this is (for logging and tests).
-    pub fn slot(&self) -> usize {
-        self.slot
-    }
-
-    /// The CUDA context (device) the memory lives on.
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.shared.ctx
-    }
-
-    /// The event recorded when the batch was complete.
-    pub fn ready_event(&self) -> &CudaEvent {
-        &self.shared.ready[self.slot]
-    }
-
-    /// Make `stream` wait (on the device) until the batch is ready, and make it the stream the
-    /// release is recorded on. A stream passed earlier is joined into this one first.
-    pub fn wait_on(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
-        stream.wait(self.ready_event()).map_err(err("cuStreamWaitEvent"))?;
-        let mut c = self.consumer.lock().expect("consumer lock poisoned");
-        if let Some(prev) = c.as_ref() {
-            if prev.cu_stream() != stream.cu_stream() {
-                stream.join(prev).map_err(err("cuStreamWaitEvent"))?;
-            }
-        }
-        *c = Some(stream.clone());
-        Ok(())
-    }
-
-    /// [`DeviceImages::wait_on`] for a stream owned by someone else (PyTorch, your own code).
-    ///
-    /// # Safety
-    /// `stream` must be a valid stream of this batch's context and must stay alive until this
-    /// value is dropped (the release is recorded on it then).
-    pub unsafe fn wait_on_raw(&self, stream: sys::CUstream) -> Result<(), GpuError> {
-        // SAFETY: forwarded to the caller's contract above.
-        let s = unsafe { self.shared.ctx.wrap_borrowed_stream(stream) };
-        self.wait_on(&s)
-    }
-
-    /// Block the host until the batch is ready.
-    pub fn synchronize(&self) -> Result<(), GpuError> {
-        self.ready_event().synchronize().map_err(err("cuEventSynchronize"))
-    }
-
-    /// Raw device address of the images tensor (valid under the rules above).
-    pub fn images_ptr(&self) -> sys::CUdeviceptr {
-        self.shared.ptrs[self.slot]
-    }
-
-    /// Raw device address of the `i64` labels.
-    pub fn labels_ptr(&self) -> sys::CUdeviceptr {
-        self.shared.ptrs[self.slot] + self.shared.layout.labels_offset as u64
-    }
-
-    /// The images as raw bytes, a cudarc view. cudarc's own per-allocation tracking does not
-    /// see the ring's writes: the rules above still apply.
-    pub fn images_bytes(&self) -> CudaView<'_, u8> {
-        self.shared.slots[self.slot].slice(0..self.image_bytes())
-    }
-
-    /// The images as `f32` (`None` unless the dtype is f32).
-    pub fn images_f32(&self) -> Option<CudaView<'_, f32>> {
-        let n = self.image_bytes() / 4;
-        // SAFETY: f32 output is n IEEE binary32 values at a 256-aligned address.
-        (self.dtype() == DType::F32).then(|| unsafe { self.images_bytes().transmute::<f32>(n) }).flatten()
-    }
-
-    /// The images as raw 16-bit words: binary16 bits for f16, bfloat16 bits for bf16
-    /// (`None` for f32).
-    pub fn images_u16(&self) -> Option<CudaView<'_, u16>> {
-        let n = self.image_bytes() / 2;
-        // SAFETY: 16-bit output is n u16 words at a 256-aligned address.
-        (self.dtype() != DType::F32).then(|| unsafe { self.images_bytes().transmute::<u16>(n) }).flatten()
-    }
-
-    /// The labels, a cudarc view.
-    pub fn labels(&self) -> CudaView<'_, i64> {
-        let l = &self.shared.layout;
-        let v = self.shared.slots[self.slot].slice(l.labels_offset..l.labels_offset + self.n * 8);
-        // SAFETY: `n` i64 written by `upload`, 256-aligned.
-        unsafe { v.transmute::<i64>(self.n) }.expect("labels fit their range")
-    }
-
-    /// Copy the images bytes to the host (waits for ready; for tests and the CLI).
-    pub fn copy_images_to_host(&self, out: &mut Vec<u8>) -> Result<(), GpuError> {
-        self.synchronize()?;
-        out.resize(self.image_bytes(), 0);
-        self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
-        // SAFETY: the slot holds `image_bytes` initialised bytes once ready (synchronised
-        // above); `out` has exactly that length.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], self.images_ptr()) }.map_err(err("cuMemcpyDtoH"))
-    }
-
-    /// Overwrite the images with `byte` after the batch is ready (tests: poison a slot, then
-    /// check a later batch in it wrote every element).
-    pub fn poison(&self, byte: u8) -> Result<(), GpuError> {
-        self.synchronize()?;
-        let sh = &self.shared;
-        sh.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
-        // SAFETY: inside slot k, which this value owns; the write is ordered before the
-        // release recorded on drop because it runs on the producer stream, synchronised here.
-        unsafe { cudarc::driver::result::memset_d8_async(self.images_ptr(), byte, sh.layout.image_bytes, sh.producer.cu_stream()) }
-            .map_err(err("cuMemsetD8Async"))?;
-        sh.producer.synchronize().map_err(err("cuStreamSynchronize"))
-    }
-}
-
-impl Drop for DeviceImages {
-    fn drop(&mut self) {
-        let sh = &self.shared;
-        let consumer = self.consumer.get_mut().map(|c| c.take()).unwrap_or(None);
-        // Invariant 5: record the release on the consumer's stream (or the producer's when
-        // nobody read the batch on the device), then return the slot.
-        let stream = consumer.as_ref().unwrap_or(&sh.producer);
-        if let Err(e) = sh.released[self.slot].record(stream) {
-            // A failed record leaves the event at its previous (completed) state; the
-            // safest recovery is to wait for the consumer stream before returning the slot.
-            log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
-            let _ = stream.synchronize();
-        }
-        // Fails only when the ring's receiver is gone (pipeline dropped): nothing to return to.
-        let _ = sh.free.tx.send(self.slot);
-    }
-}
-
-impl std::fmt::Debug for DeviceImages {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceImages")
-            .field("slot", &self.slot)
-            .field("shape", &self.shape())
-            .field("dtype", &self.dtype())
-            .field("layout", &self.layout())
-            .field("device", &self.shared.ctx.ordinal())
-            .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slot_layout_table() {
-        // 256 × 3 × 224 × 224 f16 = 77_070_336 bytes (a multiple of 256), labels right after.
-        let l = SlotLayout::new(256, 224, 224, DType::F16, Layout::Nchw);
-        assert_eq!(l.shape, [256, 3, 224, 224]);
-        assert_eq!(l.image_bytes, 77_070_336);
-        assert_eq!(l.labels_offset, 77_070_336);
-        assert_eq!(l.params_offset, 77_070_336 + 2048);
-        assert_eq!(l.descs_offset, 77_070_336 + 2048 + 256 * 88);
-        assert_eq!(l.slot_bytes, 77_070_336 + 2048 + 256 * 88 + 256 * 48);
-        assert_eq!(l.tail_bytes(), 2048 + 256 * 88 + 256 * 48);
-        // Odd sizes: labels aligned, slot aligned, nothing overlaps.
-        let l = SlotLayout::new(3, 7, 5, DType::F32, Layout::Nhwc);
-        assert_eq!(l.shape, [3, 5, 7, 3]);
-        assert_eq!(l.image_bytes, 3 * 5 * 7 * 3 * 4);
-        assert_eq!(l.labels_offset, 1280);
-        assert_eq!(l.params_offset, 1536);
-        assert_eq!(l.descs_offset, 1536 + 512); // 3 × 88 = 264 → 512
-        assert_eq!(l.slot_bytes, 1536 + 512 + 256);
-        assert_eq!(l.elements(), 315);
-        for (b, w, h) in [(1, 1, 1), (5, 33, 17), (64, 224, 224)] {
-            for dt in [DType::F32, DType::F16, DType::Bf16] {
-                let l = SlotLayout::new(b, w, h, dt, Layout::Nchw);
-                assert!(l.labels_offset >= l.image_bytes && l.labels_offset % SLOT_ALIGN == 0);
-                assert!(l.params_offset >= l.labels_offset + 8 * b && l.params_offset % SLOT_ALIGN == 0);
-                assert!(l.descs_offset >= l.params_offset + 88 * b && l.descs_offset % SLOT_ALIGN == 0);
-                assert!(l.slot_bytes >= l.descs_offset + 48 * b && l.slot_bytes % SLOT_ALIGN == 0);
-            }
-        }
-    }
-
-    #[test]
-    fn free_slots_hold_each_slot_once_and_block_when_empty() {
-        let f = FreeSlots::new(3);
-        let got: Vec<usize> = (0..3).map(|_| f.rx.recv().unwrap()).collect();
-        assert_eq!(got, vec![0, 1, 2]);
-        assert!(f.rx.try_recv().is_err(), "all slots handed out: the producer must wait");
-        f.tx.send(1).unwrap();
-        assert_eq!(f.rx.try_recv().unwrap(), 1);
-        // Bounded at depth: a slot cannot be returned twice without being taken.
-        for k in 0..3 {
-            f.tx.send(k).unwrap();
-        }
-        assert!(f.tx.try_send(0).is_err());
     }
 }

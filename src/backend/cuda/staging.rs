@@ -16,7 +16,7 @@
 //! The slot bookkeeping ([`SlotCycle`]) is plain data so its rules are unit-tested without a
 //! GPU.
 
-use super::error::driver_err;
+use crate::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::sync::Arc;

@@ -8,14 +8,14 @@ use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
 use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
-use crate::backend::cuda::error::alloc_err;
-use crate::backend::cuda::error::{cuda_err, driver_err};
 use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
 use crate::backend::GpuStageTimes;
 use crate::config::GpuDecoders;
+use crate::error::alloc_err;
 use crate::error::GpuError;
+use crate::error::{cuda_err, driver_err};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 

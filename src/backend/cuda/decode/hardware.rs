@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::augment::params::AugParams;
-use crate::backend::cuda::error::driver_err;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
+use crate::error::driver_err;
 use crate::error::GpuError;
 
 impl GpuDecoder {

@@ -3,8 +3,8 @@
 //! image's decode only when its slot comes round again, that many images later.
 
 use super::*;
-use crate::backend::cuda::error::driver_err;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
+use crate::error::driver_err;
 use crate::error::GpuError;
 
 impl GpuDecoder {

@@ -97,8 +97,7 @@ impl GpuConsumer {
     /// A consumer on a new stream of `ctx`, calibrated to take about `step` per batch.
     pub fn new(ctx: &std::sync::Arc<cudarc::driver::CudaContext>, step: Duration) -> stoke::Result<Self> {
         use cudarc::driver::sys::CUevent_flags;
-        let gpu_err =
-            |call: &'static str| move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e));
+        let gpu_err = |call: &'static str| move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::GpuError::driver(call, e));
         let stream = ctx.new_stream().map_err(gpu_err("cuStreamCreate"))?;
         let src = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
         let mut dst = stream.alloc_zeros::<u8>(Self::BUF).map_err(gpu_err("cuMemAlloc"))?;
@@ -119,8 +118,7 @@ impl GpuConsumer {
 
     /// One trainer step on `batch`.
     pub fn step(&mut self, batch: &stoke::batch::DeviceImages) -> stoke::Result<()> {
-        let gpu_err =
-            |call: &'static str| move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::backend::cuda::device::cuda_err(call, e));
+        let gpu_err = |call: &'static str| move |e: cudarc::driver::DriverError| stoke::Error::Gpu(stoke::GpuError::driver(call, e));
         batch.wait_on(&self.stream)?;
         for _ in 0..self.copies {
             let src = self.src.slice(..self.chunk);

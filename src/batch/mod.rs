@@ -21,7 +21,8 @@ pub enum Images {
     Device(Box<DeviceImages>),
 }
 
-pub use crate::backend::cuda::ring::DeviceImages;
+pub(crate) mod device;
+pub use device::DeviceImages;
 
 /// A sample that was replaced (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
