@@ -205,17 +205,20 @@ fn params_that_no_longer_fit_the_file_are_a_sample_error(kind: BackendKind) {
 }
 
 /// ImageNet's train set holds a PNG under a `.JPEG` name: the format comes from the bytes and
-/// the image is delivered, not substituted (the CUDA backend decodes it on its CPU route).
+/// the image is delivered, not substituted (the CUDA backend decodes it on its CPU route); a
+/// WebP under a `.JPEG` name too.
 fn a_png_under_a_jpeg_name_is_delivered(kind: BackendKind) {
     let dir = tempfile::tempdir().unwrap();
-    let (root, _) = folder(dir.path(), 5, &[("zz_png.JPEG", include_bytes!("golden/png/rgba8.png"))]);
+    let extra: [(&str, &[u8]); 2] =
+        [("zz_png.JPEG", include_bytes!("golden/png/rgba8.png")), ("zz_webp.JPEG", include_bytes!("golden/webp/lossy_rgb.webp"))];
+    let (root, _) = folder(dir.path(), 5, &extra);
     let ds = index(&root);
     let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Fail) else { return };
     let (_, r) = one_batch(&mut b, &ds, &c);
     let batch = r.unwrap();
     assert!(batch.substitutes.is_empty());
-    assert_eq!(batch.decoders.hardware + batch.decoders.cuda + batch.decoders.cpu, 6, "{:?}", batch.decoders);
-    assert!(batch.decoders.cpu >= 1, "{:?}", batch.decoders);
+    assert_eq!(batch.decoders.hardware + batch.decoders.cuda + batch.decoders.cpu, 7, "{:?}", batch.decoders);
+    assert!(batch.decoders.cpu >= 2, "{:?}", batch.decoders);
 }
 
 /// One `#[test]` per body and backend: `cpu::name` and `cuda::name`.

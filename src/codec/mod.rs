@@ -1,5 +1,6 @@
 //! Image formats: sniffing by magic bytes (never by file name), and one decode entry per
-//! format. JPEG ([`jpeg`]: the header parser the index and the routing use), PNG ([`png`]).
+//! format. JPEG ([`jpeg`]: the header parser the index and the routing use), PNG ([`png`]),
+//! WebP ([`webp`]).
 //!
 //! The decoded image and decode error types live here, shared by every format's decoder
 //! (libjpeg-turbo's in `backend::cpu::decode`, which re-exports them).
@@ -9,6 +10,7 @@
 
 pub mod jpeg;
 pub mod png;
+pub mod webp;
 
 use jpeg::{HeaderError, JpegInfo};
 
@@ -19,6 +21,8 @@ pub enum ImageFormat {
     Jpeg,
     /// PNG: starts with the 8-byte PNG signature.
     Png,
+    /// WebP: a RIFF container whose form type is `WEBP`.
+    WebP,
 }
 
 impl ImageFormat {
@@ -27,6 +31,7 @@ impl ImageFormat {
         match self {
             ImageFormat::Jpeg => "jpeg",
             ImageFormat::Png => "png",
+            ImageFormat::WebP => "webp",
         }
     }
 }
@@ -87,6 +92,7 @@ pub fn parse_info(bytes: &[u8]) -> Result<ImageInfo, HeaderError> {
     match sniff(bytes) {
         Some(ImageFormat::Jpeg) => jpeg::parse(bytes).map(ImageInfo::from),
         Some(ImageFormat::Png) => png::parse_info(bytes),
+        Some(ImageFormat::WebP) => webp::parse_info(bytes),
         None if bytes.len() < PNG_SIGNATURE.len() && PNG_SIGNATURE.starts_with(bytes) && !bytes.is_empty() => {
             Err(HeaderError::Truncated { at: bytes.len(), context: "png signature" })
         }
@@ -156,6 +162,8 @@ pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
         Some(ImageFormat::Jpeg)
     } else if bytes.starts_with(&PNG_SIGNATURE) {
         Some(ImageFormat::Png)
+    } else if webp::is_webp(bytes) {
+        Some(ImageFormat::WebP)
     } else {
         None
     }
@@ -171,6 +179,8 @@ mod tests {
         assert_eq!(sniff(&PNG_SIGNATURE), Some(ImageFormat::Png));
         assert_eq!(sniff(&PNG_SIGNATURE[..7]), None);
         assert_eq!(sniff(b"GIF89a"), None);
+        assert_eq!(sniff(b"RIFF\x10\0\0\0WEBPVP8 "), Some(ImageFormat::WebP));
+        assert_eq!(sniff(b"RIFF\x10\0\0\0WAVEfmt "), None, "another RIFF form");
         assert_eq!(sniff(&[]), None);
         assert_eq!(sniff(&[0xFF]), None);
     }

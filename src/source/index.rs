@@ -282,7 +282,7 @@ impl<'a> R<'a> {
 }
 
 /// Formats of samples stored without JPEG facts, by their index in the file.
-const FORMATS: [ImageFormat; 2] = [ImageFormat::Png, ImageFormat::Jpeg];
+const FORMATS: [ImageFormat; 3] = [ImageFormat::Png, ImageFormat::Jpeg, ImageFormat::WebP];
 
 const CODINGS: [Coding; 8] = [
     Coding::Baseline,

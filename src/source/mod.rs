@@ -12,7 +12,7 @@
 //!
 //! # Folder
 //! torchvision's ImageFolder convention: classes sorted by name get labels `0..C`; image files
-//! (`.jpg`, `.jpeg`, `.png` in any case, at any depth) are samples; other files are ignored and counted.
+//! (`.jpg`, `.jpeg`, `.png`, `.webp` in any case, at any depth) are samples; other files are ignored and counted.
 
 mod folder;
 mod index;
@@ -25,7 +25,7 @@ pub use crate::codec::{ImageFormat, ImageInfo};
 /// File extensions (lowercase) of the files and tar members that are samples. The name only
 /// selects candidates: the format is sniffed from the bytes, so a PNG named `.JPEG` is read
 /// as the PNG it is.
-pub const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+pub const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
 
 /// True for one of [`IMAGE_EXTENSIONS`], in any case.
 pub(crate) fn is_image_extension(ext: &str) -> bool {

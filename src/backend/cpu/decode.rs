@@ -344,6 +344,7 @@ fn decode_inner(
         // Formats without region or DCT-scaled decoding are decoded whole; `out.region_*`
         // and `out.width/height` say so, which both callers handle.
         Some(ImageFormat::Png) => return crate::codec::png::decode_rgb(bytes, max_pixels, out),
+        Some(ImageFormat::WebP) => return crate::codec::webp::decode_rgb(bytes, max_pixels, out),
         None => {
             let head: Vec<String> = bytes.iter().take(4).map(|x| format!("{x:02x}")).collect();
             return Err(DecodeError::new(

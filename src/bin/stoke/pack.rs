@@ -122,6 +122,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
         // bytes in no known format keep .jpg and are refused by the index as before.
         let ext = match stoke::codec::sniff(&buf) {
             Some(stoke::codec::ImageFormat::Png) => "png",
+            Some(stoke::codec::ImageFormat::WebP) => "webp",
             _ => "jpg",
         };
         w.append(&format!("{stem}.{ext}"), &buf).map_err(|e| Error::io(&p, e))?;
