@@ -3,9 +3,11 @@
 //! `golden/png/make.py`. The format is sniffed from the bytes, never the file name.
 
 use jpeg_encoder::{ColorType, Encoder};
+mod codec_common;
+
 use std::path::Path;
 use stoke::backend::cpu::decode::{decode_rgb, DecodeErrorKind, DecodedImage};
-use stoke::config::{AugmentSpec, BackendKind, CropMode, DType, Layout, OnError, PipelineConfig};
+use stoke::config::{OnError, PipelineConfig};
 use stoke::pipeline::Pipeline;
 
 /// (name, PNG bytes, Pillow's RGB pixels), all 32×24.
@@ -63,22 +65,8 @@ fn dataset(root: &Path, broken: bool) {
     }
 }
 
-/// Output = the whole image, unscaled, on the 0..255 scale: the delivered pixels themselves.
 fn config(root: &Path) -> PipelineConfig {
-    let mut c = PipelineConfig::new(root);
-    let mut spec = AugmentSpec::eval(H);
-    spec.size = (W, H);
-    spec.crop = CropMode::ResizeCenter { shorter: H };
-    c.augment = spec;
-    c.output.dtype = DType::F32;
-    c.output.layout = Layout::Nhwc;
-    c.output.mean = [0.0; 3];
-    c.output.std = [1.0 / 255.0; 3];
-    c.batch_size = 3;
-    c.backend = BackendKind::Cpu;
-    c.cpu_threads = 2;
-    c.on_error = OnError::Skip;
-    c
+    codec_common::whole_image_config(root, W, H, 3, OnError::Skip)
 }
 
 #[test]

@@ -4,10 +4,12 @@
 //! the rounding two VP8 decoders may differ by (`LOSSY_MAX_DIFF`). The format is sniffed from
 //! the bytes, never the file name.
 
+mod codec_common;
+
 use std::path::Path;
 use stoke::backend::cpu::decode::{decode_rgb, DecodeErrorKind, DecodedImage};
 use stoke::codec::{parse_info, ImageFormat};
-use stoke::config::{AugmentSpec, BackendKind, CropMode, DType, Layout, OnError, PipelineConfig};
+use stoke::config::{OnError, PipelineConfig};
 use stoke::pipeline::Pipeline;
 
 /// (name, WebP bytes, Pillow's RGB pixels, lossless), all 40×30.
@@ -61,22 +63,8 @@ fn a_webp_header_over_the_size_guard_is_refused_and_a_cut_file_is_named_truncate
     assert!(e.to_string().starts_with("webp: "), "{e}");
 }
 
-/// Output = the whole image, unscaled, on the 0..255 scale: the delivered pixels themselves.
 fn config(root: &Path) -> PipelineConfig {
-    let mut c = PipelineConfig::new(root);
-    let mut spec = AugmentSpec::eval(H);
-    spec.size = (W, H);
-    spec.crop = CropMode::ResizeCenter { shorter: H };
-    c.augment = spec;
-    c.output.dtype = DType::F32;
-    c.output.layout = Layout::Nhwc;
-    c.output.mean = [0.0; 3];
-    c.output.std = [1.0 / 255.0; 3];
-    c.batch_size = 2;
-    c.backend = BackendKind::Cpu;
-    c.cpu_threads = 2;
-    c.on_error = OnError::Fail;
-    c
+    codec_common::whole_image_config(root, W, H, 2, OnError::Fail)
 }
 
 #[test]
@@ -97,14 +85,10 @@ fn webps_under_any_name_are_indexed_and_delivered_with_pillows_pixels() {
     while let Some(b) = p.next_batch() {
         let b = b.unwrap();
         let bytes = b.host_bytes().unwrap();
-        let per = (W * H * 3 * 4) as usize;
         for (slot, &i) in b.indices.iter().enumerate() {
             let key = p.dataset().sample(i).key.clone();
             let (rgb, lossless) = want[key.as_str()];
-            let got: Vec<u8> = bytes[slot * per..(slot + 1) * per]
-                .chunks_exact(4)
-                .map(|o| f32::from_le_bytes(o.try_into().unwrap()).round().clamp(0.0, 255.0) as u8)
-                .collect();
+            let got = codec_common::slot_bytes(bytes, slot, W, H);
             let d = max_diff(&got, rgb);
             assert!(d <= if lossless { 0 } else { LOSSY_MAX_DIFF }, "{key}: max difference {d} from Pillow");
             checked += 1;

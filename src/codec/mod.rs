@@ -153,6 +153,14 @@ pub struct DecodedImage {
     pub rgb: Vec<u8>,
 }
 
+impl DecodedImage {
+    /// Say that the buffer holds the whole `width × height` image (formats decoded whole).
+    pub(crate) fn set_whole(&mut self, width: u32, height: u32) {
+        (self.width, self.height) = (width, height);
+        (self.region_x, self.region_y, self.region_w, self.region_h) = (0, 0, width, height);
+    }
+}
+
 /// The PNG signature.
 pub const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
 

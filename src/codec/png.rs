@@ -99,12 +99,7 @@ pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Resu
             s[0]
         }
     };
-    out.width = fw;
-    out.height = fh;
-    out.region_x = 0;
-    out.region_y = 0;
-    out.region_w = fw;
-    out.region_h = fh;
+    out.set_whole(fw, fh);
     out.rgb.clear();
     out.rgb.reserve(fw as usize * fh as usize * 3);
     let line = frame.line_size;

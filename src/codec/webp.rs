@@ -59,12 +59,7 @@ pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Resu
     if size != w as usize * h as usize * channels {
         return Err(DecodeError::new(DecodeErrorKind::Unsupported, format!("webp: a {size}-byte frame for {w}x{h}x{channels}")));
     }
-    out.width = w;
-    out.height = h;
-    out.region_x = 0;
-    out.region_y = 0;
-    out.region_w = w;
-    out.region_h = h;
+    out.set_whole(w, h);
     if channels == 3 {
         out.rgb.resize(size, 0);
         return d.read_image(&mut out.rgb).map_err(|e| DecodeError::new(kind_of(&e), format!("webp: {e}")));
