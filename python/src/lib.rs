@@ -24,7 +24,9 @@ use pyo3::types::{PyDict, PyList};
 
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
 use stoke::batch::{Batch, Images};
-use stoke::config::{AugmentSpec, BackendKind, DType, GpuDecoders, Layout, OnError, PipelineConfig, Sampling};
+use stoke::config::{
+    BackendKind, DType, Filter, GpuDecoders, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset, RotateInterp,
+};
 use stoke::pipeline::Pipeline;
 
 pyo3::create_exception!(
@@ -232,7 +234,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     let bad = |name: &str, v: String, want: &str| PyValueError::new_err(format!("{name}={v}: {want}"));
     let get = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> { o.get_item(name).map(|v| v.filter(|v| !v.is_none())) };
     macro_rules! opt {
-        ($name:literal, $t:ty) => {
+        ($name:expr, $t:ty) => {
             match get($name)? {
                 None => None,
                 Some(v) => Some(v.extract::<$t>().map_err(|_| {
@@ -255,126 +257,76 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
             )));
         }
     }
-    let mut c = PipelineConfig::new(source);
-    if batch_size == 0 {
-        return Err(bad("batch_size", "0".into(), "must be at least 1"));
-    }
-    c.batch_size = batch_size;
-    let size = opt!("size", u32).unwrap_or(224);
-    c.augment = match opt!("preset", String).as_deref().unwrap_or("train") {
-        "train" => AugmentSpec::train(size),
-        "eval" => AugmentSpec::eval(size),
-        p => return Err(bad("preset", format!("{p:?}"), "expected 'train' or 'eval'")),
+    // Names → values only: what each option means is `PipelineOptions::to_config`'s.
+    let choice = |name: &str, default: &str, table: &[(&str, u8)]| -> PyResult<u8> {
+        let v = opt!(name, String).unwrap_or_else(|| default.to_string());
+        table.iter().find(|(n, _)| *n == v).map(|(_, k)| *k).ok_or_else(|| {
+            let names: Vec<String> = table.iter().map(|(n, _)| format!("'{n}'")).collect();
+            bad(name, format!("{v:?}"), &format!("expected one of {}", names.join(", ")))
+        })
     };
-    c.backend = match opt!("device", String).as_deref().unwrap_or("auto") {
-        "auto" => BackendKind::Auto,
-        "cuda" => BackendKind::Cuda,
-        "cpu" => BackendKind::Cpu,
-        d => {
-            if let Some(n) = d.strip_prefix("cuda:").and_then(|n| n.parse::<usize>().ok()) {
-                c.device = n;
-                BackendKind::Cuda
-            } else {
-                return Err(bad("device", format!("{d:?}"), "expected 'auto', 'cuda', 'cuda:N' or 'cpu'"));
-            }
-        }
+    let mut o = PipelineOptions { batch_size: Some(batch_size), ..PipelineOptions::default() };
+    o.preset = [Preset::Train, Preset::Eval][choice("preset", "train", &[("train", 0), ("eval", 1)])? as usize];
+    let device = opt!("device", String).unwrap_or_else(|| "auto".into());
+    (o.backend, o.device) = match device.as_str() {
+        "auto" => (Some(BackendKind::Auto), None),
+        "cuda" => (Some(BackendKind::Cuda), None),
+        "cpu" => (Some(BackendKind::Cpu), None),
+        d => match d.strip_prefix("cuda:").and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) => (Some(BackendKind::Cuda), Some(n)),
+            None => return Err(bad("device", format!("{d:?}"), "expected 'auto', 'cuda', 'cuda:N' or 'cpu'")),
+        },
     };
-    c.output.dtype = match opt!("dtype", String).as_deref().unwrap_or("float32") {
-        "float32" | "f32" => DType::F32,
-        "float16" | "f16" => DType::F16,
-        "bfloat16" | "bf16" => DType::Bf16,
-        d => return Err(bad("dtype", format!("{d:?}"), "expected 'float32', 'float16' or 'bfloat16'")),
-    };
-    c.output.layout = match opt!("layout", String).as_deref().unwrap_or("nchw") {
-        "nchw" => Layout::Nchw,
-        "nhwc" => Layout::Nhwc,
-        l => return Err(bad("layout", format!("{l:?}"), "expected 'nchw' or 'nhwc'")),
-    };
-    c.on_error = match opt!("on_error", String).as_deref().unwrap_or("skip") {
-        "skip" => OnError::Skip,
-        "fail" => OnError::Fail,
-        e => return Err(bad("on_error", format!("{e:?}"), "expected 'skip' or 'fail'")),
-    };
-    c.gpu_decoders = match opt!("decoders", String).as_deref().unwrap_or("all") {
-        "all" => GpuDecoders::All,
-        "hw" => GpuDecoders::Hw,
-        "cuda" => GpuDecoders::Cuda,
-        d => return Err(bad("decoders", format!("{d:?}"), "expected 'all', 'hw' or 'cuda'")),
-    };
-    c.seed = opt!("seed", u64).unwrap_or(0);
-    c.shuffle = opt!("shuffle", bool).unwrap_or(true);
-    c.drop_last = opt!("drop_last", bool).unwrap_or(false);
-    (c.rank, c.world_size) = stoke::config::rank_and_world_size(opt!("rank", usize), opt!("world_size", usize))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if let Some(t) = opt!("threads", usize) {
-        c.cpu_threads = t;
+    o.dtype = Some(
+        [DType::F32, DType::F32, DType::F16, DType::F16, DType::Bf16, DType::Bf16]
+            [choice("dtype", "float32", &[("float32", 0), ("f32", 1), ("float16", 2), ("f16", 3), ("bfloat16", 4), ("bf16", 5)])? as usize],
+    );
+    o.layout = Some([Layout::Nchw, Layout::Nhwc][choice("layout", "nchw", &[("nchw", 0), ("nhwc", 1)])? as usize]);
+    o.on_error = Some([OnError::Skip, OnError::Fail][choice("on_error", "skip", &[("skip", 0), ("fail", 1)])? as usize]);
+    o.decoders = Some(
+        [GpuDecoders::All, GpuDecoders::Hw, GpuDecoders::Cuda][choice("decoders", "all", &[("all", 0), ("hw", 1), ("cuda", 2)])? as usize],
+    );
+    if get("filter")?.is_some() {
+        o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);
     }
-    if let Some(t) = opt!("reader_threads", usize) {
-        c.reader_threads = t;
+    if get("rotate_interp")?.is_some() {
+        o.rotate_interp = Some(
+            [RotateInterp::Nearest, RotateInterp::Bilinear][choice("rotate_interp", "", &[("nearest", 0), ("bilinear", 1)])? as usize],
+        );
     }
-    if let Some(p) = opt!("prefetch", usize) {
-        c.prefetch_batches = p;
-    }
-    if let Some(b) = opt!("gpu_memory_budget", u64) {
-        c.gpu_memory_budget = b;
-    }
-    c.decode_only = opt!("decode_only", bool).unwrap_or(false);
-    c.augment.apply_exif = opt!("exif", bool).unwrap_or(true);
-    c.cpu_dct_scaling = opt!("dct_scaling", bool).unwrap_or(false);
-    let a = &mut c.augment;
-    if let Some(f) = opt!("filter", String) {
-        a.filter = match f.as_str() {
-            "bilinear" => stoke::config::Filter::Bilinear,
-            "bicubic" => stoke::config::Filter::Bicubic,
-            f => return Err(bad("filter", format!("{f:?}"), "expected 'bilinear' or 'bicubic'")),
-        };
-    }
-    if let Some(aa) = opt!("antialias", bool) {
-        a.antialias = aa;
-    }
-    if let Some(p) = opt!("hflip", f64) {
-        a.hflip_p = p;
-    }
-    if let Some(p) = opt!("vflip", f64) {
-        a.vflip_p = p;
-    }
-    if let Some(r) = opt!("rotate", (f32, f32)) {
-        a.rotate_deg = r;
-    }
-    if let Some(i) = opt!("rotate_interp", String) {
-        a.rotate_interp = match i.as_str() {
-            "nearest" => stoke::config::RotateInterp::Nearest,
-            "bilinear" => stoke::config::RotateInterp::Bilinear,
-            i => return Err(bad("rotate_interp", format!("{i:?}"), "expected 'nearest' or 'bilinear'")),
-        };
-    }
-    if let Some(f) = opt!("fill", [f32; 3]) {
-        a.fill = f;
-    }
-    let (scale, ratio) = (opt!("scale", (f64, f64)), opt!("ratio", (f64, f64)));
-    if !a.set_rrc_ranges(scale, ratio) {
-        return Err(PyValueError::new_err("scale and ratio apply to preset='train' (RandomResizedCrop)"));
-    }
-    if let Some(m) = opt!("mean", [f32; 3]) {
-        c.output.mean = m;
-    }
-    if let Some(s) = opt!("std", [f32; 3]) {
-        c.output.std = s;
-    }
-    c.sampling =
-        Sampling::from_options(opt!("class_weights", Vec<f64>), opt!("class_balanced", bool).unwrap_or(false), opt!("epoch_length", u64))
-            .ok_or_else(|| {
-            PyValueError::new_err("epoch_length needs class_balanced=True or class_weights (a permutation epoch is the dataset size)")
-        })?;
+    o.size = opt!("size", u32);
+    o.seed = opt!("seed", u64);
+    o.no_shuffle = !opt!("shuffle", bool).unwrap_or(true);
+    o.drop_last = opt!("drop_last", bool).unwrap_or(false);
+    (o.rank, o.world_size) = (opt!("rank", usize), opt!("world_size", usize));
+    o.threads = opt!("threads", usize);
+    o.reader_threads = opt!("reader_threads", usize);
+    o.prefetch = opt!("prefetch", usize);
+    o.gpu_memory_budget = opt!("gpu_memory_budget", u64);
+    o.decode_only = opt!("decode_only", bool).unwrap_or(false);
+    o.no_exif = !opt!("exif", bool).unwrap_or(true);
+    o.dct_scaling = opt!("dct_scaling", bool).unwrap_or(false);
+    o.no_antialias = !opt!("antialias", bool).unwrap_or(true);
+    o.hflip = opt!("hflip", f64);
+    o.vflip = opt!("vflip", f64);
+    o.rotate = opt!("rotate", (f32, f32));
+    o.fill = opt!("fill", [f32; 3]);
+    o.scale = opt!("scale", (f64, f64));
+    o.ratio = opt!("ratio", (f64, f64));
+    o.mean = opt!("mean", [f32; 3]);
+    o.std = opt!("std", [f32; 3]);
+    o.class_balanced = opt!("class_balanced", bool).unwrap_or(false);
+    o.class_weights = opt!("class_weights", Vec<f64>);
+    o.epoch_length = opt!("epoch_length", u64);
     let max_held = opt!("max_held_batches", usize).unwrap_or(8);
     if max_held == 0 {
         return Err(bad("max_held_batches", "0".into(), "must be at least 1"));
     }
-    // Room for every batch the consumer may hold, the prefetched ones and the one being made.
+    o.config = opt!("config", PathBuf);
+    let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    // Room for every batch the consumer may hold, the prefetched ones and the one being made
+    // (a config file's ring_depth gives way to this: the held-batch bound depends on it).
     c.ring_depth = max_held + c.prefetch_batches + 2;
-    if let Some(f) = opt!("config", PathBuf) {
-        c.merge_json_file(&f).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    }
     let epoch = opt!("epoch", u64).unwrap_or(0);
     c.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok((c, max_held, epoch))

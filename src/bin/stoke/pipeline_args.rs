@@ -1,16 +1,11 @@
 //! Pipeline options shared by `dump`, `preview`, `bench` and `tune`.
 
 use std::path::PathBuf;
-use stoke::config::{AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling};
+use stoke::config::{
+    BackendKind, DType, Filter, GpuDecoders, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, RotateInterp, Sampling,
+};
 
-/// Augmentation preset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Preset {
-    /// RandomResizedCrop + horizontal flip + normalize.
-    Train,
-    /// Resize(size·256/224) + CenterCrop + normalize.
-    Eval,
-}
+pub use stoke::config::Preset;
 
 /// Which samples this process delivers, in which order (shared by the pipeline options and
 /// `stoke plan`).
@@ -175,8 +170,8 @@ pub struct AugmentArgs {
 }
 
 impl AugmentArgs {
-    /// Apply the given options to `c`.
-    pub fn apply(&self, c: &mut PipelineConfig) -> stoke::Result<()> {
+    /// Put the given options into `o`, after checking each list's length.
+    fn fill(&self, o: &mut PipelineOptions) -> stoke::Result<()> {
         let count = |name: &str, n: std::ops::RangeInclusive<usize>, got: usize| {
             if n.contains(&got) {
                 Ok(())
@@ -196,74 +191,61 @@ impl AugmentArgs {
                 count(name, n, got)?;
             }
         }
-        let a = &mut c.augment;
-        if let Some(f) = self.filter {
-            a.filter = f;
-        }
-        if self.no_antialias {
-            a.antialias = false;
-        }
-        if let Some(p) = self.hflip {
-            a.hflip_p = p;
-        }
-        if let Some(p) = self.vflip {
-            a.vflip_p = p;
-        }
-        if let Some(r) = &self.rotate {
-            a.rotate_deg = (r[0], *r.last().unwrap_or(&r[0]));
-        }
-        if let Some(i) = self.rotate_interp {
-            a.rotate_interp = i;
-        }
-        if let Some(f) = &self.fill {
-            a.fill = [f[0], f[1], f[2]];
-        }
-        if !a.set_rrc_ranges(self.scale.as_ref().map(|s| (s[0], s[1])), self.ratio.as_ref().map(|r| (r[0], r[1]))) {
-            return Err(stoke::Error::config("--scale and --ratio apply to the train preset's RandomResizedCrop"));
-        }
-        if let Some(m) = &self.mean {
-            c.output.mean = [m[0], m[1], m[2]];
-        }
-        if let Some(s) = &self.std {
-            c.output.std = [s[0], s[1], s[2]];
-        }
+        let three = |v: &Vec<f32>| [v[0], v[1], v[2]];
+        o.filter = self.filter;
+        o.no_antialias = self.no_antialias;
+        o.hflip = self.hflip;
+        o.vflip = self.vflip;
+        o.rotate = self.rotate.as_ref().map(|r| (r[0], *r.last().unwrap_or(&r[0])));
+        o.rotate_interp = self.rotate_interp;
+        o.fill = self.fill.as_ref().map(three);
+        o.scale = self.scale.as_ref().map(|s| (s[0], s[1]));
+        o.ratio = self.ratio.as_ref().map(|r| (r[0], r[1]));
+        o.mean = self.mean.as_ref().map(three);
+        o.std = self.std.as_ref().map(three);
         Ok(())
     }
 }
 
 impl PipelineArgs {
+    /// The options these flags set (the library maps them to a config:
+    /// [`PipelineOptions::to_config`]).
+    pub fn options(&self) -> stoke::Result<PipelineOptions> {
+        let mut o = PipelineOptions {
+            preset: self.preset,
+            size: Some(self.size),
+            dtype: Some(self.dtype),
+            layout: Some(self.layout),
+            batch_size: Some(self.batch_size),
+            seed: Some(self.seed),
+            backend: Some(self.backend),
+            device: Some(self.device),
+            on_error: Some(self.on_error),
+            threads: Some(self.threads),
+            reader_threads: Some(self.reader_threads),
+            prefetch: Some(self.prefetch),
+            rank: self.shard.rank,
+            world_size: self.shard.world_size,
+            drop_last: self.shard.drop_last,
+            no_shuffle: self.shard.no_shuffle,
+            class_balanced: self.sampling.class_balanced,
+            class_weights: self.sampling.class_weights.clone(),
+            epoch_length: self.sampling.epoch_length,
+            decoders: Some(self.decoders),
+            decode_only: self.decode_only,
+            gpu_memory_budget: self.gpu_memory_budget,
+            no_exif: self.no_exif,
+            dct_scaling: self.dct_scaling,
+            config: self.config.clone(),
+            ..PipelineOptions::default()
+        };
+        self.augment.fill(&mut o)?;
+        Ok(o)
+    }
+
     /// The pipeline config these options describe, for `dataset`.
     pub fn to_config(&self, dataset: PathBuf) -> stoke::Result<PipelineConfig> {
-        let mut c = PipelineConfig::new(dataset);
-        c.augment = match self.preset {
-            Preset::Train => AugmentSpec::train(self.size),
-            Preset::Eval => AugmentSpec::eval(self.size),
-        };
-        c.augment.apply_exif = !self.no_exif;
-        c.output.dtype = self.dtype;
-        c.output.layout = self.layout;
-        c.batch_size = self.batch_size;
-        c.seed = self.seed;
-        c.shuffle = !self.shard.no_shuffle;
-        (c.rank, c.world_size) = self.shard.rank_and_world_size()?;
-        c.drop_last = self.shard.drop_last;
-        c.sampling = self.sampling.to_sampling()?;
-        c.backend = self.backend;
-        c.on_error = self.on_error;
-        c.cpu_threads = self.threads;
-        c.reader_threads = self.reader_threads;
-        c.prefetch_batches = self.prefetch;
-        c.device = self.device;
-        c.cpu_dct_scaling = self.dct_scaling;
-        c.gpu_decoders = self.decoders;
-        c.decode_only = self.decode_only;
-        c.gpu_memory_budget = self.gpu_memory_budget.unwrap_or(0);
-        self.augment.apply(&mut c)?;
-        if let Some(f) = &self.config {
-            c.merge_json_file(f)?;
-        }
-        c.validate()?;
-        Ok(c)
+        self.options()?.to_config(dataset, OptionNames::Cli)
     }
 }
 

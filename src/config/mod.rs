@@ -3,6 +3,9 @@
 //! Memory is sized from this at build time and never grows (docs/CONTRACTS.md, contract 5), so every
 //! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
 
+mod options;
+pub use options::{OptionNames, PipelineOptions, Preset};
+
 pub use crate::augment::spec::{AugmentSpec, CropMode, DType, Filter, Layout, OutputSpec, RotateInterp, IMAGENET_MEAN, IMAGENET_STD};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};

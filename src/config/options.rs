@@ -1,0 +1,239 @@
+//! The user-facing pipeline options, as the command line and the Python `Loader` take them,
+//! and the one mapping from them to a [`PipelineConfig`]. The command line fills
+//! [`PipelineOptions`] from its flags and Python from its keyword arguments; what an option
+//! means (presets, ranges on top of a preset, torchrun's rank defaults, weighted sampling, the
+//! config file over everything) is decided here only. Errors name the option as the caller
+//! spells it ([`OptionNames`]).
+
+use super::{
+    rank_and_world_size, AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling,
+};
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+
+/// The augmentation preset an options set starts from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum Preset {
+    /// RandomResizedCrop + horizontal flip + normalize.
+    #[default]
+    Train,
+    /// Resize(size·256/224) + CenterCrop + normalize.
+    Eval,
+}
+
+/// How an option's name is spelled in messages: `--epoch-length` or `epoch_length`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionNames {
+    /// Command-line flags.
+    Cli,
+    /// Python keyword arguments.
+    Python,
+}
+
+impl OptionNames {
+    /// `name` (snake_case) as this caller spells it.
+    pub fn of(self, name: &str) -> String {
+        match self {
+            OptionNames::Cli => format!("--{}", name.replace('_', "-")),
+            OptionNames::Python => name.to_string(),
+        }
+    }
+}
+
+/// Every pipeline option a user sets by name; `None` (or `false`) leaves the preset's or the
+/// config's default. Field names are the options' names.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PipelineOptions {
+    /// Augmentation preset (default train).
+    pub preset: Preset,
+    /// Output size, square (default 224).
+    pub size: Option<u32>,
+    /// Output element type (default f32).
+    pub dtype: Option<DType>,
+    /// Output layout (default NCHW).
+    pub layout: Option<Layout>,
+    /// Samples per batch (default 256).
+    pub batch_size: Option<usize>,
+    /// Seed for shuffling and augmentation (default 0).
+    pub seed: Option<u64>,
+    /// Backend (default auto).
+    pub backend: Option<BackendKind>,
+    /// CUDA device ordinal (default 0).
+    pub device: Option<usize>,
+    /// Bad-sample policy (default skip).
+    pub on_error: Option<OnError>,
+    /// CPU decode/augment threads (0 = all cores).
+    pub threads: Option<usize>,
+    /// Reader threads.
+    pub reader_threads: Option<usize>,
+    /// Batches read ahead.
+    pub prefetch: Option<usize>,
+    /// This process's rank (default `$RANK` or 0).
+    pub rank: Option<usize>,
+    /// Number of ranks (default `$WORLD_SIZE` or 1).
+    pub world_size: Option<usize>,
+    /// Drop the tail instead of padding ranks.
+    pub drop_last: bool,
+    /// Keep dataset order.
+    pub no_shuffle: bool,
+    /// Class-balanced sampling with replacement.
+    pub class_balanced: bool,
+    /// Per-class weights for sampling with replacement.
+    pub class_weights: Option<Vec<f64>>,
+    /// Samples per epoch under weighted sampling.
+    pub epoch_length: Option<u64>,
+    /// CUDA backend: which nvJPEG decoders.
+    pub decoders: Option<GpuDecoders>,
+    /// CUDA backend: decode but skip the augment kernel.
+    pub decode_only: bool,
+    /// CUDA backend: device + pinned bytes the decoder may hold (0 = the default plan).
+    pub gpu_memory_budget: Option<u64>,
+    /// Do not apply EXIF orientation.
+    pub no_exif: bool,
+    /// CPU backend: DCT-scaled decoding of large images.
+    pub dct_scaling: bool,
+    /// Resize filter.
+    pub filter: Option<Filter>,
+    /// Resize without antialiasing.
+    pub no_antialias: bool,
+    /// Probability of a horizontal flip.
+    pub hflip: Option<f64>,
+    /// Probability of a vertical flip.
+    pub vflip: Option<f64>,
+    /// Rotation range in degrees, `(min, max)`.
+    pub rotate: Option<(f32, f32)>,
+    /// Rotation sampling.
+    pub rotate_interp: Option<RotateInterp>,
+    /// Fill for pixels rotated in from outside (0..255 scale).
+    pub fill: Option<[f32; 3]>,
+    /// RandomResizedCrop area fraction `(min, max)` (train preset).
+    pub scale: Option<(f64, f64)>,
+    /// RandomResizedCrop aspect-ratio range `(min, max)` (train preset).
+    pub ratio: Option<(f64, f64)>,
+    /// Normalization mean (0..1 scale).
+    pub mean: Option<[f32; 3]>,
+    /// Normalization std (0..1 scale).
+    pub std: Option<[f32; 3]>,
+    /// JSON file of config fields that override everything above.
+    pub config: Option<PathBuf>,
+}
+
+/// `*slot = v` when an option was given.
+fn set<T>(slot: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *slot = v;
+    }
+}
+
+impl PipelineOptions {
+    /// The pipeline config these options describe for `dataset`, validated; errors name the
+    /// option as `names` spells it.
+    pub fn to_config(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
+        let mut c = PipelineConfig::new(dataset);
+        let size = self.size.unwrap_or(224);
+        c.augment = match self.preset {
+            Preset::Train => AugmentSpec::train(size),
+            Preset::Eval => AugmentSpec::eval(size),
+        };
+        c.augment.apply_exif = !self.no_exif;
+        set(&mut c.output.dtype, self.dtype);
+        set(&mut c.output.layout, self.layout);
+        set(&mut c.output.mean, self.mean);
+        set(&mut c.output.std, self.std);
+        c.batch_size = self.batch_size.unwrap_or(256);
+        if c.batch_size == 0 {
+            return Err(Error::config(format!("{} must be at least 1, got 0", names.of("batch_size"))));
+        }
+        c.seed = self.seed.unwrap_or(0);
+        c.shuffle = !self.no_shuffle;
+        (c.rank, c.world_size) = rank_and_world_size(self.rank, self.world_size)?;
+        c.drop_last = self.drop_last;
+        c.sampling = Sampling::from_options(self.class_weights.clone(), self.class_balanced, self.epoch_length).ok_or_else(|| {
+            Error::config(format!(
+                "{} {} needs {} or {} (a permutation epoch is the dataset size)",
+                names.of("epoch_length"),
+                self.epoch_length.unwrap_or(0),
+                names.of("class_balanced"),
+                names.of("class_weights"),
+            ))
+        })?;
+        c.sampling.validate()?;
+        set(&mut c.backend, self.backend);
+        set(&mut c.device, self.device);
+        set(&mut c.on_error, self.on_error);
+        set(&mut c.cpu_threads, self.threads);
+        set(&mut c.reader_threads, self.reader_threads);
+        set(&mut c.prefetch_batches, self.prefetch);
+        set(&mut c.gpu_decoders, self.decoders);
+        set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
+        c.decode_only = self.decode_only;
+        c.cpu_dct_scaling = self.dct_scaling;
+        let a = &mut c.augment;
+        set(&mut a.filter, self.filter);
+        if self.no_antialias {
+            a.antialias = false;
+        }
+        set(&mut a.hflip_p, self.hflip);
+        set(&mut a.vflip_p, self.vflip);
+        set(&mut a.rotate_deg, self.rotate);
+        set(&mut a.rotate_interp, self.rotate_interp);
+        set(&mut a.fill, self.fill);
+        if !a.set_rrc_ranges(self.scale, self.ratio) {
+            return Err(Error::config(format!(
+                "{} and {} apply to the train preset's RandomResizedCrop",
+                names.of("scale"),
+                names.of("ratio")
+            )));
+        }
+        if let Some(f) = &self.config {
+            c.merge_json_file(f)?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_train_preset_at_224_and_options_override_only_what_they_name() {
+        let c = PipelineOptions::default().to_config("d", OptionNames::Cli).unwrap();
+        let mut want = PipelineConfig::new("d");
+        want.augment = AugmentSpec::train(224);
+        want.batch_size = 256;
+        (want.rank, want.world_size) = rank_and_world_size(None, None).unwrap();
+        assert_eq!(format!("{c:?}"), format!("{want:?}"));
+        let o = PipelineOptions {
+            preset: Preset::Eval,
+            size: Some(96),
+            dtype: Some(DType::F16),
+            hflip: Some(0.25),
+            no_antialias: true,
+            rotate: Some((-5.0, 5.0)),
+            batch_size: Some(8),
+            ..PipelineOptions::default()
+        };
+        let c = o.to_config("d", OptionNames::Python).unwrap();
+        let mut a = AugmentSpec::eval(96);
+        (a.hflip_p, a.antialias, a.rotate_deg) = (0.25, false, (-5.0, 5.0));
+        assert_eq!(c.augment, a);
+        assert_eq!((c.output.dtype, c.batch_size), (DType::F16, 8));
+    }
+
+    #[test]
+    fn errors_name_the_option_as_the_caller_spells_it() {
+        let o = PipelineOptions { epoch_length: Some(10), ..PipelineOptions::default() };
+        let e = o.to_config("d", OptionNames::Cli).unwrap_err().to_string();
+        assert!(e.contains("--epoch-length 10 needs --class-balanced or --class-weights"), "{e}");
+        let e = o.to_config("d", OptionNames::Python).unwrap_err().to_string();
+        assert!(e.contains("epoch_length 10 needs class_balanced or class_weights"), "{e}");
+        let o = PipelineOptions { preset: Preset::Eval, scale: Some((0.5, 1.0)), ..PipelineOptions::default() };
+        let e = o.to_config("d", OptionNames::Python).unwrap_err().to_string();
+        assert!(e.contains("scale and ratio apply to the train preset"), "{e}");
+        let o = PipelineOptions { batch_size: Some(0), ..PipelineOptions::default() };
+        assert!(o.to_config("d", OptionNames::Cli).unwrap_err().to_string().contains("--batch-size must be at least 1"));
+    }
+}
