@@ -117,7 +117,18 @@ impl Pipeline {
     }
 
     /// As [`Pipeline::new`] with a dataset that is already open.
-    pub fn with_dataset(config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
+    pub fn with_dataset(mut config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
+        if config.mixup.enabled() && config.mixup.num_classes == 0 {
+            // Soft targets over the dataset's classes unless the config says otherwise.
+            config.mixup.num_classes = dataset.classes().len().max(1);
+        }
+        if config.mixup.enabled() && config.mixup.num_classes < dataset.classes().len() {
+            return Err(Error::config(format!(
+                "mixup num_classes {} is fewer than the dataset's {} classes: labels would fall outside the soft targets",
+                config.mixup.num_classes,
+                dataset.classes().len()
+            )));
+        }
         config.validate()?;
         let backend = AnyBackend::new(&config, &dataset)?;
         let threads = backend.threads();

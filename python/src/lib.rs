@@ -25,7 +25,7 @@ use pyo3::types::{PyDict, PyList};
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
 use stoke::batch::{Batch, Images};
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset, RotateInterp,
+    BackendKind, DType, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset, RotateInterp,
 };
 use stoke::pipeline::Pipeline;
 
@@ -98,6 +98,15 @@ impl Tensor {
             (Images::Host(v), Part::Images) => {
                 View { owner, data: v.as_ptr() as u64, device: DLDevice { device_type: KDL_CPU, device_id: 0 }, dtype, shape: img_shape }
             }
+            // Under Mixup/CutMix the second tensor is the soft targets [N, classes] (timm's
+            // `Mixup` returns them in place of the labels).
+            (Images::Host(_), Part::Labels) if b.num_classes > 0 => View {
+                owner,
+                data: b.targets.as_ptr() as u64,
+                device: DLDevice { device_type: KDL_CPU, device_id: 0 },
+                dtype: DLDataType { code: KDL_FLOAT, bits: 32, lanes: 1 },
+                shape: vec![n, b.num_classes as i64],
+            },
             (Images::Host(_), Part::Labels) => View {
                 owner,
                 data: b.labels.as_ptr() as u64,
@@ -226,6 +235,14 @@ const OPTIONS: &[&str] = &[
     "class_weights",
     "epoch_length",
     "max_held_batches",
+    "mixup",
+    "cutmix",
+    "cutmix_minmax",
+    "mixup_prob",
+    "mixup_switch_prob",
+    "mixup_mode",
+    "smoothing",
+    "num_classes",
     "config",
 ];
 
@@ -322,6 +339,19 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     if max_held == 0 {
         return Err(bad("max_held_batches", "0".into(), "must be at least 1"));
     }
+    o.mixup = opt!("mixup", f64);
+    o.cutmix = opt!("cutmix", f64);
+    o.cutmix_minmax = opt!("cutmix_minmax", (f64, f64));
+    o.mixup_prob = opt!("mixup_prob", f64);
+    o.mixup_switch_prob = opt!("mixup_switch_prob", f64);
+    if get("mixup_mode")?.is_some() {
+        o.mixup_mode = Some(
+            [MixupMode::Batch, MixupMode::Pair, MixupMode::Elem]
+                [choice("mixup_mode", "", &[("batch", 0), ("pair", 1), ("elem", 2)])? as usize],
+        );
+    }
+    o.smoothing = opt!("smoothing", f64);
+    o.num_classes = opt!("num_classes", usize);
     o.config = opt!("config", PathBuf);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made

@@ -32,6 +32,10 @@ class Loader:
 
     Every option of `stoke bench`/`stoke dump` is here under its Python name. ``rank`` and
     ``world_size`` default to torchrun's RANK and WORLD_SIZE.
+
+    With ``mixup``/``cutmix`` (timm's ``Mixup`` options and meaning; CPU backend for now), each
+    batch is ``(images, targets)`` with float32 soft targets ``[N, num_classes]`` in place of
+    the labels, as timm's ``Mixup`` returns them (use a soft-target cross-entropy).
     """
 
     def __init__(
@@ -73,6 +77,14 @@ class Loader:
         class_balanced: bool = False,
         class_weights: Optional[Sequence[float]] = None,
         epoch_length: Optional[int] = None,
+        mixup: Optional[float] = None,
+        cutmix: Optional[float] = None,
+        cutmix_minmax: Optional[Tuple[float, float]] = None,
+        mixup_prob: Optional[float] = None,
+        mixup_switch_prob: Optional[float] = None,
+        mixup_mode: Optional[Literal["batch", "pair", "elem"]] = None,
+        smoothing: Optional[float] = None,
+        num_classes: Optional[int] = None,
         max_held_batches: int = 8,
         config: Optional[Union[str, os.PathLike]] = None,
     ) -> None: ...

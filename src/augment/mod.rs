@@ -25,6 +25,7 @@
 
 #[doc(hidden)] // internals: see the crate docs
 pub mod host;
+pub mod mixup;
 pub mod params;
 pub(crate) mod region;
 

@@ -271,6 +271,33 @@ pub(crate) fn fill_records(samples: &[SampleIn<'_>], sources: &[usize], batch: &
     }
 }
 
+/// Mixup/CutMix a delivered host batch in place and write its soft targets, as `spec` draws
+/// for `(seed, batch.epoch, batch.step)`; clears the targets when mixing is off.
+pub(crate) fn mix_host_batch(spec: &crate::config::MixupSpec, seed: u64, batch: &mut Batch) -> Result<()> {
+    batch.targets.clear();
+    batch.num_classes = 0;
+    if !spec.enabled() {
+        return Ok(());
+    }
+    let classes = spec.num_classes;
+    if let Some(&bad) = batch.labels.iter().find(|&&l| l < 0 || l as usize >= classes) {
+        return Err(Error::config(format!("label {bad} is outside the {classes} classes of the mixup soft targets (mixup.num_classes)")));
+    }
+    let n = batch.labels.len();
+    let (h, w) = match batch.layout {
+        crate::config::Layout::Nchw => (batch.shape[2], batch.shape[3]),
+        crate::config::Layout::Nhwc => (batch.shape[1], batch.shape[2]),
+    };
+    let mix = spec.draw(seed, batch.epoch, batch.step, n, w as u32, h as u32);
+    let (dtype, layout, len) = (batch.dtype, batch.layout, n * batch.sample_bytes());
+    if let crate::batch::Images::Host(bytes) = &mut batch.images {
+        crate::augment::mixup::apply_host(&mut bytes[..len], dtype, layout, n, w as u32, h as u32, &mix);
+    }
+    spec.targets(&batch.labels, &mix, classes, &mut batch.targets);
+    batch.num_classes = classes;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -107,6 +107,11 @@ pub struct Batch {
     pub substitutes: Vec<Substitute>,
     /// Which decoder decoded how many of this batch's samples.
     pub decoders: DecoderCounts,
+    /// Soft targets `[N, num_classes]` (row-major f32) when Mixup/CutMix is on
+    /// ([`crate::config::MixupSpec`]); empty otherwise (the labels are then the targets).
+    pub targets: Vec<f32>,
+    /// Columns of `targets` (0 when empty).
+    pub num_classes: usize,
 }
 
 impl Batch {
@@ -125,6 +130,8 @@ impl Batch {
             params: Vec::new(),
             substitutes: Vec::new(),
             decoders: DecoderCounts::default(),
+            targets: Vec::new(),
+            num_classes: 0,
         }
     }
 

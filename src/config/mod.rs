@@ -4,6 +4,7 @@
 //! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
 
 mod options;
+pub use crate::augment::mixup::{MixupMode, MixupSpec};
 pub use options::{OptionNames, PipelineOptions, Preset};
 
 pub use crate::augment::spec::{AugmentSpec, CropMode, DType, Filter, Layout, OutputSpec, RotateInterp, IMAGENET_MEAN, IMAGENET_STD};
@@ -205,6 +206,9 @@ pub struct PipelineConfig {
     /// decoded by region or on the CPU route, never dropped.
     #[serde(default)]
     pub gpu_memory_budget: u64,
+    /// Mixup / CutMix with soft targets (timm's options; off by default).
+    #[serde(default)]
+    pub mixup: MixupSpec,
 }
 
 impl PipelineConfig {
@@ -234,6 +238,7 @@ impl PipelineConfig {
             gpu_decoders: GpuDecoders::All,
             decode_only: false,
             gpu_memory_budget: 0,
+            mixup: MixupSpec::default(),
         }
     }
 
@@ -277,6 +282,7 @@ impl PipelineConfig {
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
         self.sampling.validate()?;
+        self.mixup.validate()?;
         let bad = |msg: String| Err(Error::config(msg));
         if self.batch_size == 0 {
             return bad("batch size must be at least 1".into());

@@ -6,7 +6,8 @@
 //! spells it ([`OptionNames`]).
 
 use super::{
-    rank_and_world_size, AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, OnError, PipelineConfig, RotateInterp, Sampling,
+    rank_and_world_size, AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, MixupMode, OnError, PipelineConfig, RotateInterp,
+    Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -115,6 +116,22 @@ pub struct PipelineOptions {
     pub mean: Option<[f32; 3]>,
     /// Normalization std (0..1 scale).
     pub std: Option<[f32; 3]>,
+    /// Mixup's Beta α (timm `--mixup`; 0 = off).
+    pub mixup: Option<f64>,
+    /// CutMix's Beta α (timm `--cutmix`; 0 = off).
+    pub cutmix: Option<f64>,
+    /// CutMix box side fraction range (timm `--cutmix-minmax`).
+    pub cutmix_minmax: Option<(f64, f64)>,
+    /// Probability of mixing (timm `--mixup-prob`, default 1).
+    pub mixup_prob: Option<f64>,
+    /// Probability of CutMix when both are on (timm `--mixup-switch-prob`, default 0.5).
+    pub mixup_switch_prob: Option<f64>,
+    /// Draws per batch, pair or sample (timm `--mixup-mode`, default batch).
+    pub mixup_mode: Option<MixupMode>,
+    /// Label smoothing of the soft targets (timm `--smoothing`, default 0.1).
+    pub smoothing: Option<f64>,
+    /// Classes of the soft targets (default: the dataset's).
+    pub num_classes: Option<usize>,
     /// JSON file of config fields that override everything above.
     pub config: Option<PathBuf>,
 }
@@ -186,6 +203,15 @@ impl PipelineOptions {
                 names.of("ratio")
             )));
         }
+        let m = &mut c.mixup;
+        set(&mut m.mixup, self.mixup);
+        set(&mut m.cutmix, self.cutmix);
+        m.cutmix_minmax = self.cutmix_minmax;
+        set(&mut m.prob, self.mixup_prob);
+        set(&mut m.switch_prob, self.mixup_switch_prob);
+        set(&mut m.mode, self.mixup_mode);
+        set(&mut m.smoothing, self.smoothing);
+        set(&mut m.num_classes, self.num_classes);
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;
         }

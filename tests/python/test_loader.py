@@ -276,3 +276,30 @@ def test_the_torch_example_trains_a_few_steps_on_the_cpu():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "steps of" in out.stdout and "data wait" in out.stdout
+
+
+def test_mixup_gives_soft_targets_and_timm_blends_of_the_unmixed_batch(folder):
+    """With mixup (Beta(1, 1) every batch, no smoothing) the second tensor is float32 soft
+    targets [N, classes]; each image is lam * own + (1 - lam) * its flip partner's, taken from
+    the same run without mixing (the per-sample augmentation does not depend on mixing)."""
+    plain = collect(loader(folder, batch_size=6, seed=3, size=32, dtype="float32"))
+    mixed = collect(loader(folder, batch_size=6, seed=3, size=32, dtype="float32", mixup=1.0, smoothing=0.0))
+    assert len(plain) == len(mixed)
+    checked = 0
+    for (x0, y0), (x1, t) in zip(plain, mixed):
+        n = len(y0)
+        assert t.dtype == np.float32 and t.shape == (n, CLASSES)
+        np.testing.assert_allclose(t.sum(1), 1.0, rtol=1e-6)
+        for i in range(n // 2):
+            j = n - 1 - i
+            if y0[i] == y0[j]:
+                continue  # lam is not readable from the targets
+            lam = t[i, y0[i]]
+            assert t[j, y0[j]] == pytest.approx(lam, abs=1e-6)
+            np.testing.assert_allclose(x1[i], lam * x0[i] + (1 - lam) * x0[j], atol=1e-5)
+            np.testing.assert_allclose(x1[j], lam * x0[j] + (1 - lam) * x0[i], atol=1e-5)
+            checked += 1
+    assert checked > 0
+    for kw, word in [(dict(mixup_mode="row"), "mixup_mode"), (dict(cutmix_minmax=(0.5, 0.2)), "cutmix_minmax"), (dict(mixup=-1.0), "mixup")]:
+        with pytest.raises(ValueError, match=word):
+            loader(folder, **kw)

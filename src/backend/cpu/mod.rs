@@ -46,6 +46,8 @@ pub struct CpuBackend {
     max_pixels: u64,
     dct: bool,
     on_error: OnError,
+    mixup: crate::config::MixupSpec,
+    seed: u64,
 }
 
 struct Worker {
@@ -133,6 +135,9 @@ impl CpuBackend {
     /// A backend for `config`: a pool of `config.cpu_threads` workers (0 = all cores).
     pub fn new(config: &PipelineConfig) -> Result<Self> {
         config.validate()?;
+        if config.mixup.enabled() && config.mixup.num_classes == 0 {
+            return Err(Error::config("mixup/cutmix needs mixup.num_classes (the Pipeline sets it from the dataset)"));
+        }
         let threads =
             if config.cpu_threads == 0 { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) } else { config.cpu_threads };
         let pool = rayon::ThreadPoolBuilder::new()
@@ -149,6 +154,8 @@ impl CpuBackend {
             max_pixels: config.max_decoded_pixels,
             dct: config.cpu_dct_scaling,
             on_error: config.on_error,
+            mixup: config.mixup.clone(),
+            seed: config.seed,
         })
     }
 }
@@ -204,6 +211,7 @@ impl Backend for CpuBackend {
                 images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
             }
             super::fill_records(samples, sources, batch);
+            super::mix_host_batch(&self.mixup, self.seed, batch)?;
         }
         let times = BatchTimes {
             decode: Duration::from_nanos(decode_ns.into_inner()),

@@ -93,6 +93,11 @@ impl CudaBackend {
     /// Open the config's device and allocate everything the pipeline will ever use.
     pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
         config.validate()?;
+        if config.mixup.enabled() {
+            // kernels/mixup.cu (the per-element math the CPU backend runs host-compiled) is
+            // built, but its launch and the soft targets' place in the ring slot are not wired yet.
+            return Err(Error::config("mixup/cutmix is not on the CUDA backend yet: use --backend cpu, or mix in the trainer"));
+        }
         let gpu = super::open_for_pipeline(config.device)?;
         let samples = dataset.samples().iter().map(|s| {
             let (w, h) = s.info.map_or((0, 0), |i| (i.width, i.height));

@@ -101,6 +101,11 @@ pub fn run(args: Args) -> stoke::Result<()> {
         write_npy(&args.out.join(format!("batch_{b:05}.npy")), npy_descr(batch.dtype), &batch.shape, bytes)?;
         let labels: Vec<u8> = batch.labels.iter().flat_map(|l| l.to_le_bytes()).collect();
         write_npy(&args.out.join(format!("batch_{b:05}.labels.npy")), "<i8", &[batch.len()], &labels)?;
+        if batch.num_classes > 0 {
+            // Mixup/CutMix soft targets [N, classes].
+            let t: Vec<u8> = batch.targets.iter().flat_map(|v| v.to_le_bytes()).collect();
+            write_npy(&args.out.join(format!("batch_{b:05}.targets.npy")), "<f4", &[batch.len(), batch.num_classes], &t)?;
+        }
         let ds = pipeline.dataset();
         for slot in 0..batch.len() {
             let index = batch.indices[slot];

@@ -129,6 +129,39 @@ pub struct PipelineArgs {
     /// The augmentation's parts, on top of the preset.
     #[command(flatten)]
     pub augment: AugmentArgs,
+    /// Mixup / CutMix with soft targets (timm's flags).
+    #[command(flatten)]
+    pub mix: MixArgs,
+}
+
+/// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
+/// images; CPU backend).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct MixArgs {
+    /// Mixup alpha (Beta(α, α)); 0 = off.
+    #[arg(long)]
+    pub mixup: Option<f64>,
+    /// CutMix alpha (Beta(α, α)); 0 = off.
+    #[arg(long)]
+    pub cutmix: Option<f64>,
+    /// CutMix box side as a fraction of the image side, `MIN,MAX` (overrides --cutmix's Beta).
+    #[arg(long, value_delimiter = ',')]
+    pub cutmix_minmax: Option<Vec<f64>>,
+    /// Probability of mixing a batch/pair/sample.
+    #[arg(long)]
+    pub mixup_prob: Option<f64>,
+    /// Probability of CutMix instead of Mixup when both are on.
+    #[arg(long)]
+    pub mixup_switch_prob: Option<f64>,
+    /// One draw per batch, pair or sample.
+    #[arg(long, value_enum)]
+    pub mixup_mode: Option<stoke::config::MixupMode>,
+    /// Label smoothing of the soft targets.
+    #[arg(long)]
+    pub smoothing: Option<f64>,
+    /// Classes of the soft targets (default: the dataset's).
+    #[arg(long)]
+    pub num_classes: Option<usize>,
 }
 
 /// Options that change the preset's augmentation (each one only when given).
@@ -240,6 +273,15 @@ impl PipelineArgs {
             ..PipelineOptions::default()
         };
         self.augment.fill(&mut o)?;
+        let m = &self.mix;
+        if let Some(v) = &m.cutmix_minmax {
+            if v.len() != 2 {
+                return Err(stoke::Error::config(format!("--cutmix-minmax takes 2 comma-separated values, got {}", v.len())));
+            }
+        }
+        (o.mixup, o.cutmix, o.cutmix_minmax) = (m.mixup, m.cutmix, m.cutmix_minmax.as_ref().map(|v| (v[0], v[1])));
+        (o.mixup_prob, o.mixup_switch_prob, o.mixup_mode) = (m.mixup_prob, m.mixup_switch_prob, m.mixup_mode);
+        (o.smoothing, o.num_classes) = (m.smoothing, m.num_classes);
         Ok(o)
     }
 
