@@ -27,8 +27,11 @@ fn config(root: &Path, threads: usize, mixup: MixupSpec) -> PipelineConfig {
     c
 }
 
-/// (images as f32, labels, targets, classes) of every batch of epoch 1.
-fn epoch(c: PipelineConfig) -> Vec<(Vec<f32>, Vec<i64>, Vec<f32>, usize)> {
+/// Images as f32, labels, targets and classes of one batch.
+type Seen = (Vec<f32>, Vec<i64>, Vec<f32>, usize);
+
+/// Every batch of epoch 1.
+fn epoch(c: PipelineConfig) -> Vec<Seen> {
     let mut p = Pipeline::new(c).unwrap();
     p.start_epoch(1, 0);
     let mut out = Vec::new();
