@@ -221,6 +221,54 @@ fn a_png_under_a_jpeg_name_is_delivered(kind: BackendKind) {
     assert!(batch.decoders.cpu >= 2, "{:?}", batch.decoders);
 }
 
+/// Mixup/CutMix: the same draws, soft targets and mixing on each backend — checked on the
+/// backend's own unmixed batch of the same epoch (tests/cpu_mixup.rs holds the CPU backend to
+/// timm's formula in detail; here every mixed image is a blend or a box of the unmixed pair).
+fn mixup_gives_soft_targets_and_mixes_the_unmixed_pairs(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, _) = folder(dir.path(), 12, &[]);
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Fail) else { return };
+    let (_, plain) = one_batch(&mut b, &ds, &c);
+    let plain = plain.unwrap();
+    assert_eq!((plain.num_classes, plain.targets.len()), (0, 0));
+    let x0 = pixels(&plain);
+    let mut c = c.clone();
+    c.mixup = stoke::config::MixupSpec { mixup: 1.0, smoothing: 0.0, num_classes: 1 + ds.classes().len(), ..Default::default() };
+    let mut b = AnyBackend::new(&c, &ds).unwrap();
+    let (_, mixed) = one_batch(&mut b, &ds, &c);
+    let mut mixed = mixed.unwrap();
+    let x1 = pixels(&mixed);
+    mixed.make_host().unwrap();
+    let classes = c.mixup.num_classes;
+    assert_eq!((mixed.num_classes, mixed.targets.len()), (classes, mixed.len() * classes));
+    let per = mixed.sample_bytes();
+    let n = mixed.len();
+    let f16 = |b: &[u8]| -> Vec<f32> { b.chunks_exact(2).map(|h| half_to_f32(u16::from_le_bytes([h[0], h[1]]))).collect() };
+    for i in 0..n / 2 {
+        let j = n - 1 - i;
+        // One class (+1 unused column): the targets are one-hot, lam is read from the images.
+        let (a, bb, m) = (f16(&x0[i * per..(i + 1) * per]), f16(&x0[j * per..(j + 1) * per]), f16(&x1[i * per..(i + 1) * per]));
+        let k = (0..a.len()).max_by(|&p, &q| (a[p] - bb[p]).abs().total_cmp(&(a[q] - bb[q]).abs())).unwrap();
+        let lam = (m[k] - bb[k]) / (a[k] - bb[k]);
+        for p in 0..a.len() {
+            let want = a[p] * lam + bb[p] * (1.0 - lam);
+            assert!((m[p] - want).abs() <= 0.02 + 0.01 * want.abs(), "slot {i} element {p}: {} vs {want} (lam {lam})", m[p]);
+        }
+    }
+}
+
+/// binary16 → f32 for the test's own reading of f16 outputs.
+fn half_to_f32(h: u16) -> f32 {
+    let (s, e, m) = ((h >> 15) as u32, ((h >> 10) & 0x1f) as i32, (h & 0x3ff) as f32);
+    let v = if e == 0 { m * 2f32.powi(-24) } else { (1.0 + m / 1024.0) * 2f32.powi(e - 15) };
+    if s == 1 {
+        -v
+    } else {
+        v
+    }
+}
+
 /// One `#[test]` per body and backend: `cpu::name` and `cuda::name`.
 macro_rules! on_each_backend {
     ($($name:ident),* $(,)?) => {
@@ -240,4 +288,5 @@ on_each_backend!(
     a_file_deleted_after_indexing_is_a_read_error,
     params_that_no_longer_fit_the_file_are_a_sample_error,
     a_png_under_a_jpeg_name_is_delivered,
+    mixup_gives_soft_targets_and_mixes_the_unmixed_pairs,
 );

@@ -116,9 +116,16 @@ impl Tensor {
             },
             (Images::Device(d), part) => {
                 let device = DLDevice { device_type: KDL_CUDA, device_id: d.context().ordinal() as i32 };
-                match part {
-                    Part::Images => View { owner, data: d.images_ptr(), device, dtype, shape: img_shape },
-                    Part::Labels => View { owner, data: d.labels_ptr(), device, dtype: i64t, shape: vec![n] },
+                match (part, d.targets_ptr()) {
+                    (Part::Images, _) => View { owner, data: d.images_ptr(), device, dtype, shape: img_shape },
+                    (Part::Labels, Some(t)) => View {
+                        owner,
+                        data: t,
+                        device,
+                        dtype: DLDataType { code: KDL_FLOAT, bits: 32, lanes: 1 },
+                        shape: vec![n, d.num_classes() as i64],
+                    },
+                    (Part::Labels, None) => View { owner, data: d.labels_ptr(), device, dtype: i64t, shape: vec![n] },
                 }
             }
         }

@@ -33,7 +33,7 @@ class Loader:
     Every option of `stoke bench`/`stoke dump` is here under its Python name. ``rank`` and
     ``world_size`` default to torchrun's RANK and WORLD_SIZE.
 
-    With ``mixup``/``cutmix`` (timm's ``Mixup`` options and meaning; CPU backend for now), each
+    With ``mixup``/``cutmix`` (timm's ``Mixup`` options and meaning), each
     batch is ``(images, targets)`` with float32 soft targets ``[N, num_classes]`` in place of
     the labels, as timm's ``Mixup`` returns them (use a soft-target cross-entropy).
     """

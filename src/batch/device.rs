@@ -34,14 +34,20 @@ pub struct SlotLayout {
     pub params_offset: usize,
     /// Offset of the kernel descriptor array.
     pub descs_offset: usize,
+    /// Offset of the Mixup/CutMix parameters (one `MixParams` per sample; empty when off).
+    pub mix_offset: usize,
+    /// Offset of the `f32` soft targets `[batch, classes]` (empty when off).
+    pub targets_offset: usize,
+    /// Columns of the soft targets (0: Mixup/CutMix off).
+    pub classes: usize,
     /// Bytes of one slot.
     pub slot_bytes: usize,
 }
 
 impl SlotLayout {
     /// Layout for batches of `batch` images of `out_w × out_h`, with `desc_bytes` of kernel
-    /// descriptor per sample.
-    pub fn new(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout, desc_bytes: usize) -> Self {
+    /// descriptor per sample and soft targets of `classes` columns (0: none).
+    pub fn new(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout, desc_bytes: usize, classes: usize) -> Self {
         let shape = match layout {
             Layout::Nchw => [batch, 3, out_h, out_w],
             Layout::Nhwc => [batch, out_h, out_w, 3],
@@ -50,11 +56,26 @@ impl SlotLayout {
         let labels_offset = image_bytes.next_multiple_of(SLOT_ALIGN);
         let params_offset = (labels_offset + batch * 8).next_multiple_of(SLOT_ALIGN);
         let descs_offset = (params_offset + batch * std::mem::size_of::<AugParams>()).next_multiple_of(SLOT_ALIGN);
-        let slot_bytes = (descs_offset + batch * desc_bytes).next_multiple_of(SLOT_ALIGN);
-        Self { shape, dtype, layout, image_bytes, labels_offset, params_offset, descs_offset, slot_bytes }
+        let mix_bytes = if classes > 0 { batch * std::mem::size_of::<crate::augment::mixup::MixParams>() } else { 0 };
+        let mix_offset = (descs_offset + batch * desc_bytes).next_multiple_of(SLOT_ALIGN);
+        let targets_offset = (mix_offset + mix_bytes).next_multiple_of(SLOT_ALIGN);
+        let slot_bytes = (targets_offset + batch * classes * 4).next_multiple_of(SLOT_ALIGN);
+        Self {
+            shape,
+            dtype,
+            layout,
+            image_bytes,
+            labels_offset,
+            params_offset,
+            descs_offset,
+            mix_offset,
+            targets_offset,
+            classes,
+            slot_bytes,
+        }
     }
 
-    /// Bytes of the tail (labels, params, descriptors).
+    /// Bytes of the tail (labels, params, descriptors, mix parameters, soft targets).
     pub fn tail_bytes(&self) -> usize {
         self.slot_bytes - self.labels_offset
     }
@@ -226,6 +247,28 @@ impl DeviceImages {
         self.shared.ptrs[self.slot] + self.shared.layout.labels_offset as u64
     }
 
+    /// Columns of the soft targets (0 when Mixup/CutMix is off).
+    pub fn num_classes(&self) -> usize {
+        self.shared.layout.classes
+    }
+
+    /// Raw device address of the `f32` soft targets `[n, num_classes]` (Mixup/CutMix on).
+    pub fn targets_ptr(&self) -> Option<sys::CUdeviceptr> {
+        (self.num_classes() > 0).then(|| self.shared.ptrs[self.slot] + self.shared.layout.targets_offset as u64)
+    }
+
+    /// Copy the soft targets to the host (waits for ready); empty when Mixup/CutMix is off.
+    pub fn copy_targets_to_host(&self, out: &mut Vec<f32>) -> Result<(), GpuError> {
+        out.clear();
+        let Some(ptr) = self.targets_ptr() else { return Ok(()) };
+        self.synchronize()?;
+        out.resize(self.n * self.num_classes(), 0.0);
+        self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
+        // SAFETY: the slot holds n × classes f32 targets once ready (synchronised above); `out`
+        // has exactly that length.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], ptr) }.map_err(err("cuMemcpyDtoH"))
+    }
+
     /// The images as raw bytes, a cudarc view. cudarc's own per-allocation tracking does not
     /// see the ring's writes: the rules above still apply.
     pub fn images_bytes(&self) -> CudaView<'_, u8> {
@@ -316,7 +359,7 @@ mod tests {
     #[test]
     fn slot_layout_table() {
         // 256 × 3 × 224 × 224 f16 = 77_070_336 bytes (a multiple of 256), labels right after.
-        let l = SlotLayout::new(256, 224, 224, DType::F16, Layout::Nchw, 48);
+        let l = SlotLayout::new(256, 224, 224, DType::F16, Layout::Nchw, 48, 0);
         assert_eq!(l.shape, [256, 3, 224, 224]);
         assert_eq!(l.image_bytes, 77_070_336);
         assert_eq!(l.labels_offset, 77_070_336);
@@ -325,7 +368,7 @@ mod tests {
         assert_eq!(l.slot_bytes, 77_070_336 + 2048 + 256 * 88 + 256 * 48);
         assert_eq!(l.tail_bytes(), 2048 + 256 * 88 + 256 * 48);
         // Odd sizes: labels aligned, slot aligned, nothing overlaps.
-        let l = SlotLayout::new(3, 7, 5, DType::F32, Layout::Nhwc, 48);
+        let l = SlotLayout::new(3, 7, 5, DType::F32, Layout::Nhwc, 48, 0);
         assert_eq!(l.shape, [3, 5, 7, 3]);
         assert_eq!(l.image_bytes, 3 * 5 * 7 * 3 * 4);
         assert_eq!(l.labels_offset, 1280);
@@ -335,7 +378,7 @@ mod tests {
         assert_eq!(l.elements(), 315);
         for (b, w, h) in [(1, 1, 1), (5, 33, 17), (64, 224, 224)] {
             for dt in [DType::F32, DType::F16, DType::Bf16] {
-                let l = SlotLayout::new(b, w, h, dt, Layout::Nchw, 48);
+                let l = SlotLayout::new(b, w, h, dt, Layout::Nchw, 48, 0);
                 assert!(l.labels_offset >= l.image_bytes && l.labels_offset % SLOT_ALIGN == 0);
                 assert!(l.params_offset >= l.labels_offset + 8 * b && l.params_offset % SLOT_ALIGN == 0);
                 assert!(l.descs_offset >= l.params_offset + 88 * b && l.descs_offset % SLOT_ALIGN == 0);

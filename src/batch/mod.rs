@@ -173,6 +173,7 @@ impl Batch {
         if let Images::Device(d) = &self.images {
             let mut v = Vec::new();
             d.copy_images_to_host(&mut v)?;
+            d.copy_targets_to_host(&mut self.targets)?;
             self.images = Images::Host(v);
         }
         Ok(())

@@ -24,6 +24,7 @@ use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, Me
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
+use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
 use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
@@ -31,7 +32,7 @@ use crate::codec::{DecodeError, DecodeErrorKind};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result, SlotError};
 use crate::source::Dataset;
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{CudaEvent, PushKernelArg};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -82,6 +83,8 @@ pub struct CudaBackend {
     decoded: Vec<std::result::Result<Decoded, SlotError>>,
     params: Vec<AugParams>,
     descs: Vec<SampleDesc>,
+    mix: Vec<MixParams>,
+    targets: Vec<f32>,
     // Timing events around the augment launches of the last two batches, used in turn; read
     // without waiting (a kernel may still wait on the trainer for its ring slot).
     aug_events: [(CudaEvent, CudaEvent); 2],
@@ -93,10 +96,8 @@ impl CudaBackend {
     /// Open the config's device and allocate everything the pipeline will ever use.
     pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
         config.validate()?;
-        if config.mixup.enabled() {
-            // kernels/mixup.cu (the per-element math the CPU backend runs host-compiled) is
-            // built, but its launch and the soft targets' place in the ring slot are not wired yet.
-            return Err(Error::config("mixup/cutmix is not on the CUDA backend yet: use --backend cpu, or mix in the trainer"));
+        if config.mixup.enabled() && config.mixup.num_classes == 0 {
+            return Err(Error::config("mixup/cutmix needs mixup.num_classes (the Pipeline sets it from the dataset)"));
         }
         let gpu = super::open_for_pipeline(config.device)?;
         let samples = dataset.samples().iter().map(|s| {
@@ -158,7 +159,8 @@ impl CudaBackend {
             config.augment.antialias,
         );
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
-        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout);
+        let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
+        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
             log::info!(
@@ -179,6 +181,8 @@ impl CudaBackend {
             decoded: Vec::new(),
             params: Vec::new(),
             descs: Vec::new(),
+            mix: Vec::new(),
+            targets: Vec::new(),
             aug_events,
             aug_pending: [false; 2],
             aug_turn: 0,
@@ -365,10 +369,46 @@ impl Backend for CudaBackend {
             gpu_times.augment += elapsed_secs(&self.aug_events[k].0, &self.aug_events[k].1)?;
         }
         self.aug_events[k].0.record(&stream).map_err(crate::error::driver_err("cuEventRecord"))?;
-        let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs).and_then(|()| {
+        // Mixup/CutMix: drawn per batch, applied by a second kernel over the finished slot.
+        self.mix.clear();
+        self.targets.clear();
+        let spec = &self.config.mixup;
+        if spec.enabled() {
+            let classes = spec.num_classes;
+            if let Some(&bad) = batch.labels.iter().find(|&&l| l < 0 || l as usize >= classes) {
+                self.ring.abandon(slot)?;
+                return Err(Error::config(format!(
+                    "label {bad} is outside the {classes} classes of the mixup soft targets (mixup.num_classes)"
+                )));
+            }
+            self.mix = spec.draw(self.config.seed, epoch, step, n, ow, oh);
+            spec.targets(&batch.labels, &self.mix, classes, &mut self.targets);
+        }
+        let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs, &self.mix, &self.targets).and_then(|()| {
             let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
-            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)
+            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)?;
+            if self.mix.is_empty() {
+                return Ok(());
+            }
+            let f = self.gpu.kernels()?.function("stoke_mixup")?;
+            let mut b = stream.launch_builder(&f);
+            let (mix_dev, dtype, layout) = (self.ring.mix_ptr(&slot), self.config.output.dtype.code(), self.config.output.layout.code());
+            let (nn, hh, ww) = (n as u32, oh as i32, ow as i32);
+            b.arg(&slot.images).arg(&mix_dev).arg(&dtype).arg(&layout).arg(&nn).arg(&hh).arg(&ww);
+            let total = (n / 2) as u64 * 3 * oh as u64 * ow as u64;
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (total.div_ceil(256).clamp(1, 4096) as u32, 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            // SAFETY: (out, mix, dtype, layout, n, H, W) is stoke_mixup's parameter list; the
+            // images hold n samples of H×W×3 of `dtype` in `layout` (written by the augment
+            // kernel just before, on this stream) and the slot's mix array n entries (uploaded
+            // above, on this stream).
+            unsafe { crate::backend::cuda::module::launch(&mut b, "stoke_mixup", cfg) }
         });
+        batch.num_classes = if spec.enabled() { spec.num_classes } else { 0 };
+        batch.targets.clear();
         self.aug_events[k].1.record(&stream).map_err(crate::error::driver_err("cuEventRecord"))?;
         self.aug_pending[k] = true;
         if let Err(e) = launched {

@@ -23,6 +23,7 @@
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
 use super::augment::SampleDesc;
+use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
 pub(crate) use crate::batch::device::SlotLayout;
 use crate::batch::device::{FreeSlots, RingShared};
@@ -34,8 +35,8 @@ use cudarc::driver::{sys, CudaStream};
 use std::sync::{Arc, Mutex};
 
 /// The slot layout of the CUDA backend's batches ([`SlotLayout::new`] with its descriptors).
-pub(crate) fn slot_layout(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout) -> SlotLayout {
-    SlotLayout::new(batch, out_w, out_h, dtype, layout, std::mem::size_of::<SampleDesc>())
+pub(crate) fn slot_layout(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout, classes: usize) -> SlotLayout {
+    SlotLayout::new(batch, out_w, out_h, dtype, layout, std::mem::size_of::<SampleDesc>(), classes)
 }
 
 /// The ring, owned by the producer.
@@ -119,6 +120,11 @@ impl OutputRing {
         Ok(ProducerSlot { slot, images: sh.ptrs[slot] })
     }
 
+    /// Device address of the slot's Mixup/CutMix parameters (the mixup kernel's input).
+    pub fn mix_ptr(&self, p: &ProducerSlot) -> sys::CUdeviceptr {
+        self.shared.ptrs[p.slot] + self.shared.layout.mix_offset as u64
+    }
+
     /// Device addresses of the slot's params and descriptors (the kernels' inputs).
     pub fn launch_ptrs(&self, p: &ProducerSlot) -> (sys::CUdeviceptr, sys::CUdeviceptr) {
         let base = self.shared.ptrs[p.slot];
@@ -128,7 +134,15 @@ impl OutputRing {
 
     /// Write the batch's labels, params and descriptors into the slot's pinned tail and
     /// enqueue their copy on the producer stream (before the kernels that read them).
-    pub fn upload(&self, p: &ProducerSlot, labels: &[i64], params: &[AugParams], descs: &[SampleDesc]) -> Result<(), GpuError> {
+    pub fn upload(
+        &self,
+        p: &ProducerSlot,
+        labels: &[i64],
+        params: &[AugParams],
+        descs: &[SampleDesc],
+        mix: &[MixParams],
+        targets: &[f32],
+    ) -> Result<(), GpuError> {
         let sh = &self.shared;
         let (k, l) = (p.slot, &sh.layout);
         let n = labels.len();
@@ -145,6 +159,14 @@ impl OutputRing {
         tail[at(l.params_offset)..at(l.params_offset) + pb.len()].copy_from_slice(pb);
         let db: &[u8] = bytemuck::cast_slice(descs);
         tail[at(l.descs_offset)..at(l.descs_offset) + db.len()].copy_from_slice(db);
+        assert!(
+            mix.len() == if l.classes > 0 { n } else { 0 } && targets.len() == n * l.classes,
+            "mix parameters and targets fit the layout"
+        );
+        let mb: &[u8] = bytemuck::cast_slice(mix);
+        tail[at(l.mix_offset)..at(l.mix_offset) + mb.len()].copy_from_slice(mb);
+        let tb: &[u8] = bytemuck::cast_slice(targets);
+        tail[at(l.targets_offset)..at(l.targets_offset) + tb.len()].copy_from_slice(tb);
         // SAFETY: source is the slot's pinned tail (alive in `RingShared`, not rewritten before
         // `ready[k]` completes: invariant 2); destination is the tail of slot k, which the
         // producer owns between acquire and publish.

@@ -135,7 +135,7 @@ pub struct PipelineArgs {
 }
 
 /// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
-/// images; CPU backend).
+/// images; the CUDA backend mixes on the device, not yet verified on a GPU).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct MixArgs {
     /// Mixup alpha (Beta(α, α)); 0 = off.
