@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use stoke::augment::params::{draw, AugParams};
-use stoke::backend::cuda::augment::{oriented_steps, Augmenter, SampleDesc, TableLayout, TablePlan};
+use stoke::backend::cuda::augment::{oriented_steps, AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
 use stoke::backend::cuda::device::Gpu;
 use stoke::config::{AugmentSpec, DType, OutputSpec};
 
@@ -116,7 +116,7 @@ fn cuda(c: &mut Criterion) {
         g.bench_function(&name, |b| {
             b.iter_custom(|iters| {
                 event_time(&stream, &name, bytes, iters, || {
-                    aug.launch(&stream, base, pp, dp, batch, (224, 224), op, false).expect("augment launch");
+                    aug.launch(&stream, base, pp, dp, batch, (224, 224), op, AugmentKind::Plain).expect("augment launch");
                 })
             })
         });

@@ -3,11 +3,16 @@
 // Per batch, on the producer stream:
 //   stoke_augment_tables  one thread per (sample, axis, window index): that column's (row's)
 //                         filter taps from the shared math, as byte offsets + weights;
-//   stoke_augment(_rotate) one thread per output pixel: rotation → flip/window → resize
-//                         (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
-//                         normalize → cast, three output elements written once each.
+//   stoke_recipe_stats    (batches where some sample draws ColorJitter's contrast step) one
+//                         thread per output pixel: the geometry and the color steps drawn
+//                         before contrast, the pixel's grayscale added into its sample's
+//                         integer sum (recipe_math.cuh);
+//   stoke_augment(_rotate|_recipe) one thread per output pixel: rotation → flip/window →
+//                         resize (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
+//                         [recipe: color steps] → normalize → [recipe: erasing] → cast, three
+//                         output elements written once each.
 //
-// All per-pixel math is augment_math.cuh's (shared with the CPU backend). The accumulations
+// All per-pixel math is augment_math.cuh's and recipe_math.cuh's (shared with the CPU backend). The accumulations
 // here are the same sequence of IEEE f32 operations as stoke_resized_pixel / stoke_host_augment,
 // written with __fmul_rn/__fadd_rn so they are never contracted into FMA even without
 // -fmad=false (the build passes it anyway, for the math in the header). The per-pixel
@@ -15,6 +20,7 @@
 // (the __global__ parts are device-only) and CI checks its output against the CPU backend bit
 // for bit (tests/gpu_kernel_host.rs).
 #include "augment_math.cuh"
+#include "recipe_math.cuh"
 
 // Per-channel mean and std on the 0..1 scale, by value. Mirrored by `Normalize` in
 // src/backend/cuda/augment.rs (24 bytes).
@@ -135,16 +141,15 @@ STOKE_HD void stoke_resized_from_tables(const uint8_t* __restrict__ arena, const
     v[2] = stoke_clamp255(a2);
 }
 
-// Output pixel (x, y) of sample n: its 3 elements of `out` (dtype/layout as given), written
-// once. ROTATE = false is only used when every angle of the batch is 0 (the host checks), so
-// it skips the rotation machinery and its registers. `sr` is stoke_rotation_init(&sp).
+// The geometry of output pixel (x, y): rotation → flip/window → resize, the clamped 0..255
+// value of each channel in v. ROTATE = false is only used when every angle of the batch is 0
+// (the host checks), so it skips the rotation machinery and its registers. `sr` is
+// stoke_rotation_init(&sp).
 template <bool ROTATE>
-STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
-                                  const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
-                                  uint32_t n, int32_t x, int32_t y, void* __restrict__ out, uint32_t dtype,
-                                  uint32_t layout, const StokeNormalize& norm) {
+STOKE_HD void stoke_geometry_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                   const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
+                                   int32_t x, int32_t y, float v[3]) {
     const int32_t W = sp.out_w, H = sp.out_h;
-    float v[3];
     if (!ROTATE || sr.kind == STOKE_ROT_NONE) {
         stoke_resized_from_tables(arena, sp, sd, t, x, y, v);
     } else if (sr.kind == STOKE_ROT_EXACT) {
@@ -186,9 +191,43 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
         v[1] = stoke_rot_blend(a1, mask, sp.fill[1]);
         v[2] = stoke_rot_blend(a2, mask, sp.fill[2]);
     }
+}
+
+// Output pixel (x, y) of sample n: its 3 elements of `out` (dtype/layout as given), written
+// once. RECIPE adds the color steps (with `mean`, the sample's contrast mean) and erasing
+// (recipe_math.cuh); without it they are compiled out.
+template <bool ROTATE, bool RECIPE>
+STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                  const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
+                                  uint32_t n, int32_t x, int32_t y, void* __restrict__ out, uint32_t dtype,
+                                  uint32_t layout, const StokeNormalize& norm, float mean) {
+    const int32_t W = sp.out_w, H = sp.out_h;
+    float v[3];
+    stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
+    if (RECIPE) {
+        stoke_color_apply(&sp.color, mean, v);
+        const int hit = stoke_erase_box(&sp.erase, x, y);
+        for (int c = 0; c < 3; c++) {
+            const float nv = hit ? stoke_erase_value(&sp.erase, hit, c, x, y)
+                                 : stoke_normalize(v[c], norm.mean[c], norm.std[c]);
+            stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, H, W), nv);
+        }
+        return;
+    }
     for (int c = 0; c < 3; c++) {
         stoke_store(out, dtype, stoke_out_index(layout, n, c, y, x, H, W), v[c], norm.mean[c], norm.std[c]);
     }
+}
+
+// Output pixel (x, y)'s share of its sample's contrast mean: the grayscale, in 16.16 fixed
+// point, of the image as it is when the drawn contrast step runs.
+STOKE_HD uint64_t stoke_contrast_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                       const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
+                                       int32_t x, int32_t y) {
+    float v[3];
+    stoke_geometry_pixel<true>(arena, sp, sd, sr, t, x, y, v);
+    stoke_color_before_contrast(&sp.color, v);
+    return stoke_gray_fixed(v);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -204,26 +243,31 @@ extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict
                       weights);
 }
 
-template <bool ROTATE>
+template <bool ROTATE, bool RECIPE>
 __device__ __forceinline__ void stoke_augment_block(const uint8_t* __restrict__ arena,
                                                     const StokeAugParams* __restrict__ params,
                                                     const StokeSampleDesc* __restrict__ descs, const StokeTables& t,
                                                     void* __restrict__ out, uint32_t dtype, uint32_t layout,
-                                                    const StokeNormalize& norm) {
+                                                    const StokeNormalize& norm,
+                                                    const unsigned long long* __restrict__ sums) {
     __shared__ StokeAugParams sp;
     __shared__ StokeSampleDesc sd;
     __shared__ StokeRotation sr;
+    __shared__ float mean;
     const uint32_t n = blockIdx.z;
     if (threadIdx.x == 0 && threadIdx.y == 0) {
         sp = params[n];
         sd = descs[n];
         if (ROTATE) stoke_rotation_init(&sp, &sr);  // f64 sin/cos: once per block, not per pixel
+        mean = RECIPE && stoke_color_needs_mean(&sp.color)
+                   ? stoke_contrast_mean(sums[n], (uint64_t)sp.out_w * (uint64_t)sp.out_h)
+                   : 0.0f;
     }
     __syncthreads();
     const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
     if (x >= sp.out_w || y >= sp.out_h) return;
-    stoke_augment_pixel<ROTATE>(arena, sp, sd, sr, t, n, x, y, out, dtype, layout, norm);
+    stoke_augment_pixel<ROTATE, RECIPE>(arena, sp, sd, sr, t, n, x, y, out, dtype, layout, norm, mean);
 }
 
 // grid (ceil(out_w / 32), ceil(out_h / 8), batch), block (32, 8). Every angle of the batch is 0.
@@ -232,7 +276,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment(
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
-    stoke_augment_block<false>(arena, params, descs, t, out, dtype, layout, norm);
+    stoke_augment_block<false, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
 }
 
 // Same launch as stoke_augment, for batches with rotation.
@@ -241,7 +285,46 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
     const StokeTables t = {counts, offs, weights};
-    stoke_augment_block<true>(arena, params, descs, t, out, dtype, layout, norm);
+    stoke_augment_block<true, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
+}
+
+// Same launch, for batches with a color step or erasing on some sample (rotation handled too);
+// `sums` holds each sample's contrast sum from stoke_recipe_stats (read only for samples whose
+// drawn order has a contrast step).
+extern "C" __global__ void __launch_bounds__(256) stoke_augment_recipe(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm,
+    const unsigned long long* __restrict__ sums) {
+    const StokeTables t = {counts, offs, weights};
+    stoke_augment_block<true, true>(arena, params, descs, t, out, dtype, layout, norm, sums);
+}
+
+// Same grid as stoke_augment: adds each pixel's stoke_contrast_pixel into sums[sample] (zeroed
+// by the host first). Integer sums, so the order the atomics land in does not matter.
+extern "C" __global__ void __launch_bounds__(256) stoke_recipe_stats(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, unsigned long long* __restrict__ sums) {
+    __shared__ StokeAugParams sp;
+    __shared__ StokeSampleDesc sd;
+    __shared__ StokeRotation sr;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        sp = params[n];
+        sd = descs[n];
+        stoke_rotation_init(&sp, &sr);
+    }
+    __syncthreads();
+    if (!stoke_color_needs_mean(&sp.color)) return;  // the whole block: sp is shared
+    const StokeTables t = {counts, offs, weights};
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    unsigned long long v = 0;
+    if (x < sp.out_w && y < sp.out_h) v = stoke_contrast_pixel(arena, sp, sd, sr, t, x, y);
+    // One warp is one row segment of the block (blockDim.x == 32): reduce it, one atomic.
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31u) == 0u && v != 0) atomicAdd(sums + n, v);
 }
 
 #endif  // device only

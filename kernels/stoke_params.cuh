@@ -8,6 +8,41 @@
 #define STOKE_ROT_NEAREST 0u
 #define STOKE_ROT_BILINEAR 1u
 
+// ColorJitter's four adjustments (ColorParams::order holds up to four of these, one per
+// nibble, applied lowest nibble first; 0 ends the list).
+#define STOKE_COLOR_BRIGHTNESS 1u
+#define STOKE_COLOR_CONTRAST 2u
+#define STOKE_COLOR_SATURATION 3u
+#define STOKE_COLOR_HUE 4u
+
+// RandomErasing fill modes (timm's `remode`).
+#define STOKE_ERASE_CONST 0u
+#define STOKE_ERASE_RAND 1u
+#define STOKE_ERASE_PIXEL 2u
+#define STOKE_ERASE_MAX 4
+
+// ColorJitter (drawn order and factors) and RandomGrayscale of one sample. Mirror of
+// `ColorParams` (24 bytes).
+struct StokeColorParams {
+    uint32_t order;       // STOKE_COLOR_* per nibble, applied lowest first; 0 = no jitter
+    float brightness;     // factor (1 = unchanged)
+    float contrast;       // factor
+    float saturation;     // factor
+    float hue;            // shift in turns, [-0.5, 0.5]
+    uint32_t grayscale;   // 1: RandomGrayscale fired (after the jitter)
+};
+
+// RandomErasing of one sample: up to STOKE_ERASE_MAX boxes in output pixels, later boxes
+// over earlier ones. Mirror of `EraseParams` (128 bytes).
+struct StokeEraseParams {
+    uint32_t count;       // boxes in use, 0..STOKE_ERASE_MAX
+    uint32_t mode;        // STOKE_ERASE_*
+    uint32_t key_lo;      // per-sample key of the per-pixel normal draws (mode PIXEL)
+    uint32_t key_hi;
+    int32_t box[STOKE_ERASE_MAX][4];    // x, y, w, h
+    float color[STOKE_ERASE_MAX][3];    // mode RAND: the box's value per channel (normalized scale)
+};
+
 struct StokeAugParams {
     int32_t src_w, src_h;                   // oriented source size
     int32_t crop_x, crop_y, crop_w, crop_h; // crop box in oriented coordinates
@@ -21,11 +56,19 @@ struct StokeAugParams {
     uint32_t rot_interp;                    // STOKE_ROT_*
     float angle_deg;                        // counter-clockwise
     float fill[3];                          // 0..255 per channel
+    StokeColorParams color;                 // after the geometry, before normalize
+    StokeEraseParams erase;                 // after normalize
 };
 
-static_assert(sizeof(StokeAugParams) == 88, "StokeAugParams must match AugParams (88 bytes)");
+static_assert(sizeof(StokeColorParams) == 24, "StokeColorParams must match ColorParams (24 bytes)");
+static_assert(sizeof(StokeEraseParams) == 128, "StokeEraseParams must match EraseParams (128 bytes)");
+static_assert(sizeof(StokeAugParams) == 240, "StokeAugParams must match AugParams (240 bytes)");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; nvcc and the host build check these
 static_assert(offsetof(StokeAugParams, orientation) == 48, "orientation offset");
 static_assert(offsetof(StokeAugParams, angle_deg) == 72, "angle_deg offset");
 static_assert(offsetof(StokeAugParams, fill) == 76, "fill offset");
+static_assert(offsetof(StokeAugParams, color) == 88, "color offset");
+static_assert(offsetof(StokeAugParams, erase) == 112, "erase offset");
+static_assert(offsetof(StokeEraseParams, box) == 16, "erase box offset");
+static_assert(offsetof(StokeEraseParams, color) == 80, "erase color offset");
 #endif

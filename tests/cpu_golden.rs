@@ -70,6 +70,7 @@ fn params(v: &Value) -> AugParams {
         rot_interp: u("rot_interp"),
         angle_deg: v["angle_deg"].as_f64().unwrap() as f32,
         fill: [0, 1, 2].map(|c| fill[c].as_f64().unwrap() as f32),
+        ..AugParams::default()
     }
 }
 

@@ -233,6 +233,7 @@ fn params(stored_w: i32, stored_h: i32, orientation: u32) -> AugParams {
         rot_interp: ROT_NEAREST,
         angle_deg: 0.0,
         fill: [0.0; 3],
+        ..AugParams::default()
     }
 }
 

@@ -12,7 +12,7 @@ use cudarc::driver::DevicePtr;
 use gpu_common::{gpu_or_skip, max_ulps};
 use stoke::augment::host::{augment, Scratch, SrcImage};
 use stoke::augment::params::{draw, AugParams};
-use stoke::backend::cuda::augment::{Augmenter, TableLayout, TablePlan};
+use stoke::backend::cuda::augment::{AugmentKind, Augmenter, TableLayout, TablePlan};
 use stoke::backend::cuda::decode::{decode_roi, ArenaCursor, Decoded, Route};
 use stoke::config::{AugmentSpec, DType, Layout, OutputSpec};
 
@@ -74,7 +74,7 @@ fn device_augment_matches_the_cpu_backend() {
                     tables.add(p, &mut d);
                     descs.push(d);
                 }
-                let plan = TablePlan { spans: tables.spans, weights: tables.weights, k_max: u32::MAX };
+                let plan = TablePlan { spans: tables.spans, weights: tables.weights, k_max: u32::MAX, batch };
                 let aug = Augmenter::new(&gpu, &stream, plan, &output).unwrap();
                 let (ow, oh) = spec.size;
                 let sample = 3 * (ow * oh) as usize * dtype.size();
@@ -82,13 +82,13 @@ fn device_augment_matches_the_cpu_backend() {
                 let d_params = stream.clone_htod(bytemuck::cast_slice::<AugParams, u8>(&params)).unwrap();
                 let d_descs = stream.clone_htod(bytemuck::cast_slice::<_, u8>(&descs)).unwrap();
                 let d_out = stream.alloc_zeros::<u8>(batch * sample).unwrap();
-                let rotate = params.iter().any(|p| p.angle_deg != 0.0);
+                let kind = AugmentKind::of(&params);
                 {
                     let (a, _a) = d_arena.device_ptr(&stream);
                     let (pp, _p) = d_params.device_ptr(&stream);
                     let (dd, _d) = d_descs.device_ptr(&stream);
                     let (o, _o) = d_out.device_ptr(&stream);
-                    aug.launch(&stream, a, pp, dd, batch, (ow, oh), o, rotate).unwrap();
+                    aug.launch(&stream, a, pp, dd, batch, (ow, oh), o, kind).unwrap();
                 }
                 let got = stream.clone_dtoh(&d_out).unwrap();
                 let mut want = vec![0u8; batch * sample];

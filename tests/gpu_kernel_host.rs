@@ -11,9 +11,9 @@
 
 use stoke::augment::host::{augment, Scratch, SrcImage};
 use stoke::augment::params::{draw, AugParams};
-use stoke::backend::cuda::augment::{augment_on_host, TableLayout};
+use stoke::backend::cuda::augment::{augment_on_host, AugmentKind, TableLayout};
 use stoke::backend::cuda::decode::{decode_roi, ArenaCursor, Decoded, Route};
-use stoke::config::{AugmentSpec, CropMode, DType, Layout, OutputSpec};
+use stoke::config::{AugmentSpec, CropMode, DType, EraseMode, EraseSpec, Layout, OutputSpec};
 
 /// A stored image with structure at every scale (gradients plus a hash), so a wrong tap,
 /// weight or orientation changes the output.
@@ -72,6 +72,25 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
     s.crop = CropMode::Resize;
     s.rotate_deg = (180.0, 180.0);
     v.push(("resize-rotate-180", s));
+    // The recipe steps (kernels/recipe_math.cuh): ColorJitter with hue, grayscale, erasing in
+    // each mode, alone and with rotation, and the per-sample filter.
+    let mut s = AugmentSpec::train(28);
+    s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.4, 0.1).unwrap());
+    s.grayscale_p = 0.3;
+    v.push(("color-jitter-grayscale", s));
+    for (name, mode) in [("erase-const", EraseMode::Const), ("erase-rand", EraseMode::Rand), ("erase-pixel", EraseMode::Pixel)] {
+        let mut s = AugmentSpec::train(27);
+        s.size = (27, 19);
+        s.erasing = Some(EraseSpec::timm(0.9, mode, 3));
+        v.push((name, s));
+    }
+    let mut s = AugmentSpec::train(25);
+    s.rotate_deg = (-40.0, 40.0);
+    s.rotate_interp = stoke::config::RotateInterp::Bilinear;
+    s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.5, 0.8, 0.3, 0.5).unwrap());
+    s.erasing = Some(EraseSpec::timm(1.0, EraseMode::Pixel, 2));
+    s.random_filter = true;
+    v.push(("rotate-jitter-erase-random-filter", s));
     v
 }
 
@@ -104,9 +123,8 @@ fn check(name: &str, spec: &AugmentSpec, output: &OutputSpec, seed: u64) {
     let (ow, oh) = spec.size;
     let sample = 3 * (ow * oh) as usize * output.dtype.size();
     let mut gpu = vec![0xA5u8; batch * sample];
-    let rotate = params.iter().any(|p| p.angle_deg != 0.0);
     // SAFETY: descriptors built from decode_roi regions over `arena`, tables from `tables`.
-    unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, output, rotate) };
+    unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, output, AugmentKind::of(&params)) };
 
     // CPU backend on the whole stored image.
     let mut cpu = vec![0x5Au8; batch * sample];
@@ -162,7 +180,7 @@ fn a_shifted_descriptor_is_caught() {
     desc.base += 3; // one pixel to the right
     let mut gpu = vec![0u8; 3 * 32 * 32 * 4];
     // SAFETY: shifted by one pixel inside a region with 4096 spare bytes after it.
-    unsafe { augment_on_host(&arena, &[p], &[desc], &tables, &mut gpu, &output, false) };
+    unsafe { augment_on_host(&arena, &[p], &[desc], &tables, &mut gpu, &output, AugmentKind::Plain) };
     let mut cpu = vec![0u8; gpu.len()];
     augment(SrcImage::full(&rgb, sw as i32, sh as i32), &p, &output, &mut cpu, 0, &mut Scratch::default()).unwrap();
     assert_ne!(gpu, cpu);
@@ -198,7 +216,7 @@ fn large_downscales_match_too() {
         let sample = 3 * 12 * 9 * 4;
         let mut gpu = vec![0u8; params.len() * sample];
         // SAFETY: descriptors built from decode_roi regions over `arena`, tables from `tables`.
-        unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, &output, false) };
+        unsafe { augment_on_host(&arena, &params, &descs, &tables, &mut gpu, &output, AugmentKind::Plain) };
         let mut cpu = vec![0u8; gpu.len()];
         let mut scratch = Scratch::default();
         for (i, p) in params.iter().enumerate() {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "../augment_math.cuh"
+#include "../recipe_math.cuh"
 
 namespace {
 
@@ -37,7 +38,11 @@ size_t align16(size_t b) { return (b + 15u) & ~(size_t)15u; }
 struct Plan {
     size_t taps_x, taps_y, band_rows, total_bytes;
     int rotate;
+    int color;  // a ColorJitter/RandomGrayscale step: the whole image is held before it
+    int erase;  // RandomErasing boxes
 };
+
+int has_color(const StokeAugParams* p) { return p->color.order != 0u || p->color.grayscale != 0u; }
 
 Plan plan(const StokeAugParams* p) {
     Plan pl;
@@ -58,6 +63,8 @@ Plan plan(const StokeAugParams* p) {
     StokeRotation r;
     stoke_rotation_init(p, &r);
     pl.rotate = r.kind != STOKE_ROT_NONE;
+    pl.color = has_color(p);
+    pl.erase = p->erase.count != 0u;
     size_t ow = (size_t)p->out_w, oh = (size_t)p->out_h;
     size_t b = 0;
     b += align16((ow + oh) * 2 * sizeof(int32_t));
@@ -68,6 +75,8 @@ Plan plan(const StokeAugParams* p) {
     b += align16(ow * 3 * sizeof(float));                 // the row, planar and flipped
     b += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));  // one crop row as f32, padded
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
+    if (pl.color) b += align16(ow * oh * 3 * sizeof(float));   // pre-color image
+    if (pl.erase) b += align16(ow * 3 * sizeof(float));        // one normalized row
     pl.total_bytes = b;
     return pl;
 }
@@ -132,6 +141,116 @@ void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y
     }
     if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
     if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
+}
+
+// store_row for a row that RandomErasing may touch: the normalized values (stoke_normalize, as
+// the run form computes them), erased elements replaced (stoke_erase_value), each stored with
+// stoke_store_value, the same per-element cast. `nrm` holds 3·ow floats.
+void store_row_erasing(const StokeAugParams* p, void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y,
+                       int32_t oh, int32_t ow, float* planar, const float* mean, const float* std, float* tmp,
+                       float* nrm) {
+    int touched = 0;
+    const int count = p->erase.count < (uint32_t)STOKE_ERASE_MAX ? (int)p->erase.count : STOKE_ERASE_MAX;
+    for (int k = 0; k < count; k++) touched |= y >= p->erase.box[k][1] && y < p->erase.box[k][1] + p->erase.box[k][3];
+    if (!touched) {
+        store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, tmp);
+        return;
+    }
+    for (int32_t c = 0; c < 3; c++) stoke_host_normalize_run(planar + (size_t)c * ow, mean[c], std[c], nrm + (size_t)c * ow, (size_t)ow);
+    for (int32_t x = 0; x < ow; x++) {
+        const int hit = stoke_erase_box(&p->erase, x, y);
+        for (int32_t c = 0; c < 3; c++) {
+            const float v = hit ? stoke_erase_value(&p->erase, hit, c, x, y) : nrm[(size_t)c * ow + x];
+            stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v);
+        }
+    }
+}
+
+// The final write of output row y from its planar 0..255 channel rows: erasing when drawn.
+void emit_row(const StokeAugParams* p, const Plan& pl, void* out, uint32_t dtype, uint32_t layout, uint64_t n,
+              int32_t y, float* planar, const float* mean, const float* std, float* tmp, float* nrm) {
+    if (pl.erase)
+        store_row_erasing(p, out, dtype, layout, n, y, p->out_h, p->out_w, planar, mean, std, tmp, nrm);
+    else
+        store_row(out, dtype, layout, n, y, p->out_h, p->out_w, planar, mean, std, tmp);
+}
+
+// Rotation pass over the pre-rotation image `pre`, a row of planar values at a time, into the
+// pre-color image `post` when there is one, else to the output.
+void rotate_image(const StokeAugParams* p, const float* pre, float* post, float* planar, void* out, uint32_t dtype,
+                  uint32_t layout, uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc,
+                  float* nrm) {
+    const int32_t ow = p->out_w, oh = p->out_h;
+    StokeRotation rot;
+    stoke_rotation_init(p, &rot);
+    for (int32_t y = 0; y < oh; y++) {
+        for (int32_t x = 0; x < ow; x++) {
+            float v[3];
+            if (rot.kind == STOKE_ROT_EXACT) {
+                int32_t px, py;
+                stoke_rot90_src(rot.quarter, x, y, ow, oh, &px, &py);
+                for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
+            } else if (p->rot_interp == STOKE_ROT_NEAREST) {
+                int32_t px, py;
+                if (stoke_rot_nearest(&rot, x, y, ow, oh, &px, &py)) {
+                    for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
+                } else {
+                    for (int c = 0; c < 3; c++) v[c] = p->fill[c];
+                }
+            } else {
+                int32_t x0, y0;
+                float w[4];
+                stoke_rot_bilinear(&rot, x, y, ow, oh, &x0, &y0, w);
+                float mask = stoke_rot_mask(w);
+                for (int c = 0; c < 3; c++) {
+                    float a = 0.0f;
+                    for (int t = 0; t < 4; t++) {
+                        if (w[t] != 0.0f) {
+                            int32_t px = x0 + (t & 1), py = y0 + (t >> 1);
+                            a = a + w[t] * pre[((size_t)py * ow + px) * 3 + c];
+                        }
+                    }
+                    v[c] = stoke_rot_blend(a, mask, p->fill[c]);
+                }
+            }
+            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
+        }
+        if (post) {
+            for (int32_t x = 0; x < ow; x++)
+                for (int32_t c = 0; c < 3; c++) post[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+        } else {
+            emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
+        }
+    }
+}
+
+
+// The color steps over the held image `post`: the contrast mean first when the drawn order
+// has contrast (the fixed-point sum of recipe_math.cuh, order-free like the GPU's atomics),
+// then ColorJitter + RandomGrayscale per pixel and the row's output write.
+void color_image(const StokeAugParams* p, const float* post, float* planar, void* out, uint32_t dtype,
+                 uint32_t layout, uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc,
+                 float* nrm) {
+    const int32_t ow = p->out_w, oh = p->out_h;
+    float contrast_mean = 0.0f;
+    if (stoke_color_needs_mean(&p->color)) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < (size_t)ow * oh; i++) {
+            float v[3] = {post[3 * i], post[3 * i + 1], post[3 * i + 2]};
+            stoke_color_before_contrast(&p->color, v);
+            sum += stoke_gray_fixed(v);
+        }
+        contrast_mean = stoke_contrast_mean(sum, (uint64_t)ow * (uint64_t)oh);
+    }
+    for (int32_t y = 0; y < oh; y++) {
+        for (int32_t x = 0; x < ow; x++) {
+            const float* px = post + ((size_t)y * ow + x) * 3;
+            float v[3] = {px[0], px[1], px[2]};
+            stoke_color_apply(&p->color, contrast_mean, v);
+            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
+        }
+        emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
+    }
 }
 
 }  // namespace
@@ -206,6 +325,10 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     float* line = (float*)s;
     s += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));
     float* pre = pl.rotate ? (float*)s : nullptr;
+    if (pl.rotate) s += align16((size_t)ow * oh * 3 * sizeof(float));
+    float* post = pl.color ? (float*)s : nullptr;  // the image before the color steps
+    if (pl.color) s += align16((size_t)ow * oh * 3 * sizeof(float));
+    float* nrm = pl.erase ? (float*)s : nullptr;
 
     // x taps as crop columns, then as float offsets into `line` (the crop row's columns
     // [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads them).
@@ -267,53 +390,16 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             planar[ow + x] = stoke_clamp255(acc[3 * j + 1]);
             planar[2 * ow + x] = stoke_clamp255(acc[3 * j + 2]);
         }
-        if (pre) {
+        float* img = pre ? pre : post;
+        if (img) {
             for (int32_t x = 0; x < ow; x++)
-                for (int32_t c = 0; c < 3; c++) pre[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+                for (int32_t c = 0; c < 3; c++) img[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
         } else {
-            store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);  // acc is free until row i + 1
+            emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);  // acc is free until row i + 1
         }
     }
-    if (!pre) return 0;
-
-    // Rotation pass over the pre-rotation image, a row of planar values at a time (planar and
-    // acc are free now).
-    StokeRotation rot;
-    stoke_rotation_init(p, &rot);
-    for (int32_t y = 0; y < oh; y++) {
-        for (int32_t x = 0; x < ow; x++) {
-            float v[3];
-            if (rot.kind == STOKE_ROT_EXACT) {
-                int32_t px, py;
-                stoke_rot90_src(rot.quarter, x, y, ow, oh, &px, &py);
-                for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
-            } else if (p->rot_interp == STOKE_ROT_NEAREST) {
-                int32_t px, py;
-                if (stoke_rot_nearest(&rot, x, y, ow, oh, &px, &py)) {
-                    for (int c = 0; c < 3; c++) v[c] = pre[((size_t)py * ow + px) * 3 + c];
-                } else {
-                    for (int c = 0; c < 3; c++) v[c] = p->fill[c];
-                }
-            } else {
-                int32_t x0, y0;
-                float w[4];
-                stoke_rot_bilinear(&rot, x, y, ow, oh, &x0, &y0, w);
-                float mask = stoke_rot_mask(w);
-                for (int c = 0; c < 3; c++) {
-                    float a = 0.0f;
-                    for (int t = 0; t < 4; t++) {
-                        if (w[t] != 0.0f) {
-                            int32_t px = x0 + (t & 1), py = y0 + (t >> 1);
-                            a = a + w[t] * pre[((size_t)py * ow + px) * 3 + c];
-                        }
-                    }
-                    v[c] = stoke_rot_blend(a, mask, p->fill[c]);
-                }
-            }
-            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
-        }
-        store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, acc);
-    }
+    if (pre) rotate_image(p, pre, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
+    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
     return 0;
 }
 

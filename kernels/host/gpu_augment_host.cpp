@@ -9,11 +9,12 @@
 
 extern "C" {
 
-// What stoke_augment_tables + stoke_augment(_rotate) compute for `n` samples: tables into
-// counts/offs/weights (laid out by the descriptors), then every output element into `out`.
+// What stoke_augment_tables + stoke_recipe_stats + stoke_augment(_rotate|_recipe) compute for
+// `n` samples: tables into counts/offs/weights (laid out by the descriptors), the contrast sums
+// (recipe), then every output element into `out`.
 void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, const StokeSampleDesc* descs,
                             uint32_t n, int32_t* counts, int32_t* offs, float* weights, void* out, uint32_t dtype,
-                            uint32_t layout, const float* mean, const float* std, int rotate) {
+                            uint32_t layout, const float* mean, const float* std, int rotate, int recipe) {
     StokeNormalize norm;
     for (int c = 0; c < 3; c++) {
         norm.mean[c] = mean[c];
@@ -27,14 +28,25 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
     }
     const StokeTables t = {counts, offs, weights};
     for (uint32_t s = 0; s < n; s++) {
+        const StokeAugParams& p = params[s];
         StokeRotation sr;
         stoke_rotation_init(params + s, &sr);
-        for (int32_t y = 0; y < params[s].out_h; y++) {
-            for (int32_t x = 0; x < params[s].out_w; x++) {
-                if (rotate) {
-                    stoke_augment_pixel<true>(arena, params[s], descs[s], sr, t, s, x, y, out, dtype, layout, norm);
+        float contrast_mean = 0.0f;
+        if (recipe && stoke_color_needs_mean(&p.color)) {
+            uint64_t sum = 0;
+            for (int32_t y = 0; y < p.out_h; y++)
+                for (int32_t x = 0; x < p.out_w; x++) sum += stoke_contrast_pixel(arena, p, descs[s], sr, t, x, y);
+            contrast_mean = stoke_contrast_mean(sum, (uint64_t)p.out_w * (uint64_t)p.out_h);
+        }
+        for (int32_t y = 0; y < p.out_h; y++) {
+            for (int32_t x = 0; x < p.out_w; x++) {
+                if (recipe) {
+                    stoke_augment_pixel<true, true>(arena, p, descs[s], sr, t, s, x, y, out, dtype, layout, norm,
+                                                    contrast_mean);
+                } else if (rotate) {
+                    stoke_augment_pixel<true, false>(arena, p, descs[s], sr, t, s, x, y, out, dtype, layout, norm, 0.0f);
                 } else {
-                    stoke_augment_pixel<false>(arena, params[s], descs[s], sr, t, s, x, y, out, dtype, layout, norm);
+                    stoke_augment_pixel<false, false>(arena, p, descs[s], sr, t, s, x, y, out, dtype, layout, norm, 0.0f);
                 }
             }
         }

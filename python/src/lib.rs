@@ -25,7 +25,8 @@ use pyo3::types::{PyDict, PyList};
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
 use stoke::batch::{Batch, Images};
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset, RotateInterp,
+    BackendKind, DType, EraseMode, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset,
+    RotateInterp, TrainInterpolation,
 };
 use stoke::pipeline::Pipeline;
 
@@ -250,6 +251,13 @@ const OPTIONS: &[&str] = &[
     "mixup_mode",
     "smoothing",
     "num_classes",
+    "color_jitter",
+    "color_jitter_prob",
+    "grayscale_prob",
+    "reprob",
+    "remode",
+    "recount",
+    "train_interpolation",
     "config",
 ];
 
@@ -359,6 +367,29 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     }
     o.smoothing = opt!("smoothing", f64);
     o.num_classes = opt!("num_classes", usize);
+    o.color_jitter = match get("color_jitter")? {
+        None => None,
+        Some(v) => Some(match v.extract::<f64>() {
+            Ok(x) => vec![x],
+            Err(_) => opt!("color_jitter", Vec<f64>).unwrap_or_default(),
+        }),
+    };
+    o.color_jitter_prob = opt!("color_jitter_prob", f64);
+    o.grayscale_prob = opt!("grayscale_prob", f64);
+    o.reprob = opt!("reprob", f64);
+    if get("remode")?.is_some() {
+        o.remode = Some(
+            [EraseMode::Const, EraseMode::Rand, EraseMode::Pixel]
+                [choice("remode", "", &[("const", 0), ("rand", 1), ("pixel", 2)])? as usize],
+        );
+    }
+    o.recount = opt!("recount", u32);
+    if get("train_interpolation")?.is_some() {
+        o.train_interpolation = Some(
+            [TrainInterpolation::Bilinear, TrainInterpolation::Bicubic, TrainInterpolation::Random]
+                [choice("train_interpolation", "", &[("bilinear", 0), ("bicubic", 1), ("random", 2)])? as usize],
+        );
+    }
     o.config = opt!("config", PathBuf);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made

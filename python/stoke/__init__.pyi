@@ -85,6 +85,13 @@ class Loader:
         mixup_mode: Optional[Literal["batch", "pair", "elem"]] = None,
         smoothing: Optional[float] = None,
         num_classes: Optional[int] = None,
+        color_jitter: Optional[Union[float, Sequence[float]]] = None,
+        color_jitter_prob: Optional[float] = None,
+        grayscale_prob: Optional[float] = None,
+        reprob: Optional[float] = None,
+        remode: Optional[Literal["const", "rand", "pixel"]] = None,
+        recount: Optional[int] = None,
+        train_interpolation: Optional[Literal["bilinear", "bicubic", "random"]] = None,
         max_held_batches: int = 8,
         config: Optional[Union[str, os.PathLike]] = None,
     ) -> None: ...

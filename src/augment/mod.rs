@@ -2,13 +2,17 @@
 //!
 //! - [`params`]: the `#[repr(C)]` [`AugParams`] and [`params::draw`], the only place random
 //!   numbers are drawn (docs/CONTRACTS.md, contract 1).
-//! - [`host`]: the host build of `kernels/augment_math.cuh`, the one definition of every output
-//!   pixel (docs/CONTRACTS.md, contract 2): the CPU backend calls it, the CUDA kernel includes it.
+//! - [`host`]: the host build of `kernels/augment_math.cuh` and `kernels/recipe_math.cuh`, the one
+//!   definition of every output pixel (docs/CONTRACTS.md, contract 2): the CPU backend calls it,
+//!   the CUDA kernel includes it.
 //!
 //! # What an output pixel means
 //!
-//! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate, then
-//! normalize `(x/255 − mean)/std` and the cast (round to nearest even for f16/bf16). Each step
+//! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate, then the
+//! per-sample color steps (ColorJitter in its drawn order, then RandomGrayscale), normalize
+//! `(x/255 − mean)/std`, RandomErasing on the normalized values, and the cast (round to
+//! nearest even for f16/bf16). Batch-level Mixup/CutMix ([`mixup`]) runs on the finished
+//! batch. Each step
 //! follows torchvision/Pillow (docs/CONTRACTS.md, "Semantics"); the differences, all measured by the
 //! tests, are:
 //!
@@ -19,6 +23,15 @@
 //! | EXIF orientation | not applied by `PIL.Image.open` | applied (turn off with `apply_exif = false` / `--no-exif`) | what a person sees when opening the photo |
 //! | random draws | `torch.rand` / `torch.randint` | SplitMix64 keyed by (seed, epoch, position) | same distributions, different samples; reproducible whatever the thread count |
 //! | rotate (bilinear) | torchvision v2's mask blend `(v − fill)·mask + fill` | the same | — |
+//! | ColorJitter | v2 `adjust_brightness/contrast/saturation/hue` on the image's dtype (uint8: truncated after each step; PIL: Pillow's `ImageEnhance` and HSV in 8 bits) | torchvision's float formulas on the 0..255 f32 value, no rounding between steps | ≤ 1.1e-6 (0..1 scale) from a f64 evaluation of torchvision's float formulas (tests/cpu_recipe.rs); on uint8 torchvision loses up to 1 level per step |
+//! | contrast mean | `mean(rgb_to_grayscale(img))` in f32 | the same mean, summed as 16.16 fixed-point integers (exact, order-free, so both backends agree bit for bit) | < 2⁻¹⁶ of a level |
+//! | RandomErasing `pixel`/`rand` | `torch.normal_` values | Box–Muller normals keyed by the sample and the element (pixel) or drawn per box (rand) | same distribution (tested), different values |
+//!
+//! Where the per-image statistic is taken: ColorJitter's contrast step blends with the mean
+//! grayscale of the whole output image *as it is when contrast runs* (after the geometry and
+//! the steps drawn before it), as torchvision. The CPU backend holds the image and sums it
+//! first; the CUDA backend runs `stoke_recipe_stats` (the same per-pixel math up to contrast,
+//! integer atomics) before the fused kernel, only for batches where some sample draws contrast.
 //!
 //! Decoding (libjpeg-turbo with smooth chroma upsampling and the accurate integer IDCT) gives
 //! Pillow's pixels bit for bit on every 8-bit file of the development corpus.

@@ -17,8 +17,9 @@
 //!    `fill` outside), as torchvision's `rotate(expand=False)`.
 //! 6. Normalize `(x/255 − mean)/std` and cast (per batch, see [`super::spec::OutputSpec`]).
 
-use super::spec::AugmentSpec;
+use super::spec::{AugmentSpec, EraseMode};
 use bytemuck::{Pod, Zeroable};
+use serde::Serialize;
 
 // The kernels' codes, defined beside the enums that name them.
 pub use super::spec::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST};
@@ -27,7 +28,7 @@ pub use super::spec::{FILTER_BICUBIC, FILTER_BILINEAR, ROT_BILINEAR, ROT_NEAREST
 ///
 /// Mirrored by `StokeAugParams` in `kernels/stoke_params.cuh`. Change both or neither.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable, Serialize)]
 pub struct AugParams {
     /// Oriented source width (after EXIF orientation), in pixels.
     pub src_w: i32,
@@ -69,12 +70,145 @@ pub struct AugParams {
     pub angle_deg: f32,
     /// Fill value (0..255 scale, per RGB channel) for pixels rotated in from outside.
     pub fill: [f32; 3],
+    /// ColorJitter and RandomGrayscale, after the geometry.
+    pub color: ColorParams,
+    /// RandomErasing, after normalize.
+    pub erase: EraseParams,
 }
 
-const _: () = assert!(std::mem::size_of::<AugParams>() == 88);
+const _: () = assert!(std::mem::size_of::<AugParams>() == 240);
 const _: () = assert!(std::mem::offset_of!(AugParams, orientation) == 48);
 const _: () = assert!(std::mem::offset_of!(AugParams, angle_deg) == 72);
 const _: () = assert!(std::mem::offset_of!(AugParams, fill) == 76);
+const _: () = assert!(std::mem::offset_of!(AugParams, color) == 88);
+const _: () = assert!(std::mem::offset_of!(AugParams, erase) == 112);
+const _: () = assert!(std::mem::size_of::<ColorParams>() == 24);
+const _: () = assert!(std::mem::size_of::<EraseParams>() == 128);
+const _: () = assert!(std::mem::offset_of!(EraseParams, boxes) == 16);
+const _: () = assert!(std::mem::offset_of!(EraseParams, colors) == 80);
+
+/// ColorJitter's steps as the kernels number them (`STOKE_COLOR_*`), in torchvision's
+/// `fn_idx` numbering plus one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorOp {
+    /// `adjust_brightness`.
+    Brightness = 1,
+    /// `adjust_contrast` (around the image's mean grayscale).
+    Contrast = 2,
+    /// `adjust_saturation`.
+    Saturation = 3,
+    /// `adjust_hue`.
+    Hue = 4,
+}
+
+impl ColorOp {
+    /// torchvision's name of the step.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColorOp::Brightness => "brightness",
+            ColorOp::Contrast => "contrast",
+            ColorOp::Saturation => "saturation",
+            ColorOp::Hue => "hue",
+        }
+    }
+    fn from_code(c: u32) -> Option<Self> {
+        [ColorOp::Brightness, ColorOp::Contrast, ColorOp::Saturation, ColorOp::Hue].into_iter().find(|o| *o as u32 == c)
+    }
+}
+
+/// The drawn ColorJitter and RandomGrayscale of one sample (mirrored by `StokeColorParams`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct ColorParams {
+    /// The steps to apply, one [`ColorOp`] code per 4 bits, lowest first; 0 ends the list.
+    pub order: u32,
+    /// Brightness factor.
+    pub brightness: f32,
+    /// Contrast factor.
+    pub contrast: f32,
+    /// Saturation factor.
+    pub saturation: f32,
+    /// Hue shift in turns, `[-0.5, 0.5]`.
+    pub hue: f32,
+    /// 1: RandomGrayscale fired (after the jitter).
+    pub grayscale: u32,
+}
+
+impl ColorParams {
+    /// The steps in the order they are applied.
+    pub fn ops(&self) -> Vec<ColorOp> {
+        (0..4).map_while(|i| ColorOp::from_code((self.order >> (4 * i)) & 0xf)).collect()
+    }
+
+    /// Pack `ops` (at most 4) into [`ColorParams::order`].
+    pub fn pack(ops: &[ColorOp]) -> u32 {
+        ops.iter().take(4).enumerate().fold(0, |acc, (i, op)| acc | ((*op as u32) << (4 * i)))
+    }
+
+    /// Whether any color step runs.
+    pub fn is_active(&self) -> bool {
+        self.order != 0 || self.grayscale != 0
+    }
+}
+
+/// Readable form for `dump`: the steps by name in their order, each factor only when its
+/// step runs.
+impl serde::Serialize for ColorParams {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let ops = self.ops();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("order", &ops.iter().map(|o| o.name()).collect::<Vec<_>>())?;
+        for op in &ops {
+            let v = match op {
+                ColorOp::Brightness => self.brightness,
+                ColorOp::Contrast => self.contrast,
+                ColorOp::Saturation => self.saturation,
+                ColorOp::Hue => self.hue,
+            };
+            m.serialize_entry(op.name(), &v)?;
+        }
+        m.serialize_entry("grayscale", &(self.grayscale != 0))?;
+        m.end()
+    }
+}
+
+/// Most RandomErasing boxes per sample (`STOKE_ERASE_MAX`).
+pub const ERASE_MAX: usize = 4;
+
+/// The drawn RandomErasing of one sample (mirrored by `StokeEraseParams`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct EraseParams {
+    /// Boxes in use, `0..=ERASE_MAX`.
+    pub count: u32,
+    /// [`EraseMode`] code.
+    pub mode: u32,
+    /// Low half of the key of the per-element normal draws (`pixel` mode).
+    pub key_lo: u32,
+    /// High half of that key.
+    pub key_hi: u32,
+    /// `x, y, w, h` of each box in output pixels; later boxes are drawn over earlier ones.
+    pub boxes: [[i32; 4]; ERASE_MAX],
+    /// `rand` mode: each box's value per channel, on the normalized scale.
+    pub colors: [[f32; 3]; ERASE_MAX],
+}
+
+/// Readable form for `dump`: the mode and the boxes (with their colors in `rand` mode).
+impl serde::Serialize for EraseParams {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let n = (self.count as usize).min(ERASE_MAX);
+        let mode = EraseMode::from_code(self.mode);
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("mode", mode.name())?;
+        m.serialize_entry("boxes", &self.boxes[..n])?;
+        if mode == EraseMode::Rand {
+            m.serialize_entry("colors", &self.colors[..n])?;
+        }
+        m.end()
+    }
+}
 
 /// A counter-based random stream keyed by `(seed, epoch, sample, stream)`.
 ///
@@ -166,6 +300,109 @@ impl rand::TryRng for SampleRng {
 
 /// Stream id for augment parameters (see [`SampleRng::new`]).
 pub const STREAM_AUGMENT: u64 = 1;
+/// Stream id for ColorJitter and RandomGrayscale draws.
+pub const STREAM_COLOR: u64 = 5;
+/// Stream id for RandomErasing draws.
+pub const STREAM_ERASE: u64 = 6;
+/// Stream id for the per-sample resize filter (`--train-interpolation random`).
+pub const STREAM_FILTER: u64 = 7;
+
+impl SampleRng {
+    /// A standard normal value (Box–Muller, cosine branch, f64).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.uniform(); // (0, 1]
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// torchvision's `ColorJitter.get_params` and `RandomGrayscale` for one sample: whether the
+/// jitter runs (its probability), a uniform permutation of the four steps, then the four
+/// factors in torchvision's order (brightness, contrast, saturation, hue), each drawn whether
+/// or not its step runs so that turning one on does not move the others; then grayscale.
+pub fn draw_color(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64) -> ColorParams {
+    let mut c = ColorParams::default();
+    if spec.color_jitter.is_none() && spec.grayscale_p <= 0.0 {
+        return c;
+    }
+    let mut rng = SampleRng::new(seed, epoch, sample, STREAM_COLOR);
+    let runs = rng.uniform();
+    let mut order = [ColorOp::Brightness, ColorOp::Contrast, ColorOp::Saturation, ColorOp::Hue];
+    for i in (1..4).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    let mut factor = |r: Option<(f32, f32)>| -> Option<f32> {
+        let u = rng.uniform();
+        r.map(|(lo, hi)| (lo as f64 + (hi as f64 - lo as f64) * u) as f32)
+    };
+    if let Some(j) = &spec.color_jitter {
+        let (b, ct, s, h) = (factor(j.brightness), factor(j.contrast), factor(j.saturation), factor(j.hue));
+        if runs < j.prob {
+            let on: Vec<ColorOp> = order
+                .into_iter()
+                .filter(|op| match op {
+                    ColorOp::Brightness => b.is_some(),
+                    ColorOp::Contrast => ct.is_some(),
+                    ColorOp::Saturation => s.is_some(),
+                    ColorOp::Hue => h.is_some(),
+                })
+                .collect();
+            c.order = ColorParams::pack(&on);
+            (c.brightness, c.contrast, c.saturation, c.hue) = (b.unwrap_or(1.0), ct.unwrap_or(1.0), s.unwrap_or(1.0), h.unwrap_or(0.0));
+        }
+    } else {
+        for _ in 0..4 {
+            rng.uniform();
+        }
+    }
+    c.grayscale = rng.bernoulli(spec.grayscale_p) as u32;
+    c
+}
+
+/// timm's `RandomErasing._erase` for one `out_w × out_h` sample: erased with probability
+/// `prob`; a count in `[min_count, max_count]`; per box up to 10 tries of an area
+/// `U(area) · W·H / count` and a log-uniform aspect, kept when `w < W and h < H` at a uniform
+/// position; `rand` mode draws one normal per box and channel, `pixel` mode a key for the
+/// kernels' per-element normals.
+pub fn draw_erase(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, out_w: i32, out_h: i32) -> EraseParams {
+    let mut e = EraseParams::default();
+    let Some(es) = &spec.erasing else { return e };
+    let mut rng = SampleRng::new(seed, epoch, sample, STREAM_ERASE);
+    e.mode = es.mode.code();
+    let key = rng.next_u64();
+    (e.key_lo, e.key_hi) = (key as u32, (key >> 32) as u32);
+    if rng.uniform() >= es.prob {
+        return e;
+    }
+    let count =
+        if es.min_count == es.max_count { es.min_count } else { es.min_count + rng.below((es.max_count - es.min_count + 1) as u64) as u32 };
+    let area = out_w as f64 * out_h as f64;
+    let (la, lb) = (es.aspect.0.ln(), es.aspect.1.ln());
+    let mut n = 0;
+    for _ in 0..count.min(ERASE_MAX as u32) {
+        for _ in 0..10 {
+            let target = rng.uniform_in(es.area.0, es.area.1) * area / count as f64;
+            let aspect = rng.uniform_in(la, lb).exp();
+            let h = round_half_even((target * aspect).sqrt());
+            let w = round_half_even((target / aspect).sqrt());
+            if w < out_w as i64 && h < out_h as i64 {
+                let top = rng.below((out_h as i64 - h + 1) as u64) as i32;
+                let left = rng.below((out_w as i64 - w + 1) as u64) as i32;
+                e.boxes[n] = [left, top, w as i32, h as i32];
+                if es.mode == EraseMode::Rand {
+                    for c in 0..3 {
+                        e.colors[n][c] = rng.normal() as f32;
+                    }
+                }
+                n += 1;
+                break;
+            }
+        }
+    }
+    e.count = n as u32;
+    e
+}
 
 /// Python's `round` (half to even) for a non-negative finite `x`, as torchvision's crop uses.
 pub fn round_half_even(x: f64) -> i64 {
@@ -263,6 +500,8 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         rot_interp: spec.rotate_interp.code(),
         angle_deg: 0.0,
         fill: spec.fill,
+        color: ColorParams::default(),
+        erase: EraseParams::default(),
     };
     match spec.crop {
         super::spec::CropMode::RandomResized { scale, ratio } => {
@@ -286,6 +525,12 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
     p.flip_h = flip_h as u32;
     p.flip_v = flip_v as u32;
     p.angle_deg = if spec.rotate_deg.0 == spec.rotate_deg.1 { spec.rotate_deg.0 } else { angle as f32 };
+    if spec.random_filter {
+        let mut frng = SampleRng::new(seed, epoch, sample, STREAM_FILTER);
+        p.filter = if frng.below(2) == 0 { FILTER_BILINEAR } else { FILTER_BICUBIC };
+    }
+    p.color = draw_color(spec, seed, epoch, sample);
+    p.erase = draw_erase(spec, seed, epoch, sample, out_w, out_h);
     p
 }
 

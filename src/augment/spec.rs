@@ -106,6 +106,170 @@ impl<'de> Deserialize<'de> for RotateInterp {
     }
 }
 
+/// RandomErasing fill (timm's `remode`; the kernels' `STOKE_ERASE_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum EraseMode {
+    /// Zeros on the normalized scale (the dataset's mean color).
+    #[default]
+    Const,
+    /// One standard-normal value per box and channel.
+    Rand,
+    /// One standard-normal value per erased element.
+    Pixel,
+}
+
+impl EraseMode {
+    /// The kernels' code.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+    /// The mode of a kernel code (unknown codes read as `Const`).
+    pub fn from_code(c: u32) -> Self {
+        match c {
+            1 => EraseMode::Rand,
+            2 => EraseMode::Pixel,
+            _ => EraseMode::Const,
+        }
+    }
+    /// timm's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EraseMode::Const => "const",
+            EraseMode::Rand => "rand",
+            EraseMode::Pixel => "pixel",
+        }
+    }
+    /// The mode timm calls `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        [EraseMode::Const, EraseMode::Rand, EraseMode::Pixel].into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// torchvision's `ColorJitter(brightness, contrast, saturation, hue)` as factor ranges, applied
+/// with probability `prob` (timm's `--color-jitter-prob`; 1 = always). A `None` range is a step
+/// torchvision skips (its value was 0). The order of the four steps is drawn per sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColorJitterSpec {
+    /// Brightness factor range.
+    pub brightness: Option<(f32, f32)>,
+    /// Contrast factor range.
+    pub contrast: Option<(f32, f32)>,
+    /// Saturation factor range.
+    pub saturation: Option<(f32, f32)>,
+    /// Hue shift range in turns, within `[-0.5, 0.5]`.
+    pub hue: Option<(f32, f32)>,
+    /// Probability the jitter runs at all.
+    #[serde(default = "one")]
+    pub prob: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl ColorJitterSpec {
+    /// `ColorJitter(brightness, contrast, saturation, hue)` with torchvision's single-value
+    /// meaning: `v` → `[max(0, 1 − v), 1 + v]` for the first three, `h` → `[−h, h]`; a value
+    /// of 0 skips the step. Errors name the bad value.
+    pub fn from_values(brightness: f64, contrast: f64, saturation: f64, hue: f64) -> Result<Self> {
+        let factor = |name: &str, v: f64| -> Result<Option<(f32, f32)>> {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::config(format!("color jitter {name} must be a finite value >= 0, got {v}")));
+            }
+            Ok((v > 0.0).then(|| ((1.0 - v).max(0.0) as f32, (1.0 + v) as f32)))
+        };
+        if !(hue.is_finite() && (0.0..=0.5).contains(&hue)) {
+            return Err(Error::config(format!("color jitter hue must be in [0, 0.5], got {hue}")));
+        }
+        Ok(Self {
+            brightness: factor("brightness", brightness)?,
+            contrast: factor("contrast", contrast)?,
+            saturation: factor("saturation", saturation)?,
+            hue: (hue > 0.0).then_some((-hue as f32, hue as f32)),
+            prob: 1.0,
+        })
+    }
+
+    /// timm's `--color-jitter`: one value for brightness, contrast and saturation, or three
+    /// or four values (the fourth is hue).
+    pub fn from_timm(values: &[f64]) -> Result<Self> {
+        match values {
+            [v] => Self::from_values(*v, *v, *v, 0.0),
+            [b, c, s] => Self::from_values(*b, *c, *s, 0.0),
+            [b, c, s, h] => Self::from_values(*b, *c, *s, *h),
+            _ => Err(Error::config(format!("color jitter takes 1, 3 or 4 values, got {}", values.len()))),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        for (name, r) in [("brightness", self.brightness), ("contrast", self.contrast), ("saturation", self.saturation)] {
+            if let Some((lo, hi)) = r {
+                if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi) {
+                    return Err(Error::config(format!("color jitter {name} range must satisfy 0 <= min <= max, got ({lo}, {hi})")));
+                }
+            }
+        }
+        if let Some((lo, hi)) = self.hue {
+            if !(-0.5 <= lo && lo <= hi && hi <= 0.5) {
+                return Err(Error::config(format!("color jitter hue range must satisfy -0.5 <= min <= max <= 0.5, got ({lo}, {hi})")));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.prob) {
+            return Err(Error::config(format!("color jitter probability must be in [0, 1], got {}", self.prob)));
+        }
+        Ok(())
+    }
+}
+
+/// timm's `RandomErasing(probability, min_area, max_area, min_aspect, mode, min_count,
+/// max_count)`, applied to the normalized image.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EraseSpec {
+    /// Probability a sample is erased at all (timm `--reprob`).
+    pub prob: f64,
+    /// Fill (timm `--remode`).
+    pub mode: EraseMode,
+    /// Fewest boxes (timm: 1).
+    pub min_count: u32,
+    /// Most boxes (timm `--recount`), at most 4.
+    pub max_count: u32,
+    /// Box area as a fraction of the image, `(min, max)` (timm: 0.02, 1/3), divided among the boxes.
+    pub area: (f64, f64),
+    /// Box aspect ratio range, drawn log-uniformly (timm: 0.3, 1/0.3).
+    pub aspect: (f64, f64),
+}
+
+impl EraseSpec {
+    /// timm's defaults with `reprob`, `remode` and `recount`.
+    pub fn timm(prob: f64, mode: EraseMode, count: u32) -> Self {
+        Self { prob, mode, min_count: 1, max_count: count, area: (0.02, 1.0 / 3.0), aspect: (0.3, 1.0 / 0.3) }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::config(msg));
+        if !(0.0..=1.0).contains(&self.prob) {
+            return bad(format!("erasing probability (reprob) must be in [0, 1], got {}", self.prob));
+        }
+        if !(1 <= self.min_count && self.min_count <= self.max_count && self.max_count as usize <= crate::augment::params::ERASE_MAX) {
+            return bad(format!(
+                "erasing count (recount) must satisfy 1 <= min <= max <= {}, got {}..={}",
+                crate::augment::params::ERASE_MAX,
+                self.min_count,
+                self.max_count
+            ));
+        }
+        if !(self.area.0 > 0.0 && self.area.0 <= self.area.1 && self.area.1 <= 1.0) {
+            return bad(format!("erasing area must satisfy 0 < min <= max <= 1, got {:?}", self.area));
+        }
+        if !(self.aspect.0 > 0.0 && self.aspect.0 <= self.aspect.1 && self.aspect.1.is_finite()) {
+            return bad(format!("erasing aspect must satisfy 0 < min <= max, got {:?}", self.aspect));
+        }
+        Ok(())
+    }
+}
+
 /// How the crop/resize step is chosen per sample.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum CropMode {
@@ -149,6 +313,19 @@ pub struct AugmentSpec {
     pub fill: [f32; 3],
     /// Apply EXIF orientation before any geometry.
     pub apply_exif: bool,
+    /// Draw the resize filter per sample, bilinear or bicubic (timm's
+    /// `--train-interpolation random`); `filter` is then unused.
+    #[serde(default)]
+    pub random_filter: bool,
+    /// ColorJitter after the geometry (`None`: off).
+    #[serde(default)]
+    pub color_jitter: Option<ColorJitterSpec>,
+    /// RandomGrayscale probability, after the jitter.
+    #[serde(default)]
+    pub grayscale_p: f64,
+    /// RandomErasing after normalize (`None`: off).
+    #[serde(default)]
+    pub erasing: Option<EraseSpec>,
 }
 
 /// ImageNet channel means (RGB), on the 0..1 scale.
@@ -170,6 +347,10 @@ impl AugmentSpec {
             rotate_interp: RotateInterp::Nearest,
             fill: [0.0; 3],
             apply_exif: true,
+            random_filter: false,
+            color_jitter: None,
+            grayscale_p: 0.0,
+            erasing: None,
         }
     }
 
@@ -217,6 +398,15 @@ impl AugmentSpec {
         let (lo, hi) = self.rotate_deg;
         if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
             return bad(format!("rotation range must be finite with min <= max, got {:?}", self.rotate_deg));
+        }
+        if !(0.0..=1.0).contains(&self.grayscale_p) {
+            return bad(format!("grayscale probability must be in [0, 1], got {}", self.grayscale_p));
+        }
+        if let Some(j) = &self.color_jitter {
+            j.validate()?;
+        }
+        if let Some(e) = &self.erasing {
+            e.validate()?;
         }
         Ok(())
     }

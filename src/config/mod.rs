@@ -5,9 +5,12 @@
 
 mod options;
 pub use crate::augment::mixup::{MixupMode, MixupSpec};
-pub use options::{OptionNames, PipelineOptions, Preset};
+pub use options::{OptionNames, PipelineOptions, Preset, TrainInterpolation};
 
-pub use crate::augment::spec::{AugmentSpec, CropMode, DType, Filter, Layout, OutputSpec, RotateInterp, IMAGENET_MEAN, IMAGENET_STD};
+pub use crate::augment::spec::{
+    AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec, RotateInterp, IMAGENET_MEAN,
+    IMAGENET_STD,
+};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

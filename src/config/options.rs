@@ -6,8 +6,8 @@
 //! spells it ([`OptionNames`]).
 
 use super::{
-    rank_and_world_size, AugmentSpec, BackendKind, DType, Filter, GpuDecoders, Layout, MixupMode, OnError, PipelineConfig, RotateInterp,
-    Sampling,
+    rank_and_world_size, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders, Layout, MixupMode,
+    OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -21,6 +21,30 @@ pub enum Preset {
     Train,
     /// Resize(size·256/224) + CenterCrop + normalize.
     Eval,
+}
+
+/// The resize filter of training samples, timm's `--train-interpolation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum TrainInterpolation {
+    /// Bilinear (antialiased when downscaling).
+    Bilinear,
+    /// Bicubic (antialiased when downscaling).
+    Bicubic,
+    /// Bilinear or bicubic, drawn per sample.
+    Random,
+}
+
+impl TrainInterpolation {
+    /// timm's name.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "bilinear" => Some(Self::Bilinear),
+            "bicubic" => Some(Self::Bicubic),
+            "random" => Some(Self::Random),
+            _ => None,
+        }
+    }
 }
 
 /// How an option's name is spelled in messages: `--epoch-length` or `epoch_length`.
@@ -132,6 +156,21 @@ pub struct PipelineOptions {
     pub smoothing: Option<f64>,
     /// Classes of the soft targets (default: the dataset's).
     pub num_classes: Option<usize>,
+    /// ColorJitter strength (timm `--color-jitter`): one value for brightness, contrast and
+    /// saturation, or three, or four with hue.
+    pub color_jitter: Option<Vec<f64>>,
+    /// Probability the jitter runs (timm `--color-jitter-prob`, default 1).
+    pub color_jitter_prob: Option<f64>,
+    /// RandomGrayscale probability (timm `--grayscale-prob`).
+    pub grayscale_prob: Option<f64>,
+    /// RandomErasing probability (timm `--reprob`; 0 = off).
+    pub reprob: Option<f64>,
+    /// RandomErasing fill (timm `--remode`, default pixel).
+    pub remode: Option<EraseMode>,
+    /// Most RandomErasing boxes (timm `--recount`, default 1).
+    pub recount: Option<u32>,
+    /// Resize filter of the samples, or random per sample (timm `--train-interpolation`).
+    pub train_interpolation: Option<TrainInterpolation>,
     /// JSON file of config fields that override everything above.
     pub config: Option<PathBuf>,
 }
@@ -212,11 +251,53 @@ impl PipelineOptions {
         set(&mut m.mode, self.mixup_mode);
         set(&mut m.smoothing, self.smoothing);
         set(&mut m.num_classes, self.num_classes);
+        self.recipe(&mut c.augment, names)?;
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;
         }
         c.validate()?;
         Ok(c)
+    }
+}
+
+impl PipelineOptions {
+    /// The training-recipe options (timm's names) on top of the preset.
+    fn recipe(&self, a: &mut AugmentSpec, names: OptionNames) -> Result<()> {
+        let named = |option: &str, e: Error| match e {
+            Error::Config(m) => Error::config(format!("{}: {m}", names.of(option))),
+            e => e,
+        };
+        if let Some(v) = &self.color_jitter {
+            let mut j = ColorJitterSpec::from_timm(v).map_err(|e| named("color_jitter", e))?;
+            set(&mut j.prob, self.color_jitter_prob);
+            a.color_jitter = (j.brightness.is_some() || j.contrast.is_some() || j.saturation.is_some() || j.hue.is_some()).then_some(j);
+        } else if self.color_jitter_prob.is_some() {
+            return Err(Error::config(format!("{} needs {}", names.of("color_jitter_prob"), names.of("color_jitter"))));
+        }
+        set(&mut a.grayscale_p, self.grayscale_prob);
+        let reprob = self.reprob.unwrap_or(0.0);
+        if reprob != 0.0 {
+            a.erasing = Some(EraseSpec::timm(reprob, self.remode.unwrap_or(EraseMode::Pixel), self.recount.unwrap_or(1)));
+        } else if self.remode.is_some() || self.recount.is_some() {
+            return Err(Error::config(format!("{} and {} need {} above 0", names.of("remode"), names.of("recount"), names.of("reprob"))));
+        }
+        match self.train_interpolation {
+            Some(TrainInterpolation::Bilinear) => a.filter = Filter::Bilinear,
+            Some(TrainInterpolation::Bicubic) => a.filter = Filter::Bicubic,
+            Some(TrainInterpolation::Random) => a.random_filter = true,
+            None => {}
+        }
+        for (option, p) in [("grayscale_prob", a.grayscale_p), ("reprob", reprob)] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(Error::config(format!("{} must be in [0, 1], got {p}", names.of(option))));
+            }
+        }
+        if let Some(n) = self.recount {
+            if !(1..=crate::augment::params::ERASE_MAX as u32).contains(&n) {
+                return Err(Error::config(format!("{} must be 1..={}, got {n}", names.of("recount"), crate::augment::params::ERASE_MAX)));
+            }
+        }
+        Ok(())
     }
 }
 

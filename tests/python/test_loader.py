@@ -303,3 +303,35 @@ def test_mixup_gives_soft_targets_and_timm_blends_of_the_unmixed_batch(folder):
     for kw, word in [(dict(mixup_mode="row"), "mixup_mode"), (dict(cutmix_minmax=(0.5, 0.2)), "cutmix_minmax"), (dict(mixup=-1.0), "mixup")]:
         with pytest.raises(ValueError, match=word):
             loader(folder, **kw)
+
+
+def test_recipe_keywords_use_timm_names_and_meaning(folder):
+    """color_jitter / grayscale_prob / reprob / remode / recount / train_interpolation reach the
+    pipeline: grayscale_prob=1 gives gray images (equal channels before normalize), reprob=1 with
+    remode='const' leaves exact zeros (the mean color) in a box of every image, and the rest of
+    each image equals the run without erasing; bad values are ValueErrors naming the keyword."""
+    ident = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
+    gray = collect(loader(folder, batch_size=4, seed=2, size=24, dtype="float32", grayscale_prob=1.0, **ident))
+    for x, _ in gray:
+        np.testing.assert_allclose(x[:, 0], x[:, 1], atol=0)
+        np.testing.assert_allclose(x[:, 1], x[:, 2], atol=0)
+    plain = collect(loader(folder, batch_size=4, seed=2, size=24, dtype="float32"))
+    erased = collect(loader(folder, batch_size=4, seed=2, size=24, dtype="float32", reprob=1.0, remode="const", recount=2))
+    for (x0, _), (x1, _) in zip(plain, erased):
+        differs = (x0 != x1).any(axis=1)  # [N, H, W]
+        assert differs.any(axis=(1, 2)).all(), "every image has an erased box"
+        assert (x1.transpose(1, 0, 2, 3)[:, differs] == 0.0).all()
+    jit = collect(loader(folder, batch_size=4, seed=2, size=24, dtype="float32", color_jitter=0.4, train_interpolation="random"))
+    assert any((a != b).any() for (a, _), (b, _) in zip(plain, jit))
+    same = collect(loader(folder, batch_size=4, seed=2, size=24, dtype="float32", color_jitter=(0.4, 0.4, 0.4, 0.1)))
+    assert len(same) == len(plain)
+    for kw, word in [
+        (dict(color_jitter=-0.5), "color_jitter"),
+        (dict(color_jitter=(0.4, 0.4)), "color_jitter"),
+        (dict(reprob=0.5, remode="noise"), "remode"),
+        (dict(reprob=0.5, recount=9), "recount"),
+        (dict(grayscale_prob=1.5), "grayscale_prob"),
+        (dict(train_interpolation="lanczos"), "train_interpolation"),
+    ]:
+        with pytest.raises(ValueError, match=word):
+            loader(folder, **kw)

@@ -120,6 +120,8 @@ pub struct TablePlan {
     /// Most taps per span any sample may need: a batch of samples that each stay within it
     /// always fits.
     pub k_max: u32,
+    /// Samples per batch.
+    pub batch: usize,
 }
 
 impl TablePlan {
@@ -131,7 +133,7 @@ impl TablePlan {
         let k = max_taps(max_side, resize_min.max(1), filter, antialias);
         let spans = batch as u64 * (out.0 + out.1) as u64;
         let weights = spans * k as u64;
-        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32, k_max: k }
+        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32, k_max: k, batch }
     }
 
     /// Whether one sample's tables stay within [`TablePlan::k_max`] (its crop is no larger than
@@ -169,6 +171,45 @@ pub fn tables_grid(total_spans: u32) -> u32 {
     total_spans.div_ceil(TABLE_BLOCK).max(1)
 }
 
+/// Which fused kernel a batch needs, from its samples' parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AugmentKind {
+    /// `stoke_augment`: geometry without rotation, normalize, cast.
+    Plain,
+    /// `stoke_augment_rotate`: some sample is rotated.
+    Rotate,
+    /// `stoke_augment_recipe`: some sample has a color step or erasing (rotation handled too);
+    /// `contrast`: some sample's drawn order has a contrast step, so `stoke_recipe_stats`
+    /// runs first.
+    Recipe {
+        /// `stoke_recipe_stats` is needed.
+        contrast: bool,
+    },
+}
+
+impl AugmentKind {
+    /// The kernel for a batch of `params`.
+    pub fn of(params: &[AugParams]) -> Self {
+        if params.iter().any(|p| p.color.is_active() || p.erase.count != 0) {
+            let contrast = params.iter().any(|p| p.color.ops().contains(&crate::augment::params::ColorOp::Contrast));
+            AugmentKind::Recipe { contrast }
+        } else if params.iter().any(|p| p.angle_deg != 0.0) {
+            AugmentKind::Rotate
+        } else {
+            AugmentKind::Plain
+        }
+    }
+
+    /// The kernel's name.
+    pub fn kernel(self) -> &'static str {
+        match self {
+            AugmentKind::Plain => "stoke_augment",
+            AugmentKind::Rotate => "stoke_augment_rotate",
+            AugmentKind::Recipe { .. } => "stoke_augment_recipe",
+        }
+    }
+}
+
 /// Per-channel mean and std on the 0..1 scale, passed to the augment kernel by value
 /// (`StokeNormalize`, 24 bytes on both sides).
 #[repr(C)]
@@ -195,6 +236,8 @@ pub struct Augmenter {
     counts: cudarc::driver::CudaSlice<i32>,
     offs: cudarc::driver::CudaSlice<i32>,
     weights: cudarc::driver::CudaSlice<f32>,
+    /// Per-sample contrast sums of `stoke_recipe_stats` (one batch).
+    sums: cudarc::driver::CudaSlice<u64>,
     dtype: crate::config::DType,
     layout: crate::config::Layout,
     norm: Normalize,
@@ -203,7 +246,7 @@ pub struct Augmenter {
 impl Augmenter {
     /// Device bytes of the filter-table scratch.
     pub fn device_bytes(&self) -> u64 {
-        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64)
+        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64) + 8 * self.sums.len() as u64
     }
 
     /// Allocate the table scratch for `plan` on `stream`.
@@ -222,12 +265,15 @@ impl Augmenter {
         let offs =
             unsafe { stream.alloc::<i32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter tap offsets"))?;
         let w = unsafe { stream.alloc::<f32>(weights.max(1)) }.map_err(|e| alloc_err("cuMemAlloc", e, weights * 4, "filter weights"))?;
+        let batch = plan.batch.max(1);
+        let sums = stream.alloc_zeros::<u64>(batch).map_err(|e| alloc_err("cuMemAlloc", e, batch * 8, "contrast sums"))?;
         Ok(Self {
             gpu: gpu.clone(),
             plan,
             counts,
             offs,
             weights: w,
+            sums,
             dtype: output.dtype,
             layout: output.layout,
             norm: Normalize { mean: output.mean, std: output.std },
@@ -239,9 +285,10 @@ impl Augmenter {
         self.plan
     }
 
-    /// Enqueue the tables kernel and the fused kernel for `n` samples of `out_w × out_h` on
-    /// `stream`: params and descriptors at `params`/`descs` (device), decoded pixels in
-    /// `arena`, output tensor at `out`. `rotate`: some sample has a non-zero angle.
+    /// Enqueue the tables kernel, the contrast statistics when `kind` needs them, and the
+    /// fused kernel for `n` samples of `out_w × out_h` on `stream`: params and descriptors at
+    /// `params`/`descs` (device), decoded pixels in `arena`, output tensor at `out`; `kind` is
+    /// [`AugmentKind::of`] the batch's params.
     #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &self,
@@ -252,7 +299,7 @@ impl Augmenter {
         n: usize,
         out_size: (u32, u32),
         out: u64,
-        rotate: bool,
+        kind: AugmentKind,
     ) -> Result<(), crate::error::GpuError> {
         use cudarc::driver::{DevicePtr, LaunchConfig, PushKernelArg};
         let k = self.gpu.kernels()?;
@@ -270,16 +317,37 @@ impl Augmenter {
         // offsets were laid out by `TableLayout` within this scratch (`TablePlan::fits`).
         unsafe { super::module::launch(&mut b, "stoke_augment_tables", cfg) }?;
 
-        let name = if rotate { "stoke_augment_rotate" } else { "stoke_augment" };
+        let (gx, gy, gz) = augment_grid(n, ow, oh);
+        let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (BLOCK_X, BLOCK_Y, 1), shared_mem_bytes: 0 };
+        if n > self.sums.len() {
+            let message = format!("a batch of {n} samples exceeds the augmenter's {}", self.sums.len());
+            return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
+        }
+        let (sums, _s) = self.sums.device_ptr(stream);
+        if let AugmentKind::Recipe { contrast: true } = kind {
+            // SAFETY: `sums` holds `self.sums.len() >= n` u64s on this device; the memset and
+            // the stats kernel are ordered on `stream` before the recipe kernel reads them.
+            unsafe { cudarc::driver::result::memset_d8_async(sums, 0, n * 8, stream.cu_stream()) }
+                .map_err(crate::error::driver_err("cuMemsetD8Async"))?;
+            let f = k.function("stoke_recipe_stats")?;
+            let mut b = stream.launch_builder(&f);
+            b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&sums);
+            // SAFETY: argument list of `stoke_recipe_stats`; taps as for the fused kernel below,
+            // `sums` has a slot per sample (checked above).
+            unsafe { super::module::launch(&mut b, "stoke_recipe_stats", cfg) }?;
+        }
+        let name = kind.kernel();
         let f = k.function(name)?;
         let mut b = stream.launch_builder(&f);
         let (dtype, layout) = (self.dtype.code(), self.layout.code());
         b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&out).arg(&dtype).arg(&layout).arg(&self.norm);
-        let (gx, gy, gz) = augment_grid(n, ow, oh);
-        let cfg = LaunchConfig { grid_dim: (gx, gy, gz), block_dim: (BLOCK_X, BLOCK_Y, 1), shared_mem_bytes: 0 };
-        // SAFETY: argument list of `stoke_augment(_rotate)`; every tap lies in its sample's
-        // decoded region inside `arena` (decode::decode_roi contains all taps, tested), and
-        // `out` holds `n` samples of out_w × out_h × 3 in this dtype (the ring's layout).
+        if let AugmentKind::Recipe { .. } = kind {
+            b.arg(&sums);
+        }
+        // SAFETY: argument list of `stoke_augment(_rotate|_recipe)`; every tap lies in its
+        // sample's decoded region inside `arena` (decode::decode_roi contains all taps,
+        // tested), `out` holds `n` samples of out_w × out_h × 3 in this dtype (the ring's
+        // layout), and `sums` (recipe only) was filled above when any sample reads it.
         unsafe { super::module::launch(&mut b, name, cfg) }
     }
 }
@@ -303,6 +371,7 @@ mod host_ffi {
             mean: *const f32,
             std: *const f32,
             rotate: i32,
+            recipe: i32,
         );
         pub fn stoke_host_sample_desc_size() -> usize;
         pub fn stoke_host_decode_target_size() -> usize;
@@ -330,7 +399,7 @@ pub unsafe fn augment_on_host(
     tables: &TableLayout,
     out: &mut [u8],
     output: &crate::config::OutputSpec,
-    rotate: bool,
+    kind: AugmentKind,
 ) {
     assert_eq!(params.len(), descs.len());
     if let Some(p) = params.first() {
@@ -357,7 +426,8 @@ pub unsafe fn augment_on_host(
             output.layout.code(),
             output.mean.as_ptr(),
             output.std.as_ptr(),
-            rotate as i32,
+            (kind != AugmentKind::Plain) as i32,
+            matches!(kind, AugmentKind::Recipe { .. }) as i32,
         )
     }
 }

@@ -19,7 +19,7 @@
 //! Not yet verified on a GPU: written against the nvJPEG 13.0 and CUDA driver documentation
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
-use super::augment::{Augmenter, SampleDesc, TableLayout, TablePlan};
+use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
 use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, MemoryPlan};
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
@@ -155,7 +155,7 @@ impl CudaBackend {
             (ow, oh),
             bounds.max_side,
             resize_min,
-            config.augment.filter.code(),
+            if config.augment.random_filter { crate::augment::params::FILTER_BICUBIC } else { config.augment.filter.code() },
             config.augment.antialias,
         );
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
@@ -357,7 +357,7 @@ impl Backend for CudaBackend {
             self.descs.push(desc);
         }
         debug_assert!(self.augmenter.plan().fits(&tables), "per-sample checks bound the batch");
-        let rotate = self.params.iter().any(|p| p.angle_deg != 0.0);
+        let kind = AugmentKind::of(&self.params);
         let stream = self.gpu.stream().clone();
         let slot = self.ring.acquire()?;
         gpu_times.augment = self.take_augment_time()?;
@@ -386,7 +386,7 @@ impl Backend for CudaBackend {
         }
         let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs, &self.mix, &self.targets).and_then(|()| {
             let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
-            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, rotate)?;
+            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, kind)?;
             if self.mix.is_empty() {
                 return Ok(());
             }

@@ -132,6 +132,35 @@ pub struct PipelineArgs {
     /// Mixup / CutMix with soft targets (timm's flags).
     #[command(flatten)]
     pub mix: MixArgs,
+    /// ColorJitter, RandomGrayscale, RandomErasing, train interpolation (timm's flags).
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
+}
+
+/// The per-sample recipe steps with timm's flag names and meaning (docs/augment.md).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct RecipeArgs {
+    /// ColorJitter: one value for brightness, contrast and saturation, or B,C,S or B,C,S,H.
+    #[arg(long, value_delimiter = ',')]
+    pub color_jitter: Option<Vec<f64>>,
+    /// Probability the color jitter runs (default 1).
+    #[arg(long)]
+    pub color_jitter_prob: Option<f64>,
+    /// RandomGrayscale probability.
+    #[arg(long)]
+    pub grayscale_prob: Option<f64>,
+    /// RandomErasing probability; 0 = off.
+    #[arg(long)]
+    pub reprob: Option<f64>,
+    /// RandomErasing fill: const, rand (per box) or pixel (per element) normal values.
+    #[arg(long, value_enum)]
+    pub remode: Option<stoke::config::EraseMode>,
+    /// Most RandomErasing boxes per image (1..=4).
+    #[arg(long)]
+    pub recount: Option<u32>,
+    /// Resize filter of the samples: bilinear, bicubic, or random per sample.
+    #[arg(long, value_enum)]
+    pub train_interpolation: Option<stoke::config::TrainInterpolation>,
 }
 
 /// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
@@ -282,6 +311,9 @@ impl PipelineArgs {
         (o.mixup, o.cutmix, o.cutmix_minmax) = (m.mixup, m.cutmix, m.cutmix_minmax.as_ref().map(|v| (v[0], v[1])));
         (o.mixup_prob, o.mixup_switch_prob, o.mixup_mode) = (m.mixup_prob, m.mixup_switch_prob, m.mixup_mode);
         (o.smoothing, o.num_classes) = (m.smoothing, m.num_classes);
+        let r = &self.recipe;
+        (o.color_jitter, o.color_jitter_prob, o.grayscale_prob) = (r.color_jitter.clone(), r.color_jitter_prob, r.grayscale_prob);
+        (o.reprob, o.remode, o.recount, o.train_interpolation) = (r.reprob, r.remode, r.recount, r.train_interpolation);
         Ok(o)
     }
 
