@@ -48,6 +48,17 @@ fn device_augment_matches_the_cpu_backend() {
     s.rotate_deg = (-40.0, 40.0);
     s.rotate_interp = stoke::config::RotateInterp::Nearest;
     specs.push(s);
+    // The recipe kernels: stoke_recipe_stats (contrast mean by integer atomics) and
+    // stoke_augment_recipe (color steps, grayscale, erasing in each mode), with rotation.
+    for mode in [stoke::config::EraseMode::Const, stoke::config::EraseMode::Rand, stoke::config::EraseMode::Pixel] {
+        let mut s = AugmentSpec::train(44);
+        s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.4, 0.2).unwrap());
+        s.grayscale_p = 0.2;
+        s.erasing = Some(stoke::config::EraseSpec::timm(0.8, mode, 3));
+        s.rotate_deg = (-20.0, 20.0);
+        s.random_filter = true;
+        specs.push(s);
+    }
     let mut worst = 0;
     for spec in &specs {
         for dtype in [DType::F32, DType::F16, DType::Bf16] {
