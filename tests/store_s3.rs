@@ -228,3 +228,53 @@ fn http_shards_with_ranges_read_as_local_and_a_slow_server_times_out() {
     assert!(e.contains("/slow/shard-0.tar") && (e.contains("tim") || e.contains("no answer")), "{e}");
     assert!(t.elapsed() < NO_HANG, "took {:?}", t.elapsed());
 }
+
+fn stoke_cli(args: &[&str], server: &Server, cache: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+        .args(args)
+        .env("AWS_ENDPOINT_URL", server.url())
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn pack_writes_shards_and_the_sidecar_to_the_store_and_plan_streams_them_by_rank() {
+    let Some(server) = shared_moto("pack_writes_shards_and_the_sidecar_to_the_store_and_plan_streams_them_by_rank") else { return };
+    make_bucket(server, "packed");
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for (c, class) in ["ant", "bee"].iter().enumerate() {
+        std::fs::create_dir_all(src.join(class)).unwrap();
+        for i in 0..7 {
+            std::fs::write(src.join(class).join(format!("{i}.jpg")), jpeg(40, 30, c * 10 + i)).unwrap();
+        }
+    }
+    let cache = tmp.path().join("cache");
+    let out = stoke_cli(&["pack", &src.to_string_lossy(), "s3://packed/train", "--shard-size", "4KiB"], server, &cache);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sidecar = Store::for_url("s3://packed/x").unwrap().get("s3://packed/train/stoke-shards.json").unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&sidecar).unwrap();
+    let shards = v["shards"].as_array().unwrap();
+    assert!(shards.len() > 2, "several shards at 4 KiB: {v}");
+    assert_eq!(shards.iter().map(|s| s["samples"].as_u64().unwrap()).sum::<u64>(), 14);
+    let plan = |rank: usize, seed: &str| {
+        let o = stoke_cli(
+            &["plan", "--stream", "s3://packed/train/", "--rank", &rank.to_string(), "--world-size", "3", "--seed", seed, "--group", "2"],
+            server,
+            &cache,
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let ranks: Vec<Vec<String>> = (0..3).map(|r| plan(r, "7")).collect();
+    assert!(ranks.iter().all(|r| r.len() == 5), "ceil(14/3) each: {ranks:?}");
+    let mut all: Vec<&String> = ranks.iter().flatten().collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 14, "every sample delivered; only the one padding sample repeats: {ranks:?}");
+    assert_eq!(plan(1, "7"), ranks[1], "same seed, same order");
+    // The same shards read from the store as a per-sample data set hold the same 14 samples.
+    let d = Dataset::open(Path::new("s3://packed/train/"), &opts(&cache)).unwrap();
+    assert_eq!((d.len(), d.classes()), (14, &["ant".to_string(), "bee".to_string()][..]));
+}

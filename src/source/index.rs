@@ -560,6 +560,7 @@ impl std::fmt::Display for HeaderText {
 }
 
 /// The index file in the cache folder for a data set in a store, named from its URL.
+#[cfg(feature = "remote")]
 pub(crate) fn cache_path_for_url(cache_dir: Option<&Path>, url: &str) -> Option<PathBuf> {
     let dir = cache_folder(cache_dir)?;
     let h = fnv(FNV_OFFSET, url.as_bytes());

@@ -19,6 +19,7 @@ mod index;
 mod list;
 #[cfg(feature = "remote")]
 pub mod remote;
+pub mod shards;
 pub mod tar;
 
 /// The URL schemes of data sets in object storage.
@@ -160,6 +161,7 @@ pub struct Dataset {
     index_path: Option<PathBuf>,
     index_reused: bool,
     /// Where remote shards are read from.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     store: Option<StoreRef>,
 }
 
