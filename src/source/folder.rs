@@ -88,7 +88,7 @@ fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fing
             }
             let key = key_of(root, &p)?;
             fp.add_file(&key, &md);
-            out.push(Entry { key, label, len: md.len(), location: Location::File });
+            out.push(Entry { key, label, len: md.len(), location: Location::File, header: None });
         }
     }
     Ok(())

@@ -209,14 +209,19 @@ pub(crate) fn beside_path(kind: SourceKind, given: &Path, root: &Path) -> PathBu
 }
 
 /// The cache folder: `cache_dir`, else `$XDG_CACHE_HOME/stoke`, else `~/.cache/stoke`.
-pub(crate) fn cache_path(cache_dir: Option<&Path>, given: &Path) -> Option<PathBuf> {
-    let dir = match cache_dir {
+fn cache_folder(cache_dir: Option<&Path>) -> Option<PathBuf> {
+    Some(match cache_dir {
         Some(d) => d.to_path_buf(),
         None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
             Some(x) => PathBuf::from(x).join("stoke"),
             None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("stoke"),
         },
-    };
+    })
+}
+
+/// The index file in the cache folder for a local data set, named from its absolute path.
+pub(crate) fn cache_path(cache_dir: Option<&Path>, given: &Path) -> Option<PathBuf> {
+    let dir = cache_folder(cache_dir)?;
     let abs = std::path::absolute(given).unwrap_or_else(|_| given.to_path_buf());
     let h = fnv(FNV_OFFSET, abs.as_os_str().as_encoded_bytes());
     let name = abs.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -501,19 +506,28 @@ pub(crate) fn save(paths: &[PathBuf], fingerprint: u64, s: &Saved) -> Option<Pat
 
 /// Parse every entry's header in parallel. An unreadable sample is an error naming it.
 pub(crate) fn build(root: &Path, shards: &[PathBuf], entries: Vec<Entry>, threads: usize, show_progress: bool) -> Result<Vec<SampleMeta>> {
-    let shard_files: Vec<File> = shards.iter().map(|p| File::open(p).map_err(|e| Error::io(p, e))).collect::<Result<_>>()?;
+    // Shards read whole from a store were parsed as they were listed: nothing to open.
+    let parsed = entries.iter().all(|e| e.header.is_some());
+    let shard_files: Vec<File> =
+        if parsed { Vec::new() } else { shards.iter().map(|p| File::open(p).map_err(|e| Error::io(p, e))).collect::<Result<_>>()? };
     let pb = progress(show_progress, entries.len() as u64, "indexing");
     let results = parallel_map_with(entries.len(), threads, Some(&pb), Vec::new, |buf, i| {
         let e = &entries[i];
+        if let Some(h) = &e.header {
+            return Ok(h.clone().map_err(HeaderText));
+        }
         match e.location {
             Location::File => {
                 let path = root.join(&e.key);
                 let f = File::open(&path).map_err(|err| Error::dataset(&path, format!("cannot read: {err}")))?;
-                header_of(e.len, buf, |n, b| read_range(&f, 0, n, b)).map_err(|err| Error::dataset(&path, format!("cannot read: {err}")))
+                header_of(e.len, buf, |n, b| read_range(&f, 0, n, b))
+                    .map(|r| r.map_err(HeaderText::from))
+                    .map_err(|err| Error::dataset(&path, format!("cannot read: {err}")))
             }
             Location::Tar { shard, offset } => {
                 let f = &shard_files[shard as usize];
                 header_of(e.len, buf, |n, b| read_range(f, offset, n, b))
+                    .map(|r| r.map_err(HeaderText::from))
                     .map_err(|err| Error::dataset(&shards[shard as usize], format!("cannot read sample {} at byte {offset}: {err}", e.key)))
             }
         }
@@ -528,6 +542,31 @@ pub(crate) fn build(root: &Path, shards: &[PathBuf], entries: Vec<Entry>, thread
         out.push(SampleMeta { key: e.key, label: e.label, len: e.len, location: e.location, info, header_error });
     }
     Ok(out)
+}
+
+/// Why a header could not be parsed, as the index keeps it.
+struct HeaderText(Box<str>);
+
+impl From<HeaderError> for HeaderText {
+    fn from(h: HeaderError) -> Self {
+        HeaderText(h.to_string().into_boxed_str())
+    }
+}
+
+impl std::fmt::Display for HeaderText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The index file in the cache folder for a data set in a store, named from its URL.
+#[cfg(feature = "remote")]
+pub(crate) fn cache_path_for_url(cache_dir: Option<&Path>, url: &str) -> Option<PathBuf> {
+    let dir = cache_folder(cache_dir)?;
+    let h = fnv(FNV_OFFSET, url.as_bytes());
+    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+    let clean: String = name.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect();
+    Some(dir.join(format!("{clean}-{h:016x}.stoke-index")))
 }
 
 /// How often a process waiting for another one's index build looks again.

@@ -59,7 +59,7 @@ pub(crate) fn list(list_path: &Path) -> Result<Listing> {
         }
         fp.add_file(&key, &md);
         max_label = max_label.max(label);
-        entries.push(Entry { key, label, len: md.len(), location: Location::File });
+        entries.push(Entry { key, label, len: md.len(), location: Location::File, header: None });
     }
     if entries.is_empty() {
         return Err(Error::dataset(list_path, "empty dataset: the file list names no samples"));

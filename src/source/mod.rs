@@ -17,7 +17,19 @@
 mod folder;
 mod index;
 mod list;
+#[cfg(feature = "remote")]
+pub mod remote;
+pub mod shards;
 pub mod tar;
+
+/// The URL schemes of data sets in object storage.
+const REMOTE_SCHEMES: [&str; 4] = ["s3://", "gs://", "http://", "https://"];
+
+/// True when `s` names objects in a store (`s3://`, `gs://`, `http://`, `https://`) rather
+/// than local paths.
+pub fn is_remote(s: &str) -> bool {
+    REMOTE_SCHEMES.iter().any(|p| s.len() > p.len() && s[..p.len()].eq_ignore_ascii_case(p))
+}
 
 pub use crate::codec::jpeg::{Coding, HeaderError, JpegInfo, Subsampling};
 pub use crate::codec::{ImageFormat, ImageInfo};
@@ -113,7 +125,13 @@ pub(crate) struct Entry {
     pub label: i64,
     pub len: u64,
     pub location: Location,
+    /// The header facts when the listing already parsed them (shards read whole from a
+    /// store): the header pass then reads nothing.
+    pub header: Option<Header>,
 }
+
+/// A parsed header, or why it could not be parsed.
+pub(crate) type Header = std::result::Result<ImageInfo, Box<str>>;
 
 /// A listed source.
 pub(crate) struct Listing {
@@ -142,6 +160,9 @@ pub struct Dataset {
     samples: Vec<SampleMeta>,
     index_path: Option<PathBuf>,
     index_reused: bool,
+    /// Where remote shards are read from.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    store: Option<StoreRef>,
 }
 
 /// Decide what kind of source `path` is.
@@ -172,10 +193,72 @@ fn detect(path: &Path) -> Result<SourceKind> {
     }
 }
 
+/// Load a current index from `candidates`, else build one with `build` (and save it), holding
+/// a lock beside it so that ranks started together (torchrun) build it once while the others
+/// wait and then load it. Returns the index, where it is, and whether it was reused.
+fn load_or_build(
+    kind: SourceKind,
+    candidates: &[PathBuf],
+    fingerprint: u64,
+    opts: &IndexOptions,
+    mut build: impl FnMut() -> Result<Listing>,
+) -> Result<(index::Saved, Option<PathBuf>, bool)> {
+    let mut may_load = !opts.rebuild;
+    let mut waited = false;
+    loop {
+        if may_load {
+            if let Some((s, p)) = index::load(candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
+                return Ok((s, Some(p), true));
+            }
+        }
+        let lock = if opts.save { index::BuildLock::acquire(candidates) } else { index::Lock::Unavailable };
+        let guard = match lock {
+            index::Lock::Busy(lock_path) => {
+                if !waited {
+                    log::warn!("another process is indexing this dataset (lock {}); waiting", lock_path.display());
+                    waited = true;
+                }
+                std::thread::sleep(index::LOCK_POLL);
+                may_load = true;
+                continue;
+            }
+            index::Lock::Acquired(g) => {
+                // Another process may have saved the index between our load and our lock.
+                if !opts.rebuild || waited {
+                    if let Some((s, p)) = index::load(candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
+                        return Ok((s, Some(p), true));
+                    }
+                }
+                Some(g)
+            }
+            index::Lock::Unavailable => None,
+        };
+        let l = build()?;
+        let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
+        let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
+        let p = if opts.save { index::save(candidates, fingerprint, &saved) } else { None };
+        drop(guard);
+        return Ok((saved, p, false));
+    }
+}
+
+/// The store a data set's shards are read from (none for local files).
+#[cfg(feature = "remote")]
+type StoreRef = std::sync::Arc<remote::Store>;
+/// Without the `remote` feature there is no store.
+#[cfg(not(feature = "remote"))]
+type StoreRef = std::convert::Infallible;
+
 impl Dataset {
     /// Open a folder, file list, tar pattern or folder of tars; load the saved index when the
     /// source is unchanged, else build and save it. Errors name the path and what was wrong.
     pub fn open(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
+        if is_remote(&path.to_string_lossy()) {
+            #[cfg(feature = "remote")]
+            return Self::open_remote(path, opts);
+            #[cfg(not(feature = "remote"))]
+            return Err(Error::dataset(path, "a store URL, but this build of stoke has no remote sources (the `remote` feature)"));
+        }
         let kind = detect(path)?;
         // List the source (folder, list) or just fingerprint it (tar: its headers are read only
         // when the index has to be rebuilt).
@@ -206,50 +289,48 @@ impl Dataset {
         };
         let mut candidates = vec![index::beside_path(kind, path, &root)];
         candidates.extend(index::cache_path(opts.cache_dir.as_deref(), path));
-        // Load a current index; else build one, holding a lock beside it so that ranks started
-        // together (torchrun) build it once while the others wait and then load it.
-        let mut may_load = !opts.rebuild;
         let mut listing = listing;
         let mut shards = Some(shards);
-        let mut waited = false;
-        let (saved, index_path, reused) = loop {
-            if may_load {
-                if let Some((s, p)) = index::load(&candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
-                    break (s, Some(p), true);
-                }
-            }
-            let lock = if opts.save { index::BuildLock::acquire(&candidates) } else { index::Lock::Unavailable };
-            let guard = match lock {
-                index::Lock::Busy(lock_path) => {
-                    if !waited {
-                        log::warn!("another process is indexing this dataset (lock {}); waiting", lock_path.display());
-                        waited = true;
-                    }
-                    std::thread::sleep(index::LOCK_POLL);
-                    may_load = true;
-                    continue;
-                }
-                index::Lock::Acquired(g) => {
-                    // Another process may have saved the index between our load and our lock.
-                    if !opts.rebuild || waited {
-                        if let Some((s, p)) = index::load(&candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
-                            break (s, Some(p), true);
-                        }
-                    }
-                    Some(g)
-                }
-                index::Lock::Unavailable => None,
-            };
-            let l = match listing.take() {
-                Some(l) => l,
-                None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress)?,
-            };
-            let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
-            let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
-            let p = if opts.save { index::save(&candidates, fingerprint, &saved) } else { None };
-            drop(guard);
-            break (saved, p, false);
+        let build = || match listing.take() {
+            Some(l) => Ok(l),
+            None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress),
         };
+        let (saved, index_path, reused) = load_or_build(kind, &candidates, fingerprint, opts, build)?;
+        Self::from_saved(path, root, saved, index_path, reused, opts, None)
+    }
+
+    /// Open tar shards in a store (`s3://…`, `gs://…`, `http(s)://…`): a brace pattern, one
+    /// `.tar`, or a prefix whose `.tar` objects are the shards. The index is built by reading
+    /// each shard once and kept in the cache folder (the store is not written to).
+    #[cfg(feature = "remote")]
+    fn open_remote(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
+        let url = path.to_str().ok_or_else(|| Error::dataset(path, "URL is not valid UTF-8"))?;
+        let store = std::sync::Arc::new(remote::Store::for_url(url)?);
+        let (root, objects) = store.shards(url)?;
+        let mut fp = index::Fingerprint::new(SourceKind::Tar);
+        for o in &objects {
+            fp.add_str(&o.url);
+            fp.add_bytes(&o.size.to_le_bytes());
+            fp.add_str(&o.version);
+        }
+        let fingerprint = fp.finish();
+        let candidates: Vec<PathBuf> = index::cache_path_for_url(opts.cache_dir.as_deref(), url).into_iter().collect();
+        let root = PathBuf::from(root);
+        let mut shards = Some(objects.into_iter().map(|o| PathBuf::from(o.url)).collect::<Vec<_>>());
+        let build = || tar::list_remote(&store, &root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress);
+        let (saved, index_path, reused) = load_or_build(SourceKind::Tar, &candidates, fingerprint, opts, build)?;
+        Self::from_saved(path, root, saved, index_path, reused, opts, Some(store))
+    }
+
+    fn from_saved(
+        path: &Path,
+        root: PathBuf,
+        saved: index::Saved,
+        index_path: Option<PathBuf>,
+        reused: bool,
+        opts: &IndexOptions,
+        store: Option<StoreRef>,
+    ) -> Result<Dataset> {
         if let Some(n) = opts.num_classes {
             if let Some(m) = saved.samples.iter().find(|m| m.label >= n as i64) {
                 return Err(Error::dataset(
@@ -262,7 +343,7 @@ impl Dataset {
         Ok(Dataset {
             path: path.to_path_buf(),
             root,
-            kind,
+            kind: saved.kind,
             classes: saved.classes,
             ignored: saved.ignored,
             shards: saved.shards,
@@ -271,6 +352,7 @@ impl Dataset {
             samples: saved.samples,
             index_path,
             index_reused: reused,
+            store,
         })
     }
 
@@ -380,6 +462,13 @@ impl Dataset {
                     return Err(fail(format!("cannot read: {e}")));
                 }
             }
+            #[cfg(feature = "remote")]
+            Location::Tar { shard, offset } if self.store.is_some() => {
+                let store = self.store.as_ref().expect("checked");
+                let url = self.shards[shard as usize].to_string_lossy();
+                let bytes = store.get_range(&url, offset..offset + m.len).map_err(|e| fail(store_reason(e)))?;
+                buf.extend_from_slice(&bytes);
+            }
             Location::Tar { shard, offset } => {
                 let len = m.len as usize;
                 buf.resize(start + len, 0);
@@ -393,9 +482,39 @@ impl Dataset {
         Ok(start..buf.len())
     }
 
+    /// The store the shards are read from, when they are remote.
+    #[cfg(feature = "remote")]
+    pub fn store(&self) -> Option<&std::sync::Arc<remote::Store>> {
+        self.store.as_ref()
+    }
+
     /// Replace `buf`'s contents with sample `i`'s compressed bytes (buffer reused).
     pub fn read_bytes(&self, i: usize, buf: &mut Vec<u8>) -> Result<()> {
         buf.clear();
         self.read_append(i, buf).map(|_| ())
+    }
+}
+
+/// A store error's message without the object's URL (the sample's location names the shard).
+#[cfg(feature = "remote")]
+fn store_reason(e: Error) -> String {
+    match e {
+        Error::Dataset { message, .. } => message,
+        e => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_urls_are_recognised_by_scheme() {
+        for u in ["s3://b/x.tar", "S3://b/x", "gs://b/p/", "https://h/a.tar", "http://127.0.0.1:9/a"] {
+            assert!(is_remote(u), "{u}");
+        }
+        for u in ["/data/x.tar", "s3:/b", "s3://", "data/s3://x", "file:///x"] {
+            assert!(!is_remote(u), "{u}");
+        }
     }
 }

@@ -147,8 +147,30 @@ fn parse_pax(data: &[u8]) -> (Option<String>, Option<u64>) {
     (path, size)
 }
 
+/// Positioned reads of a shard: an open file, or the shard's bytes in memory (read whole from
+/// a store).
+pub(crate) trait ReadAt {
+    /// Fill `buf` from byte `offset`; an error when the source ends first.
+    fn read_at_exact(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl ReadAt for File {
+    fn read_at_exact(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.read_exact_at(buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_at_exact(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let src = usize::try_from(offset).ok().and_then(|o| self.get(o..o.checked_add(buf.len())?));
+        let src = src.ok_or_else(|| std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end of the shard"))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
 /// Walk a shard's headers and list its regular-file members.
-pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Member>> {
+pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64) -> Result<Vec<Member>> {
     let err = |msg: String| Error::dataset(shard, msg);
     let mut out = Vec::new();
     let mut off = 0u64;
@@ -159,7 +181,7 @@ pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Me
             return Err(err(format!("{what} at byte {off} is {len} bytes long, more than 16 MiB")));
         }
         let mut v = vec![0u8; len as usize];
-        file.read_exact_at(&mut v, off).map_err(|e| Error::io(shard, e))?;
+        file.read_at_exact(&mut v, off).map_err(|e| Error::io(shard, e))?;
         Ok(v)
     };
     loop {
@@ -169,7 +191,7 @@ pub(crate) fn members(shard: &Path, file: &File, file_len: u64) -> Result<Vec<Me
         if off + BLOCK > file_len {
             return Err(err(format!("truncated tar: header at byte {off} is cut short (the file ends at byte {file_len})")));
         }
-        file.read_exact_at(&mut hdr, off).map_err(|e| Error::io(shard, e))?;
+        file.read_at_exact(&mut hdr, off).map_err(|e| Error::io(shard, e))?;
         if hdr.iter().all(|&b| b == 0) {
             break; // end-of-archive marker
         }
@@ -264,6 +286,48 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
     let pb = super::index::progress(progress, shards.len() as u64, "reading shard headers");
     let results = super::index::parallel_map(shards.len(), threads, Some(&pb), |i| scan_shard(&shards[i]));
     pb.finish_and_clear();
+    let classes = read_class_names(root).unwrap_or_default();
+    assemble(root, shards, results, classes, fingerprint)
+}
+
+/// The samples of shards in a store: each shard is read whole (one GET) and its members and
+/// image headers are parsed from memory, so indexing costs one pass over the bytes.
+#[cfg(feature = "remote")]
+pub(crate) fn list_remote(
+    store: &super::remote::Store,
+    root: &Path,
+    shards: Vec<PathBuf>,
+    fingerprint: u64,
+    threads: usize,
+    progress: bool,
+) -> Result<Listing> {
+    let pb = super::index::progress(progress, shards.len() as u64, "reading shards");
+    // Requests wait on the network, not the CPU: more of them than cores.
+    let threads = threads.max(8);
+    let results = super::index::parallel_map(shards.len(), threads, Some(&pb), |i| {
+        let url = shards[i].to_string_lossy();
+        let bytes = store.get(&url)?;
+        scan_members(&shards[i], &bytes[..], bytes.len() as u64, true)
+    });
+    pb.finish_and_clear();
+    let classes_url = format!("{}/{CLASSES_FILE}", root.to_string_lossy().trim_end_matches('/'));
+    let classes = match store.get_if_present(&classes_url)? {
+        Some(b) => String::from_utf8_lossy(&b).lines().map(str::to_owned).collect(),
+        None => Vec::new(),
+    };
+    assemble(root, shards, results, classes, fingerprint)
+}
+
+/// The data set's listing from each shard's samples, in shard order: keys prefixed with the
+/// shard's stem, labels checked (all or none), class names from `classes.txt` (`names`) and
+/// label numbers beyond it.
+fn assemble(
+    root: &Path,
+    shards: Vec<PathBuf>,
+    results: Vec<Result<(Vec<Entry>, u64)>>,
+    names: Vec<String>,
+    fingerprint: u64,
+) -> Result<Listing> {
     let mut entries = Vec::new();
     let mut ignored = 0u64;
     let mut stems: HashMap<String, usize> = HashMap::new();
@@ -298,12 +362,8 @@ pub(crate) fn list(root: &Path, shards: Vec<PathBuf>, fingerprint: u64, threads:
             return Err(Error::dataset(&shards[i], format!("sample {k} has no .cls label while other samples have one")));
         }
     }
-    let mut max_label = -1i64;
-    for e in &entries {
-        max_label = max_label.max(e.label);
-    }
-    // Names from `classes.txt` where present, label numbers for any label beyond it.
-    let mut classes = read_class_names(root).unwrap_or_default();
+    let max_label = entries.iter().map(|e| e.label).max().unwrap_or(-1);
+    let mut classes = names;
     for l in classes.len() as i64..=max_label {
         classes.push(l.to_string());
     }
@@ -319,12 +379,19 @@ fn read_class_names(root: &Path) -> Option<Vec<String>> {
 /// File written beside packed shards with the class names, label order.
 pub const CLASSES_FILE: &str = "classes.txt";
 
-/// The samples of one shard (keys without the shard stem; labels −1 where no `.cls`), and the
-/// number of members that are neither images ([`super::IMAGE_EXTENSIONS`]) nor `.cls`.
+/// The samples of one shard file; see [`scan_members`].
 fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
     let file = File::open(shard).map_err(|e| Error::io(shard, e))?;
     let file_len = file.metadata().map_err(|e| Error::io(shard, e))?.len();
-    let ms = members(shard, &file, file_len)?;
+    scan_members(shard, &file, file_len, false)
+}
+
+/// The samples of one shard (keys without the shard stem; labels −1 where no `.cls`), and the
+/// number of members that are neither images ([`super::IMAGE_EXTENSIONS`]) nor `.cls`. With
+/// `headers`, each image's header is parsed too (the shard is in memory).
+pub(crate) fn scan_members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64, headers: bool) -> Result<(Vec<Entry>, u64)> {
+    let ms = members(shard, file, file_len)?;
+    let mut buf = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut by_key: HashMap<&str, u64> = HashMap::new(); // key → offset of its image
     let mut labels: HashMap<&str, (i64, u64)> = HashMap::new();
@@ -340,7 +407,26 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
                 ));
             }
             by_key.insert(key, m.offset);
-            entries.push(Entry { key: key.to_string(), label: -1, len: m.len, location: Location::Tar { shard: 0, offset: m.offset } });
+            let header = if headers {
+                let parsed = super::index::header_of(m.len, &mut buf, |n, b| {
+                    b.resize(n, 0);
+                    file.read_at_exact(b, m.offset)
+                });
+                Some(
+                    parsed
+                        .map_err(|e| Error::dataset(shard, format!("cannot read sample {key} at byte {}: {e}", m.offset)))?
+                        .map_err(|h| h.to_string().into_boxed_str()),
+                )
+            } else {
+                None
+            };
+            entries.push(Entry {
+                key: key.to_string(),
+                label: -1,
+                len: m.len,
+                location: Location::Tar { shard: 0, offset: m.offset },
+                header,
+            });
         } else if ext == "cls" {
             if let Some((_, at)) = labels.get(key) {
                 return Err(Error::dataset(
@@ -352,7 +438,7 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
                 return Err(Error::dataset(shard, format!("{key}.cls at byte {} is {} bytes, too long for a label", m.offset, m.len)));
             }
             let mut b = vec![0u8; m.len as usize];
-            file.read_exact_at(&mut b, m.offset).map_err(|e| Error::io(shard, e))?;
+            file.read_at_exact(&mut b, m.offset).map_err(|e| Error::io(shard, e))?;
             let t = String::from_utf8_lossy(&b);
             let label: i64 = t
                 .trim()

@@ -1,11 +1,15 @@
 //! `stoke pack SRC OUT [--shard-size 256MiB]`: a folder or file list → tar shards
 //! (WebDataset layout: `key.jpg` or `key.png` by the sniffed format, + `key.cls`), labels kept, class names in `classes.txt`, and
-//! the shards' index built beside them.
+//! the shards' index built beside them, and the streaming index's sidecar (`stoke-shards.json`:
+//! per-shard sample counts, sizes, label ranges). OUT may be a store prefix (`s3://bucket/train`):
+//! each shard is built in memory and written with one PUT (multipart when large), then
+//! `classes.txt` and the sidecar.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use stoke::source::shards::{sidecar_json, ShardSet, SIDECAR};
 use stoke::source::tar::{TarWriter, CLASSES_FILE};
 use stoke::source::{Dataset, IndexOptions};
 use stoke::Error;
@@ -64,21 +68,114 @@ fn member_stem(key: &str) -> String {
 }
 
 fn shard_path(out: &Path, prefix: &str, n: usize) -> PathBuf {
-    out.join(format!("{prefix}-{n:06}.tar"))
+    out_path(out, &format!("{prefix}-{n:06}.tar"))
+}
+
+/// `name` in the output folder or under the output prefix.
+fn out_path(out: &Path, name: &str) -> PathBuf {
+    match out.to_str() {
+        Some(u) if stoke::source::is_remote(u) => PathBuf::from(format!("{}/{name}", u.trim_end_matches('/'))),
+        _ => out.join(name),
+    }
+}
+
+/// Where a shard goes: a local file, or memory until it is PUT to the store whole.
+enum Sink {
+    File(BufWriter<File>),
+    Memory(Vec<u8>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::File(f) => f.write(b),
+            Sink::Memory(v) => v.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            Sink::Memory(_) => Ok(()),
+        }
+    }
+}
+
+/// The output: a local folder, or a store prefix.
+struct Out {
+    #[cfg(feature = "remote")]
+    store: Option<stoke::source::remote::Store>,
+}
+
+impl Out {
+    fn new(out: &Path) -> stoke::Result<Out> {
+        let remote = out.to_str().is_some_and(stoke::source::is_remote);
+        if remote {
+            #[cfg(feature = "remote")]
+            {
+                let url = out.to_string_lossy();
+                let store = stoke::source::remote::Store::for_url(&url)?;
+                let dir = format!("{}/", url.trim_end_matches('/'));
+                if store.list(&dir)?.iter().any(|o| o.url.to_ascii_lowercase().ends_with(".tar")) {
+                    return Err(Error::dataset(out, "the output prefix already holds .tar objects; pack into a new or empty prefix"));
+                }
+                return Ok(Out { store: Some(store) });
+            }
+            #[cfg(not(feature = "remote"))]
+            return Err(Error::dataset(out, "a store URL, but this build of stoke has no remote sources (the `remote` feature)"));
+        }
+        if out.exists() {
+            let holds_tars = fs::read_dir(out)
+                .map_err(|e| Error::io(out, e))?
+                .filter_map(|e| e.ok())
+                .any(|e| e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("tar")));
+            if holds_tars {
+                return Err(Error::dataset(out, "output folder already holds .tar files; pack into a new or empty folder"));
+            }
+        }
+        fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        Ok(Out {
+            #[cfg(feature = "remote")]
+            store: None,
+        })
+    }
+
+    fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        return self.store.is_some();
+        #[cfg(not(feature = "remote"))]
+        false
+    }
+
+    fn create(&self, p: &Path) -> stoke::Result<Sink> {
+        if self.is_remote() {
+            return Ok(Sink::Memory(Vec::new()));
+        }
+        let f = File::create(p).map_err(|e| Error::io(p, e))?;
+        Ok(Sink::File(BufWriter::with_capacity(1 << 20, f)))
+    }
+
+    /// Finish a shard (and PUT it, for a store).
+    fn finish(&self, w: TarWriter<Sink>, p: &Path) -> stoke::Result<()> {
+        let sink = w.finish().map_err(|e| Error::io(p, e))?;
+        match sink {
+            Sink::File(_) => Ok(()),
+            Sink::Memory(v) => self.write(p, v),
+        }
+    }
+
+    /// Write a whole file or object.
+    fn write(&self, p: &Path, data: Vec<u8>) -> stoke::Result<()> {
+        #[cfg(feature = "remote")]
+        if let Some(store) = &self.store {
+            return store.put(&p.to_string_lossy(), data.into());
+        }
+        fs::write(p, data).map_err(|e| Error::io(p, e))
+    }
 }
 
 pub fn run(args: Args) -> stoke::Result<()> {
     let src = Dataset::open(&args.src, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
-    if args.out.exists() {
-        let holds_tars = fs::read_dir(&args.out)
-            .map_err(|e| Error::io(&args.out, e))?
-            .filter_map(|e| e.ok())
-            .any(|e| e.path().extension().is_some_and(|x| x.eq_ignore_ascii_case("tar")));
-        if holds_tars {
-            return Err(Error::dataset(&args.out, "output folder already holds .tar files; pack into a new or empty folder"));
-        }
-    }
-    fs::create_dir_all(&args.out).map_err(|e| Error::io(&args.out, e))?;
+    let out = Out::new(&args.out)?;
     let total: u64 = src.samples().iter().map(|s| s.len).sum();
     let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     pb.set_style(
@@ -88,11 +185,8 @@ pub fn run(args: Args) -> stoke::Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut shard_no = 0usize;
-    let open_shard = |n: usize| -> stoke::Result<TarWriter<BufWriter<File>>> {
-        let p = shard_path(&args.out, &args.prefix, n);
-        let f = File::create(&p).map_err(|e| Error::io(&p, e))?;
-        Ok(TarWriter::new(BufWriter::with_capacity(1 << 20, f)))
-    };
+    let open_shard =
+        |n: usize| -> stoke::Result<TarWriter<Sink>> { Ok(TarWriter::new(out.create(&shard_path(&args.out, &args.prefix, n))?)) };
     let mut w = open_shard(0)?;
     let mut in_shard = 0usize;
     let mut names: HashMap<String, String> = HashMap::new(); // member stem → source key, per shard
@@ -103,8 +197,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
         // Member headers and padding: about 3 blocks per sample with its label.
         let need = buf.len() as u64 + 3 * 512;
         if in_shard > 0 && w.written() + need + 1024 > args.shard_size {
-            let p = shard_path(&args.out, &args.prefix, shard_no);
-            w.finish().map_err(|e| Error::io(&p, e))?;
+            out.finish(w, &shard_path(&args.out, &args.prefix, shard_no))?;
             shard_no += 1;
             w = open_shard(shard_no)?;
             in_shard = 0;
@@ -132,13 +225,15 @@ pub fn run(args: Args) -> stoke::Result<()> {
         in_shard += 1;
         pb.inc(buf.len() as u64);
     }
-    let last = shard_path(&args.out, &args.prefix, shard_no);
-    w.finish().map_err(|e| Error::io(&last, e))?;
+    out.finish(w, &shard_path(&args.out, &args.prefix, shard_no))?;
     pb.finish_and_clear();
-    let classes = args.out.join(CLASSES_FILE);
     let mut text = src.classes().join("\n");
     text.push('\n');
-    fs::write(&classes, text).map_err(|e| Error::io(&classes, e))?;
+    out.write(&out_path(&args.out, CLASSES_FILE), text.into_bytes())?;
+    // The streaming index's sidecar: one pass over the new shards' tar headers (local) or
+    // over their bytes (store), then written beside them.
+    let set = ShardSet::open(&args.out, 0)?;
+    out.write(&out_path(&args.out, SIDECAR), sidecar_json(&set.facts).into_bytes())?;
     let packed = Dataset::open(&args.out, &IndexOptions { progress: true, ..IndexOptions::default() })?;
     if packed.len() != src.len() {
         return Err(Error::dataset(&args.out, format!("packed {} samples but the shards index {}", src.len(), packed.len())));

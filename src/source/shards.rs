@@ -1,0 +1,164 @@
+//! The streaming index: per-shard facts only (sample count, byte size, label range), for shard
+//! sets too large to index per sample. Memory is O(number of shards).
+//!
+//! The facts come from a small sidecar beside the shards, [`SIDECAR`], written by `stoke pack`
+//! (local folder or store), when it lists exactly the shards found with the same byte sizes;
+//! otherwise from one pass that walks each shard's tar headers (local: positioned reads of the
+//! 512-byte headers; in a store: one GET per shard).
+//!
+//! [`crate::sampler::shards::ShardOrder`] orders an epoch over these counts: a keyed
+//! permutation of the shards, a keyed permutation of the samples inside each group of shards
+//! held in memory, contiguous equal rank blocks, resume by computing the position.
+
+use super::tar;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// The sidecar's file name, beside the shards (as `classes.txt`).
+pub const SIDECAR: &str = "stoke-shards.json";
+
+/// What the streaming index knows of one shard.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShardFacts {
+    /// File or object name (no folder).
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Image samples it holds.
+    pub samples: u64,
+    /// Smallest and largest label (`[-1, -1]` when unlabeled).
+    pub labels: [i64; 2],
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sidecar {
+    format: String,
+    version: u32,
+    shards: Vec<ShardFacts>,
+}
+
+const FORMAT: &str = "stoke-shards";
+
+/// A shard set's per-shard facts, in shard order.
+#[derive(Clone, Debug)]
+pub struct ShardSet {
+    /// Where the shards are: a folder or `scheme://bucket/prefix`.
+    pub root: String,
+    /// Each shard's path or URL.
+    pub paths: Vec<String>,
+    /// Each shard's facts.
+    pub facts: Vec<ShardFacts>,
+    /// True when the facts came from the sidecar (no shard was read).
+    pub from_sidecar: bool,
+}
+
+fn name_of(p: &str) -> String {
+    p.rsplit('/').next().unwrap_or(p).to_string()
+}
+
+/// The facts of one shard from its members.
+pub(crate) fn facts_of(shard: &Path, reader: &(impl tar::ReadAt + ?Sized), len: u64) -> Result<ShardFacts> {
+    let (entries, _) = tar::scan_members(shard, reader, len, false)?;
+    let lo = entries.iter().map(|e| e.label).min().unwrap_or(-1);
+    let hi = entries.iter().map(|e| e.label).max().unwrap_or(-1);
+    Ok(ShardFacts { name: name_of(&shard.to_string_lossy()), bytes: len, samples: entries.len() as u64, labels: [lo, hi] })
+}
+
+/// The sidecar's text for `facts`.
+pub fn sidecar_json(facts: &[ShardFacts]) -> String {
+    let s = Sidecar { format: FORMAT.into(), version: 1, shards: facts.to_vec() };
+    serde_json::to_string(&s).expect("plain data serializes")
+}
+
+/// The sidecar's facts when they describe exactly `listed` (name, size) in order.
+fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
+    let s: Sidecar = serde_json::from_slice(text).ok()?;
+    let ok = s.format == FORMAT
+        && s.version == 1
+        && s.shards.len() == listed.len()
+        && s.shards.iter().zip(listed).all(|(f, (path, size))| f.name == name_of(path) && f.bytes == *size);
+    ok.then_some(s.shards)
+}
+
+impl ShardSet {
+    /// The facts of the shards `path` names (a pattern, one `.tar`, a folder or prefix; local
+    /// or in a store), from the sidecar when it matches, else by one pass over the shards.
+    pub fn open(path: &Path, threads: usize) -> Result<ShardSet> {
+        let s = path.to_str().ok_or_else(|| Error::dataset(path, "path is not valid UTF-8"))?;
+        if super::is_remote(s) {
+            #[cfg(feature = "remote")]
+            return Self::open_remote(s, threads);
+            #[cfg(not(feature = "remote"))]
+            return Err(Error::dataset(path, "a store URL, but this build of stoke has no remote sources (the `remote` feature)"));
+        }
+        let shards = tar::shard_paths(path)?;
+        if shards.is_empty() {
+            return Err(Error::dataset(path, "empty dataset: no .tar shards found"));
+        }
+        let root =
+            if path.is_dir() { path.to_path_buf() } else { path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".")) };
+        let mut listed = Vec::with_capacity(shards.len());
+        for p in &shards {
+            let md = std::fs::metadata(p).map_err(|e| Error::dataset(p, format!("cannot read shard: {e}")))?;
+            listed.push((p.to_string_lossy().into_owned(), md.len()));
+        }
+        let root_s = root.to_string_lossy().into_owned();
+        if let Some(facts) = std::fs::read(root.join(SIDECAR)).ok().and_then(|t| matching(&t, &listed)) {
+            return Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true });
+        }
+        let results = super::index::parallel_map(shards.len(), threads, None, |i| {
+            let f = std::fs::File::open(&shards[i]).map_err(|e| Error::io(&shards[i], e))?;
+            facts_of(&shards[i], &f, listed[i].1)
+        });
+        let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false })
+    }
+
+    #[cfg(feature = "remote")]
+    fn open_remote(url: &str, threads: usize) -> Result<ShardSet> {
+        let store = super::remote::Store::for_url(url)?;
+        let (root, objects) = store.shards(url)?;
+        let listed: Vec<(String, u64)> = objects.into_iter().map(|o| (o.url, o.size)).collect();
+        if let Some(text) = store.get_if_present(&format!("{root}/{SIDECAR}"))? {
+            if let Some(facts) = matching(&text, &listed) {
+                return Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true });
+            }
+            log::warn!("{root}/{SIDECAR} does not match the shards found; reading every shard once");
+        }
+        let results = super::index::parallel_map(listed.len(), threads.max(8), None, |i| {
+            let bytes = store.get(&listed[i].0)?;
+            facts_of(Path::new(&listed[i].0), &bytes[..], bytes.len() as u64)
+        });
+        let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false })
+    }
+
+    /// Samples per shard, in shard order (what [`crate::sampler::shards::ShardOrder`] takes).
+    pub fn counts(&self) -> Vec<u64> {
+        self.facts.iter().map(|f| f.samples).collect()
+    }
+
+    /// Samples in the set.
+    pub fn total(&self) -> u64 {
+        self.facts.iter().map(|f| f.samples).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sidecar_is_used_only_when_it_lists_the_same_shards_and_sizes() {
+        let facts = vec![
+            ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2] },
+            ShardFacts { name: "b.tar".into(), bytes: 20, samples: 5, labels: [-1, -1] },
+        ];
+        let text = sidecar_json(&facts);
+        let listed = |b: u64| vec![("/d/a.tar".to_string(), 10), ("/d/b.tar".to_string(), b)];
+        assert_eq!(matching(text.as_bytes(), &listed(20)), Some(facts));
+        assert_eq!(matching(text.as_bytes(), &listed(21)), None, "a shard rewritten since");
+        assert_eq!(matching(text.as_bytes(), &listed(20)[..1]), None, "a shard set that changed");
+        assert_eq!(matching(b"{not json", &listed(20)), None);
+    }
+}

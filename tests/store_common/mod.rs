@@ -1,0 +1,156 @@
+//! Real servers on loopback for the object-store tests, started by the tests themselves: an
+//! S3-compatible server (moto's server mode, `moto_server` from PyPI's `moto[server]`) and an
+//! HTTP server with range support (nginx). Nothing in-process stands in for a store.
+//!
+//! A test whose server binary is missing prints why and returns, unless `STOKE_REQUIRE_STORE=1`
+//! (CI sets it after installing both), where it fails.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Request limits for every test in a binary: short, so the failure tests finish quickly. Set
+/// once, before any store is opened (all tests of a binary share the process environment).
+pub fn short_timeouts() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (k, v) in [
+            ("STOKE_STORE_TIMEOUT", "2"),
+            ("STOKE_STORE_CONNECT_TIMEOUT", "1"),
+            ("STOKE_STORE_RETRIES", "2"),
+            ("STOKE_STORE_RETRY_TIMEOUT", "4"),
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_REGION", "us-east-1"),
+        ] {
+            std::env::set_var(k, v);
+        }
+    });
+}
+
+/// The binary, or `None` after printing why the test is skipped (a failure when
+/// `STOKE_REQUIRE_STORE=1`).
+pub fn find(binary: &str, test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(binary)).find(|p| p.is_file()));
+    let found = found.or_else(|| ["/usr/sbin", "/usr/local/sbin"].iter().map(|d| Path::new(d).join(binary)).find(|p| p.is_file()));
+    if found.is_none() {
+        let why = format!("{test}: skipped: {binary} is not installed (pip install 'moto[server]'; apt-get install nginx)");
+        assert!(std::env::var("STOKE_REQUIRE_STORE").as_deref() != Ok("1"), "{why}, and STOKE_REQUIRE_STORE=1");
+        eprintln!("{why}");
+    }
+    found
+}
+
+/// A free loopback port (bound and released; the server binds it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_listening(port: u16, child: &mut Child, what: &str) {
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited before listening on port {port}: {status}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{what} not listening on port {port} after 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A server process, killed when dropped (or by [`Server::kill`] mid-test).
+pub struct Server {
+    child: Option<Child>,
+    pub port: u16,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stop the server now (SIGKILL), as a crashed store would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// moto's S3 server on a free loopback port. With `auth`, it checks credentials (so every key
+/// the tests use is wrong); without, it accepts any.
+pub fn moto(test: &str, auth: bool) -> Option<Server> {
+    let bin = find("moto_server", test)?;
+    let port = free_port();
+    let mut c = Command::new(bin);
+    c.args(["-H", "127.0.0.1", "-p", &port.to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
+    if auth {
+        c.env("INITIAL_NO_AUTH_ACTION_COUNT", "0");
+    }
+    let mut child = c.spawn().expect("start moto_server");
+    wait_listening(port, &mut child, "moto_server");
+    Some(Server { child: Some(child), port, _dir: None })
+}
+
+/// One plain HTTP/1.1 request to a loopback server (bucket creation, which the store API has
+/// no call for); returns the status code.
+pub fn http(port: u16, method: &str, path: &str) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// Create `bucket` on an S3 server.
+pub fn make_bucket(server: &Server, bucket: &str) {
+    let code = http(server.port, "PUT", &format!("/{bucket}"));
+    assert_eq!(code, 200, "create bucket {bucket}");
+}
+
+/// Point the S3 client at `server` (AWS_ENDPOINT_URL, as boto3 reads it). Every S3 test of a
+/// binary uses the same server, started once by [`shared_moto`].
+pub fn use_endpoint(server: &Server) {
+    std::env::set_var("AWS_ENDPOINT_URL", server.url());
+}
+
+/// nginx serving `root` on a free loopback port: `/` at full speed, `/slow/` at 4 KiB/s (a
+/// server that answers, then crawls).
+pub fn nginx(test: &str, root: &Path) -> Option<Server> {
+    let bin = find("nginx", test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+             events {{ worker_connections 64; }}\n\
+             http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
+               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n    location /slow/ {{ alias {root}/; limit_rate 4k; }}\n  }}\n}}\n",
+            d = dir.path().display(),
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(bin)
+        .args(["-c", &conf.to_string_lossy(), "-p", &dir.path().to_string_lossy()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    wait_listening(port, &mut child, "nginx");
+    Some(Server { child: Some(child), port, _dir: Some(dir) })
+}
