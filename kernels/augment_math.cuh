@@ -257,8 +257,8 @@ STOKE_HD float stoke_clamp255(float v) {
 // sin and cos of an angle in degrees from IEEE double arithmetic only (exact reduction with
 // fmod, then Taylor series on |x| ≤ π/4), so host and device agree bit for bit; accurate to
 // a few double ulps, far below the f32 the grid is computed in.
-STOKE_HD void stoke_sincos_deg_d(double deg, double* s, double* c) {
-    double d = fmod(deg, 360.0);  // exact
+STOKE_HD void stoke_sincos_deg(float deg, double* s, double* c) {
+    double d = fmod((double)deg, 360.0);  // exact
     if (d < 0.0) d = d + 360.0;           // [0, 360)
     int q = (int)floor((d + 45.0) / 90.0);  // nearest quadrant 0..4
     double r = (d - 90.0 * (double)q) * (3.14159265358979323846 / 180.0);  // |r| ≤ π/4
@@ -277,8 +277,6 @@ STOKE_HD void stoke_sincos_deg_d(double deg, double* s, double* c) {
         default: *s = -cs; *c = sn; break;
     }
 }
-
-STOKE_HD void stoke_sincos_deg(float deg, double* s, double* c) { stoke_sincos_deg_d((double)deg, s, c); }
 
 #define STOKE_ROT_NONE 0u    // angle ≡ 0: identity
 #define STOKE_ROT_EXACT 1u   // 90/180/270 handled as an index permutation

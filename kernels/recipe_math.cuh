@@ -186,48 +186,55 @@ STOKE_HD uint64_t stoke_mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-// Natural log of x > 0 (normal doubles) from IEEE operations only: x = m·2^e with m in
-// [√½, √2), ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| ≤ 0.172, by its series to s^29
-// (truncation < 1e-22).
-STOKE_HD double stoke_ln(double x) {
-    uint64_t bits;
+STOKE_HD float stoke_bits_to_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
-    bits = (uint64_t)__double_as_longlong(x);
+    return __uint_as_float(u);
 #else
-    memcpy(&bits, &x, 8);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 #endif
-    int e = (int)((bits >> 52) & 0x7ffu) - 1023;
-    bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;  // m in [1, 2)
-    double m;
-#if defined(__CUDA_ARCH__)
-    m = __longlong_as_double((long long)bits);
-#else
-    memcpy(&m, &bits, 8);
-#endif
-    if (m > 1.4142135623730951) {
-        m = m * 0.5;
+}
+
+// Natural log of a normal f32 x > 0 from IEEE operations only: x = m·2^e with m in [√½, √2),
+// ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| ≤ 0.172, by its series to s^11 (truncation
+// below 1e-9, under an f32 ulp).
+STOKE_HD float stoke_lnf(float x) {
+    uint32_t bits = stoke_f32_bits(x);
+    int e = (int)((bits >> 23) & 0xffu) - 127;
+    float m = stoke_bits_to_f32((bits & 0x007fffffu) | 0x3f800000u);  // [1, 2)
+    if (m > 1.41421356f) {
+        m = m * 0.5f;
         e = e + 1;
     }
-    const double s = (m - 1.0) / (m + 1.0);
-    const double s2 = s * s;
-    double t = 1.0 / 29.0;
-    for (int k = 27; k >= 1; k -= 2) t = 1.0 / (double)k + s2 * t;
-    return (double)e * 0.6931471805599453 + 2.0 * s * t;
+    const float s = (m - 1.0f) / (m + 1.0f);
+    const float s2 = s * s;
+    const float t = 1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9 + s2 * (1.0f / 11)))));
+    return (float)e * 0.693147181f + 2.0f * s * t;
 }
 
 // A standard normal value for element (box, c, y, x) of a sample's erasing, keyed by the
-// sample's erase key: two 53-bit uniforms from a SplitMix64 hash, Box–Muller's cosine branch.
+// sample's erase key: a SplitMix64 hash gives a 24-bit uniform u in (0, 1] and an angle
+// (quadrant from 2 bits, 24 bits within it); Box–Muller's cosine branch in f32, the cosine
+// by its Taylor series on [0, π/2) (truncation below 1e-9).
 STOKE_HD float stoke_erase_normal(const StokeEraseParams* e, int box, int c, int32_t y, int32_t x) {
     const uint64_t key = ((uint64_t)e->key_hi << 32) | (uint64_t)e->key_lo;
     const uint64_t idx = ((((uint64_t)box * 3u + (uint64_t)c) << 20 | (uint64_t)(uint32_t)y) << 20) | (uint64_t)(uint32_t)x;
-    const uint64_t h1 = stoke_mix64(key ^ (idx * 0x9e3779b97f4a7c15ull));
-    const uint64_t h2 = stoke_mix64(h1 + 0x9e3779b97f4a7c15ull);
-    const double u1 = (double)((h1 >> 11) + 1u) * (1.0 / 9007199254740992.0);  // (0, 1]
-    const double u2 = (double)(h2 >> 11) * (1.0 / 9007199254740992.0);         // [0, 1)
-    const double r = sqrt(-2.0 * stoke_ln(u1));
-    double sn, cs;
-    stoke_sincos_deg_d(u2 * 360.0, &sn, &cs);
-    return (float)(r * cs);
+    const uint64_t h = stoke_mix64(key ^ (idx * 0x9e3779b97f4a7c15ull));
+    const float u = (float)((uint32_t)(h >> 40) + 1u) * (1.0f / 16777216.0f);  // (0, 1]
+    const float phi = (float)((uint32_t)(h >> 14) & 0xffffffu) * (1.5707963f / 16777216.0f);
+    const uint32_t quadrant = (uint32_t)(h >> 38) & 3u;
+    const float r = sqrtf(-2.0f * stoke_lnf(u));
+    const float p2 = phi * phi;
+    float t;
+    if (quadrant & 1u) {  // cos(φ + π/2) = −sin φ, cos(φ + 3π/2) = sin φ
+        t = phi * (1.0f - p2 * (1.0f / 6) * (1.0f - p2 * (1.0f / 20) * (1.0f - p2 * (1.0f / 42) * (1.0f - p2 * (1.0f / 72) * (1.0f - p2 * (1.0f / 110) * (1.0f - p2 * (1.0f / 156)))))));
+        t = quadrant == 1u ? -t : t;
+    } else {  // cos φ, cos(φ + π) = −cos φ
+        t = 1.0f - p2 * (1.0f / 2) * (1.0f - p2 * (1.0f / 12) * (1.0f - p2 * (1.0f / 30) * (1.0f - p2 * (1.0f / 56) * (1.0f - p2 * (1.0f / 90) * (1.0f - p2 * (1.0f / 132) * (1.0f - p2 * (1.0f / 182)))))));
+        t = quadrant == 2u ? -t : t;
+    }
+    return r * t;
 }
 
 // The erased value of channel c of output pixel (x, y) in box `hit` (from stoke_erase_box),

@@ -225,30 +225,54 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 }
 
 
-// The color steps over the held image `post`: the contrast mean first when the drawn order
-// has contrast (the fixed-point sum of recipe_math.cuh, order-free like the GPU's atomics),
-// then ColorJitter + RandomGrayscale per pixel and the row's output write.
-void color_image(const StokeAugParams* p, const float* post, float* planar, void* out, uint32_t dtype,
-                 uint32_t layout, uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc,
-                 float* nrm) {
+// The color steps over the held image `post`, one step at a time over the whole image (the
+// same per-element operations as the kernel's per-pixel chain, so the same bits, but in loops
+// the compiler vectorizes): when the drawn order reaches contrast, the image's mean is the
+// fixed-point sum of recipe_math.cuh (order-free, like the GPU's integer atomics). Then
+// RandomGrayscale and each row's output write.
+void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
+                 uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm) {
     const int32_t ow = p->out_w, oh = p->out_h;
-    float contrast_mean = 0.0f;
-    if (stoke_color_needs_mean(&p->color)) {
-        uint64_t sum = 0;
-        for (size_t i = 0; i < (size_t)ow * oh; i++) {
-            float v[3] = {post[3 * i], post[3 * i + 1], post[3 * i + 2]};
-            stoke_color_before_contrast(&p->color, v);
-            sum += stoke_gray_fixed(v);
+    const size_t px = (size_t)ow * oh, len = px * 3;
+    const StokeColorParams* cp = &p->color;
+    for (int i = 0; i < 4; i++) {
+        const uint32_t op = stoke_color_op(cp->order, i);
+        if (op == 0u) break;
+        if (op == STOKE_COLOR_BRIGHTNESS) {
+            const float f = cp->brightness;
+            for (size_t e = 0; e < len; e++) post[e] = stoke_clamp255(post[e] * f);
+        } else if (op == STOKE_COLOR_CONTRAST) {
+            uint64_t sum = 0;
+            for (size_t k = 0; k < px; k++) sum += stoke_gray_fixed(post + 3 * k);
+            const float m = stoke_contrast_mean(sum, (uint64_t)px);
+            const float f = cp->contrast;
+            for (size_t e = 0; e < len; e++) post[e] = stoke_blend(post[e], m, f);
+        } else if (op == STOKE_COLOR_SATURATION) {
+            const float f = cp->saturation;
+            for (size_t k = 0; k < px; k++) {
+                float* v = post + 3 * k;
+                const float g = stoke_gray(v);
+                v[0] = stoke_blend(v[0], g, f);
+                v[1] = stoke_blend(v[1], g, f);
+                v[2] = stoke_blend(v[2], g, f);
+            }
+        } else {
+            for (size_t k = 0; k < px; k++) stoke_color_step(cp, op, 0.0f, post + 3 * k);
         }
-        contrast_mean = stoke_contrast_mean(sum, (uint64_t)ow * (uint64_t)oh);
+    }
+    if (cp->grayscale) {
+        for (size_t k = 0; k < px; k++) {
+            float* v = post + 3 * k;
+            const float g = stoke_gray(v);
+            v[0] = g;
+            v[1] = g;
+            v[2] = g;
+        }
     }
     for (int32_t y = 0; y < oh; y++) {
-        for (int32_t x = 0; x < ow; x++) {
-            const float* px = post + ((size_t)y * ow + x) * 3;
-            float v[3] = {px[0], px[1], px[2]};
-            stoke_color_apply(&p->color, contrast_mean, v);
-            for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
-        }
+        const float* row = post + (size_t)y * ow * 3;
+        for (int32_t x = 0; x < ow; x++)
+            for (int c = 0; c < 3; c++) planar[c * ow + x] = row[3 * x + c];
         emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
     }
 }
