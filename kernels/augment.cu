@@ -243,6 +243,16 @@ extern "C" __global__ void stoke_augment_tables(const StokeAugParams* __restrict
                       weights);
 }
 
+// Thread (0, 0)'s part of a block's prologue: sample n's params and descriptor into the
+// block's shared copies, and its rotation (f64 sin/cos: once per block, not per pixel).
+__device__ __forceinline__ void stoke_block_sample(const StokeAugParams* __restrict__ params,
+                                                   const StokeSampleDesc* __restrict__ descs, uint32_t n, bool rotate,
+                                                   StokeAugParams* sp, StokeSampleDesc* sd, StokeRotation* sr) {
+    *sp = params[n];
+    *sd = descs[n];
+    if (rotate) stoke_rotation_init(sp, sr);
+}
+
 template <bool ROTATE, bool RECIPE>
 __device__ __forceinline__ void stoke_augment_block(const uint8_t* __restrict__ arena,
                                                     const StokeAugParams* __restrict__ params,
@@ -256,9 +266,7 @@ __device__ __forceinline__ void stoke_augment_block(const uint8_t* __restrict__ 
     __shared__ float mean;
     const uint32_t n = blockIdx.z;
     if (threadIdx.x == 0 && threadIdx.y == 0) {
-        sp = params[n];
-        sd = descs[n];
-        if (ROTATE) stoke_rotation_init(&sp, &sr);  // f64 sin/cos: once per block, not per pixel
+        stoke_block_sample(params, descs, n, ROTATE, &sp, &sd, &sr);
         mean = RECIPE && stoke_color_needs_mean(&sp.color)
                    ? stoke_contrast_mean(sums[n], (uint64_t)sp.out_w * (uint64_t)sp.out_h)
                    : 0.0f;
@@ -310,11 +318,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_recipe_stats(
     __shared__ StokeSampleDesc sd;
     __shared__ StokeRotation sr;
     const uint32_t n = blockIdx.z;
-    if (threadIdx.x == 0 && threadIdx.y == 0) {
-        sp = params[n];
-        sd = descs[n];
-        stoke_rotation_init(&sp, &sr);
-    }
+    if (threadIdx.x == 0 && threadIdx.y == 0) stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
     __syncthreads();
     if (!stoke_color_needs_mean(&sp.color)) return;  // the whole block: sp is shared
     const StokeTables t = {counts, offs, weights};

@@ -186,16 +186,6 @@ STOKE_HD uint64_t stoke_mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-STOKE_HD float stoke_bits_to_f32(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-
 // Natural log of a normal f32 x > 0 from IEEE operations only: x = m·2^e with m in [√½, √2),
 // ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| ≤ 0.172, by its series to s^11 (truncation
 // below 1e-9, under an f32 ulp).

@@ -40,6 +40,17 @@ STOKE_HD uint32_t stoke_f32_bits(float f) {
 #endif
 }
 
+// The binary32 whose bits are `u` (the inverse of stoke_f32_bits).
+STOKE_HD float stoke_bits_to_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
 // IEEE binary16 from binary32, round to nearest even (what __float2half_rn does), written out
 // so the host and the device give the same bits by construction.
 STOKE_HD uint16_t stoke_f32_to_f16_bits(float f) {
