@@ -208,9 +208,12 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
         stoke_color_apply(&sp.color, mean, v);
         const int hit = stoke_erase_box(&sp.erase, x, y);
         for (int c = 0; c < 3; c++) {
-            const float nv = hit ? stoke_erase_value(&sp.erase, hit, c, x, y)
-                                 : stoke_normalize(v[c], norm.mean[c], norm.std[c]);
-            stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, H, W), nv);
+            const uint64_t idx = stoke_out_index(layout, n, c, y, x, H, W);
+            if (hit) {  // never with U8 output (the config refuses erasing there)
+                stoke_store_value(out, dtype, idx, stoke_erase_value(&sp.erase, hit, c, x, y));
+            } else {
+                stoke_store(out, dtype, idx, v[c], norm.mean[c], norm.std[c]);
+            }
         }
         return;
     }

@@ -398,9 +398,20 @@ STOKE_HD float stoke_rot_blend(float v, float mask, float fill) {
 // Output write
 // ---------------------------------------------------------------------------------------
 
-// Normalize a 0..255 value and store it as `dtype` at element `idx` of `out`
-// (stoke_out_index and stoke_store_value are stoke_common.cuh's).
+// A 0..255 value as uint8: clamped, rounded half to even (torchvision's uint8 resize rounds to
+// nearest; the halfway cases are where the two may differ by one level).
+STOKE_HD uint8_t stoke_to_u8(float v255) {
+    return (uint8_t)stoke_round_even(stoke_clamp255(v255));
+}
+
+// Store a 0..255 value as `dtype` at element `idx` of `out`: normalized for the float types,
+// as is (rounded) for STOKE_DTYPE_U8 (stoke_out_index and stoke_store_value are
+// stoke_common.cuh's).
 STOKE_HD void stoke_store(void* out, uint32_t dtype, uint64_t idx, float v255, float mean, float std) {
+    if (dtype == STOKE_DTYPE_U8) {
+        ((uint8_t*)out)[idx] = stoke_to_u8(v255);
+        return;
+    }
     stoke_store_value(out, dtype, idx, stoke_normalize(v255, mean, std));
 }
 

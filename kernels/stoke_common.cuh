@@ -27,6 +27,7 @@ typedef unsigned long long uint64_t;
 #define STOKE_DTYPE_F32 0u
 #define STOKE_DTYPE_F16 1u
 #define STOKE_DTYPE_BF16 2u
+#define STOKE_DTYPE_U8 3u  // unnormalized 0..255, round half to even (mean/std not applied)
 #define STOKE_LAYOUT_NCHW 0u
 #define STOKE_LAYOUT_NHWC 1u
 
@@ -110,6 +111,8 @@ STOKE_HD void stoke_store_value(void* out, uint32_t dtype, uint64_t idx, float v
         ((uint16_t*)out)[idx] = stoke_f32_to_f16_bits(v);
     } else if (dtype == STOKE_DTYPE_BF16) {
         ((uint16_t*)out)[idx] = stoke_f32_to_bf16_bits(v);
+    } else if (dtype == STOKE_DTYPE_U8) {  // a byte, clamped (callers store 0..255 values through stoke_store)
+        ((uint8_t*)out)[idx] = v <= 0.0f ? (uint8_t)0 : (v >= 255.0f ? (uint8_t)255 : (uint8_t)(v + 0.5f));
     } else {
         ((float*)out)[idx] = v;
     }

@@ -446,3 +446,49 @@ fn dump_names_every_drawn_recipe_parameter() {
     assert_eq!(v["erase"]["boxes"].as_array().unwrap().len(), p.erase.count as usize);
     assert_eq!(v["erase"]["colors"].as_array().unwrap().len(), p.erase.count as usize);
 }
+
+#[test]
+fn uint8_output_is_the_unnormalized_image_rounded() {
+    // Geometry and color steps, then u8: round half to even of the 0..255 value, mean/std not
+    // applied. The f32 output with mean 0 / std 1 is that value / 255.
+    let mut spec = jitter_spec();
+    spec.rotate_deg = (-15.0, 15.0);
+    let (w, h) = (150, 110);
+    let f32_spec = OutputSpec { dtype: DType::F32, layout: Layout::Nhwc, mean: [0.0; 3], std: [1.0; 3] };
+    let mut rounded_up = 0;
+    for sample in 0..20u64 {
+        let rgb = image(w, h, sample as u32 + 40);
+        let p = draw(&spec, 8, 0, sample, w, h, 1);
+        let n = 3 * (p.out_w * p.out_h) as usize;
+        let (mut a, mut b) = (vec![0u8; n * 4], vec![0u8; n]);
+        augment(SrcImage::full(&rgb, w, h), &p, &f32_spec, &mut a, 0, &mut Scratch::default()).unwrap();
+        // mean/std of the u8 spec are ignored: give them odd values to show it.
+        let u8_spec = OutputSpec { dtype: DType::U8, layout: Layout::Nhwc, mean: [0.3, 0.2, 0.1], std: [0.5, 0.6, 0.7] };
+        augment(SrcImage::full(&rgb, w, h), &p, &u8_spec, &mut b, 0, &mut Scratch::default()).unwrap();
+        for (i, (x, q)) in bytemuck::cast_slice::<u8, f32>(&a).iter().zip(&b).enumerate() {
+            let v = *x as f64 * 255.0;
+            let d = (*q as f64 - v).abs();
+            assert!(d <= 0.5 + 1e-3, "sample {sample} element {i}: u8 {q} for {v}");
+            if (v - v.floor() - 0.5).abs() > 1e-3 {
+                assert_eq!(*q as f64, v.round(), "sample {sample} element {i}");
+            }
+            rounded_up += (*q as f64 > v) as usize;
+        }
+    }
+    assert!(rounded_up > 1000, "values were rounded, not truncated ({rounded_up})");
+}
+
+#[test]
+fn uint8_output_refuses_the_steps_that_need_normalized_values() {
+    use stoke::config::PipelineConfig;
+    let mut c = PipelineConfig::new("d");
+    c.output.dtype = DType::U8;
+    c.augment.erasing = Some(EraseSpec::timm(0.25, EraseMode::Pixel, 1));
+    assert!(c.validate().unwrap_err().to_string().contains("random erasing (reprob) needs a float output dtype"));
+    c.augment.erasing = None;
+    c.mixup.mixup = 0.8;
+    c.mixup.num_classes = 10;
+    assert!(c.validate().unwrap_err().to_string().contains("mixup/cutmix need a float output dtype"));
+    c.mixup.mixup = 0.0;
+    c.validate().unwrap();
+}

@@ -117,6 +117,12 @@ extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, floa
 // in runs. `tmp` holds 3·ow floats.
 void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
                float* planar, const float* mean, const float* std, float* tmp) {
+    if (dtype == STOKE_DTYPE_U8) {  // unnormalized: stoke_to_u8 of each value
+        for (int32_t c = 0; c < 3; c++)
+            for (int32_t x = 0; x < ow; x++)
+                ((uint8_t*)out)[stoke_out_index(layout, n, c, y, x, oh, ow)] = stoke_to_u8(planar[(size_t)c * ow + x]);
+        return;
+    }
     const bool f32 = dtype == STOKE_DTYPE_F32;
     if (layout == STOKE_LAYOUT_NCHW) {
         for (int32_t c = 0; c < 3; c++) {

@@ -21,6 +21,8 @@ pub const KDL_CUDA: i32 = 2;
 
 /// `DLDataTypeCode` values stoke produces.
 pub const KDL_INT: u8 = 0;
+/// Unsigned integer (uint8 images).
+pub const KDL_UINT: u8 = 1;
 /// IEEE float.
 pub const KDL_FLOAT: u8 = 2;
 /// bfloat16.

@@ -22,7 +22,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT};
+use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT, KDL_UINT};
 use stoke::batch::{Batch, Images};
 use stoke::config::{
     BackendKind, DType, EraseMode, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset,
@@ -92,6 +92,7 @@ impl Tensor {
             DType::F32 => DLDataType { code: KDL_FLOAT, bits: 32, lanes: 1 },
             DType::F16 => DLDataType { code: KDL_FLOAT, bits: 16, lanes: 1 },
             DType::Bf16 => DLDataType { code: KDL_BFLOAT, bits: 16, lanes: 1 },
+            DType::U8 => DLDataType { code: KDL_UINT, bits: 8, lanes: 1 },
         };
         let i64t = DLDataType { code: KDL_INT, bits: 64, lanes: 1 };
         let owner: Arc<dyn Send + Sync> = self.batch.clone();
@@ -179,7 +180,7 @@ impl Tensor {
         self.view().shape
     }
 
-    /// Element type name: "float32", "float16", "bfloat16" or "int64".
+    /// Element type name: "float32", "float16", "bfloat16", "uint8" or "int64".
     #[getter]
     fn dtype(&self) -> &'static str {
         match (self.part, held(&self.batch).dtype) {
@@ -187,6 +188,7 @@ impl Tensor {
             (_, DType::F32) => "float32",
             (_, DType::F16) => "float16",
             (_, DType::Bf16) => "bfloat16",
+            (_, DType::U8) => "uint8",
         }
     }
 
@@ -310,8 +312,11 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
         },
     };
     o.dtype = Some(
-        [DType::F32, DType::F32, DType::F16, DType::F16, DType::Bf16, DType::Bf16]
-            [choice("dtype", "float32", &[("float32", 0), ("f32", 1), ("float16", 2), ("f16", 3), ("bfloat16", 4), ("bf16", 5)])? as usize],
+        [DType::F32, DType::F32, DType::F16, DType::F16, DType::Bf16, DType::Bf16, DType::U8, DType::U8][choice(
+            "dtype",
+            "float32",
+            &[("float32", 0), ("f32", 1), ("float16", 2), ("f16", 3), ("bfloat16", 4), ("bf16", 5), ("uint8", 6), ("u8", 7)],
+        )? as usize],
     );
     o.layout = Some([Layout::Nchw, Layout::Nhwc][choice("layout", "nchw", &[("nchw", 0), ("nhwc", 1)])? as usize]);
     o.on_error = Some([OnError::Skip, OnError::Fail][choice("on_error", "skip", &[("skip", 0), ("fail", 1)])? as usize]);

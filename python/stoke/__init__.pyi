@@ -46,7 +46,7 @@ class Loader:
         device: str = "auto",
         preset: Literal["train", "eval"] = "train",
         size: int = 224,
-        dtype: Literal["float32", "float16", "bfloat16"] = "float32",
+        dtype: Literal["float32", "float16", "bfloat16", "uint8"] = "float32",
         layout: Literal["nchw", "nhwc"] = "nchw",
         seed: int = 0,
         epoch: int = 0,

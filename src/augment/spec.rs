@@ -423,6 +423,9 @@ pub enum DType {
     F16,
     /// bfloat16, round to nearest even from the f32 value.
     Bf16,
+    /// uint8 on the 0..255 scale, rounded half to even, *not* normalized (mean/std are not
+    /// applied): timm's fast path, which normalizes on the GPU.
+    U8,
 }
 
 impl DType {
@@ -431,6 +434,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F16 | DType::Bf16 => 2,
+            DType::U8 => 1,
         }
     }
     /// Code shared with the kernels (`STOKE_DTYPE_*` in `kernels/stoke_params.cuh`).

@@ -199,6 +199,7 @@ impl Batch {
             DType::F32 => f32::from_le_bytes(b[4 * e..4 * e + 4].try_into().ok()?),
             DType::F16 => half::f16::from_le_bytes([b[2 * e], b[2 * e + 1]]).to_f32(),
             DType::Bf16 => half::bf16::from_le_bytes([b[2 * e], b[2 * e + 1]]).to_f32(),
+            DType::U8 => b[e] as f32,
         })
     }
 

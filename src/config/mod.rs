@@ -290,6 +290,17 @@ impl PipelineConfig {
         if self.batch_size == 0 {
             return bad("batch size must be at least 1".into());
         }
+        if self.output.dtype == DType::U8 {
+            // uint8 holds the unnormalized image; timm mixes and erases normalized floats.
+            if self.mixup.enabled() {
+                return bad(
+                    "mixup/cutmix need a float output dtype (u8 images are not normalized; mix after normalizing on the GPU)".into()
+                );
+            }
+            if self.augment.erasing.is_some() {
+                return bad("random erasing (reprob) needs a float output dtype: it writes normalized values".into());
+            }
+        }
         if self.world_size == 0 {
             return bad("world size must be at least 1".into());
         }

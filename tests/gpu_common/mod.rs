@@ -53,6 +53,7 @@ pub fn ordered(bytes: &[u8], dtype: DType, i: usize) -> i64 {
     let (bits, sign_bit) = match dtype {
         DType::F32 => (u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as i64, 1i64 << 31),
         DType::F16 | DType::Bf16 => (u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]) as i64, 1i64 << 15),
+        DType::U8 => return bytes[i] as i64,
     };
     if bits & sign_bit != 0 {
         -(bits & (sign_bit - 1))

@@ -335,3 +335,18 @@ def test_recipe_keywords_use_timm_names_and_meaning(folder):
     ]:
         with pytest.raises(ValueError, match=word):
             loader(folder, **kw)
+
+
+def test_uint8_is_the_unnormalized_image(folder):
+    """dtype='uint8' yields uint8 [N, 3, H, W] equal to the float32 output with mean 0 / std 1
+    times 255, rounded (timm's fast path normalizes on the GPU); steps that write normalized
+    values are refused."""
+    ident = dict(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
+    f = collect(loader(folder, batch_size=4, seed=5, size=24, dtype="float32", **ident))
+    u = collect(loader(folder, batch_size=4, seed=5, size=24, dtype="uint8"))
+    for (x, _), (q, _) in zip(f, u):
+        assert q.dtype == np.uint8 and q.shape == x.shape
+        assert np.abs(q.astype(np.float64) - x.astype(np.float64) * 255).max() <= 0.5 + 1e-3
+    for kw, word in [(dict(reprob=0.25), "float output dtype"), (dict(mixup=0.8), "float output dtype")]:
+        with pytest.raises(ValueError, match=word):
+            loader(folder, dtype="uint8", **kw)

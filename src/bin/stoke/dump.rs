@@ -63,6 +63,7 @@ pub fn npy_descr(dtype: DType) -> &'static str {
         DType::F32 => "<f4",
         DType::F16 => "<f2",
         DType::Bf16 => "<u2",
+        DType::U8 => "|u1",
     }
 }
 

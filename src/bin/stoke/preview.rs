@@ -139,7 +139,11 @@ pub fn run(args: Args) -> stoke::Result<()> {
                 let mut px = [0u8; 3];
                 for (c, p) in px.iter_mut().enumerate() {
                     let v = batch.value(i, c, y, x).unwrap_or(0.0);
-                    *p = ((v * std[c] + mean[c]) * 255.0).round().clamp(0.0, 255.0) as u8;
+                    *p = if config.output.dtype == stoke::config::DType::U8 {
+                        v as u8 // already the 0..255 image
+                    } else {
+                        ((v * std[c] + mean[c]) * 255.0).round().clamp(0.0, 255.0) as u8
+                    };
                 }
                 canvas.put(ox + x, oy + y, px);
             }
