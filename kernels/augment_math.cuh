@@ -278,23 +278,31 @@ STOKE_HD void stoke_sincos_deg(float deg, double* s, double* c) {
     }
 }
 
-#define STOKE_ROT_NONE 0u    // angle ≡ 0: identity
+#define STOKE_ROT_NONE 0u    // angle ≡ 0 and no affine: identity
 #define STOKE_ROT_EXACT 1u   // 90/180/270 handled as an index permutation
-#define STOKE_ROT_AFFINE 2u  // general angle: grid_sample
+#define STOKE_ROT_AFFINE 2u  // general angle or RandomAffine matrix: grid_sample
 
 struct StokeRotation {
-    uint32_t kind;   // STOKE_ROT_NONE / EXACT / AFFINE
-    int32_t quarter; // EXACT: counter-clockwise quarter turns 1..3
-    float c, s;      // AFFINE: cos, sin of the angle (f32, as torchvision's float theta)
+    uint32_t kind;    // STOKE_ROT_NONE / EXACT / AFFINE
+    int32_t quarter;  // EXACT: counter-clockwise quarter turns 1..3
+    float c, s;       // AFFINE from an angle: cos, sin (f32, as torchvision's float theta)
+    uint32_t matrix;  // AFFINE from p->affine_m (RandomAffine): m holds the inverse map
+    float m[6];
 };
 
 STOKE_HD void stoke_rotation_init(const StokeAugParams* p, StokeRotation* r) {
-    double d = fmod((double)p->angle_deg, 360.0);
-    if (d < 0.0) d = d + 360.0;
     r->kind = STOKE_ROT_AFFINE;
     r->quarter = 0;
     r->c = 1.0f;
     r->s = 0.0f;
+    r->matrix = 0u;
+    for (int k = 0; k < 6; k++) r->m[k] = p->affine_m[k];
+    if (p->affine) {
+        r->matrix = 1u;
+        return;
+    }
+    double d = fmod((double)p->angle_deg, 360.0);
+    if (d < 0.0) d = d + 360.0;
     if (d == 0.0) {
         r->kind = STOKE_ROT_NONE;
         return;
@@ -328,8 +336,14 @@ STOKE_HD void stoke_rot_src(const StokeRotation* r, int32_t x, int32_t y, int32_
     float hy = 0.5f * (float)(H - 1);
     float gx = (float)x - hx;
     float gy = (float)y - hy;
-    float sx = r->c * gx - r->s * gy;
-    float sy = r->s * gx + r->c * gy;
+    float sx, sy;
+    if (r->matrix) {  // torchvision's inverse affine matrix (centre (0, 0), pixel-centre grid)
+        sx = (r->m[0] * gx + r->m[1] * gy) + r->m[2];
+        sy = (r->m[3] * gx + r->m[4] * gy) + r->m[5];
+    } else {
+        sx = r->c * gx - r->s * gy;
+        sy = r->s * gx + r->c * gy;
+    }
     *fx = sx + hx;
     *fy = sy + hy;
 }

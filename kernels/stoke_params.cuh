@@ -58,17 +58,20 @@ struct StokeAugParams {
     float fill[3];                          // 0..255 per channel
     StokeColorParams color;                 // after the geometry, before normalize
     StokeEraseParams erase;                 // after normalize
+    uint32_t affine;                        // 1: RandomAffine: `affine_m` replaces the rotation angle
+    float affine_m[6];                      // inverse map, output → pre-rotation, centred pixel units
 };
 
 static_assert(sizeof(StokeColorParams) == 24, "StokeColorParams must match ColorParams (24 bytes)");
 static_assert(sizeof(StokeEraseParams) == 128, "StokeEraseParams must match EraseParams (128 bytes)");
-static_assert(sizeof(StokeAugParams) == 240, "StokeAugParams must match AugParams (240 bytes)");
+static_assert(sizeof(StokeAugParams) == 268, "StokeAugParams must match AugParams (268 bytes)");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; nvcc and the host build check these
 static_assert(offsetof(StokeAugParams, orientation) == 48, "orientation offset");
 static_assert(offsetof(StokeAugParams, angle_deg) == 72, "angle_deg offset");
 static_assert(offsetof(StokeAugParams, fill) == 76, "fill offset");
 static_assert(offsetof(StokeAugParams, color) == 88, "color offset");
 static_assert(offsetof(StokeAugParams, erase) == 112, "erase offset");
+static_assert(offsetof(StokeAugParams, affine) == 240, "affine offset");
 static_assert(offsetof(StokeEraseParams, box) == 16, "erase box offset");
 static_assert(offsetof(StokeEraseParams, color) == 80, "erase color offset");
 #endif

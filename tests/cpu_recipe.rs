@@ -492,3 +492,153 @@ fn uint8_output_refuses_the_steps_that_need_normalized_values() {
     c.mixup.mixup = 0.0;
     c.validate().unwrap();
 }
+
+/// torchvision's `affine` on a float image, f64: output pixel → source through the inverse
+/// matrix about the centre (pixel-centre grid), nearest (half to even) or bilinear with the
+/// fill blended by the in-image weight (v2's mask), from the un-transformed window `src`
+/// (planar 0..1, w × h).
+fn affine_reference(src: &[f32], w: usize, h: usize, m: [f64; 6], bilinear: bool, fill: [f64; 3]) -> (Vec<f64>, Vec<bool>) {
+    let (hx, hy) = ((w as f64 - 1.0) / 2.0, (h as f64 - 1.0) / 2.0);
+    let px = |c: usize, x: i64, y: i64| src[(c * h + y as usize) * w + x as usize] as f64;
+    let inside = |x: i64, y: i64| x >= 0 && y >= 0 && x < w as i64 && y < h as i64;
+    let mut out = vec![0.0; 3 * w * h];
+    let mut exact = vec![true; w * h];
+    for y in 0..h {
+        for x in 0..w {
+            let (gx, gy) = (x as f64 - hx, y as f64 - hy);
+            let fx = m[0] * gx + m[1] * gy + m[2] + hx;
+            let fy = m[3] * gx + m[4] * gy + m[5] + hy;
+            for c in 0..3 {
+                let v = if bilinear {
+                    let (x0, y0) = (fx.floor() as i64, fy.floor() as i64);
+                    let (tx, ty) = (fx - x0 as f64, fy - y0 as f64);
+                    let taps = [
+                        (x0, y0, (1.0 - tx) * (1.0 - ty)),
+                        (x0 + 1, y0, tx * (1.0 - ty)),
+                        (x0, y0 + 1, (1.0 - tx) * ty),
+                        (x0 + 1, y0 + 1, tx * ty),
+                    ];
+                    let (mut v, mut mask) = (0.0, 0.0);
+                    for (xx, yy, wt) in taps {
+                        if inside(xx, yy) {
+                            v += wt * px(c, xx, yy);
+                            mask += wt;
+                        }
+                    }
+                    (v - fill[c]) * mask + fill[c]
+                } else {
+                    // Near a half-way point f32 and f64 may round to different neighbours.
+                    let near_half = |f: f64| ((f - f.floor()) - 0.5).abs() < 1e-3;
+                    if near_half(fx) || near_half(fy) {
+                        exact[y * w + x] = false;
+                    }
+                    let (nx, ny) = (fx.round_ties_even() as i64, fy.round_ties_even() as i64);
+                    if inside(nx, ny) {
+                        px(c, nx, ny)
+                    } else {
+                        fill[c]
+                    }
+                };
+                out[(c * h + y) * w + x] = v;
+            }
+        }
+    }
+    (out, exact)
+}
+
+#[test]
+fn random_affine_matches_torchvision_affine() {
+    let (w, h) = (140, 100);
+    let mut worst = 0f64;
+    for (bilinear, interp) in [(false, stoke::config::RotateInterp::Nearest), (true, stoke::config::RotateInterp::Bilinear)] {
+        let mut spec = AugmentSpec::train(48);
+        spec.size = (48, 36);
+        spec.affine = Some(stoke::config::AffineSpec {
+            degrees: (-45.0, 45.0),
+            translate: Some((0.15, 0.2)),
+            scale: Some((0.7, 1.3)),
+            shear: Some(((-15.0, 15.0), Some((-8.0, 8.0)))),
+        });
+        spec.rotate_interp = interp;
+        spec.fill = [30.0, 140.0, 220.0];
+        let fill = spec.fill.map(|v| v as f64 / 255.0);
+        let mut inexact = 0usize;
+        for sample in 0..30u64 {
+            let rgb = image(w, h, sample as u32 + 90);
+            let p = draw(&spec, 12, 0, sample, w, h, 1);
+            assert_eq!(p.affine, 1);
+            // The draw as torchvision's get_params would give it, and its f64 matrix.
+            let mut rng = stoke::augment::params::SampleRng::new(12, 0, sample, stoke::augment::params::STREAM_AFFINE);
+            let d = spec.affine.as_ref().unwrap().draw(&mut rng, 48, 36);
+            let m64 = f64_inverse_matrix(d.angle, d.translate, d.scale, d.shear);
+            for k in 0..6 {
+                assert!((m64[k] as f32 - p.affine_m[k]).abs() <= 1e-6, "matrix entry {k}: {:?} vs {m64:?}", p.affine_m);
+            }
+            let window = run(&rgb, w, h, &AugParams { affine: 0, affine_m: [0.0; 6], ..p });
+            let got = run(&rgb, w, h, &p);
+            let (want, exact) = affine_reference(&window, 48, 36, m64, bilinear, fill);
+            for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+                if !exact[i % (48 * 36)] {
+                    inexact += 1;
+                    continue;
+                }
+                let diff = (*g as f64 - r).abs();
+                worst = worst.max(diff);
+                // Bilinear: the f32 source coordinate is within ~1e-5 px of the f64 one.
+                assert!(diff < 2e-4, "sample {sample} element {i}: stoke {g} vs torchvision {r} (bilinear {bilinear})");
+            }
+        }
+        assert!(inexact < 30 * 48 * 36 * 3 / 100, "{inexact} elements at half-way points");
+    }
+    eprintln!("RandomAffine: worst |stoke - reference| = {worst:e} on the 0..1 scale");
+}
+
+/// torchvision's `_get_inverse_affine_matrix` with centre (0, 0), written out again in f64.
+fn f64_inverse_matrix(angle: f64, t: (i64, i64), scale: f64, shear: (f64, f64)) -> [f64; 6] {
+    let rot = angle.to_radians();
+    let (sx, sy) = (shear.0.to_radians(), shear.1.to_radians());
+    let a = (rot - sy).cos() / sy.cos();
+    let b = -(rot - sy).cos() * sx.tan() / sy.cos() - rot.sin();
+    let c = (rot - sy).sin() / sy.cos();
+    let d = -(rot - sy).sin() * sx.tan() / sy.cos() + rot.cos();
+    let m = [d / scale, -b / scale, 0.0, -c / scale, a / scale, 0.0];
+    let (tx, ty) = (t.0 as f64, t.1 as f64);
+    [m[0], m[1], m[0] * -tx + m[1] * -ty, m[3], m[4], m[3] * -tx + m[4] * -ty]
+}
+
+#[test]
+fn random_affine_draws_follow_torchvision_get_params_and_bad_values_are_named() {
+    let spec = stoke::config::AffineSpec {
+        degrees: (-10.0, 20.0),
+        translate: Some((0.1, 0.25)),
+        scale: Some((0.9, 1.1)),
+        shear: Some(((-5.0, 5.0), None)),
+    };
+    let (mut tx, mut ty) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for s in 0..5000u64 {
+        let mut rng = stoke::augment::params::SampleRng::new(1, 0, s, stoke::augment::params::STREAM_AFFINE);
+        let d = spec.draw(&mut rng, 200, 100);
+        assert!((-10.0..20.0).contains(&d.angle) && (0.9..1.1).contains(&d.scale) && (-5.0..5.0).contains(&d.shear.0) && d.shear.1 == 0.0);
+        // max_dx = 0.1 * 200 = 20, max_dy = 0.25 * 100 = 25; round() of a uniform in (-max, max).
+        assert!(d.translate.0.abs() <= 20 && d.translate.1.abs() <= 25, "{d:?}");
+        tx.insert(d.translate.0);
+        ty.insert(d.translate.1);
+    }
+    assert_eq!((tx.len(), ty.len()), (41, 51), "every integer shift in range occurs");
+    let err = |o: PipelineOptions| o.to_config("d", OptionNames::Cli).unwrap_err().to_string();
+    let o = PipelineOptions::default;
+    assert!(err(PipelineOptions { affine_degrees: Some(vec![1.0, 2.0, 3.0]), ..o() })
+        .contains("--affine-degrees takes one value >= 0 or min,max"));
+    assert!(err(PipelineOptions { affine_shear: Some(vec![1.0, 2.0, 3.0]), ..o() })
+        .contains("--affine-shear takes one value >= 0, x0,x1 or x0,x1,y0,y1"));
+    assert!(err(PipelineOptions { affine_scale: Some((0.0, 1.0)), ..o() }).contains("affine scale must satisfy 0 < min <= max"));
+    assert!(err(PipelineOptions { affine_translate: Some((1.5, 0.0)), ..o() }).contains("affine translate must be fractions in [0, 1]"));
+    assert!(err(PipelineOptions { affine_degrees: Some(vec![10.0]), rotate: Some((-5.0, 5.0)), ..o() })
+        .contains("RandomAffine and a rotation range are both set"));
+    assert!(err(PipelineOptions { affine_shear: Some(vec![-95.0, 0.0]), ..o() }).contains("affine shear must be within (-90, 90)"));
+    let c = PipelineOptions { affine_degrees: Some(vec![15.0]), affine_shear: Some(vec![5.0]), ..o() }
+        .to_config("d", OptionNames::Cli)
+        .unwrap();
+    let a = c.augment.affine.unwrap();
+    assert_eq!((a.degrees, a.shear, a.translate, a.scale), ((-15.0, 15.0), Some(((-5.0, 5.0), None)), None, None));
+}

@@ -59,6 +59,16 @@ fn device_augment_matches_the_cpu_backend() {
         s.random_filter = true;
         specs.push(s);
     }
+    // RandomAffine through the rotation stage.
+    let mut s = AugmentSpec::train(40);
+    s.affine = Some(stoke::config::AffineSpec {
+        degrees: (-30.0, 30.0),
+        translate: Some((0.1, 0.1)),
+        scale: Some((0.8, 1.2)),
+        shear: Some(((-10.0, 10.0), Some((-10.0, 10.0)))),
+    });
+    s.rotate_interp = stoke::config::RotateInterp::Bilinear;
+    specs.push(s);
     let mut worst = 0;
     for spec in &specs {
         for dtype in [DType::F32, DType::F16, DType::Bf16] {

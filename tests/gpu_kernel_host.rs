@@ -91,6 +91,23 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
     s.erasing = Some(EraseSpec::timm(1.0, EraseMode::Pixel, 2));
     s.random_filter = true;
     v.push(("rotate-jitter-erase-random-filter", s));
+    // RandomAffine: the inverse matrix in the rotation stage.
+    for (name, interp) in
+        [("affine-nearest", stoke::config::RotateInterp::Nearest), ("affine-bilinear", stoke::config::RotateInterp::Bilinear)]
+    {
+        let mut s = AugmentSpec::train(31);
+        s.size = (31, 23);
+        s.affine = Some(stoke::config::AffineSpec {
+            degrees: (-30.0, 30.0),
+            translate: Some((0.2, 0.1)),
+            scale: Some((0.8, 1.2)),
+            shear: Some(((-10.0, 10.0), Some((-5.0, 5.0)))),
+        });
+        s.rotate_interp = interp;
+        s.fill = [5.0, 99.0, 250.0];
+        s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.3, 0.3, 0.3, 0.0).unwrap());
+        v.push((name, s));
+    }
     v
 }
 

@@ -260,6 +260,10 @@ const OPTIONS: &[&str] = &[
     "remode",
     "recount",
     "train_interpolation",
+    "affine_degrees",
+    "affine_translate",
+    "affine_scale",
+    "affine_shear",
     "config",
 ];
 
@@ -372,13 +376,16 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     }
     o.smoothing = opt!("smoothing", f64);
     o.num_classes = opt!("num_classes", usize);
-    o.color_jitter = match get("color_jitter")? {
-        None => None,
-        Some(v) => Some(match v.extract::<f64>() {
-            Ok(x) => vec![x],
-            Err(_) => opt!("color_jitter", Vec<f64>).unwrap_or_default(),
-        }),
+    let floats = |name: &str| -> PyResult<Option<Vec<f64>>> {
+        Ok(match get(name)? {
+            None => None,
+            Some(v) => Some(match v.extract::<f64>() {
+                Ok(x) => vec![x],
+                Err(_) => opt!(name, Vec<f64>).unwrap_or_default(),
+            }),
+        })
     };
+    o.color_jitter = floats("color_jitter")?;
     o.color_jitter_prob = opt!("color_jitter_prob", f64);
     o.grayscale_prob = opt!("grayscale_prob", f64);
     o.reprob = opt!("reprob", f64);
@@ -395,6 +402,10 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
                 [choice("train_interpolation", "", &[("bilinear", 0), ("bicubic", 1), ("random", 2)])? as usize],
         );
     }
+    o.affine_degrees = floats("affine_degrees")?;
+    o.affine_shear = floats("affine_shear")?;
+    o.affine_translate = opt!("affine_translate", (f64, f64));
+    o.affine_scale = opt!("affine_scale", (f64, f64));
     o.config = opt!("config", PathBuf);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made

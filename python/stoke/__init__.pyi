@@ -92,6 +92,10 @@ class Loader:
         remode: Optional[Literal["const", "rand", "pixel"]] = None,
         recount: Optional[int] = None,
         train_interpolation: Optional[Literal["bilinear", "bicubic", "random"]] = None,
+        affine_degrees: Optional[Union[float, Sequence[float]]] = None,
+        affine_translate: Optional[Tuple[float, float]] = None,
+        affine_scale: Optional[Tuple[float, float]] = None,
+        affine_shear: Optional[Union[float, Sequence[float]]] = None,
         max_held_batches: int = 8,
         config: Optional[Union[str, os.PathLike]] = None,
     ) -> None: ...

@@ -8,7 +8,8 @@
 //!
 //! # What an output pixel means
 //!
-//! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate, then the
+//! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate (or
+//! torchvision's RandomAffine: its inverse matrix in the same resampling stage), then the
 //! per-sample color steps (ColorJitter in its drawn order, then RandomGrayscale), normalize
 //! `(x/255 − mean)/std`, RandomErasing on the normalized values, and the cast (round to
 //! nearest even for f16/bf16). Batch-level Mixup/CutMix ([`mixup`]) runs on the finished
@@ -23,6 +24,7 @@
 //! | EXIF orientation | not applied by `PIL.Image.open` | applied (turn off with `apply_exif = false` / `--no-exif`) | what a person sees when opening the photo |
 //! | random draws | `torch.rand` / `torch.randint` | SplitMix64 keyed by (seed, epoch, position) | same distributions, different samples; reproducible whatever the thread count |
 //! | rotate (bilinear) | torchvision v2's mask blend `(v − fill)·mask + fill` | the same | — |
+//! | RandomAffine | `affine` on the uint8/float window: inverse matrix from `_get_inverse_affine_matrix` (centre 0), `grid_sample` | the same matrix (f64, rounded to f32 as torchvision's theta), applied in f32 on the float window | ≤ 4.2e-6 (0..1) from an f64 evaluation (tests/cpu_recipe.rs); nearest may pick the other neighbour at exact half-way points |
 //! | ColorJitter | v2 `adjust_brightness/contrast/saturation/hue` on the image's dtype (uint8: truncated after each step; PIL: Pillow's `ImageEnhance` and HSV in 8 bits) | torchvision's float formulas on the 0..255 f32 value, no rounding between steps | ≤ 1.1e-6 (0..1 scale) from a f64 evaluation of torchvision's float formulas (tests/cpu_recipe.rs); on uint8 torchvision loses up to 1 level per step |
 //! | contrast mean | `mean(rgb_to_grayscale(img))` in f32 | the same mean, summed as 16.16 fixed-point integers (exact, order-free, so both backends agree bit for bit) | < 2⁻¹⁶ of a level |
 //! | RandomErasing `pixel`/`rand` | `torch.normal_` values | Box–Muller normals keyed by the sample and the element (pixel) or drawn per box (rand) | same distribution (tested), different values |

@@ -74,9 +74,15 @@ pub struct AugParams {
     pub color: ColorParams,
     /// RandomErasing, after normalize.
     pub erase: EraseParams,
+    /// 1: RandomAffine drew `affine_m`, which then replaces `angle_deg` in the rotation stage.
+    pub affine: u32,
+    /// torchvision's inverse affine matrix (`_get_inverse_affine_matrix` with centre (0, 0)):
+    /// output pixel, centred → pre-rotation pixel, centred: `(m0·x + m1·y) + m2`, `(m3·x + m4·y) + m5`.
+    pub affine_m: [f32; 6],
 }
 
-const _: () = assert!(std::mem::size_of::<AugParams>() == 240);
+const _: () = assert!(std::mem::size_of::<AugParams>() == 268);
+const _: () = assert!(std::mem::offset_of!(AugParams, affine) == 240);
 const _: () = assert!(std::mem::offset_of!(AugParams, orientation) == 48);
 const _: () = assert!(std::mem::offset_of!(AugParams, angle_deg) == 72);
 const _: () = assert!(std::mem::offset_of!(AugParams, fill) == 76);
@@ -306,6 +312,8 @@ pub const STREAM_COLOR: u64 = 5;
 pub const STREAM_ERASE: u64 = 6;
 /// Stream id for the per-sample resize filter (`--train-interpolation random`).
 pub const STREAM_FILTER: u64 = 7;
+/// Stream id for RandomAffine draws.
+pub const STREAM_AFFINE: u64 = 8;
 
 impl SampleRng {
     /// A standard normal value (Box–Muller, cosine branch, f64).
@@ -414,6 +422,12 @@ pub fn round_half_even(x: f64) -> i64 {
     }
 }
 
+/// Python's `round` (half to even) for any finite `x`, as an integer.
+pub fn round_half_even_signed(x: f64) -> i64 {
+    let r = x.round_ties_even();
+    r as i64
+}
+
 /// The RandomResizedCrop box `(x, y, w, h)` for an oriented `width × height` image, exactly
 /// as torchvision's `RandomResizedCrop.get_params` (docs/CONTRACTS.md, "Semantics"): up to 10 tries, then the
 /// centred fallback.
@@ -502,6 +516,8 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         fill: spec.fill,
         color: ColorParams::default(),
         erase: EraseParams::default(),
+        affine: 0,
+        affine_m: [0.0; 6],
     };
     match spec.crop {
         super::spec::CropMode::RandomResized { scale, ratio } => {
@@ -528,6 +544,11 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
     if spec.random_filter {
         let mut frng = SampleRng::new(seed, epoch, sample, STREAM_FILTER);
         p.filter = if frng.below(2) == 0 { FILTER_BILINEAR } else { FILTER_BICUBIC };
+    }
+    if let Some(a) = &spec.affine {
+        let mut arng = SampleRng::new(seed, epoch, sample, STREAM_AFFINE);
+        p.affine = 1;
+        p.affine_m = a.draw(&mut arng, out_w, out_h).inverse_matrix();
     }
     p.color = draw_color(spec, seed, epoch, sample);
     p.erase = draw_erase(spec, seed, epoch, sample, out_w, out_h);

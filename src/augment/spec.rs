@@ -270,6 +270,102 @@ impl EraseSpec {
     }
 }
 
+/// torchvision's `RandomAffine(degrees, translate, scale, shear)` on the output window (after
+/// the crop, resize and flips), with `rotate_interp` and `fill` as its interpolation and fill.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AffineSpec {
+    /// Rotation range in degrees, clockwise as torchvision's `affine` (`(min, max)`).
+    pub degrees: (f64, f64),
+    /// Largest translation as a fraction of the width and height (`None`: none).
+    pub translate: Option<(f64, f64)>,
+    /// Scale range (`None`: 1).
+    pub scale: Option<(f64, f64)>,
+    /// Shear ranges in degrees: x `(min, max)`, and y when given (`None`: none).
+    pub shear: Option<ShearRanges>,
+}
+
+/// RandomAffine's shear: the x range in degrees, and the y range when given.
+pub type ShearRanges = ((f64, f64), Option<(f64, f64)>);
+
+/// One sample's RandomAffine draw (torchvision's `RandomAffine.get_params`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AffineDraw {
+    /// Degrees, clockwise.
+    pub angle: f64,
+    /// Integer pixel translation `(tx, ty)`.
+    pub translate: (i64, i64),
+    /// Scale.
+    pub scale: f64,
+    /// Shear in degrees `(x, y)`.
+    pub shear: (f64, f64),
+}
+
+impl AffineSpec {
+    /// Draw in torchvision's order: angle, translation (each rounded half to even), scale,
+    /// shear x, shear y; for an `out_w × out_h` output.
+    pub fn draw(&self, rng: &mut crate::augment::params::SampleRng, out_w: i32, out_h: i32) -> AffineDraw {
+        let angle = rng.uniform_in(self.degrees.0, self.degrees.1);
+        let translate = match self.translate {
+            Some((fx, fy)) => {
+                let (mx, my) = (fx * out_w as f64, fy * out_h as f64);
+                let tx = crate::augment::params::round_half_even_signed(rng.uniform_in(-mx, mx));
+                let ty = crate::augment::params::round_half_even_signed(rng.uniform_in(-my, my));
+                (tx, ty)
+            }
+            None => (0, 0),
+        };
+        let scale = self.scale.map_or(1.0, |(a, b)| rng.uniform_in(a, b));
+        let shear = match self.shear {
+            Some((x, y)) => (rng.uniform_in(x.0, x.1), y.map_or(0.0, |y| rng.uniform_in(y.0, y.1))),
+            None => (0.0, 0.0),
+        };
+        AffineDraw { angle, translate, scale, shear }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::config(msg));
+        let (a, b) = self.degrees;
+        if !(a.is_finite() && b.is_finite() && a <= b) {
+            return bad(format!("affine degrees must be finite with min <= max, got {:?}", self.degrees));
+        }
+        if let Some((x, y)) = self.translate {
+            if !((0.0..=1.0).contains(&x) && (0.0..=1.0).contains(&y)) {
+                return bad(format!("affine translate must be fractions in [0, 1], got ({x}, {y})"));
+            }
+        }
+        if let Some((a, b)) = self.scale {
+            if !(a > 0.0 && a <= b && b.is_finite()) {
+                return bad(format!("affine scale must satisfy 0 < min <= max, got ({a}, {b})"));
+            }
+        }
+        if let Some((x, y)) = self.shear {
+            for r in std::iter::once(x).chain(y) {
+                if !(r.0.is_finite() && r.1.is_finite() && r.0 <= r.1 && r.0 > -90.0 && r.1 < 90.0) {
+                    return bad(format!("affine shear must be within (-90, 90) degrees with min <= max, got {r:?}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AffineDraw {
+    /// torchvision's `_get_inverse_affine_matrix(center=(0, 0), angle, translate, scale, shear)`
+    /// in f64, rounded to f32 as torchvision's float theta.
+    pub fn inverse_matrix(&self) -> [f32; 6] {
+        let (rot, sx, sy) = (self.angle.to_radians(), self.shear.0.to_radians(), self.shear.1.to_radians());
+        let (tx, ty) = (self.translate.0 as f64, self.translate.1 as f64);
+        let a = (rot - sy).cos() / sy.cos();
+        let b = -(rot - sy).cos() * sx.tan() / sy.cos() - rot.sin();
+        let c = (rot - sy).sin() / sy.cos();
+        let d = -(rot - sy).sin() * sx.tan() / sy.cos() + rot.cos();
+        let mut m = [d, -b, 0.0, -c, a, 0.0].map(|v| v / self.scale);
+        m[2] += m[0] * -tx + m[1] * -ty;
+        m[5] += m[3] * -tx + m[4] * -ty;
+        m.map(|v| v as f32)
+    }
+}
+
 /// How the crop/resize step is chosen per sample.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum CropMode {
@@ -326,6 +422,9 @@ pub struct AugmentSpec {
     /// RandomErasing after normalize (`None`: off).
     #[serde(default)]
     pub erasing: Option<EraseSpec>,
+    /// RandomAffine on the output window, in place of `rotate_deg` (`None`: off).
+    #[serde(default)]
+    pub affine: Option<AffineSpec>,
 }
 
 /// ImageNet channel means (RGB), on the 0..1 scale.
@@ -351,6 +450,7 @@ impl AugmentSpec {
             color_jitter: None,
             grayscale_p: 0.0,
             erasing: None,
+            affine: None,
         }
     }
 
@@ -407,6 +507,12 @@ impl AugmentSpec {
         }
         if let Some(e) = &self.erasing {
             e.validate()?;
+        }
+        if let Some(a) = &self.affine {
+            if self.rotate_deg != (0.0, 0.0) {
+                return bad("RandomAffine and a rotation range are both set; give the rotation as the affine's degrees".into());
+            }
+            a.validate()?;
         }
         Ok(())
     }

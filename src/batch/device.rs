@@ -364,7 +364,7 @@ mod tests {
         assert_eq!(l.image_bytes, 77_070_336);
         assert_eq!(l.labels_offset, 77_070_336);
         assert_eq!(l.params_offset, 77_070_336 + 2048);
-        let pb = std::mem::size_of::<crate::augment::AugParams>(); // 240
+        let pb = std::mem::size_of::<crate::augment::AugParams>(); // 268
         assert_eq!(l.descs_offset, 77_070_336 + 2048 + 256 * pb);
         assert_eq!(l.slot_bytes, 77_070_336 + 2048 + 256 * pb + 256 * 48);
         assert_eq!(l.tail_bytes(), 2048 + 256 * pb + 256 * 48);
@@ -374,8 +374,9 @@ mod tests {
         assert_eq!(l.image_bytes, 3 * 5 * 7 * 3 * 4);
         assert_eq!(l.labels_offset, 1280);
         assert_eq!(l.params_offset, 1536);
-        assert_eq!(l.descs_offset, 1536 + 768); // 3 × 240 = 720 → 768
-        assert_eq!(l.slot_bytes, 1536 + 768 + 256);
+        let params3 = (3 * pb).div_ceil(256) * 256; // 3 × 268 = 804 → 1024
+        assert_eq!(l.descs_offset, 1536 + params3);
+        assert_eq!(l.slot_bytes, 1536 + params3 + 256);
         assert_eq!(l.elements(), 315);
         for (b, w, h) in [(1, 1, 1), (5, 33, 17), (64, 224, 224)] {
             for dt in [DType::F32, DType::F16, DType::Bf16] {

@@ -8,8 +8,8 @@ pub use crate::augment::mixup::{MixupMode, MixupSpec};
 pub use options::{OptionNames, PipelineOptions, Preset, TrainInterpolation};
 
 pub use crate::augment::spec::{
-    AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec, RotateInterp, IMAGENET_MEAN,
-    IMAGENET_STD,
+    AffineSpec, AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec, RotateInterp,
+    IMAGENET_MEAN, IMAGENET_STD,
 };
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};

@@ -6,8 +6,8 @@
 //! spells it ([`OptionNames`]).
 
 use super::{
-    rank_and_world_size, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders, Layout, MixupMode,
-    OnError, PipelineConfig, RotateInterp, Sampling,
+    rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders, Layout,
+    MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -171,6 +171,14 @@ pub struct PipelineOptions {
     pub recount: Option<u32>,
     /// Resize filter of the samples, or random per sample (timm `--train-interpolation`).
     pub train_interpolation: Option<TrainInterpolation>,
+    /// RandomAffine degrees: one value `d` for `(-d, d)`, or `min, max`.
+    pub affine_degrees: Option<Vec<f64>>,
+    /// RandomAffine translate: the largest shift as fractions of width and height.
+    pub affine_translate: Option<(f64, f64)>,
+    /// RandomAffine scale range.
+    pub affine_scale: Option<(f64, f64)>,
+    /// RandomAffine shear: `s` for x in `(-s, s)`, `x0, x1`, or `x0, x1, y0, y1`.
+    pub affine_shear: Option<Vec<f64>>,
     /// JSON file of config fields that override everything above.
     pub config: Option<PathBuf>,
 }
@@ -286,6 +294,30 @@ impl PipelineOptions {
             Some(TrainInterpolation::Bicubic) => a.filter = Filter::Bicubic,
             Some(TrainInterpolation::Random) => a.random_filter = true,
             None => {}
+        }
+        let any_affine =
+            self.affine_degrees.is_some() || self.affine_translate.is_some() || self.affine_scale.is_some() || self.affine_shear.is_some();
+        if any_affine {
+            let degrees = match self.affine_degrees.as_deref() {
+                None => (0.0, 0.0),
+                Some([d]) if *d >= 0.0 => (-*d, *d),
+                Some([lo, hi]) => (*lo, *hi),
+                Some(v) => return Err(Error::config(format!("{} takes one value >= 0 or min,max, got {v:?}", names.of("affine_degrees")))),
+            };
+            let shear = match self.affine_shear.as_deref() {
+                None => None,
+                Some([s]) if *s >= 0.0 => Some(((-*s, *s), None)),
+                Some([a, b]) => Some(((*a, *b), None)),
+                Some([a, b, c, d]) => Some(((*a, *b), Some((*c, *d)))),
+                Some(v) => {
+                    return Err(Error::config(format!(
+                        "{} takes one value >= 0, x0,x1 or x0,x1,y0,y1, got {v:?}",
+                        names.of("affine_shear")
+                    )))
+                }
+            };
+            let spec = AffineSpec { degrees, translate: self.affine_translate, scale: self.affine_scale, shear };
+            a.affine = Some(spec);
         }
         for (option, p) in [("grayscale_prob", a.grayscale_p), ("reprob", reprob)] {
             if !(0.0..=1.0).contains(&p) {

@@ -350,3 +350,15 @@ def test_uint8_is_the_unnormalized_image(folder):
     for kw, word in [(dict(reprob=0.25), "float output dtype"), (dict(mixup=0.8), "float output dtype")]:
         with pytest.raises(ValueError, match=word):
             loader(folder, dtype="uint8", **kw)
+
+
+def test_random_affine_keywords(folder):
+    """affine_* keywords (torchvision's RandomAffine) change the images and keep the shape;
+    bad values name the keyword."""
+    plain = collect(loader(folder, batch_size=4, seed=7, size=24, dtype="float32"))
+    aff = collect(loader(folder, batch_size=4, seed=7, size=24, dtype="float32", affine_degrees=20, affine_translate=(0.1, 0.1), affine_scale=(0.9, 1.1), affine_shear=(-5, 5, -5, 5)))
+    assert [x.shape for x, _ in plain] == [x.shape for x, _ in aff]
+    assert any((a != b).any() for (a, _), (b, _) in zip(plain, aff))
+    for kw, word in [(dict(affine_degrees=(1, 2, 3)), "affine_degrees"), (dict(affine_scale=(0.0, 1.0)), "affine scale")]:
+        with pytest.raises(ValueError, match=word):
+            loader(folder, **kw)

@@ -193,7 +193,7 @@ impl AugmentKind {
         if params.iter().any(|p| p.color.is_active() || p.erase.count != 0) {
             let contrast = params.iter().any(|p| p.color.ops().contains(&crate::augment::params::ColorOp::Contrast));
             AugmentKind::Recipe { contrast }
-        } else if params.iter().any(|p| p.angle_deg != 0.0) {
+        } else if params.iter().any(|p| p.angle_deg != 0.0 || p.affine != 0) {
             AugmentKind::Rotate
         } else {
             AugmentKind::Plain

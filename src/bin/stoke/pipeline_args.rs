@@ -161,6 +161,19 @@ pub struct RecipeArgs {
     /// Resize filter of the samples: bilinear, bicubic, or random per sample.
     #[arg(long, value_enum)]
     pub train_interpolation: Option<stoke::config::TrainInterpolation>,
+    /// RandomAffine (torchvision) degrees, clockwise: D for (-D, D), or MIN,MAX. Uses
+    /// --rotate-interp and --fill; replaces --rotate.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub affine_degrees: Option<Vec<f64>>,
+    /// RandomAffine translate: largest shift as fractions of the width and height, FX,FY.
+    #[arg(long, value_delimiter = ',')]
+    pub affine_translate: Option<Vec<f64>>,
+    /// RandomAffine scale range, MIN,MAX.
+    #[arg(long, value_delimiter = ',')]
+    pub affine_scale: Option<Vec<f64>>,
+    /// RandomAffine shear in degrees: S for x in (-S, S), X0,X1, or X0,X1,Y0,Y1.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub affine_shear: Option<Vec<f64>>,
 }
 
 /// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
@@ -314,6 +327,16 @@ impl PipelineArgs {
         let r = &self.recipe;
         (o.color_jitter, o.color_jitter_prob, o.grayscale_prob) = (r.color_jitter.clone(), r.color_jitter_prob, r.grayscale_prob);
         (o.reprob, o.remode, o.recount, o.train_interpolation) = (r.reprob, r.remode, r.recount, r.train_interpolation);
+        let pair = |flag: &str, v: &Option<Vec<f64>>| -> stoke::Result<Option<(f64, f64)>> {
+            match v.as_deref() {
+                None => Ok(None),
+                Some([a, b]) => Ok(Some((*a, *b))),
+                Some(v) => Err(stoke::Error::config(format!("{flag} takes 2 comma-separated values, got {}", v.len()))),
+            }
+        };
+        o.affine_translate = pair("--affine-translate", &r.affine_translate)?;
+        o.affine_scale = pair("--affine-scale", &r.affine_scale)?;
+        (o.affine_degrees, o.affine_shear) = (r.affine_degrees.clone(), r.affine_shear.clone());
         Ok(o)
     }
 
