@@ -642,3 +642,72 @@ fn random_affine_draws_follow_torchvision_get_params_and_bad_values_are_named() 
     let a = c.augment.affine.unwrap();
     assert_eq!((a.degrees, a.shear, a.translate, a.scale), ((-15.0, 15.0), Some(((-5.0, 5.0), None)), None, None));
 }
+
+#[test]
+fn the_command_line_takes_the_recipe_flags_and_dump_names_every_draw() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let mut cfg = stoke::gen::GenConfig::new(8);
+    cfg.classes = 2;
+    stoke::gen::generate(&ds, &cfg, &|_| {}).unwrap();
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+            .arg("dump")
+            .arg(&ds)
+            .arg("--out")
+            .arg(&out)
+            .args(["--batch-size", "4", "--batches", "1", "--size", "24", "--backend", "cpu"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "--color-jitter",
+        "0.4,0.4,0.4,0.1",
+        "--grayscale-prob",
+        "0.5",
+        "--reprob",
+        "1",
+        "--remode",
+        "rand",
+        "--recount",
+        "2",
+        "--affine-degrees",
+        "10",
+        "--affine-shear",
+        "5",
+        "--affine-translate",
+        "0.1,0.2",
+        "--train-interpolation",
+        "random",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("samples.jsonl")).unwrap();
+    let mut lines = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let p = &v["params"];
+        assert_eq!(p["color"]["order"].as_array().unwrap().len(), 4, "{p}");
+        assert!(p["color"]["grayscale"].is_boolean() && p["color"]["hue"].as_f64().unwrap().abs() <= 0.1);
+        assert_eq!(p["erase"]["mode"], "rand");
+        assert!(!p["erase"]["boxes"].as_array().unwrap().is_empty());
+        let a = &p["affine_draw"];
+        assert!(a["angle"].as_f64().unwrap().abs() <= 10.0 && a["shear"][0].as_f64().unwrap().abs() <= 5.0, "{a}");
+        assert!(a["translate"][0].as_i64().unwrap().abs() <= 2 && a["translate"][1].as_i64().unwrap().abs() <= 5, "{a}");
+        lines += 1;
+    }
+    assert_eq!(lines, 4);
+    for (args, word) in [
+        (&["--reprob", "0.5", "--remode", "noise"][..], "remode"),
+        (&["--reprob", "0.5", "--recount", "9"][..], "--recount must be 1..=4"),
+        (&["--color-jitter=-1"][..], "--color-jitter"),
+        (&["--affine-scale", "1"][..], "--affine-scale takes 2"),
+        (&["--affine-degrees", "10", "--rotate", "-5,5"][..], "RandomAffine and a rotation range"),
+        (&["--dtype", "u8", "--reprob", "0.25"][..], "needs a float output dtype"),
+    ] {
+        let o = run(args);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success() && err.contains(word), "{args:?}: {err}");
+    }
+}

@@ -18,6 +18,7 @@ use crate::pipeline_args::PipelineArgs;
 use serde_json::json;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use stoke::augment::params::{SampleRng, STREAM_AFFINE};
 use stoke::config::DType;
 use stoke::pipeline::Pipeline;
 
@@ -121,6 +122,17 @@ pub fn run(args: Args) -> stoke::Result<()> {
             });
             if let Some(s) = batch.substitutes.iter().find(|s| s.slot == slot) {
                 line["replaces"] = json!(s.key);
+            }
+            if let Some(a) = &config.augment.affine {
+                // RandomAffine's draw by name (the params hold only its matrix): drawn again
+                // from the sample's key, written when it gives this slot's matrix (a
+                // substitute carries its source's).
+                let p = &batch.params[slot];
+                let mut rng = SampleRng::new(config.seed, args.pipeline.epoch, batch.positions[slot], STREAM_AFFINE);
+                let d = a.draw(&mut rng, p.out_w, p.out_h);
+                if d.inverse_matrix() == p.affine_m {
+                    line["params"]["affine_draw"] = json!({"angle": d.angle, "translate": [d.translate.0, d.translate.1], "scale": d.scale, "shear": [d.shear.0, d.shear.1]});
+                }
             }
             writeln!(samples, "{line}").map_err(io(&samples_path))?;
             delivered += 1;
