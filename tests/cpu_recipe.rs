@@ -698,6 +698,28 @@ fn the_command_line_takes_the_recipe_flags_and_dump_names_every_draw() {
         lines += 1;
     }
     assert_eq!(lines, 4);
+    // preview prints each tile's draws.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+        .arg("preview")
+        .arg(&ds)
+        .arg("--out")
+        .arg(dir.path().join("grid.png"))
+        .args(["--count", "3", "--size", "24", "--backend", "cpu", "--color-jitter", "0.4", "--reprob", "1", "--affine-degrees", "10"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    for l in text.lines() {
+        assert!(
+            l.starts_with("tile ")
+                && l.contains("crop ")
+                && l.contains("brightness ")
+                && l.contains("affine [")
+                && l.contains("erase pixel "),
+            "{l}"
+        );
+    }
     for (args, word) in [
         (&["--reprob", "0.5", "--remode", "noise"][..], "remode"),
         (&["--reprob", "0.5", "--recount", "9"][..], "--recount must be 1..=4"),

@@ -93,6 +93,47 @@ const _: () = assert!(std::mem::size_of::<EraseParams>() == 128);
 const _: () = assert!(std::mem::offset_of!(EraseParams, boxes) == 16);
 const _: () = assert!(std::mem::offset_of!(EraseParams, colors) == 80);
 
+impl AugParams {
+    /// The drawn parameters in one readable line (what `stoke preview` prints per tile):
+    /// crop and resize, flips, filter, rotation or affine matrix, the color steps in their
+    /// order with their factors, grayscale, and the erasing boxes.
+    pub fn summary(&self) -> String {
+        let mut parts =
+            vec![format!("crop {}x{}+{}+{} -> {}x{}", self.crop_w, self.crop_h, self.crop_x, self.crop_y, self.resize_w, self.resize_h)];
+        if self.flip_h != 0 {
+            parts.push("hflip".into());
+        }
+        if self.flip_v != 0 {
+            parts.push("vflip".into());
+        }
+        parts.push(if self.filter == FILTER_BICUBIC { "bicubic" } else { "bilinear" }.into());
+        if self.affine != 0 {
+            let m = self.affine_m.map(|v| format!("{v:.3}"));
+            parts.push(format!("affine [{}]", m.join(" ")));
+        } else if self.angle_deg != 0.0 {
+            parts.push(format!("rotate {:.2} deg", self.angle_deg));
+        }
+        for op in self.color.ops() {
+            let v = match op {
+                ColorOp::Brightness => self.color.brightness,
+                ColorOp::Contrast => self.color.contrast,
+                ColorOp::Saturation => self.color.saturation,
+                ColorOp::Hue => self.color.hue,
+            };
+            parts.push(format!("{} {v:.3}", op.name()));
+        }
+        if self.color.grayscale != 0 {
+            parts.push("grayscale".into());
+        }
+        let n = (self.erase.count as usize).min(ERASE_MAX);
+        if n > 0 {
+            let boxes: Vec<String> = self.erase.boxes[..n].iter().map(|b| format!("{}x{}+{}+{}", b[2], b[3], b[0], b[1])).collect();
+            parts.push(format!("erase {} {}", EraseMode::from_code(self.erase.mode).name(), boxes.join(" ")));
+        }
+        parts.join(", ")
+    }
+}
+
 /// ColorJitter's steps as the kernels number them (`STOKE_COLOR_*`), in torchvision's
 /// `fn_idx` numbering plus one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! `stoke preview DATASET --out grid.png`: a PNG grid of augmented samples, denormalized back
 //! to 0..255, each with its key written under it, so a person can see the augmentation at a
-//! glance.
+//! glance; each tile's drawn parameters are printed on standard output, one line per tile.
 
 use crate::pipeline_args::PipelineArgs;
 use std::path::PathBuf;
@@ -154,6 +154,8 @@ pub fn run(args: Args) -> stoke::Result<()> {
         let chars: Vec<char> = key.chars().collect();
         let shown: String = chars[chars.len().saturating_sub(fit)..].iter().collect();
         canvas.text(ox, oy + th + 2, &shown, scale);
+        // Every drawn parameter, one line per tile, on standard output.
+        println!("tile {i} (row {}, column {}) {key}: {}", i / cols, i % cols, batch.params[i].summary());
     }
     let file = std::fs::File::create(&args.out).map_err(|e| stoke::Error::io(&args.out, e))?;
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), cw as u32, ch as u32);
