@@ -733,3 +733,41 @@ fn the_command_line_takes_the_recipe_flags_and_dump_names_every_draw() {
         assert!(!o.status.success() && err.contains(word), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_config_file_takes_the_recipe_under_timms_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("deit-ish.json");
+    std::fs::write(
+        &f,
+        r#"{"batch_size": 8, "recipe": {"color_jitter": 0.3, "grayscale_prob": 0.1, "reprob": 0.25, "remode": "const", "recount": 2,
+            "mixup": 0.8, "cutmix": 1.0, "mixup_mode": "pair", "smoothing": 0.1, "num_classes": 10,
+            "train_interpolation": "bicubic", "affine_degrees": [-5, 5], "affine_shear": 3}}"#,
+    )
+    .unwrap();
+    // The file is applied last: its recipe over the options (reprob 0.5 from the "command line").
+    let o = PipelineOptions { config: Some(f.clone()), reprob: Some(0.5), ..PipelineOptions::default() };
+    let c = o.to_config("d", OptionNames::Cli).unwrap();
+    assert_eq!(c.batch_size, 8);
+    assert_eq!(c.augment.erasing, Some(EraseSpec::timm(0.25, EraseMode::Const, 2)));
+    assert_eq!(c.augment.color_jitter.as_ref().unwrap().brightness, Some((0.7, 1.3)));
+    assert_eq!(c.augment.grayscale_p, 0.1);
+    assert_eq!(c.augment.filter, stoke::config::Filter::Bicubic);
+    let a = c.augment.affine.as_ref().unwrap();
+    assert_eq!((a.degrees, a.shear), ((-5.0, 5.0), Some(((-3.0, 3.0), None))));
+    assert_eq!((c.mixup.mixup, c.mixup.cutmix, c.mixup.mode, c.mixup.smoothing), (0.8, 1.0, stoke::config::MixupMode::Pair, 0.1));
+    // Unknown or bad recipe names are named with the file.
+    for (text, word) in [
+        (r#"{"recipe": {"color_jitterr": 0.4}}"#, "unknown field `color_jitterr`"),
+        (r#"{"recipe": {"train_interpolation": "lanczos"}}"#, "train_interpolation must be"),
+        (r#"{"recipe": {"remode": "noise"}}"#, "recipe: unknown variant `noise`"),
+        (r#"{"recipe": {"reprob": 0.5, "recount": 7}}"#, "recount must be 1..=4, got 7"),
+    ] {
+        std::fs::write(&f, text).unwrap();
+        let e = PipelineOptions { config: Some(f.clone()), ..PipelineOptions::default() }
+            .to_config("d", OptionNames::Cli)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(word), "{text}: {e}");
+    }
+}

@@ -259,7 +259,8 @@ impl PipelineConfig {
         let mut merged = serde_json::to_value(&*self).map_err(|e| bad(e.to_string()))?;
         let obj = merged.as_object_mut().expect("a struct serializes to an object");
         for (k, v) in fields {
-            if k == "dataset" {
+            // `recipe` holds timm-named options, applied by `PipelineOptions::to_config`.
+            if k == "dataset" || k == "recipe" {
                 continue;
             }
             if !obj.contains_key(&k) {

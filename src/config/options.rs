@@ -190,10 +190,95 @@ fn set<T>(slot: &mut T, v: Option<T>) {
     }
 }
 
+/// A number or a list of numbers, as timm's options take them.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(f64),
+    Many(Vec<f64>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<f64> {
+        match self {
+            OneOrMany::One(v) => vec![v],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// The `"recipe"` object of a config file: the training-recipe options under timm's names
+/// (the same names as the command line's flags and the Python keywords), over everything else.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RecipeSection {
+    color_jitter: Option<OneOrMany>,
+    color_jitter_prob: Option<f64>,
+    grayscale_prob: Option<f64>,
+    reprob: Option<f64>,
+    remode: Option<EraseMode>,
+    recount: Option<u32>,
+    train_interpolation: Option<String>,
+    mixup: Option<f64>,
+    cutmix: Option<f64>,
+    cutmix_minmax: Option<(f64, f64)>,
+    mixup_prob: Option<f64>,
+    mixup_switch_prob: Option<f64>,
+    mixup_mode: Option<MixupMode>,
+    smoothing: Option<f64>,
+    num_classes: Option<usize>,
+    affine_degrees: Option<OneOrMany>,
+    affine_translate: Option<(f64, f64)>,
+    affine_scale: Option<(f64, f64)>,
+    affine_shear: Option<OneOrMany>,
+}
+
 impl PipelineOptions {
+    /// These options with the config file's `"recipe"` object (timm's names) applied over
+    /// them, when there is one.
+    fn with_recipe_file(&self) -> Result<std::borrow::Cow<'_, Self>> {
+        let Some(path) = &self.config else { return Ok(std::borrow::Cow::Borrowed(self)) };
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let bad = |m: String| Error::config(format!("{}: {m}", path.display()));
+        let file: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let Some(section) = file.get("recipe") else { return Ok(std::borrow::Cow::Borrowed(self)) };
+        let r: RecipeSection = serde_json::from_value(section.clone()).map_err(|e| bad(format!("recipe: {e}")))?;
+        let mut o = self.clone();
+        let train_interpolation =
+            match r.train_interpolation.as_deref() {
+                None => None,
+                Some(n) => Some(TrainInterpolation::parse(n).ok_or_else(|| {
+                    bad(format!("recipe: train_interpolation must be \"bilinear\", \"bicubic\" or \"random\", got {n:?}"))
+                })?),
+            };
+        macro_rules! over {
+            ($($f:ident),*) => { $( if r.$f.is_some() { o.$f = r.$f; } )* };
+        }
+        over!(color_jitter_prob, grayscale_prob, reprob, remode, recount, mixup, cutmix, cutmix_minmax, mixup_prob, mixup_switch_prob);
+        over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale);
+        if train_interpolation.is_some() {
+            o.train_interpolation = train_interpolation;
+        }
+        if let Some(v) = r.color_jitter {
+            o.color_jitter = Some(v.into_vec());
+        }
+        if let Some(v) = r.affine_degrees {
+            o.affine_degrees = Some(v.into_vec());
+        }
+        if let Some(v) = r.affine_shear {
+            o.affine_shear = Some(v.into_vec());
+        }
+        Ok(std::borrow::Cow::Owned(o))
+    }
+
     /// The pipeline config these options describe for `dataset`, validated; errors name the
-    /// option as `names` spells it.
+    /// option as `names` spells it. A config file (`config`) is applied last: its `"recipe"`
+    /// object (timm's option names) over the options, its other fields over the config.
     pub fn to_config(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
+        self.with_recipe_file()?.build(dataset, names)
+    }
+
+    fn build(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
         let mut c = PipelineConfig::new(dataset);
         let size = self.size.unwrap_or(224);
         c.augment = match self.preset {
