@@ -41,28 +41,13 @@ STOKE_HD float stoke_f16_bits_to_f32(uint16_t h) {
         }
         bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
     }
-    float f;
-#if defined(__CUDA_ARCH__)
-    f = __uint_as_float(bits);
-#else
-    memcpy(&f, &bits, 4);
-#endif
-    return f;
+    return stoke_bits_to_f32(bits);
 }
 
 // Element `idx` of `out` (of `dtype`) as f32.
 STOKE_HD float stoke_load_value(const void* out, uint32_t dtype, uint64_t idx) {
     if (dtype == STOKE_DTYPE_F16) return stoke_f16_bits_to_f32(((const uint16_t*)out)[idx]);
-    if (dtype == STOKE_DTYPE_BF16) {
-        const uint32_t bits = (uint32_t)((const uint16_t*)out)[idx] << 16;
-        float f;
-#if defined(__CUDA_ARCH__)
-        f = __uint_as_float(bits);
-#else
-        memcpy(&f, &bits, 4);
-#endif
-        return f;
-    }
+    if (dtype == STOKE_DTYPE_BF16) return stoke_bits_to_f32((uint32_t)((const uint16_t*)out)[idx] << 16);
     return ((const float*)out)[idx];
 }
 

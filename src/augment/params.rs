@@ -453,20 +453,10 @@ pub fn draw_erase(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, out_w:
     e
 }
 
-/// Python's `round` (half to even) for a non-negative finite `x`, as torchvision's crop uses.
+/// Python's `round` (half to even) of a finite `x`, as torchvision's crop and RandomAffine's
+/// translation use it.
 pub fn round_half_even(x: f64) -> i64 {
-    let r = x.round(); // half away from zero
-    if (x - x.trunc()).abs() == 0.5 && (r as i64) % 2 != 0 {
-        (r - x.signum()) as i64
-    } else {
-        r as i64
-    }
-}
-
-/// Python's `round` (half to even) for any finite `x`, as an integer.
-pub fn round_half_even_signed(x: f64) -> i64 {
-    let r = x.round_ties_even();
-    r as i64
+    x.round_ties_even() as i64
 }
 
 /// The RandomResizedCrop box `(x, y, w, h)` for an oriented `width × height` image, exactly

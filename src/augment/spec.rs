@@ -141,10 +141,6 @@ impl EraseMode {
             EraseMode::Pixel => "pixel",
         }
     }
-    /// The mode timm calls `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        [EraseMode::Const, EraseMode::Rand, EraseMode::Pixel].into_iter().find(|m| m.name() == name)
-    }
 }
 
 /// torchvision's `ColorJitter(brightness, contrast, saturation, hue)` as factor ranges, applied
@@ -308,8 +304,8 @@ impl AffineSpec {
         let translate = match self.translate {
             Some((fx, fy)) => {
                 let (mx, my) = (fx * out_w as f64, fy * out_h as f64);
-                let tx = crate::augment::params::round_half_even_signed(rng.uniform_in(-mx, mx));
-                let ty = crate::augment::params::round_half_even_signed(rng.uniform_in(-my, my));
+                let tx = crate::augment::params::round_half_even(rng.uniform_in(-mx, mx));
+                let ty = crate::augment::params::round_half_even(rng.uniform_in(-my, my));
                 (tx, ty)
             }
             None => (0, 0),
