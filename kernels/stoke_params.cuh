@@ -43,6 +43,23 @@ struct StokeEraseParams {
     float color[STOKE_ERASE_MAX][3];    // mode RAND: the box's value per channel (normalized scale)
 };
 
+// AutoAugment-family ops of one sample (kernels/auto_math.cuh): up to STOKE_AUTO_MAX ops in
+// the drawn order; an op applies when its flags hold STOKE_AUTO_APPLIED (timm's per-op
+// probability fired). Mirror of `AutoParams` (56 bytes).
+#define STOKE_AUTO_MAX 4
+#define STOKE_AUTO_APPLIED 1u
+#define STOKE_AUTO_BICUBIC 2u   // geometric ops: Pillow's bicubic filter (else bilinear)
+struct StokeAutoOp {
+    uint32_t op;          // STOKE_AUTO_* (auto_math.cuh)
+    uint32_t flags;       // STOKE_AUTO_APPLIED | STOKE_AUTO_BICUBIC
+    float arg;            // the op's argument as timm passes it (factor, degrees, threshold, bits, pixels)
+};
+struct StokeAutoParams {
+    uint32_t count;       // ops drawn, 0..STOKE_AUTO_MAX
+    uint8_t fill[4];      // RGB fill of the geometric ops (timm: the mean as uint8), 4th unused
+    StokeAutoOp ops[STOKE_AUTO_MAX];
+};
+
 struct StokeAugParams {
     int32_t src_w, src_h;                   // oriented source size
     int32_t crop_x, crop_y, crop_w, crop_h; // crop box in oriented coordinates
@@ -60,11 +77,13 @@ struct StokeAugParams {
     StokeEraseParams erase;                 // after normalize
     uint32_t affine;                        // 1: RandomAffine: `affine_m` replaces the rotation angle
     float affine_m[6];                      // inverse map, output → pre-rotation, centred pixel units
+    StokeAutoParams aa;                     // AutoAugment-family ops, after the geometry, before color
 };
 
 static_assert(sizeof(StokeColorParams) == 24, "StokeColorParams must match ColorParams (24 bytes)");
 static_assert(sizeof(StokeEraseParams) == 128, "StokeEraseParams must match EraseParams (128 bytes)");
-static_assert(sizeof(StokeAugParams) == 268, "StokeAugParams must match AugParams (268 bytes)");
+static_assert(sizeof(StokeAutoParams) == 56, "StokeAutoParams must match AutoParams (56 bytes)");
+static_assert(sizeof(StokeAugParams) == 324, "StokeAugParams must match AugParams (324 bytes)");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; nvcc and the host build check these
 static_assert(offsetof(StokeAugParams, orientation) == 48, "orientation offset");
 static_assert(offsetof(StokeAugParams, angle_deg) == 72, "angle_deg offset");
@@ -72,6 +91,7 @@ static_assert(offsetof(StokeAugParams, fill) == 76, "fill offset");
 static_assert(offsetof(StokeAugParams, color) == 88, "color offset");
 static_assert(offsetof(StokeAugParams, erase) == 112, "erase offset");
 static_assert(offsetof(StokeAugParams, affine) == 240, "affine offset");
+static_assert(offsetof(StokeAugParams, aa) == 268, "aa offset");
 static_assert(offsetof(StokeEraseParams, box) == 16, "erase box offset");
 static_assert(offsetof(StokeEraseParams, color) == 80, "erase color offset");
 #endif

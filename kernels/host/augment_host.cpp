@@ -10,6 +10,7 @@
 #include <string.h>
 #include "../augment_math.cuh"
 #include "../recipe_math.cuh"
+#include "../auto_math.cuh"
 
 namespace {
 
@@ -38,7 +39,8 @@ size_t align16(size_t b) { return (b + 15u) & ~(size_t)15u; }
 struct Plan {
     size_t taps_x, taps_y, band_rows, total_bytes;
     int rotate;
-    int color;  // a ColorJitter/RandomGrayscale step: the whole image is held before it
+    int color;  // a ColorJitter/RandomGrayscale step or AutoAugment ops: the whole image is held before them
+    int autoaug;  // AutoAugment-family ops: two uint8 images, a histogram and the tables
     int erase;  // RandomErasing boxes
 };
 
@@ -63,7 +65,8 @@ Plan plan(const StokeAugParams* p) {
     StokeRotation r;
     stoke_rotation_init(p, &r);
     pl.rotate = r.kind != STOKE_ROT_NONE;
-    pl.color = has_color(p);
+    pl.autoaug = stoke_auto_active(&p->aa);
+    pl.color = has_color(p) || pl.autoaug;
     pl.erase = p->erase.count != 0u;
     size_t ow = (size_t)p->out_w, oh = (size_t)p->out_h;
     size_t b = 0;
@@ -77,6 +80,11 @@ Plan plan(const StokeAugParams* p) {
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
     if (pl.color) b += align16(ow * oh * 3 * sizeof(float));   // pre-color image
     if (pl.erase) b += align16(ow * 3 * sizeof(float));        // one normalized row
+    if (pl.autoaug) {
+        b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
+        b += align16(STOKE_AUTO_BINS * sizeof(uint32_t));       // histogram
+        b += align16(3 * 256);                                  // channel tables
+    }
     pl.total_bytes = b;
     return pl;
 }
@@ -283,6 +291,46 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
     }
 }
 
+// The AutoAugment-family ops over the held image `post` (0..255 floats, already clamped):
+// rounded to uint8, then each op that runs, whole image by whole image (kernels/auto_math.cuh,
+// the same per-pixel functions the GPU's stoke_auto_step runs), the histogram counted first
+// for the ops that need one; the result back into `post` for the color steps.
+void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
+    const int32_t W = p->out_w, H = p->out_h;
+    const size_t px = (size_t)W * H, len = px * 3;
+    for (size_t e = 0; e < len; e++) a[e] = stoke_to_u8(post[e]);
+    uint8_t* cur = a;
+    uint8_t* nxt = b;
+    for (int k = 0; k < STOKE_AUTO_MAX; k++) {
+        if (!stoke_auto_runs(&p->aa, k)) continue;
+        const StokeAutoOp* o = &p->aa.ops[k];
+        if (stoke_auto_needs_hist(o->op)) {
+            for (int i = 0; i < STOKE_AUTO_BINS; i++) hist[i] = 0u;
+            for (size_t q = 0; q < px; q++) {
+                uint32_t bins[3];
+                const int nb = stoke_auto_hist_bins(o->op, cur + 3 * q, bins);
+                for (int i = 0; i < nb; i++) hist[bins[i]]++;
+            }
+        }
+        if (stoke_auto_is_table(o->op)) {
+            for (int c = 0; c < 3; c++) stoke_auto_table(o, hist, (uint64_t)px, c, lut + 256 * c);
+            for (size_t q = 0; q < px; q++) {
+                nxt[3 * q] = lut[cur[3 * q]];
+                nxt[3 * q + 1] = lut[256 + cur[3 * q + 1]];
+                nxt[3 * q + 2] = lut[512 + cur[3 * q + 2]];
+            }
+        } else {
+            for (int32_t y = 0; y < H; y++)
+                for (int32_t x = 0; x < W; x++)
+                    stoke_auto_pixel(o, p->aa.fill, lut, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
+        }
+        uint8_t* t = cur;
+        cur = nxt;
+        nxt = t;
+    }
+    for (size_t e = 0; e < len; e++) post[e] = (float)cur[e];
+}
+
 }  // namespace
 
 extern "C" {
@@ -359,6 +407,20 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     float* post = pl.color ? (float*)s : nullptr;  // the image before the color steps
     if (pl.color) s += align16((size_t)ow * oh * 3 * sizeof(float));
     float* nrm = pl.erase ? (float*)s : nullptr;
+    if (pl.erase) s += align16((size_t)ow * 3 * sizeof(float));
+    uint8_t* auto_a = nullptr;
+    uint8_t* auto_b = nullptr;
+    uint32_t* auto_hist = nullptr;
+    uint8_t* auto_lut = nullptr;
+    if (pl.autoaug) {
+        auto_a = s;
+        s += align16((size_t)ow * oh * 3);
+        auto_b = s;
+        s += align16((size_t)ow * oh * 3);
+        auto_hist = (uint32_t*)s;
+        s += align16(STOKE_AUTO_BINS * sizeof(uint32_t));
+        auto_lut = s;
+    }
 
     // x taps as crop columns, then as float offsets into `line` (the crop row's columns
     // [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads them).
@@ -429,6 +491,7 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         }
     }
     if (pre) rotate_image(p, pre, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
+    if (pl.autoaug) auto_image(p, post, auto_a, auto_b, auto_hist, auto_lut);
     if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
     return 0;
 }

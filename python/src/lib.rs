@@ -253,6 +253,7 @@ const OPTIONS: &[&str] = &[
     "mixup_mode",
     "smoothing",
     "num_classes",
+    "aa",
     "color_jitter",
     "color_jitter_prob",
     "grayscale_prob",
@@ -304,7 +305,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
         })
     };
     let mut o = PipelineOptions { batch_size: Some(batch_size), ..PipelineOptions::default() };
-    o.preset = [Preset::Train, Preset::Eval][choice("preset", "train", &[("train", 0), ("eval", 1)])? as usize];
+    o.preset = [Preset::Train, Preset::Eval, Preset::Deit][choice("preset", "train", &[("train", 0), ("eval", 1), ("deit", 2)])? as usize];
     let device = opt!("device", String).unwrap_or_else(|| "auto".into());
     (o.backend, o.device) = match device.as_str() {
         "auto" => (Some(BackendKind::Auto), None),
@@ -385,6 +386,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
             }),
         })
     };
+    o.aa = opt!("aa", String);
     o.color_jitter = floats("color_jitter")?;
     o.color_jitter_prob = opt!("color_jitter_prob", f64);
     o.grayscale_prob = opt!("grayscale_prob", f64);

@@ -38,6 +38,7 @@
 //! Decoding (libjpeg-turbo with smooth chroma upsampling and the accurate integer IDCT) gives
 //! Pillow's pixels bit for bit on every 8-bit file of the development corpus.
 
+pub mod auto;
 #[doc(hidden)] // internals: see the crate docs
 pub mod host;
 pub mod mixup;

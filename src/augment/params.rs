@@ -79,9 +79,14 @@ pub struct AugParams {
     /// torchvision's inverse affine matrix (`_get_inverse_affine_matrix` with centre (0, 0)):
     /// output pixel, centred → pre-rotation pixel, centred: `(m0·x + m1·y) + m2`, `(m3·x + m4·y) + m5`.
     pub affine_m: [f32; 6],
+    /// AutoAugment-family ops (RandAugment, AutoAugment, TrivialAugmentWide), after the
+    /// geometry on the uint8 image, before the color steps.
+    pub aa: AutoParams,
 }
 
-const _: () = assert!(std::mem::size_of::<AugParams>() == 268);
+const _: () = assert!(std::mem::size_of::<AugParams>() == 324);
+const _: () = assert!(std::mem::offset_of!(AugParams, aa) == 268);
+const _: () = assert!(std::mem::size_of::<AutoParams>() == 56);
 const _: () = assert!(std::mem::offset_of!(AugParams, affine) == 240);
 const _: () = assert!(std::mem::offset_of!(AugParams, orientation) == 48);
 const _: () = assert!(std::mem::offset_of!(AugParams, angle_deg) == 72);
@@ -112,6 +117,9 @@ impl AugParams {
             parts.push(format!("affine [{}]", m.join(" ")));
         } else if self.angle_deg != 0.0 {
             parts.push(format!("rotate {:.2} deg", self.angle_deg));
+        }
+        for op in self.aa.drawn() {
+            parts.push(op.describe());
         }
         for op in self.color.ops() {
             let v = match op {
@@ -216,6 +224,116 @@ impl serde::Serialize for ColorParams {
             m.serialize_entry(op.name(), &v)?;
         }
         m.serialize_entry("grayscale", &(self.grayscale != 0))?;
+        m.end()
+    }
+}
+
+/// Most AutoAugment-family ops per sample (`STOKE_AUTO_MAX`).
+pub const AUTO_MAX: usize = 4;
+/// [`AutoOp::flags`]: the op fired (timm's per-op probability).
+pub const AUTO_APPLIED: u32 = 1;
+/// [`AutoOp::flags`]: a geometric op resamples with Pillow's bicubic filter (else bilinear).
+pub const AUTO_BICUBIC: u32 = 2;
+
+/// One drawn AutoAugment-family op (mirrored by `StokeAutoOp`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct AutoOp {
+    /// [`super::auto::AutoOpCode`] code.
+    pub op: u32,
+    /// [`AUTO_APPLIED`] | [`AUTO_BICUBIC`].
+    pub flags: u32,
+    /// The op's argument as timm passes it to Pillow: enhance factor, degrees, threshold,
+    /// bits, added value or pixels.
+    pub arg: f32,
+}
+
+/// The drawn AutoAugment-family ops of one sample, in order (mirrored by `StokeAutoParams`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct AutoParams {
+    /// Ops drawn, `0..=AUTO_MAX`.
+    pub count: u32,
+    /// RGB fill of the geometric ops (timm's `img_mean`); the fourth byte is unused.
+    pub fill: [u8; 4],
+    /// The ops in the order they run.
+    pub ops: [AutoOp; AUTO_MAX],
+}
+
+impl AutoParams {
+    /// The drawn ops in order (fired or not).
+    pub fn drawn(&self) -> &[AutoOp] {
+        &self.ops[..(self.count as usize).min(AUTO_MAX)]
+    }
+
+    /// Does some op change the image?
+    pub fn is_active(&self) -> bool {
+        self.drawn().iter().any(|o| o.flags & AUTO_APPLIED != 0 && o.op != 0)
+    }
+}
+
+impl AutoOp {
+    /// timm's name of the op.
+    pub fn name(&self) -> &'static str {
+        super::auto::AutoOpCode::from_code(self.op).map_or("unknown", |c| c.name())
+    }
+
+    fn is_geometric(&self) -> bool {
+        super::auto::AutoOpCode::from_code(self.op).is_some_and(|c| c.is_geometric())
+    }
+
+    /// The op in one readable phrase: `Rotate -12.3 bicubic`, `Equalize`, `Posterize 3 (skipped)`.
+    pub fn describe(&self) -> String {
+        let mut s = self.name().to_string();
+        if !matches!(self.op, 0..=3) {
+            s += &if self.arg.fract() == 0.0 { format!(" {}", self.arg) } else { format!(" {:.3}", self.arg) };
+        }
+        if self.is_geometric() {
+            s += if self.flags & AUTO_BICUBIC != 0 { " bicubic" } else { " bilinear" };
+        }
+        if self.flags & AUTO_APPLIED == 0 {
+            s += " (skipped)";
+        }
+        s
+    }
+}
+
+/// Readable form for `dump`: each drawn op by timm's name with its argument, whether it fired,
+/// and the interpolation of the geometric ones.
+impl serde::Serialize for AutoParams {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Op<'a>(&'a AutoOp);
+        impl serde::Serialize for Op<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let o = self.0;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("op", o.name())?;
+                if !matches!(o.op, 0..=3) {
+                    m.serialize_entry("arg", &o.arg)?;
+                }
+                m.serialize_entry("applied", &(o.flags & AUTO_APPLIED != 0))?;
+                if o.is_geometric() {
+                    m.serialize_entry("interpolation", if o.flags & AUTO_BICUBIC != 0 { "bicubic" } else { "bilinear" })?;
+                }
+                m.end()
+            }
+        }
+        struct Ops<'a>(&'a [AutoOp]);
+        impl serde::Serialize for Ops<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut q = s.serialize_seq(Some(self.0.len()))?;
+                for o in self.0 {
+                    q.serialize_element(&Op(o))?;
+                }
+                q.end()
+            }
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("ops", &Ops(self.drawn()))?;
+        if self.drawn().iter().any(|o| o.is_geometric()) {
+            m.serialize_entry("fill", &self.fill[..3])?;
+        }
         m.end()
     }
 }
@@ -549,6 +667,7 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         erase: EraseParams::default(),
         affine: 0,
         affine_m: [0.0; 6],
+        aa: AutoParams::default(),
     };
     match spec.crop {
         super::spec::CropMode::RandomResized { scale, ratio } => {
@@ -580,6 +699,11 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         let mut arng = SampleRng::new(seed, epoch, sample, STREAM_AFFINE);
         p.affine = 1;
         p.affine_m = a.draw(&mut arng, out_w, out_h).inverse_matrix();
+    }
+    if let Some(aa) = &spec.auto_augment {
+        let mut arng = SampleRng::new(seed, epoch, sample, super::auto::STREAM_AUTO);
+        let bicubic = if spec.random_filter { None } else { Some(spec.filter == super::spec::Filter::Bicubic) };
+        p.aa = aa.draw(&mut arng, out_w, out_h, bicubic);
     }
     p.color = draw_color(spec, seed, epoch, sample);
     p.erase = draw_erase(spec, seed, epoch, sample, out_w, out_h);

@@ -421,6 +421,9 @@ pub struct AugmentSpec {
     /// RandomAffine on the output window, in place of `rotate_deg` (`None`: off).
     #[serde(default)]
     pub affine: Option<AffineSpec>,
+    /// RandAugment / AutoAugment / TrivialAugmentWide after the geometry (`None`: off).
+    #[serde(default)]
+    pub auto_augment: Option<super::auto::AutoAugmentSpec>,
 }
 
 /// ImageNet channel means (RGB), on the 0..1 scale.
@@ -447,6 +450,7 @@ impl AugmentSpec {
             grayscale_p: 0.0,
             erasing: None,
             affine: None,
+            auto_augment: None,
         }
     }
 

@@ -21,6 +21,10 @@ pub enum Preset {
     Train,
     /// Resize(size·256/224) + CenterCrop + normalize.
     Eval,
+    /// DeiT's training recipe on top of `train`: bicubic RandomResizedCrop,
+    /// `rand-m9-mstd0.5-inc1` RandAugment, RandomErasing 0.25 (pixel), Mixup 0.8 / CutMix 1.0
+    /// (switch 0.5, batch mode), label smoothing 0.1. Each part can be changed by its option.
+    Deit,
 }
 
 /// The resize filter of training samples, timm's `--train-interpolation`.
@@ -171,6 +175,9 @@ pub struct PipelineOptions {
     pub recount: Option<u32>,
     /// Resize filter of the samples, or random per sample (timm `--train-interpolation`).
     pub train_interpolation: Option<TrainInterpolation>,
+    /// AutoAugment-family policy (timm `--aa`): `rand-m9-mstd0.5-inc1`, `original`,
+    /// `originalr`, `trivialaugment`; `none` turns a preset's policy off.
+    pub aa: Option<String>,
     /// RandomAffine degrees: one value `d` for `(-d, d)`, or `min, max`.
     pub affine_degrees: Option<Vec<f64>>,
     /// RandomAffine translate: the largest shift as fractions of width and height.
@@ -212,6 +219,7 @@ impl OneOrMany {
 #[derive(serde::Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RecipeSection {
+    aa: Option<String>,
     color_jitter: Option<OneOrMany>,
     color_jitter_prob: Option<f64>,
     grayscale_prob: Option<f64>,
@@ -255,7 +263,7 @@ impl PipelineOptions {
             ($($f:ident),*) => { $( if r.$f.is_some() { o.$f = r.$f; } )* };
         }
         over!(color_jitter_prob, grayscale_prob, reprob, remode, recount, mixup, cutmix, cutmix_minmax, mixup_prob, mixup_switch_prob);
-        over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale);
+        over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale, aa);
         if train_interpolation.is_some() {
             o.train_interpolation = train_interpolation;
         }
@@ -282,7 +290,7 @@ impl PipelineOptions {
         let mut c = PipelineConfig::new(dataset);
         let size = self.size.unwrap_or(224);
         c.augment = match self.preset {
-            Preset::Train => AugmentSpec::train(size),
+            Preset::Train | Preset::Deit => AugmentSpec::train(size),
             Preset::Eval => AugmentSpec::eval(size),
         };
         c.augment.apply_exif = !self.no_exif;
@@ -336,6 +344,9 @@ impl PipelineOptions {
             )));
         }
         let m = &mut c.mixup;
+        if self.preset == Preset::Deit {
+            (m.mixup, m.cutmix, m.smoothing) = (0.8, 1.0, 0.1);
+        }
         set(&mut m.mixup, self.mixup);
         set(&mut m.cutmix, self.cutmix);
         m.cutmix_minmax = self.cutmix_minmax;
@@ -344,7 +355,7 @@ impl PipelineOptions {
         set(&mut m.mode, self.mixup_mode);
         set(&mut m.smoothing, self.smoothing);
         set(&mut m.num_classes, self.num_classes);
-        self.recipe(&mut c.augment, names)?;
+        self.recipe(&mut c.augment, c.output.mean, names)?;
         if let Some(f) = &self.config {
             c.merge_json_file(f)?;
         }
@@ -355,7 +366,7 @@ impl PipelineOptions {
 
 impl PipelineOptions {
     /// The training-recipe options (timm's names) on top of the preset.
-    fn recipe(&self, a: &mut AugmentSpec, names: OptionNames) -> Result<()> {
+    fn recipe(&self, a: &mut AugmentSpec, mean: [f32; 3], names: OptionNames) -> Result<()> {
         let named = |option: &str, e: Error| match e {
             Error::Config(m) => Error::config(format!("{}: {m}", names.of(option))),
             e => e,
@@ -368,13 +379,22 @@ impl PipelineOptions {
             return Err(Error::config(format!("{} needs {}", names.of("color_jitter_prob"), names.of("color_jitter"))));
         }
         set(&mut a.grayscale_p, self.grayscale_prob);
-        let reprob = self.reprob.unwrap_or(0.0);
+        let deit = self.preset == Preset::Deit;
+        let aa = self.aa.as_deref().or(deit.then_some("rand-m9-mstd0.5-inc1"));
+        if let Some(text) = aa.filter(|t| *t != "none") {
+            let spec = crate::augment::auto::AutoAugmentSpec::parse(text, mean).map_err(|e| match e {
+                Error::Config(m) => Error::config(m.replacen("--aa", names.of("aa").as_str(), 1)),
+                e => e,
+            })?;
+            a.auto_augment = Some(spec);
+        }
+        let reprob = self.reprob.unwrap_or(if deit { 0.25 } else { 0.0 });
         if reprob != 0.0 {
             a.erasing = Some(EraseSpec::timm(reprob, self.remode.unwrap_or(EraseMode::Pixel), self.recount.unwrap_or(1)));
         } else if self.remode.is_some() || self.recount.is_some() {
             return Err(Error::config(format!("{} and {} need {} above 0", names.of("remode"), names.of("recount"), names.of("reprob"))));
         }
-        match self.train_interpolation {
+        match self.train_interpolation.or(deit.then_some(TrainInterpolation::Bicubic)) {
             Some(TrainInterpolation::Bilinear) => a.filter = Filter::Bilinear,
             Some(TrainInterpolation::Bicubic) => a.filter = Filter::Bicubic,
             Some(TrainInterpolation::Random) => a.random_filter = true,

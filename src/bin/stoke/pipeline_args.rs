@@ -140,6 +140,10 @@ pub struct PipelineArgs {
 /// The per-sample recipe steps with timm's flag names and meaning (docs/augment.md).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct RecipeArgs {
+    /// AutoAugment-family policy with timm's strings: rand-m9-mstd0.5-inc1 (RandAugment),
+    /// original / originalr (AutoAugment ImageNet policy), trivialaugment; none = off.
+    #[arg(long)]
+    pub aa: Option<String>,
     /// ColorJitter: one value for brightness, contrast and saturation, or B,C,S or B,C,S,H.
     #[arg(long, value_delimiter = ',')]
     pub color_jitter: Option<Vec<f64>>,
@@ -326,6 +330,7 @@ impl PipelineArgs {
         (o.smoothing, o.num_classes) = (m.smoothing, m.num_classes);
         let r = &self.recipe;
         (o.color_jitter, o.color_jitter_prob, o.grayscale_prob) = (r.color_jitter.clone(), r.color_jitter_prob, r.grayscale_prob);
+        o.aa = r.aa.clone();
         (o.reprob, o.remode, o.recount, o.train_interpolation) = (r.reprob, r.remode, r.recount, r.train_interpolation);
         let pair = |flag: &str, v: &Option<Vec<f64>>| -> stoke::Result<Option<(f64, f64)>> {
             match v.as_deref() {
