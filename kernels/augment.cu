@@ -21,6 +21,7 @@
 // for bit (tests/gpu_kernel_host.rs).
 #include "augment_math.cuh"
 #include "recipe_math.cuh"
+#include "auto_math.cuh"
 
 // Per-channel mean and std on the 0..1 scale, by value. Mirrored by `Normalize` in
 // src/backend/cuda/augment.rs (24 bytes).
@@ -103,7 +104,16 @@ struct StokeTables {
     const int32_t* counts;
     const int32_t* offs;
     const float* weights;
+    // AutoAugment-family ops (recipe kernels only): the ping-pong uint8 images of the batch,
+    // 2 × auto_n samples of out_w × out_h × 3; null when no sample of the batch has ops.
+    const uint8_t* auto_img;
+    uint32_t auto_n;
 };
+
+// Buffer `buf` (0 or 1) of sample n's AutoAugment images (interleaved RGB, W × H).
+STOKE_HD size_t stoke_auto_offset(uint32_t samples, uint32_t n, int buf, int32_t W, int32_t H) {
+    return ((size_t)buf * samples + n) * (size_t)W * (size_t)H * 3u;
+}
 
 // Resized-crop value of pre-rotation output pixel (x, y), all three channels, clamped to
 // [0, 255]: stoke_resized_pixel with the taps read from the tables.
@@ -196,6 +206,25 @@ STOKE_HD void stoke_geometry_pixel(const uint8_t* __restrict__ arena, const Stok
 // Output pixel (x, y) of sample n: its 3 elements of `out` (dtype/layout as given), written
 // once. RECIPE adds the color steps (with `mean`, the sample's contrast mean) and erasing
 // (recipe_math.cuh); without it they are compiled out.
+// The 0..255 value a recipe sample's color steps start from: the AutoAugment ops' result
+// when the sample has ops (stoke_auto_* kernels left it in its final buffer), else the
+// geometry's.
+template <bool ROTATE>
+STOKE_HD void stoke_recipe_input(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                 const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t, uint32_t n,
+                                 int32_t x, int32_t y, float v[3]) {
+    if (t.auto_img && stoke_auto_active(&sp.aa)) {
+        const int buf = stoke_auto_before(&sp.aa, STOKE_AUTO_MAX) & 1;
+        const uint8_t* px = t.auto_img + stoke_auto_offset(t.auto_n, n, buf, sp.out_w, sp.out_h) +
+                            ((size_t)y * (size_t)sp.out_w + (size_t)x) * 3u;
+        v[0] = (float)px[0];
+        v[1] = (float)px[1];
+        v[2] = (float)px[2];
+        return;
+    }
+    stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
+}
+
 template <bool ROTATE, bool RECIPE>
 STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
                                   const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
@@ -203,7 +232,11 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
                                   uint32_t layout, const StokeNormalize& norm, float mean) {
     const int32_t W = sp.out_w, H = sp.out_h;
     float v[3];
-    stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
+    if (RECIPE) {
+        stoke_recipe_input<ROTATE>(arena, sp, sd, sr, t, n, x, y, v);
+    } else {
+        stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
+    }
     if (RECIPE) {
         stoke_color_apply(&sp.color, mean, v);
         const int hit = stoke_erase_box(&sp.erase, x, y);
@@ -226,9 +259,9 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
 // point, of the image as it is when the drawn contrast step runs.
 STOKE_HD uint64_t stoke_contrast_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
                                        const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
-                                       int32_t x, int32_t y) {
+                                       uint32_t n, int32_t x, int32_t y) {
     float v[3];
-    stoke_geometry_pixel<true>(arena, sp, sd, sr, t, x, y, v);
+    stoke_recipe_input<true>(arena, sp, sd, sr, t, n, x, y, v);
     stoke_color_before_contrast(&sp.color, v);
     return stoke_gray_fixed(v);
 }
@@ -286,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
-    const StokeTables t = {counts, offs, weights};
+    const StokeTables t = {counts, offs, weights, nullptr, 0u};
     stoke_augment_block<false, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
 }
 
@@ -295,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
-    const StokeTables t = {counts, offs, weights};
+    const StokeTables t = {counts, offs, weights, nullptr, 0u};
     stoke_augment_block<true, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
 }
 
@@ -306,8 +339,8 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_recipe(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm,
-    const unsigned long long* __restrict__ sums) {
-    const StokeTables t = {counts, offs, weights};
+    const unsigned long long* __restrict__ sums, const uint8_t* __restrict__ auto_img, uint32_t auto_n) {
+    const StokeTables t = {counts, offs, weights, auto_img, auto_n};
     stoke_augment_block<true, true>(arena, params, descs, t, out, dtype, layout, norm, sums);
 }
 
@@ -316,7 +349,8 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_recipe(
 extern "C" __global__ void __launch_bounds__(256) stoke_recipe_stats(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
-    const float* __restrict__ weights, unsigned long long* __restrict__ sums) {
+    const float* __restrict__ weights, unsigned long long* __restrict__ sums, const uint8_t* __restrict__ auto_img,
+    uint32_t auto_n) {
     __shared__ StokeAugParams sp;
     __shared__ StokeSampleDesc sd;
     __shared__ StokeRotation sr;
@@ -324,14 +358,104 @@ extern "C" __global__ void __launch_bounds__(256) stoke_recipe_stats(
     if (threadIdx.x == 0 && threadIdx.y == 0) stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
     __syncthreads();
     if (!stoke_color_needs_mean(&sp.color)) return;  // the whole block: sp is shared
-    const StokeTables t = {counts, offs, weights};
+    const StokeTables t = {counts, offs, weights, auto_img, auto_n};
     const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
     unsigned long long v = 0;
-    if (x < sp.out_w && y < sp.out_h) v = stoke_contrast_pixel(arena, sp, sd, sr, t, x, y);
+    if (x < sp.out_w && y < sp.out_h) v = stoke_contrast_pixel(arena, sp, sd, sr, t, n, x, y);
     // One warp is one row segment of the block (blockDim.x == 32): reduce it, one atomic.
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     if ((threadIdx.x & 31u) == 0u && v != 0) atomicAdd(sums + n, v);
+}
+
+// ---- AutoAugment-family ops (kernels/auto_math.cuh), for batches where some sample has them:
+// stoke_auto_base writes each such sample's geometry as uint8 into buffer 0; then per op slot
+// k = 0..STOKE_AUTO_MAX−1: stoke_auto_hist (histograms, integer atomics, for the ops that need
+// them; the host zeroes `hist` first), stoke_auto_tables (one thread per sample and channel)
+// and stoke_auto_step (buffer k's parity → the other). The recipe kernels then read the final
+// buffer (stoke_recipe_input).
+
+struct StokeAutoSample {
+    StokeAutoParams aa;
+    int32_t w, h;
+};
+
+__device__ __forceinline__ void stoke_auto_load(const StokeAugParams* __restrict__ params, uint32_t n,
+                                                StokeAutoSample* s) {
+    s->aa = params[n].aa;
+    s->w = params[n].out_w;
+    s->h = params[n].out_h;
+}
+
+extern "C" __global__ void __launch_bounds__(256) stoke_auto_base(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, uint8_t* __restrict__ auto_img, uint32_t auto_n) {
+    __shared__ StokeAugParams sp;
+    __shared__ StokeSampleDesc sd;
+    __shared__ StokeRotation sr;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
+    __syncthreads();
+    if (!stoke_auto_active(&sp.aa)) return;
+    const StokeTables t = {counts, offs, weights, nullptr, 0u};
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= sp.out_w || y >= sp.out_h) return;
+    float v[3];
+    stoke_geometry_pixel<true>(arena, sp, sd, sr, t, x, y, v);
+    uint8_t* dst = auto_img + stoke_auto_offset(auto_n, n, 0, sp.out_w, sp.out_h) + ((size_t)y * sp.out_w + x) * 3u;
+    dst[0] = stoke_to_u8(v[0]);
+    dst[1] = stoke_to_u8(v[1]);
+    dst[2] = stoke_to_u8(v[2]);
+}
+
+extern "C" __global__ void __launch_bounds__(256) stoke_auto_hist(const StokeAugParams* __restrict__ params,
+                                                                  const uint8_t* __restrict__ auto_img, uint32_t auto_n,
+                                                                  int32_t step, uint32_t* __restrict__ hist) {
+    __shared__ StokeAutoSample s;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) stoke_auto_load(params, n, &s);
+    __syncthreads();
+    if (!stoke_auto_runs(&s.aa, step) || !stoke_auto_needs_hist(s.aa.ops[step].op)) return;
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= s.w || y >= s.h) return;
+    const int buf = stoke_auto_before(&s.aa, step) & 1;
+    const uint8_t* px = auto_img + stoke_auto_offset(auto_n, n, buf, s.w, s.h) + ((size_t)y * s.w + x) * 3u;
+    uint32_t bins[3];
+    const int nb = stoke_auto_hist_bins(s.aa.ops[step].op, px, bins);
+    for (int i = 0; i < nb; i++) atomicAdd(hist + (size_t)n * STOKE_AUTO_BINS + bins[i], 1u);
+}
+
+extern "C" __global__ void stoke_auto_tables(const StokeAugParams* __restrict__ params,
+                                             const uint32_t* __restrict__ hist, int32_t step,
+                                             uint8_t* __restrict__ luts) {
+    const uint32_t n = blockIdx.x;
+    const int c = (int)threadIdx.x;
+    if (c >= 3) return;
+    const StokeAugParams& p = params[n];
+    if (!stoke_auto_runs(&p.aa, step) || !stoke_auto_is_table(p.aa.ops[step].op)) return;
+    const uint64_t pixels = (uint64_t)p.out_w * (uint64_t)p.out_h;
+    stoke_auto_table(&p.aa.ops[step], hist + (size_t)n * STOKE_AUTO_BINS, pixels, c, luts + (size_t)n * 768u + 256u * c);
+}
+
+extern "C" __global__ void __launch_bounds__(256) stoke_auto_step(const StokeAugParams* __restrict__ params,
+                                                                  uint8_t* __restrict__ auto_img, uint32_t auto_n,
+                                                                  int32_t step, const uint8_t* __restrict__ luts) {
+    __shared__ StokeAutoSample s;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) stoke_auto_load(params, n, &s);
+    __syncthreads();
+    if (!stoke_auto_runs(&s.aa, step)) return;
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= s.w || y >= s.h) return;
+    const int src = stoke_auto_before(&s.aa, step) & 1;
+    const uint8_t* in = auto_img + stoke_auto_offset(auto_n, n, src, s.w, s.h);
+    uint8_t* out = auto_img + stoke_auto_offset(auto_n, n, src ^ 1, s.w, s.h);
+    stoke_auto_pixel(&s.aa.ops[step], s.aa.fill, luts + (size_t)n * 768u, in, s.w, s.h, x, y,
+                     out + ((size_t)y * s.w + x) * 3u);
 }
 
 #endif  // device only

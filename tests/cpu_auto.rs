@@ -330,7 +330,8 @@ fn bad_aa_strings_are_named() {
     for (text, needle) in [
         ("rand-m9-n5", "n must be 1..=4"),
         ("rand-m9-p1.5", "p must be in [0, 1]"),
-        ("rand-mx", "m needs a number"),
+        ("rand-mx", "unknown section"),
+        ("rand-m9x", "m needs a number"),
         ("rand-q3", "unknown section"),
         ("rand-tweights", "transform set"),
         ("v0", "not supported"),

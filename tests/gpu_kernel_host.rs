@@ -108,6 +108,27 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
         s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.3, 0.3, 0.3, 0.0).unwrap());
         v.push((name, s));
     }
+    // AutoAugment-family ops (kernels/auto_math.cuh): every policy, with jitter (its contrast
+    // mean over the ops' result), erasing and rotation around them, bilinear/bicubic/random.
+    for (name, aa, filter, random) in [
+        ("randaugment-inc1", "rand-m9-mstd0.5-inc1", stoke::config::Filter::Bicubic, false),
+        ("randaugment-n4-p1", "rand-m7-n4-p1-mstd1", stoke::config::Filter::Bilinear, true),
+        ("autoaugment-original", "original-mstd0.5", stoke::config::Filter::Bilinear, false),
+        ("trivialaugment", "trivialaugment", stoke::config::Filter::Bicubic, true),
+    ] {
+        let mut s = AugmentSpec::train(29);
+        s.size = (29, 23);
+        s.filter = filter;
+        s.random_filter = random;
+        s.auto_augment = Some(stoke::augment::auto::AutoAugmentSpec::parse(aa, [0.485, 0.456, 0.406]).unwrap());
+        if name == "randaugment-n4-p1" {
+            s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.4, 0.1).unwrap());
+            s.erasing = Some(EraseSpec::timm(0.5, EraseMode::Pixel, 2));
+            s.rotate_deg = (-20.0, 20.0);
+            s.rotate_interp = stoke::config::RotateInterp::Bilinear;
+        }
+        v.push((name, s));
+    }
     v
 }
 

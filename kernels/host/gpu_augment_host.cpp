@@ -4,6 +4,7 @@
 // check the GPU path's own code against the CPU backend bit for bit (tests/gpu_kernel_host.rs).
 #include <stddef.h>
 #include <stdint.h>
+#include <vector>
 #include "../augment.cu"
 #include "../canary.cuh"
 
@@ -26,7 +27,53 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
             for (int32_t i = 0; i < len; i++) stoke_table_entry(params + s, descs + s, axis, i, counts, offs, weights);
         }
     }
-    const StokeTables t = {counts, offs, weights};
+    StokeTables t = {counts, offs, weights, nullptr, 0u};
+    // The AutoAugment kernels' work (stoke_auto_base, then per op slot stoke_auto_hist,
+    // stoke_auto_tables, stoke_auto_step), sample by sample, pixel by pixel.
+    std::vector<uint8_t> auto_img;
+    int any_auto = 0;
+    for (uint32_t s = 0; s < n && recipe; s++) any_auto |= stoke_auto_active(&params[s].aa);
+    if (any_auto) {
+        const int32_t W = params[0].out_w, H = params[0].out_h;
+        auto_img.assign(2 * (size_t)n * (size_t)W * (size_t)H * 3u, 0);
+        std::vector<uint32_t> hist(STOKE_AUTO_BINS);
+        std::vector<uint8_t> lut(768);
+        for (uint32_t s = 0; s < n; s++) {
+            const StokeAugParams& p = params[s];
+            if (!stoke_auto_active(&p.aa)) continue;
+            StokeRotation sr;
+            stoke_rotation_init(params + s, &sr);
+            uint8_t* base = auto_img.data() + stoke_auto_offset(n, s, 0, W, H);
+            for (int32_t y = 0; y < H; y++)
+                for (int32_t x = 0; x < W; x++) {
+                    float v[3];
+                    stoke_geometry_pixel<true>(arena, p, descs[s], sr, t, x, y, v);
+                    for (int c = 0; c < 3; c++) base[((size_t)y * W + x) * 3 + c] = stoke_to_u8(v[c]);
+                }
+            for (int k = 0; k < STOKE_AUTO_MAX; k++) {
+                if (!stoke_auto_runs(&p.aa, k)) continue;
+                const StokeAutoOp* o = &p.aa.ops[k];
+                const int src = stoke_auto_before(&p.aa, k) & 1;
+                const uint8_t* in = auto_img.data() + stoke_auto_offset(n, s, src, W, H);
+                uint8_t* out_img = auto_img.data() + stoke_auto_offset(n, s, src ^ 1, W, H);
+                for (auto& h : hist) h = 0u;
+                if (stoke_auto_needs_hist(o->op)) {
+                    for (size_t q = 0; q < (size_t)W * H; q++) {
+                        uint32_t bins[3];
+                        const int nb = stoke_auto_hist_bins(o->op, in + 3 * q, bins);
+                        for (int i = 0; i < nb; i++) hist[bins[i]]++;
+                    }
+                }
+                if (stoke_auto_is_table(o->op))
+                    for (int c = 0; c < 3; c++) stoke_auto_table(o, hist.data(), (uint64_t)W * H, c, lut.data() + 256 * c);
+                for (int32_t y = 0; y < H; y++)
+                    for (int32_t x = 0; x < W; x++)
+                        stoke_auto_pixel(o, p.aa.fill, lut.data(), in, W, H, x, y, out_img + ((size_t)y * W + x) * 3);
+            }
+        }
+        t.auto_img = auto_img.data();
+        t.auto_n = n;
+    }
     for (uint32_t s = 0; s < n; s++) {
         const StokeAugParams& p = params[s];
         StokeRotation sr;
@@ -35,7 +82,7 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
         if (recipe && stoke_color_needs_mean(&p.color)) {
             uint64_t sum = 0;
             for (int32_t y = 0; y < p.out_h; y++)
-                for (int32_t x = 0; x < p.out_w; x++) sum += stoke_contrast_pixel(arena, p, descs[s], sr, t, x, y);
+                for (int32_t x = 0; x < p.out_w; x++) sum += stoke_contrast_pixel(arena, p, descs[s], sr, t, s, x, y);
             contrast_mean = stoke_contrast_mean(sum, (uint64_t)p.out_w * (uint64_t)p.out_h);
         }
         for (int32_t y = 0; y < p.out_h; y++) {

@@ -184,15 +184,18 @@ pub enum AugmentKind {
     Recipe {
         /// `stoke_recipe_stats` is needed.
         contrast: bool,
+        /// Some sample has AutoAugment-family ops: the `stoke_auto_*` kernels run first.
+        auto: bool,
     },
 }
 
 impl AugmentKind {
     /// The kernel for a batch of `params`.
     pub fn of(params: &[AugParams]) -> Self {
-        if params.iter().any(|p| p.color.is_active() || p.erase.count != 0) {
+        if params.iter().any(|p| p.color.is_active() || p.erase.count != 0 || p.aa.is_active()) {
             let contrast = params.iter().any(|p| p.color.ops().contains(&crate::augment::params::ColorOp::Contrast));
-            AugmentKind::Recipe { contrast }
+            let auto = params.iter().any(|p| p.aa.is_active());
+            AugmentKind::Recipe { contrast, auto }
         } else if params.iter().any(|p| p.angle_deg != 0.0 || p.affine != 0) {
             AugmentKind::Rotate
         } else {
@@ -238,6 +241,10 @@ pub struct Augmenter {
     weights: cudarc::driver::CudaSlice<f32>,
     /// Per-sample contrast sums of `stoke_recipe_stats` (one batch).
     sums: cudarc::driver::CudaSlice<u64>,
+    /// AutoAugment scratch, allocated by the first batch that has ops.
+    auto: std::sync::OnceLock<AutoScratch>,
+    /// The stream the scratch is allocated on (the one given to `new`).
+    alloc_stream: std::sync::Arc<cudarc::driver::CudaStream>,
     dtype: crate::config::DType,
     layout: crate::config::Layout,
     norm: Normalize,
@@ -246,7 +253,9 @@ pub struct Augmenter {
 impl Augmenter {
     /// Device bytes of the filter-table scratch.
     pub fn device_bytes(&self) -> u64 {
-        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64) + 8 * self.sums.len() as u64
+        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64)
+            + 8 * self.sums.len() as u64
+            + self.auto.get().map_or(0, |a| a.img.len() as u64 + 4 * a.hist.len() as u64 + a.luts.len() as u64)
     }
 
     /// Allocate the table scratch for `plan` on `stream`.
@@ -274,6 +283,8 @@ impl Augmenter {
             offs,
             weights: w,
             sums,
+            auto: std::sync::OnceLock::new(),
+            alloc_stream: stream.clone(),
             dtype: output.dtype,
             layout: output.layout,
             norm: Normalize { mean: output.mean, std: output.std },
@@ -324,14 +335,55 @@ impl Augmenter {
             return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
         }
         let (sums, _s) = self.sums.device_ptr(stream);
-        if let AugmentKind::Recipe { contrast: true } = kind {
+        let (mut auto_img, auto_n) = (0u64, n as u32);
+        let auto_scratch = match kind {
+            AugmentKind::Recipe { auto: true, .. } => Some(self.auto_scratch(n, out_size)?),
+            _ => None,
+        };
+        let _auto_guards;
+        if let Some(a) = auto_scratch {
+            let (img, g1) = a.img.device_ptr(stream);
+            let (hist, g2) = a.hist.device_ptr(stream);
+            let (luts, g3) = a.luts.device_ptr(stream);
+            _auto_guards = (g1, g2, g3);
+            auto_img = img;
+            let f = k.function("stoke_auto_base")?;
+            let mut b = stream.launch_builder(&f);
+            b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&auto_img).arg(&auto_n);
+            // SAFETY: argument list of `stoke_auto_base`; taps as for the fused kernel below;
+            // `img` holds 2 × n samples of out_w × out_h × 3 bytes (auto_scratch).
+            unsafe { super::module::launch(&mut b, "stoke_auto_base", cfg) }?;
+            for step in 0..crate::augment::params::AUTO_MAX as i32 {
+                // SAFETY: `hist` holds n × 1024 u32 on this device, zeroed before each step's
+                // histogram kernel on the same stream.
+                unsafe { cudarc::driver::result::memset_d8_async(hist, 0, n * 1024 * 4, stream.cu_stream()) }
+                    .map_err(crate::error::driver_err("cuMemsetD8Async"))?;
+                let f = k.function("stoke_auto_hist")?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(&params).arg(&auto_img).arg(&auto_n).arg(&step).arg(&hist);
+                // SAFETY: argument list of `stoke_auto_hist`; buffers as above.
+                unsafe { super::module::launch(&mut b, "stoke_auto_hist", cfg) }?;
+                let f = k.function("stoke_auto_tables")?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(&params).arg(&hist).arg(&step).arg(&luts);
+                let tcfg = LaunchConfig { grid_dim: (n as u32, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+                // SAFETY: argument list of `stoke_auto_tables`; `luts` holds n × 768 bytes.
+                unsafe { super::module::launch(&mut b, "stoke_auto_tables", tcfg) }?;
+                let f = k.function("stoke_auto_step")?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(&params).arg(&auto_img).arg(&auto_n).arg(&step).arg(&luts);
+                // SAFETY: argument list of `stoke_auto_step`; buffers as above.
+                unsafe { super::module::launch(&mut b, "stoke_auto_step", cfg) }?;
+            }
+        }
+        if let AugmentKind::Recipe { contrast: true, .. } = kind {
             // SAFETY: `sums` holds `self.sums.len() >= n` u64s on this device; the memset and
             // the stats kernel are ordered on `stream` before the recipe kernel reads them.
             unsafe { cudarc::driver::result::memset_d8_async(sums, 0, n * 8, stream.cu_stream()) }
                 .map_err(crate::error::driver_err("cuMemsetD8Async"))?;
             let f = k.function("stoke_recipe_stats")?;
             let mut b = stream.launch_builder(&f);
-            b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&sums);
+            b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&sums).arg(&auto_img).arg(&auto_n);
             // SAFETY: argument list of `stoke_recipe_stats`; taps as for the fused kernel below,
             // `sums` has a slot per sample (checked above).
             unsafe { super::module::launch(&mut b, "stoke_recipe_stats", cfg) }?;
@@ -342,13 +394,47 @@ impl Augmenter {
         let (dtype, layout) = (self.dtype.code(), self.layout.code());
         b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&out).arg(&dtype).arg(&layout).arg(&self.norm);
         if let AugmentKind::Recipe { .. } = kind {
-            b.arg(&sums);
+            b.arg(&sums).arg(&auto_img).arg(&auto_n);
         }
         // SAFETY: argument list of `stoke_augment(_rotate|_recipe)`; every tap lies in its
         // sample's decoded region inside `arena` (decode::decode_roi contains all taps,
         // tested), `out` holds `n` samples of out_w × out_h × 3 in this dtype (the ring's
         // layout), and `sums` (recipe only) was filled above when any sample reads it.
         unsafe { super::module::launch(&mut b, name, cfg) }
+    }
+}
+
+/// Device scratch of the AutoAugment kernels: two uint8 images per sample, a histogram and
+/// three tables per sample (for the batch size and output size of the first batch with ops).
+struct AutoScratch {
+    img: cudarc::driver::CudaSlice<u8>,
+    hist: cudarc::driver::CudaSlice<u32>,
+    luts: cudarc::driver::CudaSlice<u8>,
+    samples: usize,
+    out: (u32, u32),
+}
+
+impl Augmenter {
+    fn auto_scratch(&self, n: usize, out: (u32, u32)) -> Result<&AutoScratch, crate::error::GpuError> {
+        use super::device::alloc_err;
+        let stream = &self.alloc_stream;
+        if self.auto.get().is_none() {
+            let samples = self.plan.batch.max(n).max(1);
+            let img_bytes = 2 * samples * out.0 as usize * out.1 as usize * 3;
+            // SAFETY: written by stoke_auto_base / stoke_auto_step before any read.
+            let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "AutoAugment images"))?;
+            let hist = unsafe { stream.alloc::<u32>(samples * 1024) }
+                .map_err(|e| alloc_err("cuMemAlloc", e, samples * 4096, "AutoAugment histograms"))?;
+            let luts =
+                unsafe { stream.alloc::<u8>(samples * 768) }.map_err(|e| alloc_err("cuMemAlloc", e, samples * 768, "AutoAugment tables"))?;
+            let _ = self.auto.set(AutoScratch { img, hist, luts, samples, out });
+        }
+        let a = self.auto.get().expect("set above");
+        if n > a.samples || out != a.out {
+            let message = format!("AutoAugment scratch is for {} samples of {:?}, the batch has {n} of {out:?}", a.samples, a.out);
+            return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
+        }
+        Ok(a)
     }
 }
 
