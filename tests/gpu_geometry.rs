@@ -69,6 +69,18 @@ fn device_augment_matches_the_cpu_backend() {
     });
     s.rotate_interp = stoke::config::RotateInterp::Bilinear;
     specs.push(s);
+    // The AutoAugment kernels (stoke_auto_base/hist/tables/step) under each policy, the
+    // second with jitter and erasing after the ops.
+    for aa in ["rand-m9-mstd0.5-inc1", "rand-m7-n4-p1", "original", "trivialaugment"] {
+        let mut s = AugmentSpec::train(38);
+        s.filter = stoke::config::Filter::Bicubic;
+        s.auto_augment = Some(stoke::augment::auto::AutoAugmentSpec::parse(aa, [0.485, 0.456, 0.406]).unwrap());
+        if aa == "rand-m7-n4-p1" {
+            s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.4, 0.1).unwrap());
+            s.erasing = Some(stoke::config::EraseSpec::timm(0.5, stoke::config::EraseMode::Pixel, 1));
+        }
+        specs.push(s);
+    }
     let mut worst = 0;
     for spec in &specs {
         for dtype in [DType::F32, DType::F16, DType::Bf16] {

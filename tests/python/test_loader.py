@@ -337,6 +337,26 @@ def test_recipe_keywords_use_timm_names_and_meaning(folder):
             loader(folder, **kw)
 
 
+def test_autoaugment_policies_and_the_deit_preset(folder):
+    """aa= takes timm's strings: 'trivialaugment' changes the uint8 images and repeats under
+    the same seed; RandAugment with p=0 (no op fires) equals the plain run; preset='deit'
+    yields soft targets (mixup/cutmix); bad strings are ValueErrors naming aa."""
+    plain = collect(loader(folder, batch_size=4, seed=3, size=24, dtype="uint8"))
+    ta = collect(loader(folder, batch_size=4, seed=3, size=24, dtype="uint8", aa="trivialaugment"))
+    again = collect(loader(folder, batch_size=4, seed=3, size=24, dtype="uint8", aa="trivialaugment"))
+    assert any((a != b).any() for (a, _), (b, _) in zip(plain, ta))
+    for (a, _), (b, _) in zip(ta, again):
+        np.testing.assert_array_equal(a, b)
+    unfired = collect(loader(folder, batch_size=4, seed=3, size=24, dtype="uint8", aa="rand-m9-n2-p0"))
+    for (a, _), (b, _) in zip(plain, unfired):
+        np.testing.assert_array_equal(a, b)
+    deit = collect(loader(folder, batch_size=4, seed=3, size=24, preset="deit"))
+    assert all(y.dtype == np.float32 and y.ndim == 2 for _, y in deit), "DeiT mixes: soft targets"
+    for bad in ["rand-m9-n9", "v0", "autoaug"]:
+        with pytest.raises(ValueError, match="aa"):
+            loader(folder, aa=bad)
+
+
 def test_uint8_is_the_unnormalized_image(folder):
     """dtype='uint8' yields uint8 [N, 3, H, W] equal to the float32 output with mean 0 / std 1
     times 255, rounded (timm's fast path normalizes on the GPU); steps that write normalized
