@@ -370,3 +370,47 @@ fn preset_deit_is_deits_recipe_and_each_part_can_be_changed() {
     assert_eq!(p1.aa.count, 2);
     assert!(p1.aa.count as usize <= AUTO_MAX);
 }
+
+#[test]
+fn the_command_line_takes_aa_and_preset_deit_and_dump_names_every_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let mut cfg = stoke::gen::GenConfig::new(8);
+    cfg.classes = 2;
+    stoke::gen::generate(&ds, &cfg, &|_| {}).unwrap();
+    let out = dir.path().join("out");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+            .arg("dump")
+            .arg(&ds)
+            .arg("--out")
+            .arg(&out)
+            .args(["--batch-size", "4", "--batches", "2", "--size", "24", "--backend", "cpu"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["--preset", "deit"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(out.join("samples.jsonl")).unwrap();
+    let mut ops = 0;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let p = &v["params"];
+        assert_eq!(p["filter"], 1, "DeiT resizes bicubic");
+        let drawn = p["aa"]["ops"].as_array().expect("aa.ops");
+        assert_eq!(drawn.len(), 2, "rand-m9-…: two ops per image");
+        for op in drawn {
+            let name = op["op"].as_str().unwrap();
+            assert!(RAND_INCREASING_OPS.iter().any(|o| format!("{o:?}").starts_with(name)), "{name}");
+            assert!(op["applied"].is_boolean());
+            ops += 1;
+        }
+    }
+    assert_eq!(ops, 16);
+    assert!(out.join("batch_00000.targets.npy").exists(), "DeiT mixes: soft targets beside the images");
+    let o = run(&["--aa", "rand-m9-n7"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--aa") && err.contains("n must be 1..=4"), "{err}");
+}

@@ -10,6 +10,8 @@
 //!
 //! Geometry in this order: EXIF orientation → crop → resize → window → flip → rotate (or
 //! torchvision's RandomAffine: its inverse matrix in the same resampling stage), then the
+//! AutoAugment-family ops ([`auto`]: the window rounded to uint8, each drawn op on the uint8
+//! image the previous one left, with Pillow's arithmetic, `kernels/auto_math.cuh`), then the
 //! per-sample color steps (ColorJitter in its drawn order, then RandomGrayscale), normalize
 //! `(x/255 − mean)/std`, RandomErasing on the normalized values, and the cast (round to
 //! nearest even for f16/bf16). Batch-level Mixup/CutMix ([`mixup`]) runs on the finished
@@ -27,9 +29,17 @@
 //! | RandomAffine | `affine` on the uint8/float window: inverse matrix from `_get_inverse_affine_matrix` (centre 0), `grid_sample` | the same matrix (f64, rounded to f32 as torchvision's theta), applied in f32 on the float window | ≤ 4.2e-6 (0..1) from an f64 evaluation (tests/cpu_recipe.rs); nearest may pick the other neighbour at exact half-way points |
 //! | ColorJitter | v2 `adjust_brightness/contrast/saturation/hue` on the image's dtype (uint8: truncated after each step; PIL: Pillow's `ImageEnhance` and HSV in 8 bits) | torchvision's float formulas on the 0..255 f32 value, no rounding between steps | ≤ 1.1e-6 (0..1 scale) from a f64 evaluation of torchvision's float formulas (tests/cpu_recipe.rs); on uint8 torchvision loses up to 1 level per step |
 //! | contrast mean | `mean(rgb_to_grayscale(img))` in f32 | the same mean, summed as 16.16 fixed-point integers (exact, order-free, so both backends agree bit for bit) | < 2⁻¹⁶ of a level |
+//! | RandAugment / AutoAugment / TrivialAugmentWide ops | timm's PIL ops (Pillow `ImageOps`, `ImageEnhance`, `Image.transform`) on the uint8 image | the same Pillow arithmetic (blend in f32 truncated, SMOOTH in f32, affine bilinear/bicubic in f64 with Pillow's edge rules, luma in 16.16, `round(·, 15)` of cos/sin with an exact product) on the uint8 image | 0: 213 golden cases from timm's functions equal bit for bit (tests/cpu_auto.rs); the input differs as the resize does (uint8 rounding of stoke's f32 window) |
+//! | posterize to 0 bits | Pillow ≥ 12 raises (timm's `inc1` reaches it at magnitude 10) | black (Pillow < 12, TensorFlow) | — |
+//! | TrivialAugmentWide geometric ops | torchvision: nearest, black fill | the training interpolation, timm's mean fill | a documented choice |
 //! | RandomErasing `pixel`/`rand` | `torch.normal_` values | Box–Muller normals keyed by the sample and the element (pixel) or drawn per box (rand) | same distribution (tested), different values |
 //!
-//! Where the per-image statistic is taken: ColorJitter's contrast step blends with the mean
+//! Where the per-image statistics are taken: each AutoAugment-family op that needs one
+//! (AutoContrast: per-channel min/max; Equalize: per-channel histogram; Contrast: the mean of
+//! Pillow's luma) counts an integer histogram of the uint8 image as it is when the op runs
+//! (after the ops before it); the CPU backend counts it in a loop, the CUDA backend with
+//! `stoke_auto_hist`'s integer atomics, then one thread per channel builds the op's table
+//! (`stoke_auto_tables`). ColorJitter's contrast step blends with the mean
 //! grayscale of the whole output image *as it is when contrast runs* (after the geometry and
 //! the steps drawn before it), as torchvision. The CPU backend holds the image and sums it
 //! first; the CUDA backend runs `stoke_recipe_stats` (the same per-pixel math up to contrast,
