@@ -173,6 +173,32 @@ fn cpu_augment(c: &mut Criterion) {
             })
         });
     }
+    // Per-sample training recipes against the plain train preset above (f16): the same
+    // decoded images, parameters drawn by each recipe's spec.
+    let spec = OutputSpec { dtype: DType::F16, ..OutputSpec::default() };
+    let deit = stoke::config::PipelineOptions { preset: stoke::config::Preset::Deit, ..Default::default() };
+    let ra = stoke::config::PipelineOptions { aa: Some("rand-m9-mstd0.5-inc1".into()), ..Default::default() };
+    let ta = stoke::config::PipelineOptions { aa: Some("trivialaugment".into()), ..Default::default() };
+    for (name, o) in [("cpu_augment_f16_deit", deit), ("cpu_augment_f16_randaugment", ra), ("cpu_augment_f16_trivialaugment", ta)] {
+        let aspec = o.to_config("/unused", stoke::config::OptionNames::Cli).expect("recipe").augment;
+        let params: Vec<AugParams> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, (_, img, _))| draw(&aspec, 0, 0, i as u64, img.width as i32, img.height as i32, 1))
+            .collect();
+        let mut out = vec![0u8; 3 * 224 * 224 * 2];
+        g.throughput(Throughput::Bytes((out.len() * samples.len()) as u64));
+        g.bench_function(name, |b| {
+            let mut scratch = Scratch::default();
+            b.iter(|| {
+                for ((_, img, _), p) in samples.iter().zip(&params) {
+                    let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
+                    host::augment(src, p, &spec, &mut out, 0, &mut scratch).expect("augment");
+                }
+                black_box(out[0])
+            })
+        });
+    }
     g.finish();
 }
 

@@ -286,11 +286,12 @@ STOKE_HD double stoke_pil_cubic(double v1, double v2, double v3, double v4, doub
 // One output pixel of a geometric op: Pillow's generic affine transform with its bilinear
 // (flags without STOKE_AUTO_BICUBIC) or bicubic filter; the fill colour where the position
 // falls outside [0, W) × [0, H).
-STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const uint8_t fill[4], const uint8_t* img, int32_t W, int32_t H,
-                                   int32_t x, int32_t y, uint8_t out[3]) {
-    double a[6];
-    int32_t quarter;
-    if (!stoke_auto_matrix(o, W, H, a, &quarter)) {
+// `a`, `affine` and `quarter` are stoke_auto_matrix's results for this op and image size
+// (computed once per image by the callers, not per pixel).
+STOKE_HD void stoke_auto_geometric_at(const StokeAutoOp* o, const double a[6], int affine, int32_t quarter,
+                                      const uint8_t fill[4], const uint8_t* img, int32_t W, int32_t H, int32_t x,
+                                      int32_t y, uint8_t out[3]) {
+    if (!affine) {
         int32_t px, py;
         stoke_rot90_src(quarter, x, y, W, H, &px, &py);
         const uint8_t* s = img + ((size_t)py * (size_t)W + (size_t)px) * 3u;
@@ -330,26 +331,39 @@ STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const uint8_t fill[4], 
         }
         return;
     }
-    const int32_t bx = ix - 1, by = iy - 1;
+    // Rows of the 4×4 taps: Pillow reads row YCLIP(y) for the first, and repeats the previous
+    // row's value for later rows outside the image (the same pointer gives the same value).
+    const uint8_t* rp[4];
+    const size_t stride = (size_t)W * 3u;
+    rp[0] = img + (size_t)stoke_clip_index(iy - 1, H) * stride;
+    for (int k = 1; k < 4; k++) {
+        const int32_t yy = iy - 1 + k;
+        rp[k] = (yy >= 0 && yy < H) ? img + (size_t)yy * stride : rp[k - 1];
+    }
     int32_t xs[4];
-    for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(bx + k, W);
+    for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(ix - 1 + k, W) * 3;
     for (int c = 0; c < 3; c++) {
         double rows[4];
         for (int k = 0; k < 4; k++) {
-            const int32_t yy = by + k;
-            // Pillow reads row YCLIP(y) for the first tap row; later rows outside the image
-            // repeat the previous row's value.
-            if (k > 0 && !(yy >= 0 && yy < H)) {
-                rows[k] = rows[k - 1];
-                continue;
-            }
-            const uint8_t* r = img + (size_t)(k == 0 ? stoke_clip_index(yy, H) : yy) * (size_t)W * 3u;
-            rows[k] = stoke_pil_cubic((double)r[xs[0] * 3 + c], (double)r[xs[1] * 3 + c], (double)r[xs[2] * 3 + c],
-                                      (double)r[xs[3] * 3 + c], dx);
+            const uint8_t* r = rp[k] + c;
+            rows[k] = stoke_pil_cubic((double)r[xs[0]], (double)r[xs[1]], (double)r[xs[2]], (double)r[xs[3]], dx);
         }
         const double v = stoke_pil_cubic(rows[0], rows[1], rows[2], rows[3], dy);
         out[c] = v <= 0.0 ? 0 : (v >= 255.0 ? 255 : (uint8_t)(int32_t)v);
     }
+}
+
+STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const uint8_t fill[4], const uint8_t* img, int32_t W, int32_t H,
+                                   int32_t x, int32_t y, uint8_t out[3]) {
+    double a[6];
+    int32_t quarter;
+    const int affine = stoke_auto_matrix(o, W, H, a, &quarter);
+    stoke_auto_geometric_at(o, a, affine, quarter, fill, img, W, H, x, y, out);
+}
+
+STOKE_HD int stoke_auto_is_geometric(uint32_t op) {
+    return op == STOKE_AUTO_ROTATE || op == STOKE_AUTO_SHEAR_X || op == STOKE_AUTO_SHEAR_Y ||
+           op == STOKE_AUTO_TRANSLATE_X || op == STOKE_AUTO_TRANSLATE_Y;
 }
 
 // Pillow's SMOOTH filter (3×3, 1 1 1 / 1 5 1 / 1 1 1, ÷ 13, + 0.5, truncated, in f32 in
@@ -385,8 +399,7 @@ STOKE_HD void stoke_auto_pixel(const StokeAutoOp* o, const uint8_t fill[4], cons
         for (int c = 0; c < 3; c++) out[c] = stoke_pil_blend(l, px[c], o->arg);
     } else if (op == STOKE_AUTO_SHARPNESS) {  // ImageEnhance.Sharpness: blend with SMOOTH
         for (int c = 0; c < 3; c++) out[c] = stoke_pil_blend(stoke_pil_smooth(img, W, H, x, y, c), px[c], o->arg);
-    } else if (op == STOKE_AUTO_ROTATE || op == STOKE_AUTO_SHEAR_X || op == STOKE_AUTO_SHEAR_Y ||
-               op == STOKE_AUTO_TRANSLATE_X || op == STOKE_AUTO_TRANSLATE_Y) {
+    } else if (stoke_auto_is_geometric(op)) {
         stoke_auto_geometric(o, fill, img, W, H, x, y, out);
     } else {
         out[0] = px[0];

@@ -247,7 +247,8 @@ fn autoaugment_original_draws_follow_the_policy() {
     // without mstd the magnitudes are the table's: PosterizeOriginal levels 8, 7, 6, 5 → 7, 6, 6, 6 bits
     assert!(posterize_bits.iter().all(|b| [6.0, 7.0].contains(b)), "posterize bits {:?}", &posterize_bits[..5]);
     // Rotate 0.6 at level 9 in sub-policy 0: rotate fires 60 % of the time there
-    let sub0: Vec<&AutoParams> = ds.iter().filter(|a| a.ops[0].op == AutoOpCode::Posterize.code() && a.ops[1].op == AutoOpCode::Rotate.code()).collect();
+    let sub0: Vec<&AutoParams> =
+        ds.iter().filter(|a| a.ops[0].op == AutoOpCode::Posterize.code() && a.ops[1].op == AutoOpCode::Rotate.code()).collect();
     let rate = sub0.iter().filter(|a| a.ops[1].flags & AUTO_APPLIED != 0).count() as f64 / sub0.len() as f64;
     assert!((rate - 0.6).abs() < 0.05, "rotate firing {rate}");
     assert!(sub0.iter().all(|a| a.ops[1].arg.abs() == 27.0), "level 9 → 27 degrees");

@@ -298,7 +298,14 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
 void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t px = (size_t)W * H, len = px * 3;
-    for (size_t e = 0; e < len; e++) a[e] = stoke_to_u8(post[e]);
+    // stoke_to_u8 of each value, in a form the compiler vectorizes: `post` already holds
+    // 0..255 (the geometry clamps, rotation blends are convex), so the clamp is a no-op and
+    // rounding half to even is adding and removing 2^23 (exact IEEE round-to-nearest-even for
+    // 0 ≤ v < 2^22); tests/gpu_kernel_host.rs checks it against the kernels' stoke_to_u8.
+    for (size_t e = 0; e < len; e++) {
+        const float r = (post[e] + 8388608.0f) - 8388608.0f;
+        a[e] = (uint8_t)(int32_t)r;
+    }
     uint8_t* cur = a;
     uint8_t* nxt = b;
     for (int k = 0; k < STOKE_AUTO_MAX; k++) {
@@ -319,6 +326,13 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
                 nxt[3 * q + 1] = lut[256 + cur[3 * q + 1]];
                 nxt[3 * q + 2] = lut[512 + cur[3 * q + 2]];
             }
+        } else if (stoke_auto_is_geometric(o->op)) {  // the matrix once per image, not per pixel
+            double m[6];
+            int32_t quarter;
+            const int affine = stoke_auto_matrix(o, W, H, m, &quarter);
+            for (int32_t y = 0; y < H; y++)
+                for (int32_t x = 0; x < W; x++)
+                    stoke_auto_geometric_at(o, m, affine, quarter, p->aa.fill, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
         } else {
             for (int32_t y = 0; y < H; y++)
                 for (int32_t x = 0; x < W; x++)

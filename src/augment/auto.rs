@@ -156,7 +156,23 @@ pub enum TimmOp {
 /// timm's `_RAND_TRANSFORMS`.
 pub const RAND_OPS: [TimmOp; 15] = {
     use TimmOp::*;
-    [AutoContrast, Equalize, Invert, Rotate, Posterize, Solarize, SolarizeAdd, Color, Contrast, Brightness, Sharpness, ShearX, ShearY, TranslateXRel, TranslateYRel]
+    [
+        AutoContrast,
+        Equalize,
+        Invert,
+        Rotate,
+        Posterize,
+        Solarize,
+        SolarizeAdd,
+        Color,
+        Contrast,
+        Brightness,
+        Sharpness,
+        ShearX,
+        ShearY,
+        TranslateXRel,
+        TranslateYRel,
+    ]
 };
 
 /// timm's `_RAND_INCREASING_TRANSFORMS` (`inc1`).
@@ -326,7 +342,9 @@ impl AutoAugmentSpec {
                 }
                 spec.policy = AutoPolicy::Original { increasing: head == "originalr" };
             }
-            "v0" | "v0r" | "3a" => return Err(bad(format!("timm's {head:?} policy is not supported (use original, originalr, rand-… or trivialaugment)"))),
+            "v0" | "v0r" | "3a" => {
+                return Err(bad(format!("timm's {head:?} policy is not supported (use original, originalr, rand-… or trivialaugment)")))
+            }
             "augmix" => return Err(bad("AugMix is not supported (it mixes several augmented copies of an image)".into())),
             _ => return Err(bad("expected rand-…, original[-mstdX], originalr[-mstdX] or trivialaugment".into())),
         }

@@ -425,8 +425,8 @@ impl Augmenter {
             let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "AutoAugment images"))?;
             let hist = unsafe { stream.alloc::<u32>(samples * 1024) }
                 .map_err(|e| alloc_err("cuMemAlloc", e, samples * 4096, "AutoAugment histograms"))?;
-            let luts =
-                unsafe { stream.alloc::<u8>(samples * 768) }.map_err(|e| alloc_err("cuMemAlloc", e, samples * 768, "AutoAugment tables"))?;
+            let luts = unsafe { stream.alloc::<u8>(samples * 768) }
+                .map_err(|e| alloc_err("cuMemAlloc", e, samples * 768, "AutoAugment tables"))?;
             let _ = self.auto.set(AutoScratch { img, hist, luts, samples, out });
         }
         let a = self.auto.get().expect("set above");
