@@ -97,6 +97,11 @@ impl ShardOrder {
         Ok(Self { counts, total, per_rank, cfg })
     }
 
+    /// The settings it orders by.
+    pub fn config(&self) -> &ShardOrderConfig {
+        &self.cfg
+    }
+
     /// Samples in the data set (`N`).
     pub fn total(&self) -> u64 {
         self.total
