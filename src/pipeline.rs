@@ -168,7 +168,7 @@ impl Pipeline {
             group: spec.group,
         };
         let reader = StreamReader::new(source.clone(), order, &ReaderConfig::from_pipeline(&config), spec.read_ahead_bytes)?;
-        Self::start(config, backend, Reading::Stream(reader), None, Some(source))
+        Self::start(config, backend, Reading::Stream(Box::new(reader)), None, Some(source))
     }
 
     fn start(
@@ -372,7 +372,7 @@ impl Drop for Pipeline {
 /// The per-sample readers or the stream reader.
 enum Reading {
     Index(Reader),
-    Stream(StreamReader),
+    Stream(Box<StreamReader>),
 }
 
 impl Reading {

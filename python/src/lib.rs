@@ -265,6 +265,9 @@ const OPTIONS: &[&str] = &[
     "affine_scale",
     "affine_shear",
     "config",
+    "stream",
+    "stream_group",
+    "read_ahead_bytes",
 ];
 
 /// Options as the CLI has them, under the same names (Python spelling).
@@ -407,6 +410,9 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.affine_translate = opt!("affine_translate", (f64, f64));
     o.affine_scale = opt!("affine_scale", (f64, f64));
     o.config = opt!("config", PathBuf);
+    o.stream = opt!("stream", bool).unwrap_or(false);
+    o.stream_group = opt!("stream_group", usize);
+    o.read_ahead_bytes = opt!("read_ahead_bytes", u64);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made
     // (a config file's ring_depth gives way to this: the held-batch bound depends on it).
