@@ -91,6 +91,15 @@ impl StreamSource {
     /// The facts of the shards `path` names (local or in a store; see [`ShardSet::open`]).
     pub fn open(path: &Path, threads: usize) -> Result<Self> {
         let set = ShardSet::open(path, threads)?;
+        // Labels on all samples or none, as the per-sample index requires.
+        let labelled = set.facts.iter().position(|f| f.labels[1] >= 0);
+        let unlabelled = set.facts.iter().position(|f| f.samples > 0 && f.labels[0] < 0);
+        if let (Some(a), Some(b)) = (labelled, unlabelled) {
+            return Err(Error::dataset(
+                &set.paths[b],
+                format!("holds samples without a .cls label while {} has labelled ones", set.facts[a].name),
+            ));
+        }
         let mut first = Vec::with_capacity(set.facts.len());
         let mut at = 0u64;
         for f in &set.facts {
@@ -153,6 +162,9 @@ impl StreamSource {
             ));
         }
         let (entries, _) = tar::scan_members(Path::new(path), b, b.len() as u64, false)?;
+        if let Some(e) = entries.iter().find(|e| e.label < 0 && facts.labels[1] >= 0) {
+            return Err(Error::dataset(path, format!("sample {} has no .cls label, but the shard's facts say it is labelled", e.key)));
+        }
         if entries.len() as u64 != facts.samples {
             return Err(Error::dataset(path, format!("holds {} samples, but its facts say {}", entries.len(), facts.samples)));
         }
