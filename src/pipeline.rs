@@ -102,7 +102,6 @@ pub struct Pipeline {
     dataset: Option<Arc<Dataset>>,
     stream: Option<Arc<StreamSource>>,
     steps: u64,
-    samples: u64,
     threads: usize,
     cuda: Option<Arc<cudarc::driver::CudaContext>>,
     shared: Arc<Shared>,
@@ -181,7 +180,6 @@ impl Pipeline {
         let threads = backend.threads();
         let cuda = backend.cuda_context();
         let steps = reader.steps();
-        let samples = reader.samples();
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
         let (cmd_tx, cmd_rx) = unbounded();
         let (out_tx, out_rx) = bounded(config.prefetch_batches);
@@ -204,7 +202,6 @@ impl Pipeline {
             dataset,
             stream,
             steps,
-            samples,
             threads,
             cuda,
             shared,
@@ -238,10 +235,6 @@ impl Pipeline {
         self.stream.as_ref()
     }
 
-    /// Samples this rank delivers per epoch.
-    pub fn samples_per_epoch(&self) -> u64 {
-        self.samples
-    }
 
     /// The configuration it runs.
     pub fn config(&self) -> &PipelineConfig {
@@ -380,13 +373,6 @@ impl Reading {
         match self {
             Reading::Index(r) => r.steps(),
             Reading::Stream(r) => r.steps(),
-        }
-    }
-
-    fn samples(&self) -> u64 {
-        match self {
-            Reading::Index(r) => r.sampler().len(),
-            Reading::Stream(r) => r.order().len(),
         }
     }
 
