@@ -18,6 +18,10 @@
 //!
 //! With `cache_bytes > 0`, compressed bytes are kept in RAM up to that budget as they are read
 //! (so the first epoch fills the cache and later epochs read from it).
+//!
+//! [`stream::StreamReader`] is the other reader, for stream mode
+//! ([`crate::config::StreamSpec`]): no per-sample index, whole shards read ahead, the same
+//! [`ReadBatch`] out.
 
 use crate::augment::params::{draw, AugParams};
 use crate::config::PipelineConfig;
