@@ -235,7 +235,6 @@ impl Pipeline {
         self.stream.as_ref()
     }
 
-
     /// The configuration it runs.
     pub fn config(&self) -> &PipelineConfig {
         &self.config

@@ -41,6 +41,7 @@ use crate::error::{Error, Result};
 use crate::sampler::shards::{ShardOrder, ShardOrderConfig};
 use crate::source::shards::ShardSet;
 use crate::source::tar;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -288,21 +289,126 @@ struct EpochPlan {
     feed: Feed,
 }
 
+/// The thread that cuts an epoch's batches out of the shards, `prefetch_batches` ahead of
+/// the consumer (so the pipeline's producer only runs the backend, as with [`super::Reader`]).
+struct Assembler {
+    source: Arc<StreamSource>,
+    order: Arc<ShardOrder>,
+    cfg: ReaderConfig,
+    plan: EpochPlan,
+    step: u64,
+    steps: u64,
+}
+
+impl Assembler {
+    fn run(mut self, out: Sender<Result<ReadBatch>>, free: Receiver<ReadBatch>) {
+        let state = self.plan.feed.state.clone();
+        while self.step < self.steps && !lock(&state.0).cancelled {
+            let b = free.try_recv().unwrap_or_default();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batch(b)));
+            let r = r.unwrap_or_else(|_| {
+                Err(Error::dataset(
+                    &self.source.set.root,
+                    format!("the stream reader panicked on epoch {} step {}", self.plan.epoch, self.step),
+                ))
+            });
+            let failed = r.is_err();
+            if out.send(r).is_err() || failed {
+                return; // the consumer is gone, or the epoch ends at a failed batch
+            }
+            self.step += 1;
+        }
+    }
+
+    /// Batch `self.step` into `b`'s buffers.
+    fn batch(&mut self, mut b: ReadBatch) -> Result<ReadBatch> {
+        let plan = &mut self.plan;
+        (b.epoch, b.step) = (plan.epoch, self.step);
+        b.data.clear();
+        b.samples.clear();
+        b.names.clear();
+        let e = self.order.epoch(plan.epoch);
+        let len = self.order.len();
+        let first = self.step * self.cfg.batch_size as u64;
+        let rank_start = self.order.config().rank as u64 * len;
+        for i in first..(first + self.cfg.batch_size as u64).min(len) {
+            let at = e.at(i);
+            let j = plan.need_of[at.shard];
+            let position = rank_start + i;
+            let index = self.source.index_of(at.shard, at.index);
+            let path = &self.source.set.paths[at.shard];
+            match take(plan, j) {
+                Ok(l) => {
+                    let m = &l.members[at.index as usize];
+                    let bytes = &l.bytes.as_slice()[m.offset..m.offset + m.len];
+                    let (w, h, o) = match crate::codec::parse_info(bytes) {
+                        Ok(info) => (info.width as i32, info.height as i32, info.orientation as u32),
+                        Err(_) => (1, 1, 1),
+                    };
+                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, w, h, o);
+                    let start = b.data.len();
+                    b.data.extend_from_slice(bytes);
+                    b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
+                    b.names.push((m.key.clone(), format!("{path} at byte {}", m.offset)));
+                }
+                Err(why) => {
+                    let err = Error::dataset(path, why);
+                    if self.cfg.on_error == OnError::Fail {
+                        return Err(err);
+                    }
+                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
+                    let at_end = b.data.len();
+                    b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: -1, error: Some(err) });
+                    b.names.push((format!("{}#{}", self.source.set.facts[at.shard].name, at.index), path.clone()));
+                }
+            }
+            plan.remaining[j] -= 1;
+            if plan.remaining[j] == 0 {
+                plan.open[j] = None;
+                let (m, cv) = &*plan.feed.state;
+                lock(m).held -= self.source.set.facts[at.shard].bytes;
+                cv.notify_all();
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// One epoch in flight: the assembler thread and its channels.
+struct EpochRun {
+    batches: Option<Receiver<Result<ReadBatch>>>,
+    free: Sender<ReadBatch>,
+    state: Arc<(Mutex<FeedState>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for EpochRun {
+    fn drop(&mut self) {
+        // Wake the assembler wherever it waits (a shard: cancelled; a full channel: closed),
+        // then wait for it; it drops the plan, whose feed joins the fetch threads.
+        lock(&self.state.0).cancelled = true;
+        self.state.1.notify_all();
+        self.batches = None;
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// Batches of compressed bytes read by whole shards; see the module docs.
 pub struct StreamReader {
     source: Arc<StreamSource>,
-    order: ShardOrder,
+    order: Arc<ShardOrder>,
     cfg: ReaderConfig,
     budget: u64,
     peak: Arc<Mutex<u64>>,
-    plan: Option<EpochPlan>,
-    step: u64,
-    free: Vec<ReadBatch>,
+    run: Option<EpochRun>,
 }
 
 impl StreamReader {
     /// A reader over `source` ordered by `order`, with `config`'s batch size, threads (fetch
-    /// threads), draws and policy, holding at most `read_ahead_bytes` of shards (module docs).
+    /// threads), prefetch (batches cut ahead), draws and policy, holding at most
+    /// `read_ahead_bytes` of shards (module docs).
     pub fn new(source: Arc<StreamSource>, order: ShardOrderConfig, config: &ReaderConfig, read_ahead_bytes: u64) -> Result<Self> {
         if config.batch_size == 0 || config.threads == 0 || read_ahead_bytes == 0 {
             return Err(Error::config(format!(
@@ -311,16 +417,7 @@ impl StreamReader {
             )));
         }
         let order = ShardOrder::new(source.set.counts(), order).map_err(|e| Error::dataset(&source.set.root, e.to_string()))?;
-        Ok(Self {
-            source,
-            order,
-            cfg: config.clone(),
-            budget: read_ahead_bytes,
-            peak: Arc::new(Mutex::new(0)),
-            plan: None,
-            step: 0,
-            free: Vec::new(),
-        })
+        Ok(Self { source, order: Arc::new(order), cfg: config.clone(), budget: read_ahead_bytes, peak: Arc::new(Mutex::new(0)), run: None })
     }
 
     /// The epoch order.
@@ -343,15 +440,17 @@ impl StreamReader {
         *self.peak.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Begin `epoch` at batch `start_step`: the rank's positions from there are walked once to
-    /// list the shards in first-need order and count their samples (no sample is read).
+    /// Begin `epoch` at batch `start_step`, abandoning the epoch in flight: the rank's
+    /// positions from there are walked once to list the shards in first-need order and count
+    /// their samples (no sample is read), then the fetch threads and the assembler start.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
-        self.plan = None; // stops the previous epoch's fetch threads, drops its shards
-        self.step = start_step.min(self.steps());
+        self.run = None;
+        let steps = self.steps();
+        let step = start_step.min(steps);
         let e = self.order.epoch(epoch);
         let n = self.source.set.facts.len();
         let (mut need, mut need_of, mut remaining) = (Vec::new(), vec![usize::MAX; n], Vec::new());
-        for i in (self.step * self.cfg.batch_size as u64).min(self.order.len())..self.order.len() {
+        for i in (step * self.cfg.batch_size as u64).min(self.order.len())..self.order.len() {
             let s = e.at(i).shard;
             if need_of[s] == usize::MAX {
                 need_of[s] = need.len();
@@ -362,91 +461,43 @@ impl StreamReader {
         }
         let open = (0..need.len()).map(|_| None).collect();
         let feed = Feed::start(self.source.clone(), Arc::new(need), self.budget, self.cfg.threads, self.peak.clone())?;
-        self.plan = Some(EpochPlan { epoch, need_of, remaining, open, feed });
+        let state = feed.state.clone();
+        let plan = EpochPlan { epoch, need_of, remaining, open, feed };
+        let a = Assembler { source: self.source.clone(), order: self.order.clone(), cfg: self.cfg.clone(), plan, step, steps };
+        let (tx, rx) = bounded(self.cfg.prefetch_batches.max(1));
+        let (free_tx, free_rx) = unbounded();
+        let thread = std::thread::Builder::new()
+            .name("stoke-stream-batches".into())
+            .spawn(move || a.run(tx, free_rx))
+            .map_err(|e| Error::config(format!("cannot start the stream reader's batch thread: {e}")))?;
+        self.run = Some(EpochRun { batches: Some(rx), free: free_tx, state, thread: Some(thread) });
         Ok(())
     }
 
-    /// The next batch of the epoch; `None` at its end (or before [`Self::start_epoch`]).
+    /// The next batch of the epoch; `None` at its end, after a failed batch, or before
+    /// [`Self::start_epoch`].
     pub fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
-        let steps = self.steps();
-        let plan = self.plan.as_mut()?;
-        if self.step >= steps {
-            return None;
-        }
-        let mut b = self.free.pop().unwrap_or_default();
-        (b.epoch, b.step) = (plan.epoch, self.step);
-        b.data.clear();
-        b.samples.clear();
-        b.names.clear();
-        let e = self.order.epoch(plan.epoch);
-        let len = self.order.len();
-        let first = self.step * self.cfg.batch_size as u64;
-        let rank_start = self.order.config().rank as u64 * len;
-        let mut failed = None;
-        for i in first..(first + self.cfg.batch_size as u64).min(len) {
-            let at = e.at(i);
-            let j = plan.need_of[at.shard];
-            let position = rank_start + i;
-            let index = self.source.index_of(at.shard, at.index);
-            let path = &self.source.set.paths[at.shard];
-            let loaded = take(plan, j);
-            match loaded {
-                Ok(l) => {
-                    let m = &l.members[at.index as usize];
-                    let bytes = &l.bytes.as_slice()[m.offset..m.offset + m.len];
-                    let (w, h, o) = match crate::codec::parse_info(bytes) {
-                        Ok(info) => (info.width as i32, info.height as i32, info.orientation as u32),
-                        Err(_) => (1, 1, 1),
-                    };
-                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, w, h, o);
-                    let start = b.data.len();
-                    b.data.extend_from_slice(bytes);
-                    b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
-                    b.names.push((m.key.clone(), format!("{path} at byte {}", m.offset)));
-                }
-                Err(why) => {
-                    let err = Error::dataset(path, why);
-                    if self.cfg.on_error == OnError::Fail {
-                        failed = Some(err);
-                        break;
-                    }
-                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
-                    let at_end = b.data.len();
-                    b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: -1, error: Some(err) });
-                    b.names.push((format!("{}#{}", self.source.set.facts[at.shard].name, at.index), path.clone()));
-                }
-            }
-            plan.remaining[j] -= 1;
-            if plan.remaining[j] == 0 {
-                plan.open[j] = None;
-                let (m, cv) = &*plan.feed.state;
-                lock(m).held -= self.source.set.facts[at.shard].bytes;
-                cv.notify_all();
-            }
-        }
-        if let Some(e) = failed {
-            self.plan = None; // the epoch ends at a failed batch
-            return Some(Err(e));
-        }
-        self.step += 1;
-        Some(Ok(b))
+        self.run.as_ref()?.batches.as_ref()?.recv().ok()
     }
 
     /// Give a batch's buffers back for reuse.
     pub fn recycle(&mut self, batch: ReadBatch) {
-        if self.free.len() < 4 {
-            self.free.push(batch);
+        if let Some(run) = &self.run {
+            let _ = run.free.send(batch);
         }
     }
 }
 
 /// Shard `j` (first-need index) of the plan, waiting for the fetch threads if it is not read
-/// yet; kept in the plan until its last sample is delivered.
+/// yet; kept in the plan until its last sample is delivered. An abandoned epoch gives an error.
 fn take(plan: &mut EpochPlan, j: usize) -> std::result::Result<Arc<Loaded>, String> {
     if plan.open[j].is_none() {
         let (m, cv) = &*plan.feed.state;
         let mut st = lock(m);
         while st.ready[j].is_none() {
+            if st.cancelled {
+                return Err("the epoch was abandoned".into());
+            }
             st.waiting = Some(j);
             cv.notify_all();
             st = cv.wait(st).unwrap_or_else(|p| p.into_inner());
