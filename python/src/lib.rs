@@ -526,6 +526,8 @@ impl Loader {
         d.set_item("rank", self.config.rank)?;
         d.set_item("world_size", self.config.world_size)?;
         d.set_item("batch_size", self.config.batch_size)?;
+        // Stream mode orders by groups of shards: 0 is the per-sample order.
+        d.set_item("stream_group", self.config.stream.as_ref().map_or(0, |s| s.group))?;
         Ok(d.into())
     }
 
@@ -547,6 +549,17 @@ impl Loader {
                     "state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ"
                 )));
             }
+        }
+        // States saved before stream mode existed have no stream_group: the per-sample order.
+        let theirs = match state.get_item("stream_group")? {
+            Some(_) => get("stream_group")?,
+            None => 0,
+        };
+        let mine = self.config.stream.as_ref().map_or(0, |s| s.group as u64);
+        if theirs != mine {
+            return Err(PyValueError::new_err(format!(
+                "state_dict was saved with stream_group={theirs}, this loader has stream_group={mine} (0: not streaming): the order would differ"
+            )));
         }
         let (epoch, step) = (get("epoch")?, get("step")?);
         let steps = self.pipeline.steps_per_epoch();

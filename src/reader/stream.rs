@@ -10,7 +10,9 @@
 //! A shard is read whole: one `read` of a local file, one GET of an object in a store (its
 //! timeouts and retries are the store's, `source::remote`). `reader_threads` fetch threads
 //! take the shards in first-need order. Its bytes are parsed as a tar in memory (members,
-//! `.cls` labels) and checked against the facts (same byte size, same sample count).
+//! `.cls` labels) and checked against the facts (same byte size, same sample count). One more
+//! thread cuts the epoch's batches out of the shards in memory, `prefetch_batches` ahead of
+//! the consumer, into [`ReadBatch`]es as [`super::Reader`] makes them.
 //!
 //! # The byte budget (`read_ahead_bytes`)
 //! A shard counts against the budget from when its read starts until this rank has delivered
@@ -18,9 +20,10 @@
 //! read ahead only while it fits in the budget beside the shards held, or when nothing is
 //! held. A shard the next batch is waiting for is read even when it does not fit: a group's
 //! samples are mixed, so the shards of a group are all in use at once, and stalling on them
-//! would deadlock. So the memory held is at most `max(read_ahead_bytes, the shards in use at
-//! one point + the one being waited for)`; with a budget of at least a group's shards (the
-//! default 1 GiB is four 256 MB shards) it is the budget.
+//! would deadlock. So the bytes held are at most `max(read_ahead_bytes, the bytes of the shards
+//! in use at one point of the epoch)` (in use: first sample delivered, last one not yet); with
+//! a budget of at least a group's shards (the default 1 GiB is four 256 MB shards) that is the
+//! budget. Give it two groups' worth to read the next group while the current one is cut.
 //!
 //! # Samples
 //! Sample `index` in shard `s` of the epoch's order becomes a [`ReadSample`] with dataset index
@@ -266,7 +269,7 @@ fn fetch(state: &(Mutex<FeedState>, Condvar), source: &StreamSource, need: &[usi
             Ok(Err(Error::Dataset { message, .. })) => Err(message),
             Ok(Err(Error::Io { source, .. })) => Err(source.to_string()),
             Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("{}: the stream reader thread panicked reading it", source.set.paths[shard])),
+            Err(_) => Err("the stream reader thread panicked reading it".to_string()),
         };
         let mut st = lock(m);
         if st.cancelled {

@@ -501,5 +501,7 @@ def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, t
     for (xa, ya), (xb, yb) in zip(epoch0[2:], rest):
         assert np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes()
 
+    with pytest.raises(ValueError, match="stream_group=2.*stream_group=0"):
+        loader(shards, size=16, seed=3, batch_size=5).load_state_dict(state)
     with pytest.raises(ValueError, match="stream"):
         loader(shards, stream_group=2)
