@@ -443,25 +443,20 @@ impl StreamReader {
         *self.peak.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Begin `epoch` at batch `start_step`, abandoning the epoch in flight: the rank's
-    /// positions from there are walked once to list the shards in first-need order and count
-    /// their samples (no sample is read), then the fetch threads and the assembler start.
+    /// Begin `epoch` at batch `start_step`, abandoning the epoch in flight: the shards the rank
+    /// needs from there, in first-need order with their sample counts, are computed
+    /// ([`crate::sampler::shards::ShardEpoch::needs`]: no sample is read, no position replayed),
+    /// then the fetch threads and the batch thread start.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
         self.run = None;
         let steps = self.steps();
         let step = start_step.min(steps);
-        let e = self.order.epoch(epoch);
-        let n = self.source.set.facts.len();
-        let (mut need, mut need_of, mut remaining) = (Vec::new(), vec![usize::MAX; n], Vec::new());
-        for i in (step * self.cfg.batch_size as u64).min(self.order.len())..self.order.len() {
-            let s = e.at(i).shard;
-            if need_of[s] == usize::MAX {
-                need_of[s] = need.len();
-                need.push(s);
-                remaining.push(0u64);
-            }
-            remaining[need_of[s]] += 1;
+        let needs = self.order.epoch(epoch).needs(step * self.cfg.batch_size as u64);
+        let mut need_of = vec![usize::MAX; self.source.set.facts.len()];
+        for (j, &(s, _)) in needs.iter().enumerate() {
+            need_of[s] = j;
         }
+        let (need, remaining): (Vec<usize>, Vec<u64>) = needs.into_iter().unzip();
         let open = (0..need.len()).map(|_| None).collect();
         let feed = Feed::start(self.source.clone(), Arc::new(need), self.budget, self.cfg.threads, self.peak.clone())?;
         let state = feed.state.clone();
