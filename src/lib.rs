@@ -13,7 +13,7 @@
 //! | codec | [`codec`] | image format by magic bytes; JPEG header parser; PNG decode |
 //! | sampler | `sampler` | exact per-epoch permutation, rank shards, weights; draws augment params |
 //! | augment params + math | [`augment`] | the `#[repr(C)]` per-sample parameters and the one definition of the per-pixel math |
-//! | readers | `reader` | persistent threads reading compressed bytes into reusable buffers |
+//! | readers | `reader` | persistent threads reading compressed bytes into reusable buffers; `reader::stream`: whole tar shards read ahead within a byte budget (stream mode, per-shard index only) |
 //! | backends | [`backend`] | decode + augment: [`backend::cpu`] everywhere, [`backend::cuda`] on NVIDIA GPUs |
 //! | pipeline | [`pipeline`] | ties the stages together: an iterator of batches |
 //! | batch | [`batch`] | what the trainer receives |

@@ -27,7 +27,8 @@ use crate::backend::{AnyBackend, Backend, BatchInput, BatchTimes, SampleIn, Slot
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::config::PipelineConfig;
 use crate::error::{Error, Result, SlotError};
-use crate::reader::{ReadBatch, Reader};
+use crate::reader::stream::{StreamReader, StreamSource};
+use crate::reader::{ReadBatch, Reader, ReaderConfig};
 use crate::source::{Dataset, IndexOptions};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,6 +70,8 @@ pub struct Stats {
     pub device_bytes: u64,
     /// Pinned host memory the pipeline's backend holds, bytes (0 on the CPU backend).
     pub pinned_bytes: u64,
+    /// Stream mode: the most bytes of whole shards held at once (read ahead plus in use).
+    pub read_ahead_peak: u64,
 }
 
 // A batch is moved through the channel by value once per batch (224 bytes); boxing it would
@@ -96,7 +99,8 @@ struct Shared {
 /// The batch iterator; see the module docs.
 pub struct Pipeline {
     config: PipelineConfig,
-    dataset: Arc<Dataset>,
+    dataset: Option<Arc<Dataset>>,
+    stream: Option<Arc<StreamSource>>,
     steps: u64,
     threads: usize,
     cuda: Option<Arc<cudarc::driver::CudaContext>>,
@@ -111,29 +115,70 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Open the dataset (building or reusing its index), start the readers and the backend.
+    /// With `config.stream` set, the per-shard index and the stream reader instead
+    /// ([`crate::reader::stream`]).
     pub fn new(config: PipelineConfig) -> Result<Self> {
+        if config.stream.is_some() {
+            config.validate()?;
+            let source = Arc::new(StreamSource::open(&config.dataset, 0)?);
+            return Self::with_stream(config, source);
+        }
         let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions::default())?);
         Self::with_dataset(config, dataset)
     }
 
-    /// As [`Pipeline::new`] with a dataset that is already open.
-    pub fn with_dataset(mut config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
+    /// Soft targets over the data set's `classes` unless the config says otherwise.
+    fn set_mixup_classes(config: &mut PipelineConfig, classes: usize) -> Result<()> {
         if config.mixup.enabled() && config.mixup.num_classes == 0 {
-            // Soft targets over the dataset's classes unless the config says otherwise.
-            config.mixup.num_classes = dataset.classes().len().max(1);
+            config.mixup.num_classes = classes.max(1);
         }
-        if config.mixup.enabled() && config.mixup.num_classes < dataset.classes().len() {
+        if config.mixup.enabled() && config.mixup.num_classes < classes {
             return Err(Error::config(format!(
-                "mixup num_classes {} is fewer than the dataset's {} classes: labels would fall outside the soft targets",
+                "mixup num_classes {} is fewer than the dataset's {classes} classes: labels would fall outside the soft targets",
                 config.mixup.num_classes,
-                dataset.classes().len()
             )));
         }
-        config.validate()?;
+        config.validate()
+    }
+
+    /// As [`Pipeline::new`] with a dataset that is already open (per-sample index).
+    pub fn with_dataset(mut config: PipelineConfig, dataset: Arc<Dataset>) -> Result<Self> {
+        if config.stream.is_some() {
+            return Err(Error::config("stream mode reads the per-shard facts, not an opened dataset: use Pipeline::new or with_stream"));
+        }
+        Self::set_mixup_classes(&mut config, dataset.classes().len())?;
         let backend = AnyBackend::new(&config, &dataset)?;
+        let reader = Reader::new(dataset.clone(), &config)?;
+        Self::start(config, backend, Reading::Index(reader), Some(dataset), None)
+    }
+
+    /// As [`Pipeline::new`] in stream mode over shards that are already open.
+    pub fn with_stream(mut config: PipelineConfig, source: Arc<StreamSource>) -> Result<Self> {
+        let spec = config.stream.clone().unwrap_or_default();
+        config.stream = Some(spec.clone());
+        Self::set_mixup_classes(&mut config, source.classes())?;
+        let backend = AnyBackend::for_stream(&config)?;
+        let order = crate::sampler::shards::ShardOrderConfig {
+            seed: config.seed,
+            shuffle: config.shuffle,
+            rank: config.rank,
+            world_size: config.world_size,
+            drop_last: config.drop_last,
+            group: spec.group,
+        };
+        let reader = StreamReader::new(source.clone(), order, &ReaderConfig::from_pipeline(&config), spec.read_ahead_bytes)?;
+        Self::start(config, backend, Reading::Stream(Box::new(reader)), None, Some(source))
+    }
+
+    fn start(
+        config: PipelineConfig,
+        backend: AnyBackend,
+        reader: Reading,
+        dataset: Option<Arc<Dataset>>,
+        stream: Option<Arc<StreamSource>>,
+    ) -> Result<Self> {
         let threads = backend.threads();
         let cuda = backend.cuda_context();
-        let reader = Reader::new(dataset.clone(), &config)?;
         let steps = reader.steps();
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
         let (cmd_tx, cmd_rx) = unbounded();
@@ -155,6 +200,7 @@ impl Pipeline {
         Ok(Self {
             config,
             dataset,
+            stream,
             steps,
             threads,
             cuda,
@@ -168,9 +214,25 @@ impl Pipeline {
         })
     }
 
-    /// The dataset (keys, labels, locations of the samples in a batch's `indices`).
-    pub fn dataset(&self) -> &Arc<Dataset> {
-        &self.dataset
+    /// The dataset (keys, labels, locations of the samples in a batch's `indices`); `None` in
+    /// stream mode, where batches carry their keys ([`Batch::keys`]).
+    pub fn dataset(&self) -> Option<&Arc<Dataset>> {
+        self.dataset.as_ref()
+    }
+
+    /// The key of the sample whose pixels are in `batch`'s `slot`: from the batch in stream
+    /// mode, from the dataset otherwise.
+    pub fn key(&self, batch: &Batch, slot: usize) -> String {
+        match (&self.dataset, batch.keys.get(slot)) {
+            (Some(d), _) => d.sample(batch.indices[slot]).key.clone(),
+            (None, Some(k)) => k.clone(),
+            (None, None) => String::new(),
+        }
+    }
+
+    /// The shard set in stream mode (`None` otherwise).
+    pub fn stream_source(&self) -> Option<&Arc<StreamSource>> {
+        self.stream.as_ref()
     }
 
     /// The configuration it runs.
@@ -299,10 +361,56 @@ impl Drop for Pipeline {
     }
 }
 
+/// The per-sample readers or the stream reader.
+enum Reading {
+    Index(Reader),
+    Stream(Box<StreamReader>),
+}
+
+impl Reading {
+    fn steps(&self) -> u64 {
+        match self {
+            Reading::Index(r) => r.steps(),
+            Reading::Stream(r) => r.steps(),
+        }
+    }
+
+    fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
+        match self {
+            Reading::Index(r) => {
+                r.start_epoch(epoch, start_step);
+                Ok(())
+            }
+            Reading::Stream(r) => r.start_epoch(epoch, start_step),
+        }
+    }
+
+    fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        match self {
+            Reading::Index(r) => r.next_batch(),
+            Reading::Stream(r) => r.next_batch(),
+        }
+    }
+
+    fn recycle(&mut self, b: ReadBatch) {
+        match self {
+            Reading::Index(r) => r.recycle(b),
+            Reading::Stream(r) => r.recycle(b),
+        }
+    }
+
+    fn peak_held(&self) -> u64 {
+        match self {
+            Reading::Index(_) => 0,
+            Reading::Stream(r) => r.peak_held(),
+        }
+    }
+}
+
 struct Producer {
-    reader: Reader,
+    reader: Reading,
     backend: AnyBackend,
-    dataset: Arc<Dataset>,
+    dataset: Option<Arc<Dataset>>,
     shared: Arc<Shared>,
     out: Sender<Msg>,
     free: Receiver<Batch>,
@@ -324,7 +432,9 @@ impl Producer {
 
     /// Run one epoch; false when the consumer is gone.
     fn epoch(&mut self, generation: u64, epoch: u64, start_step: u64) -> bool {
-        self.reader.start_epoch(epoch, start_step);
+        if let Err(e) = self.reader.start_epoch(epoch, start_step) {
+            return self.out.send(Msg { generation, item: Item::Batch(Err(e)) }).is_ok();
+        }
         loop {
             if !self.current(generation) {
                 return true; // superseded by a newer start_epoch (or shutting down)
@@ -349,6 +459,7 @@ impl Producer {
                         s.backend += times.wall;
                         s.gpu_stages += times.gpu;
                         (s.device_bytes, s.pinned_bytes) = self.backend.held_bytes();
+                        s.read_ahead_peak = self.reader.peak_held();
                         batch
                     })
                 }
@@ -368,15 +479,16 @@ impl Producer {
     fn process(&mut self, rb: &ReadBatch) -> Result<(Batch, BatchTimes, u64)> {
         let bytes = rb.samples.iter().map(|s| s.bytes.len() as u64).sum();
         let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));
-        let times = run_read_batch(self.backend.as_backend(), rb, &self.dataset, &mut batch)?;
+        let times = run_read_batch(self.backend.as_backend(), rb, self.dataset.as_deref(), &mut batch)?;
         Ok((batch, times, bytes))
     }
 }
 
-/// Run `backend` on a reader's batch: labels from `dataset`, read failures as the reader
-/// reported them, keys and locations from `dataset`. The one place a [`ReadBatch`] becomes a
+/// Run `backend` on a reader's batch: labels and read failures as the reader reported them,
+/// keys and locations from `dataset` (from the batch's own names in stream mode, `None`; they
+/// are then also put in [`Batch::keys`]). The one place a [`ReadBatch`] becomes a
 /// backend's input: the pipeline's producer and the tests both call it.
-pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Dataset, batch: &mut Batch) -> Result<BatchTimes> {
+pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: Option<&Dataset>, batch: &mut Batch) -> Result<BatchTimes> {
     // One small vector per batch (it borrows the batch's bytes); nothing per sample.
     let samples: Vec<SampleIn<'_>> = rb
         .samples
@@ -384,10 +496,10 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Datas
         .map(|s| SampleIn {
             index: s.index,
             position: s.position,
-            label: dataset.sample(s.index).label,
+            label: s.label,
             bytes: &rb.data[s.bytes.clone()],
             params: s.params,
-            // The reason only: the key and location are added from the dataset below.
+            // The reason only: the key and location are added below.
             read_error: s.error.as_ref().map(|e| {
                 SlotError::Read(match e {
                     Error::Sample { message, .. } => message.clone(),
@@ -396,11 +508,23 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: &Datas
             }),
         })
         .collect();
-    let name = |i: usize| {
-        let idx = rb.samples[i].index;
-        (dataset.sample(idx).key.clone(), dataset.location(idx))
+    let name = |i: usize| match dataset {
+        Some(d) => {
+            let idx = rb.samples[i].index;
+            (d.sample(idx).key.clone(), d.location(idx))
+        }
+        None => rb.names[i].clone(),
     };
-    run_batch(backend, BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, &name, batch)
+    let times = run_batch(backend, BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, &name, batch)?;
+    batch.keys.clear();
+    if dataset.is_none() {
+        // Each slot's key: the sample whose pixels it holds (a substitute's source).
+        for &idx in &batch.indices {
+            let i = rb.samples.iter().position(|s| s.index == idx).unwrap_or(0);
+            batch.keys.push(rb.names[i].0.clone());
+        }
+    }
+    Ok(times)
 }
 
 /// Run `backend` on `input` and settle the batch's records from what it reports: under the

@@ -18,6 +18,10 @@
 //!
 //! With `cache_bytes > 0`, compressed bytes are kept in RAM up to that budget as they are read
 //! (so the first epoch fills the cache and later epochs read from it).
+//!
+//! [`stream::StreamReader`] is the other reader, for stream mode
+//! ([`crate::config::StreamSpec`]): no per-sample index, whole shards read ahead, the same
+//! [`ReadBatch`] out.
 
 use crate::augment::params::{draw, AugParams};
 use crate::config::PipelineConfig;
@@ -32,6 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
+pub mod stream;
+
 /// One sample of a [`ReadBatch`].
 #[derive(Debug)]
 pub struct ReadSample {
@@ -43,6 +49,8 @@ pub struct ReadSample {
     pub bytes: Range<usize>,
     /// Augment parameters drawn for it.
     pub params: AugParams,
+    /// Class label (`-1` unlabeled, or unknown when it could not be read).
+    pub label: i64,
     /// Why it could not be read (policy `skip` only); the bytes are then empty.
     pub error: Option<Error>,
 }
@@ -58,6 +66,9 @@ pub struct ReadBatch {
     pub data: Vec<u8>,
     /// The samples, in order.
     pub samples: Vec<ReadSample>,
+    /// Key and location of each sample, in order: filled by the stream reader (there is no
+    /// per-sample index to name them from); empty from [`Reader`].
+    pub names: Vec<(String, String)>,
 }
 
 struct Shared {
@@ -137,13 +148,13 @@ impl Shared {
             match read {
                 Ok(range) => {
                     self.maybe_cache(index, &b.data[range.clone()]);
-                    b.samples.push(ReadSample { index, position, bytes: range, params, error: None });
+                    b.samples.push(ReadSample { index, position, bytes: range, params, label: meta.label, error: None });
                 }
                 Err(e) => match self.on_error {
                     OnError::Fail => return Err(e),
                     OnError::Skip => {
                         let at = b.data.len();
-                        b.samples.push(ReadSample { index, position, bytes: at..at, params, error: Some(e) });
+                        b.samples.push(ReadSample { index, position, bytes: at..at, params, label: meta.label, error: Some(e) });
                     }
                 },
             }

@@ -148,3 +148,63 @@ fn bad_input_is_a_clear_error() {
     let out = stoke(&["gen", data.to_str().unwrap(), "--count", "0"], dir.path());
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("count"));
 }
+
+#[test]
+fn bench_and_dump_stream_whole_shards_and_report_the_read_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, shards) = (dir.path().join("folder"), dir.path().join("shards"));
+    ok(&stoke(&["gen", folder.to_str().unwrap(), "--count", "40", "--classes", "4"], dir.path()));
+    ok(&stoke(&["pack", folder.to_str().unwrap(), shards.to_str().unwrap(), "--shard-size", "400KiB"], dir.path()));
+    let s = shards.to_str().unwrap();
+    let sizes: Vec<u64> = std::fs::read_dir(&shards)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tar"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .collect();
+    assert!(sizes.len() >= 6, "several shards: {sizes:?}");
+    let budget = 2 * sizes.iter().max().unwrap() + 1;
+    let args = [
+        "bench",
+        s,
+        "--stream",
+        "--group",
+        "2",
+        "--read-ahead-bytes",
+        &budget.to_string(),
+        "--backend",
+        "cpu",
+        "--size",
+        "32",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "2",
+        "--warmup-batches",
+        "1",
+        "--json",
+    ];
+    let r = json(&stoke(&args, dir.path()));
+    let st = &r["stream"];
+    assert_eq!((st["group"].as_u64(), st["read_ahead_bytes"].as_u64()), (Some(2), Some(budget)), "{r}");
+    let peak = st["peak_held_bytes"].as_u64().unwrap();
+    assert!(peak > *sizes.iter().max().unwrap() && peak <= budget, "read ahead, within the budget: {peak} of {budget}: {r}");
+    assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0, "{r}");
+    assert_eq!(r["images"].as_u64(), Some(8 * r["batches"].as_u64().unwrap()), "{r}");
+
+    // dump --stream: the whole epoch, each sample once, keyed as the per-sample index keys it.
+    let out = dir.path().join("dump");
+    ok(&stoke(
+        &["dump", s, "--stream", "--out", out.to_str().unwrap(), "--batches", "0", "--batch-size", "8", "--size", "32", "--backend", "cpu"],
+        dir.path(),
+    ));
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(out.join("samples.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut keys: Vec<&str> = lines.iter().map(|l| l["key"].as_str().unwrap()).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!((lines.len(), keys.len()), (40, 40), "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with("shard-")), "{keys:?}");
+    let plain = stoke(&["dump", s, "--group", "2", "--out", out.to_str().unwrap()], dir.path());
+    assert!(!plain.status.success() && String::from_utf8_lossy(&plain.stderr).contains("--stream"));
+}

@@ -90,7 +90,7 @@ fn pngs_under_any_name_are_delivered_with_pillows_pixels_and_cmyk_jpegs_too() {
         let per = (W * H * 3 * 4) as usize;
         for (slot, &i) in b.indices.iter().enumerate() {
             seen += 1;
-            let key = p.dataset().sample(i).key.clone();
+            let key = p.dataset().expect("per-sample index").sample(i).key.clone();
             let Some(rgb) = want.get(key.as_str()) else { continue };
             let out = &bytes[slot * per..(slot + 1) * per];
             for (j, (o, &e)) in out.chunks_exact(4).zip(rgb.iter()).enumerate() {

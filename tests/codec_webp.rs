@@ -86,7 +86,7 @@ fn webps_under_any_name_are_indexed_and_delivered_with_pillows_pixels() {
         let b = b.unwrap();
         let bytes = b.host_bytes().unwrap();
         for (slot, &i) in b.indices.iter().enumerate() {
-            let key = p.dataset().sample(i).key.clone();
+            let key = p.dataset().expect("per-sample index").sample(i).key.clone();
             let (rgb, lossless) = want[key.as_str()];
             let got = codec_common::slot_bytes(bytes, slot, W, H);
             let d = max_diff(&got, rgb);

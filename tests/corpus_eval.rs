@@ -70,7 +70,7 @@ fn eval_preset_matches_pillow_on_real_photos() {
             if b.substitutes.iter().any(|s| s.slot == slot) {
                 continue;
             }
-            let key = &p.dataset().sample(b.indices[slot]).key;
+            let key = &p.dataset().expect("per-sample index").sample(b.indices[slot]).key;
             let name = key.rsplit('/').next().unwrap().to_string();
             let Some(refpath) = want.get(&name) else { continue };
             let r = std::fs::read(refpath).unwrap();

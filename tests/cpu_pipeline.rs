@@ -78,7 +78,7 @@ fn every_sample_once_per_epoch_and_the_same_bytes_whatever_the_threads() {
     for (bytes, labels, _, indices) in &a {
         assert_eq!(bytes.len(), labels.len() * 3 * 24 * 24 * 4);
         for (l, i) in labels.iter().zip(indices) {
-            assert_eq!(*l, p1.dataset().sample(*i).label);
+            assert_eq!(*l, p1.dataset().expect("per-sample index").sample(*i).label);
         }
     }
     // Another epoch is another order and other crops.

@@ -84,7 +84,7 @@ fn class_balanced_epoch_is_near_half_and_half_has_its_length_and_is_deterministi
     assert_eq!(b_indices.len(), 3);
     for (_, ls, is, _) in &a {
         for (l, i) in ls.iter().zip(is) {
-            assert_eq!(*l, p.dataset().sample(*i).label);
+            assert_eq!(*l, p.dataset().expect("per-sample index").sample(*i).label);
         }
     }
     let positions: Vec<u64> = a.iter().flat_map(|s| s.3.iter().copied()).collect();

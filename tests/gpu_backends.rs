@@ -76,7 +76,7 @@ fn one_batch(b: &mut AnyBackend, ds: &Arc<Dataset>, c: &PipelineConfig) -> (Read
     let rb = reader.next_batch().expect("one batch").unwrap();
     assert_eq!(rb.samples.len(), ds.len(), "one batch holds the dataset");
     let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
-    let r = stoke::pipeline::run_read_batch(b.as_backend(), &rb, ds, &mut batch).map(|_| batch);
+    let r = stoke::pipeline::run_read_batch(b.as_backend(), &rb, Some(ds), &mut batch).map(|_| batch);
     (rb, r)
 }
 

@@ -58,7 +58,7 @@ fn run(
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
-            stoke::pipeline::run_read_batch(&mut backend, &rb, ds, &mut batch).unwrap();
+            stoke::pipeline::run_read_batch(&mut backend, &rb, Some(ds), &mut batch).unwrap();
             check(&batch, &rb);
             reader.recycle(rb);
         }
@@ -186,7 +186,7 @@ fn memory_is_flat_over_five_epochs() {
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
-            stoke::pipeline::run_read_batch(&mut backend, &rb, &ds, &mut batch).unwrap();
+            stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), &mut batch).unwrap();
             batch.device().unwrap().synchronize().unwrap();
             reader.recycle(rb);
         }

@@ -50,6 +50,18 @@ fn a_server_killed_mid_epoch_gives_named_errors_or_substitutes_never_a_hang() {
     };
     let mut fail = Pipeline::with_dataset(config(OnError::Fail), ds.clone()).unwrap();
     let mut skip = Pipeline::with_dataset(config(OnError::Skip), ds.clone()).unwrap();
+    // Stream mode, read ahead one shard at a time: the second shard is read after the kill.
+    let stream = |on_error| PipelineConfig {
+        stream: Some(stoke::config::StreamSpec { group: 1, read_ahead_bytes: 1 }),
+        shuffle: false,
+        ..config(on_error)
+    };
+    let mut stream_fail = Pipeline::new(stream(OnError::Fail)).unwrap();
+    let mut stream_skip = Pipeline::new(stream(OnError::Skip)).unwrap();
+    for p in [&mut stream_fail, &mut stream_skip] {
+        p.start_epoch(0, 0);
+        assert!(p.next_batch().unwrap().is_ok());
+    }
     fail.start_epoch(0, 0);
     skip.start_epoch(0, 0);
     assert!(fail.next_batch().unwrap().is_ok());
@@ -65,7 +77,21 @@ fn a_server_killed_mid_epoch_gives_named_errors_or_substitutes_never_a_hang() {
     });
     let named = named.expect("substitutes or an error naming every sample after the server died");
     assert!(named.contains("shard-") && named.contains("tries"), "{named}");
+    let err = std::iter::from_fn(|| stream_fail.next_batch()).find_map(Result::err).expect("stream: an error after the server died");
+    let err = err.to_string();
+    assert!(err.contains("s3://killed/train/shard-1.tar") && err.contains("tries"), "{err}");
+    // Under skip every sample of the lost shard is replaced; a batch of only lost samples has
+    // nothing to substitute from and is an error naming them.
+    let named = std::iter::from_fn(|| stream_skip.next_batch())
+        .find_map(|b| match b {
+            Ok(b) => b.substitutes.first().map(|s| format!("{s:?}")),
+            Err(e) => Some(e.to_string()),
+        })
+        .expect("stream: substitutes or an error after the server died");
+    assert!(named.contains("shard-1.tar") && named.contains("tries"), "{named}");
     drop(fail);
     drop(skip);
+    drop(stream_fail);
+    drop(stream_skip);
     assert!(t.elapsed() < Duration::from_secs(60), "took {:?}", t.elapsed());
 }

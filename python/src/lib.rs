@@ -266,6 +266,9 @@ const OPTIONS: &[&str] = &[
     "affine_scale",
     "affine_shear",
     "config",
+    "stream",
+    "stream_group",
+    "read_ahead_bytes",
 ];
 
 /// Options as the CLI has them, under the same names (Python spelling).
@@ -409,6 +412,9 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.affine_translate = opt!("affine_translate", (f64, f64));
     o.affine_scale = opt!("affine_scale", (f64, f64));
     o.config = opt!("config", PathBuf);
+    o.stream = opt!("stream", bool).unwrap_or(false);
+    o.stream_group = opt!("stream_group", usize);
+    o.read_ahead_bytes = opt!("read_ahead_bytes", u64);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made
     // (a config file's ring_depth gives way to this: the held-batch bound depends on it).
@@ -522,6 +528,8 @@ impl Loader {
         d.set_item("rank", self.config.rank)?;
         d.set_item("world_size", self.config.world_size)?;
         d.set_item("batch_size", self.config.batch_size)?;
+        // Stream mode orders by groups of shards: 0 is the per-sample order.
+        d.set_item("stream_group", self.config.stream.as_ref().map_or(0, |s| s.group))?;
         Ok(d.into())
     }
 
@@ -543,6 +551,17 @@ impl Loader {
                     "state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ"
                 )));
             }
+        }
+        // States saved before stream mode existed have no stream_group: the per-sample order.
+        let theirs = match state.get_item("stream_group")? {
+            Some(_) => get("stream_group")?,
+            None => 0,
+        };
+        let mine = self.config.stream.as_ref().map_or(0, |s| s.group as u64);
+        if theirs != mine {
+            return Err(PyValueError::new_err(format!(
+                "state_dict was saved with stream_group={theirs}, this loader has stream_group={mine} (0: not streaming): the order would differ"
+            )));
         }
         let (epoch, step) = (get("epoch")?, get("step")?);
         let steps = self.pipeline.steps_per_epoch();

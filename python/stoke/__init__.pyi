@@ -36,6 +36,13 @@ class Loader:
     With ``mixup``/``cutmix`` (timm's ``Mixup`` options and meaning), each
     batch is ``(images, targets)`` with float32 soft targets ``[N, num_classes]`` in place of
     the labels, as timm's ``Mixup`` returns them (use a soft-target cross-entropy).
+
+    With ``stream=True`` (tar shards, local or in a store) only per-shard facts are indexed,
+    each epoch is ordered by shards (a keyed shard order, samples mixed inside groups of
+    ``stream_group`` shards, default 4) and whole shards are read ahead, at most
+    ``read_ahead_bytes`` of them held at once (default 1 GiB; a shard the next batch needs is
+    read even past it). Exact epochs, equal rank lengths and ``state_dict`` resume hold as
+    without it; the CPU backend decodes.
     """
 
     def __init__(
@@ -99,6 +106,9 @@ class Loader:
         affine_shear: Optional[Union[float, Sequence[float]]] = None,
         max_held_batches: int = 8,
         config: Optional[Union[str, os.PathLike]] = None,
+        stream: bool = False,
+        stream_group: Optional[int] = None,
+        read_ahead_bytes: Optional[int] = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:

@@ -101,6 +101,23 @@ impl AnyBackend {
         }
     }
 
+    /// The backend for stream mode: the CPU backend. The CUDA backend sizes its staging and
+    /// decode arenas from the per-sample index's sizes and dimensions, which stream mode does
+    /// not have: `cuda` is refused with that reason, `auto` takes the CPU with a warning.
+    pub fn for_stream(config: &PipelineConfig) -> Result<Self> {
+        use crate::config::BackendKind;
+        const WHY: &str =
+            "stream mode runs on the CPU backend: the CUDA backend sizes its staging and decode arenas from the per-sample index";
+        match config.backend {
+            BackendKind::Cpu => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
+            BackendKind::Cuda => Err(Error::config(format!("backend cuda: {WHY}"))),
+            BackendKind::Auto => {
+                log::warn!("backend auto: {WHY}");
+                Ok(Self::Cpu(cpu::CpuBackend::new(config)?))
+            }
+        }
+    }
+
     /// The backend as the common contract.
     pub fn as_backend(&mut self) -> &mut dyn Backend {
         match self {

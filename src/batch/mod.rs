@@ -105,6 +105,10 @@ pub struct Batch {
     pub params: Vec<AugParams>,
     /// Slots whose sample was replaced.
     pub substitutes: Vec<Substitute>,
+    /// Stream mode: the key of the sample whose pixels are in each slot (there is no
+    /// per-sample index to look `indices` up in). Empty otherwise: use
+    /// [`crate::pipeline::Pipeline::dataset`].
+    pub keys: Vec<String>,
     /// Which decoder decoded how many of this batch's samples.
     pub decoders: DecoderCounts,
     /// Soft targets `[N, num_classes]` (row-major f32) when Mixup/CutMix is on
@@ -129,6 +133,7 @@ impl Batch {
             indices: Vec::new(),
             params: Vec::new(),
             substitutes: Vec::new(),
+            keys: Vec::new(),
             decoders: DecoderCounts::default(),
             targets: Vec::new(),
             num_classes: 0,

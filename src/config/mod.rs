@@ -212,6 +212,43 @@ pub struct PipelineConfig {
     /// Mixup / CutMix with soft targets (timm's options; off by default).
     #[serde(default)]
     pub mixup: MixupSpec,
+    /// Streaming reads over tar shards (`None`: the per-sample index). Config file key
+    /// `"stream": {"group": 4, "read_ahead_bytes": 1073741824}`; see [`StreamSpec`].
+    #[serde(default)]
+    pub stream: Option<StreamSpec>,
+}
+
+/// Read-ahead budget of the streaming reader by default: 1 GiB.
+pub const DEFAULT_READ_AHEAD_BYTES: u64 = 1 << 30;
+
+/// Streaming mode (`crate::reader::stream`): tar shards only, an index of per-shard facts
+/// (memory O(shards)), epochs ordered by [`crate::sampler::shards::ShardOrder`], whole shards
+/// read (one GET per shard in a store) ahead of use within a byte budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamSpec {
+    /// Shards mixed together (their samples are permuted as one group); at least 1.
+    #[serde(default = "StreamSpec::default_group")]
+    pub group: usize,
+    /// Bytes of whole shards held in memory (read ahead plus being delivered). A shard is
+    /// read ahead only while it fits; a shard the next batch needs is read even past the
+    /// budget, so the bound is the budget or the shards in use at once, whichever is larger.
+    #[serde(default = "StreamSpec::default_read_ahead")]
+    pub read_ahead_bytes: u64,
+}
+
+impl StreamSpec {
+    fn default_group() -> usize {
+        4
+    }
+    fn default_read_ahead() -> u64 {
+        DEFAULT_READ_AHEAD_BYTES
+    }
+}
+
+impl Default for StreamSpec {
+    fn default() -> Self {
+        Self { group: Self::default_group(), read_ahead_bytes: DEFAULT_READ_AHEAD_BYTES }
+    }
 }
 
 impl PipelineConfig {
@@ -242,6 +279,7 @@ impl PipelineConfig {
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
+            stream: None,
         }
     }
 
@@ -326,6 +364,20 @@ impl PipelineConfig {
                 MIN_GPU_MEMORY_BUDGET >> 20,
                 self.gpu_memory_budget
             ));
+        }
+        if let Some(st) = &self.stream {
+            if st.group == 0 {
+                return bad("stream group (shards mixed together) must be at least 1, got 0".into());
+            }
+            if st.read_ahead_bytes == 0 {
+                return bad("stream read-ahead must be at least 1 byte, got 0".into());
+            }
+            if !matches!(self.sampling, Sampling::Epoch) {
+                return bad("stream mode orders whole epochs of shards: weighted sampling needs the per-sample index".into());
+            }
+            if self.cache_bytes > 0 {
+                return bad(format!("stream mode reads whole shards and keeps none: cache_bytes must be 0, got {}", self.cache_bytes));
+            }
         }
         for (i, s) in self.output.std.iter().enumerate() {
             if !(*s > 0.0 && s.is_finite()) {

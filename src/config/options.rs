@@ -122,6 +122,12 @@ pub struct PipelineOptions {
     pub no_exif: bool,
     /// CPU backend: DCT-scaled decoding of large images.
     pub dct_scaling: bool,
+    /// Streaming reads over tar shards (per-shard index, whole-shard reads).
+    pub stream: bool,
+    /// Stream mode: shards mixed together (default 4).
+    pub stream_group: Option<usize>,
+    /// Stream mode: bytes of shards held in memory (default 1 GiB).
+    pub read_ahead_bytes: Option<u64>,
     /// Resize filter.
     pub filter: Option<Filter>,
     /// Resize without antialiasing.
@@ -326,6 +332,19 @@ impl PipelineOptions {
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;
+        if self.stream {
+            let mut st = crate::config::StreamSpec::default();
+            set(&mut st.group, self.stream_group);
+            set(&mut st.read_ahead_bytes, self.read_ahead_bytes);
+            c.stream = Some(st);
+        } else if self.stream_group.is_some() || self.read_ahead_bytes.is_some() {
+            return Err(Error::config(format!(
+                "{} and {} apply to {}",
+                names.of("stream_group"),
+                names.of("read_ahead_bytes"),
+                names.of("stream")
+            )));
+        }
         let a = &mut c.augment;
         set(&mut a.filter, self.filter);
         if self.no_antialias {

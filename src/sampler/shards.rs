@@ -97,6 +97,11 @@ impl ShardOrder {
         Ok(Self { counts, total, per_rank, cfg })
     }
 
+    /// The settings it orders by.
+    pub fn config(&self) -> &ShardOrderConfig {
+        &self.cfg
+    }
+
     /// Samples in the data set (`N`).
     pub fn total(&self) -> u64 {
         self.total
@@ -172,26 +177,55 @@ impl ShardEpoch<'_> {
         unreachable!("position {g} past its group")
     }
 
-    /// Shards in the order this rank first needs them, each once: what to fetch ahead.
-    pub fn shards_for_rank(&self) -> Vec<usize> {
+    /// The shards this rank reads from its `from`-th position to the end of the epoch, in the
+    /// order of their first use there, each with how many of those positions are its: what a
+    /// streaming reader fetches, in which order, and when it may drop each.
+    ///
+    /// O(shards) plus a walk of the positions of the (at most three) groups the rank's block
+    /// cuts, and, in each group it covers whole, of the positions up to the first use of the
+    /// group's last shard (a few per shard unless a shard is tiny beside its group). `naive_needs`
+    /// in the tests walks every position instead.
+    pub fn needs(&self, from: u64) -> Vec<(usize, u64)> {
         let o = self.owner;
-        let (lo, n) = (o.cfg.rank as u64 * o.per_rank, o.per_rank);
-        let mut out = Vec::new();
-        // Walk the groups the rank's block covers (wrapping once for padding).
-        let mut g = lo % o.total;
-        let mut left = n;
-        while left > 0 {
+        let mut out: Vec<(usize, u64)> = Vec::new();
+        let mut slot = vec![usize::MAX; o.counts.len()];
+        fn record(out: &mut Vec<(usize, u64)>, slot: &mut [usize], s: usize, k: u64) {
+            if slot[s] == usize::MAX {
+                slot[s] = out.len();
+                out.push((s, 0));
+            }
+            out[slot[s]].1 += k;
+        }
+        let mut i = from.min(o.per_rank);
+        while i < o.per_rank {
+            let g = (o.cfg.rank as u64 * o.per_rank + i) % o.total;
             let k = self.starts.partition_point(|&s| s <= g) - 1;
-            let end = self.starts[k + 1];
+            let (start, end) = (self.starts[k], self.starts[k + 1]);
+            let take = (end - g).min(o.per_rank - i);
             let first = k * o.cfg.group;
-            for &s in &self.order[first..(first + o.cfg.group).min(self.order.len())] {
-                if o.counts[s] > 0 && !out.contains(&s) {
-                    out.push(s);
+            let shards = &self.order[first..(first + o.cfg.group).min(self.order.len())];
+            if g == start && take == end - start {
+                // The whole group: first uses by walking until every shard of it was seen,
+                // then each shard's full count.
+                let mut unseen = shards.iter().filter(|&&s| o.counts[s] > 0 && slot[s] == usize::MAX).count();
+                let mut p = g;
+                while unseen > 0 {
+                    let s = self.stream(p).shard;
+                    if slot[s] == usize::MAX {
+                        record(&mut out, &mut slot, s, 0);
+                        unseen -= 1;
+                    }
+                    p += 1;
+                }
+                for &s in shards.iter().filter(|&&s| o.counts[s] > 0) {
+                    record(&mut out, &mut slot, s, o.counts[s]);
+                }
+            } else {
+                for p in g..g + take {
+                    record(&mut out, &mut slot, self.stream(p).shard, 1);
                 }
             }
-            let take = (end - g).min(left);
-            left -= take;
-            g = (g + take) % o.total;
+            i += take;
         }
         out
     }
@@ -288,6 +322,44 @@ mod tests {
         assert_ne!(run, other, "epochs differ");
     }
 
+    /// Walk every position from `from`: shards in first-use order with their position counts.
+    fn naive_needs(o: &ShardOrder, e: &ShardEpoch<'_>, from: u64) -> Vec<(usize, u64)> {
+        let mut out: Vec<(usize, u64)> = Vec::new();
+        for i in from..o.len() {
+            let s = e.at(i).shard;
+            match out.iter_mut().find(|n| n.0 == s) {
+                Some(n) => n.1 += 1,
+                None => out.push((s, 1)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn needs_is_the_walk_of_every_position() {
+        let counts: Vec<u64> = vec![5, 0, 17, 3, 9, 1, 12, 8, 0, 30, 2, 7];
+        for group in [1, 2, 3, 5, 12] {
+            for world in [1usize, 2, 3, 5] {
+                for drop_last in [false, true] {
+                    for rank in 0..world {
+                        let o = order(&counts, rank, world, drop_last, group);
+                        for epoch in 0..2 {
+                            let e = o.epoch(epoch);
+                            for from in [0, 1, 7, o.len() / 2, o.len() - 1, o.len(), o.len() + 3] {
+                                let want = if from >= o.len() { Vec::new() } else { naive_needs(&o, &e, from) };
+                                assert_eq!(
+                                    e.needs(from),
+                                    want,
+                                    "group {group} world {world} rank {rank} drop_last {drop_last} from {from}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_rank_holds_about_group_shards_at_a_time() {
         // 64 shards of 100 samples, 4 ranks, groups of 4: each rank's block covers 16 shards,
@@ -296,7 +368,7 @@ mod tests {
         for rank in 0..4 {
             let o = order(&counts, rank, 4, false, 4);
             let e = o.epoch(0);
-            let fetch = e.shards_for_rank();
+            let fetch: Vec<usize> = e.needs(0).iter().map(|n| n.0).collect();
             assert_eq!(fetch.len(), 16, "rank {rank}: {fetch:?}");
             let mut first_use: Vec<usize> = Vec::new();
             for i in 0..o.len() {
@@ -315,7 +387,7 @@ mod tests {
             let mut b = fetch.clone();
             a.sort();
             b.sort();
-            assert_eq!(a, b, "shards_for_rank lists exactly the shards the rank reads");
+            assert_eq!(a, b, "needs lists exactly the shards the rank reads");
         }
     }
 

@@ -259,7 +259,7 @@ pub(crate) fn split_key(name: &str) -> (&str, &str) {
 }
 
 /// The stem a shard contributes to its samples' keys: the file name without `.tar`.
-fn shard_stem(p: &Path) -> String {
+pub(crate) fn shard_stem(p: &Path) -> String {
     let n = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     match n.len().checked_sub(4) {
         Some(cut) if n[cut..].eq_ignore_ascii_case(".tar") => n[..cut].to_string(),

@@ -312,6 +312,20 @@ pub struct Report {
     pub peak_pinned_bytes: Option<u64>,
     /// The dataset measured.
     pub dataset: String,
+    /// Stream mode: shards mixed together, the read-ahead budget and the most bytes of
+    /// shards held at once (absent with the per-sample index).
+    pub stream: Option<StreamReport>,
+}
+
+/// What `stoke bench --stream` adds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StreamReport {
+    /// Shards mixed together.
+    pub group: usize,
+    /// The read-ahead budget, bytes.
+    pub read_ahead_bytes: u64,
+    /// The most bytes of whole shards held at once.
+    pub peak_held_bytes: u64,
 }
 
 fn secs(d: Duration) -> f64 {
@@ -421,7 +435,9 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
                     rec.errors += batch.substitutes.len() as u64;
                     rec.decoders += batch.decoders;
                     rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
-                    rec.bytes += batch.indices.iter().map(|&i| pipeline.dataset().sample(i).len).sum::<u64>();
+                    if let Some(d) = pipeline.dataset() {
+                        rec.bytes += batch.indices.iter().map(|&i| d.sample(i).len).sum::<u64>();
+                    }
                     finished.push((secs(now - t0), batch.len() as u64));
                 }
                 t_last = now;
@@ -458,6 +474,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     peak_device = peak_device.max(stats.device_bytes);
     peak_pinned = peak_pinned.max(stats.pinned_bytes);
     let threads = pipeline.threads();
+    if pipeline.dataset().is_none() {
+        // Stream mode has no per-sample sizes: the bytes the backend decoded over the window.
+        rec.bytes = stats.bytes - stats0.bytes;
+    }
     drop(pipeline);
     let gpu = monitor.and_then(GpuMonitor::finish);
     pb.finish_and_clear();
@@ -512,6 +532,11 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_stages: on_gpu.then(|| GpuStages { seconds: stats.gpu_stages - stats0.gpu_stages, batches: stats.batches - stats0.batches }),
         peak_device_bytes: on_gpu.then_some(peak_device),
         peak_pinned_bytes: on_gpu.then_some(peak_pinned),
+        stream: config.stream.as_ref().map(|s| StreamReport {
+            group: s.group,
+            read_ahead_bytes: s.read_ahead_bytes,
+            peak_held_bytes: stats.read_ahead_peak,
+        }),
         dataset: config.dataset.display().to_string(),
     })
 }
@@ -591,6 +616,14 @@ impl Report {
         }
         let mib = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
         println!("memory       peak device {}, peak pinned {}", mib(self.peak_device_bytes), mib(self.peak_pinned_bytes));
+        if let Some(s) = &self.stream {
+            println!(
+                "stream       whole shards, groups of {}; read-ahead budget {:.1} MiB, peak held {:.1} MiB",
+                s.group,
+                s.read_ahead_bytes as f64 / (1u64 << 20) as f64,
+                s.peak_held_bytes as f64 / (1u64 << 20) as f64
+            );
+        }
         println!("errors       {} samples replaced by substitutes", self.errors);
     }
 }

@@ -108,14 +108,13 @@ pub fn run(args: Args) -> stoke::Result<()> {
             let t: Vec<u8> = batch.targets.iter().flat_map(|v| v.to_le_bytes()).collect();
             write_npy(&args.out.join(format!("batch_{b:05}.targets.npy")), "<f4", &[batch.len(), batch.num_classes], &t)?;
         }
-        let ds = pipeline.dataset();
         for slot in 0..batch.len() {
             let index = batch.indices[slot];
             let mut line = json!({
                 "batch": b,
                 "slot": slot,
                 "index": index,
-                "key": ds.sample(index).key,
+                "key": pipeline.key(&batch, slot),
                 "label": batch.labels[slot],
                 "position": batch.positions[slot],
                 "params": batch.params[slot],

@@ -126,6 +126,17 @@ pub struct PipelineArgs {
     /// whole image down by far (eval/resize; close to, not bit-identical with, the full path).
     #[arg(long)]
     pub dct_scaling: bool,
+    /// Stream mode (tar shards): index only per-shard facts (`stoke-shards.json`, else one
+    /// pass), order epochs by shards (`stoke plan --stream`), read whole shards ahead.
+    #[arg(long)]
+    pub stream: bool,
+    /// Stream mode: shards mixed together (held in memory at once).
+    #[arg(long, requires = "stream")]
+    pub group: Option<usize>,
+    /// Stream mode: bytes of whole shards held in memory, e.g. 512MiB (default 1 GiB; a shard
+    /// the next batch needs is read even past it).
+    #[arg(long, value_parser = crate::pack::parse_size, requires = "stream")]
+    pub read_ahead_bytes: Option<u64>,
     /// The augmentation's parts, on top of the preset.
     #[command(flatten)]
     pub augment: AugmentArgs,
@@ -316,6 +327,9 @@ impl PipelineArgs {
             no_exif: self.no_exif,
             dct_scaling: self.dct_scaling,
             config: self.config.clone(),
+            stream: self.stream,
+            stream_group: self.group,
+            read_ahead_bytes: self.read_ahead_bytes,
             ..PipelineOptions::default()
         };
         self.augment.fill(&mut o)?;

@@ -131,7 +131,6 @@ pub fn run(args: Args) -> stoke::Result<()> {
     let (cw, ch) = (cols * (tw + pad) + pad, rows * (th + caption + pad) + pad);
     let mut canvas = Canvas { w: cw, h: ch, rgb: vec![32u8; cw * ch * 3] };
     let (mean, std) = (config.output.mean, config.output.std);
-    let ds = pipeline.dataset();
     for i in 0..n {
         let (ox, oy) = (pad + (i % cols) * (tw + pad), pad + (i / cols) * (th + caption + pad));
         for y in 0..th {
@@ -149,7 +148,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
             }
         }
         // The key's tail (its most specific part) as much as fits under the tile.
-        let key = &ds.sample(batch.indices[i]).key;
+        let key = &pipeline.key(&batch, i);
         let fit = (tw / (4 * scale)).max(1);
         let chars: Vec<char> = key.chars().collect();
         let shown: String = chars[chars.len().saturating_sub(fit)..].iter().collect();

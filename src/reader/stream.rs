@@ -1,0 +1,507 @@
+//! The streaming reader: whole tar shards read ahead within a byte budget, samples cut out of
+//! them in the order [`ShardOrder`] gives, for shard sets too large to index per sample.
+//!
+//! # What it holds
+//! Only per-shard facts ([`ShardSet`]: name, bytes, sample count; memory O(shards)) and, per
+//! epoch, the shards in the order this rank first needs them and how many of each shard's
+//! samples it still has to deliver (O(shards)). No per-sample index is built.
+//!
+//! # Reads
+//! A shard is read whole: one `read` of a local file, one GET of an object in a store (its
+//! timeouts and retries are the store's, `source::remote`). `reader_threads` fetch threads
+//! take the shards in first-need order. Its bytes are parsed as a tar in memory (members,
+//! `.cls` labels) and checked against the facts (same byte size, same sample count). One more
+//! thread cuts the epoch's batches out of the shards in memory, `prefetch_batches` ahead of
+//! the consumer, into [`ReadBatch`]es as [`super::Reader`] makes them.
+//!
+//! # The byte budget (`read_ahead_bytes`)
+//! A shard counts against the budget from when its read starts until this rank has delivered
+//! its last sample of the epoch; then it is dropped. The next shard (in first-need order) is
+//! read ahead only while it fits in the budget beside the shards held, or when nothing is
+//! held. A shard the next batch is waiting for is read even when it does not fit: a group's
+//! samples are mixed, so the shards of a group are all in use at once, and stalling on them
+//! would deadlock. So the bytes held are at most `max(read_ahead_bytes, the bytes of the shards
+//! in use at one point of the epoch)` (in use: first sample delivered, last one not yet); with
+//! a budget of at least a group's shards (the default 1 GiB is four 256 MB shards) that is the
+//! budget. Give it two groups' worth to read the next group while the current one is cut.
+//!
+//! # Samples
+//! Sample `index` in shard `s` of the epoch's order becomes a [`ReadSample`] with dataset index
+//! `first[s] + index` (the index the per-sample index gives the same sample: shards in listed
+//! order, image members in stored order), position `rank · len + i` (the rank's block of the
+//! stream, as `stoke plan --stream --positions` prints), its label from its `.cls` member, and
+//! augment parameters drawn from its header as the per-sample reader draws them.
+//!
+//! # Failures
+//! A shard that cannot be read or parsed, or that no longer matches its facts, fails each of
+//! its samples: under [`OnError::Skip`] each is a read error naming the shard and why (the
+//! backend substitutes it); under [`OnError::Fail`] the batch is an error naming the shard.
+
+use super::{ReadBatch, ReadSample, ReaderConfig};
+use crate::augment::params::draw;
+use crate::config::OnError;
+use crate::error::{Error, Result};
+use crate::sampler::shards::{ShardOrder, ShardOrderConfig};
+use crate::source::shards::ShardSet;
+use crate::source::tar;
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// A shard set opened for streaming: its facts and where its bytes are read from.
+#[derive(Debug)]
+pub struct StreamSource {
+    /// Per-shard facts.
+    pub set: ShardSet,
+    /// Dataset index of each shard's first sample (prefix sums of the counts).
+    first: Vec<u64>,
+    #[cfg(feature = "remote")]
+    store: Option<crate::source::remote::Store>,
+}
+
+/// Member of a shard in memory: key (`stem/key`, as the per-sample index keys it), label,
+/// where its bytes are.
+struct Member {
+    key: String,
+    label: i64,
+    offset: usize,
+    len: usize,
+}
+
+/// A shard read whole and parsed.
+struct Loaded {
+    bytes: Blob,
+    members: Vec<Member>,
+}
+
+enum Blob {
+    Local(Vec<u8>),
+    #[cfg(feature = "remote")]
+    Remote(bytes::Bytes),
+}
+
+impl Blob {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Blob::Local(v) => v,
+            #[cfg(feature = "remote")]
+            Blob::Remote(b) => b,
+        }
+    }
+}
+
+impl StreamSource {
+    /// The facts of the shards `path` names (local or in a store; see [`ShardSet::open`]).
+    pub fn open(path: &Path, threads: usize) -> Result<Self> {
+        let set = ShardSet::open(path, threads)?;
+        // Labels on all samples or none, as the per-sample index requires.
+        let labelled = set.facts.iter().position(|f| f.labels[1] >= 0);
+        let unlabelled = set.facts.iter().position(|f| f.samples > 0 && f.labels[0] < 0);
+        if let (Some(a), Some(b)) = (labelled, unlabelled) {
+            return Err(Error::dataset(
+                &set.paths[b],
+                format!("holds samples without a .cls label while {} has labelled ones", set.facts[a].name),
+            ));
+        }
+        let mut first = Vec::with_capacity(set.facts.len());
+        let mut at = 0u64;
+        for f in &set.facts {
+            first.push(at);
+            at += f.samples;
+        }
+        #[cfg(feature = "remote")]
+        let store = match set.paths.first() {
+            Some(p) if crate::source::is_remote(p) => Some(crate::source::remote::Store::for_url(p)?),
+            _ => None,
+        };
+        Ok(Self {
+            set,
+            first,
+            #[cfg(feature = "remote")]
+            store,
+        })
+    }
+
+    /// Samples in the set.
+    pub fn len(&self) -> u64 {
+        self.set.total()
+    }
+
+    /// Never true: an empty set is refused when the order is built.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Classes: one past the largest label of any shard (0 when unlabeled).
+    pub fn classes(&self) -> usize {
+        self.set.facts.iter().map(|f| f.labels[1] + 1).max().unwrap_or(0).max(0) as usize
+    }
+
+    /// Dataset index of sample `index` of shard `shard`.
+    pub fn index_of(&self, shard: usize, index: u64) -> usize {
+        (self.first[shard] + index) as usize
+    }
+
+    /// Read shard `s` whole and parse it; errors name the shard.
+    fn load(&self, s: usize) -> Result<Loaded> {
+        let path = &self.set.paths[s];
+        let facts = &self.set.facts[s];
+        #[cfg(feature = "remote")]
+        let bytes = match &self.store {
+            Some(store) => Blob::Remote(store.get(path)?),
+            None => Blob::Local(std::fs::read(path).map_err(|e| Error::io(path, e))?),
+        };
+        #[cfg(not(feature = "remote"))]
+        let bytes = Blob::Local(std::fs::read(path).map_err(|e| Error::io(path, e))?);
+        let b = bytes.as_slice();
+        if b.len() as u64 != facts.bytes {
+            return Err(Error::dataset(
+                path,
+                format!(
+                    "read {} bytes, but the shard's facts say {}: it was truncated or rewritten since the shard set was opened",
+                    b.len(),
+                    facts.bytes
+                ),
+            ));
+        }
+        let (entries, _) = tar::scan_members(Path::new(path), b, b.len() as u64, false)?;
+        if let Some(e) = entries.iter().find(|e| e.label < 0 && facts.labels[1] >= 0) {
+            return Err(Error::dataset(path, format!("sample {} has no .cls label, but the shard's facts say it is labelled", e.key)));
+        }
+        if entries.len() as u64 != facts.samples {
+            return Err(Error::dataset(path, format!("holds {} samples, but its facts say {}", entries.len(), facts.samples)));
+        }
+        let stem = tar::shard_stem(Path::new(path));
+        let members = entries
+            .into_iter()
+            .map(|e| {
+                let offset = match e.location {
+                    crate::source::Location::Tar { offset, .. } => offset as usize,
+                    crate::source::Location::File => unreachable!("tar members are located in their shard"),
+                };
+                Member { key: format!("{stem}/{}", e.key), label: e.label, offset, len: e.len as usize }
+            })
+            .collect();
+        Ok(Loaded { bytes, members })
+    }
+}
+
+/// What the fetch threads and the consumer share for one epoch.
+struct FeedState {
+    /// First-need index of the next shard to read.
+    next: usize,
+    /// Bytes of the shards read or being read and not yet released.
+    held: u64,
+    /// First-need index the consumer is waiting for.
+    waiting: Option<usize>,
+    /// Read shards not yet taken by the consumer, by first-need index.
+    ready: Vec<Option<std::result::Result<Arc<Loaded>, String>>>,
+    cancelled: bool,
+}
+
+struct Feed {
+    state: Arc<(Mutex<FeedState>, Condvar)>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn lock(s: &Mutex<FeedState>) -> MutexGuard<'_, FeedState> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Feed {
+    fn start(source: Arc<StreamSource>, need: Arc<Vec<usize>>, budget: u64, threads: usize, peak: Arc<Mutex<u64>>) -> Result<Feed> {
+        let state = Arc::new((
+            Mutex::new(FeedState { next: 0, held: 0, waiting: None, ready: (0..need.len()).map(|_| None).collect(), cancelled: false }),
+            Condvar::new(),
+        ));
+        let mut handles = Vec::with_capacity(threads);
+        for t in 0..threads.min(need.len()).max(1) {
+            let (st, src, need, peak) = (state.clone(), source.clone(), need.clone(), peak.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("stoke-stream-{t}"))
+                .spawn(move || fetch(&st, &src, &need, budget, &peak))
+                .map_err(|e| Error::config(format!("cannot start stream reader thread {t}: {e}")))?;
+            handles.push(h);
+        }
+        Ok(Feed { state, threads: handles })
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        lock(&self.state.0).cancelled = true;
+        self.state.1.notify_all();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// One fetch thread: reserve the next shard in first-need order when the budget allows (or
+/// the consumer waits for it), read it, hand it over.
+fn fetch(state: &(Mutex<FeedState>, Condvar), source: &StreamSource, need: &[usize], budget: u64, peak: &Mutex<u64>) {
+    let (m, cv) = state;
+    loop {
+        let (k, shard) = {
+            let mut st = lock(m);
+            loop {
+                if st.cancelled || st.next >= need.len() {
+                    return;
+                }
+                let size = source.set.facts[need[st.next]].bytes;
+                if st.held == 0 || st.held + size <= budget || st.waiting.is_some_and(|w| w >= st.next) {
+                    break;
+                }
+                st = cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            let k = st.next;
+            st.next += 1;
+            st.held += source.set.facts[need[k]].bytes;
+            let mut p = peak.lock().unwrap_or_else(|p| p.into_inner());
+            *p = (*p).max(st.held);
+            (k, need[k])
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.load(shard)));
+        let r = match r {
+            Ok(Ok(l)) => Ok(Arc::new(l)),
+            // The message without the path: the consumer's errors name the shard themselves.
+            Ok(Err(Error::Dataset { message, .. })) => Err(message),
+            Ok(Err(Error::Io { source, .. })) => Err(source.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the stream reader thread panicked reading it".to_string()),
+        };
+        let mut st = lock(m);
+        if st.cancelled {
+            return;
+        }
+        st.ready[k] = Some(r);
+        cv.notify_all();
+    }
+}
+
+/// One epoch's plan for this rank (O(shards)).
+struct EpochPlan {
+    epoch: u64,
+    /// Shard → first-need index (`usize::MAX`: not needed).
+    need_of: Vec<usize>,
+    /// Samples still to deliver, per first-need index.
+    remaining: Vec<u64>,
+    /// Taken from the feed, per first-need index, until released.
+    open: Vec<Option<std::result::Result<Arc<Loaded>, String>>>,
+    feed: Feed,
+}
+
+/// The thread that cuts an epoch's batches out of the shards, `prefetch_batches` ahead of
+/// the consumer (so the pipeline's producer only runs the backend, as with [`super::Reader`]).
+struct Assembler {
+    source: Arc<StreamSource>,
+    order: Arc<ShardOrder>,
+    cfg: ReaderConfig,
+    plan: EpochPlan,
+    step: u64,
+    steps: u64,
+}
+
+impl Assembler {
+    fn run(mut self, out: Sender<Result<ReadBatch>>, free: Receiver<ReadBatch>) {
+        let state = self.plan.feed.state.clone();
+        while self.step < self.steps && !lock(&state.0).cancelled {
+            let b = free.try_recv().unwrap_or_default();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batch(b)));
+            let r = r.unwrap_or_else(|_| {
+                Err(Error::dataset(
+                    &self.source.set.root,
+                    format!("the stream reader panicked on epoch {} step {}", self.plan.epoch, self.step),
+                ))
+            });
+            let failed = r.is_err();
+            if out.send(r).is_err() || failed {
+                return; // the consumer is gone, or the epoch ends at a failed batch
+            }
+            self.step += 1;
+        }
+    }
+
+    /// Batch `self.step` into `b`'s buffers.
+    fn batch(&mut self, mut b: ReadBatch) -> Result<ReadBatch> {
+        let plan = &mut self.plan;
+        (b.epoch, b.step) = (plan.epoch, self.step);
+        b.data.clear();
+        b.samples.clear();
+        b.names.clear();
+        let e = self.order.epoch(plan.epoch);
+        let len = self.order.len();
+        let first = self.step * self.cfg.batch_size as u64;
+        let rank_start = self.order.config().rank as u64 * len;
+        for i in first..(first + self.cfg.batch_size as u64).min(len) {
+            let at = e.at(i);
+            let j = plan.need_of[at.shard];
+            let position = rank_start + i;
+            let index = self.source.index_of(at.shard, at.index);
+            let path = &self.source.set.paths[at.shard];
+            match take(plan, j) {
+                Ok(l) => {
+                    let m = &l.members[at.index as usize];
+                    let bytes = &l.bytes.as_slice()[m.offset..m.offset + m.len];
+                    let (w, h, o) = match crate::codec::parse_info(bytes) {
+                        Ok(info) => (info.width as i32, info.height as i32, info.orientation as u32),
+                        Err(_) => (1, 1, 1),
+                    };
+                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, w, h, o);
+                    let start = b.data.len();
+                    b.data.extend_from_slice(bytes);
+                    b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
+                    b.names.push((m.key.clone(), format!("{path} at byte {}", m.offset)));
+                }
+                Err(why) => {
+                    let err = Error::dataset(path, why);
+                    if self.cfg.on_error == OnError::Fail {
+                        return Err(err);
+                    }
+                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
+                    let at_end = b.data.len();
+                    b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: -1, error: Some(err) });
+                    b.names.push((format!("{}#{}", self.source.set.facts[at.shard].name, at.index), path.clone()));
+                }
+            }
+            plan.remaining[j] -= 1;
+            if plan.remaining[j] == 0 {
+                plan.open[j] = None;
+                let (m, cv) = &*plan.feed.state;
+                lock(m).held -= self.source.set.facts[at.shard].bytes;
+                cv.notify_all();
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// One epoch in flight: the assembler thread and its channels.
+struct EpochRun {
+    batches: Option<Receiver<Result<ReadBatch>>>,
+    free: Sender<ReadBatch>,
+    state: Arc<(Mutex<FeedState>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for EpochRun {
+    fn drop(&mut self) {
+        // Wake the assembler wherever it waits (a shard: cancelled; a full channel: closed),
+        // then wait for it; it drops the plan, whose feed joins the fetch threads.
+        lock(&self.state.0).cancelled = true;
+        self.state.1.notify_all();
+        self.batches = None;
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Batches of compressed bytes read by whole shards; see the module docs.
+pub struct StreamReader {
+    source: Arc<StreamSource>,
+    order: Arc<ShardOrder>,
+    cfg: ReaderConfig,
+    budget: u64,
+    peak: Arc<Mutex<u64>>,
+    run: Option<EpochRun>,
+}
+
+impl StreamReader {
+    /// A reader over `source` ordered by `order`, with `config`'s batch size, threads (fetch
+    /// threads), prefetch (batches cut ahead), draws and policy, holding at most
+    /// `read_ahead_bytes` of shards (module docs).
+    pub fn new(source: Arc<StreamSource>, order: ShardOrderConfig, config: &ReaderConfig, read_ahead_bytes: u64) -> Result<Self> {
+        if config.batch_size == 0 || config.threads == 0 || read_ahead_bytes == 0 {
+            return Err(Error::config(format!(
+                "a stream reader needs a batch size, thread count and read-ahead of at least 1, got {}, {} and {}",
+                config.batch_size, config.threads, read_ahead_bytes
+            )));
+        }
+        let order = ShardOrder::new(source.set.counts(), order).map_err(|e| Error::dataset(&source.set.root, e.to_string()))?;
+        Ok(Self { source, order: Arc::new(order), cfg: config.clone(), budget: read_ahead_bytes, peak: Arc::new(Mutex::new(0)), run: None })
+    }
+
+    /// The epoch order.
+    pub fn order(&self) -> &ShardOrder {
+        &self.order
+    }
+
+    /// The shard set.
+    pub fn source(&self) -> &Arc<StreamSource> {
+        &self.source
+    }
+
+    /// Batches per epoch for this rank (the last may be partial).
+    pub fn steps(&self) -> u64 {
+        self.order.len().div_ceil(self.cfg.batch_size as u64)
+    }
+
+    /// The most bytes of shards held at once so far (read ahead plus in use).
+    pub fn peak_held(&self) -> u64 {
+        *self.peak.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Begin `epoch` at batch `start_step`, abandoning the epoch in flight: the shards the rank
+    /// needs from there, in first-need order with their sample counts, are computed
+    /// ([`crate::sampler::shards::ShardEpoch::needs`]: no sample is read, no position replayed),
+    /// then the fetch threads and the batch thread start.
+    pub fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
+        self.run = None;
+        let steps = self.steps();
+        let step = start_step.min(steps);
+        let needs = self.order.epoch(epoch).needs(step * self.cfg.batch_size as u64);
+        let mut need_of = vec![usize::MAX; self.source.set.facts.len()];
+        for (j, &(s, _)) in needs.iter().enumerate() {
+            need_of[s] = j;
+        }
+        let (need, remaining): (Vec<usize>, Vec<u64>) = needs.into_iter().unzip();
+        let open = (0..need.len()).map(|_| None).collect();
+        let feed = Feed::start(self.source.clone(), Arc::new(need), self.budget, self.cfg.threads, self.peak.clone())?;
+        let state = feed.state.clone();
+        let plan = EpochPlan { epoch, need_of, remaining, open, feed };
+        let a = Assembler { source: self.source.clone(), order: self.order.clone(), cfg: self.cfg.clone(), plan, step, steps };
+        let (tx, rx) = bounded(self.cfg.prefetch_batches.max(1));
+        let (free_tx, free_rx) = unbounded();
+        let thread = std::thread::Builder::new()
+            .name("stoke-stream-batches".into())
+            .spawn(move || a.run(tx, free_rx))
+            .map_err(|e| Error::config(format!("cannot start the stream reader's batch thread: {e}")))?;
+        self.run = Some(EpochRun { batches: Some(rx), free: free_tx, state, thread: Some(thread) });
+        Ok(())
+    }
+
+    /// The next batch of the epoch; `None` at its end, after a failed batch, or before
+    /// [`Self::start_epoch`].
+    pub fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        self.run.as_ref()?.batches.as_ref()?.recv().ok()
+    }
+
+    /// Give a batch's buffers back for reuse.
+    pub fn recycle(&mut self, batch: ReadBatch) {
+        if let Some(run) = &self.run {
+            let _ = run.free.send(batch);
+        }
+    }
+}
+
+/// Shard `j` (first-need index) of the plan, waiting for the fetch threads if it is not read
+/// yet; kept in the plan until its last sample is delivered. An abandoned epoch gives an error.
+fn take(plan: &mut EpochPlan, j: usize) -> std::result::Result<Arc<Loaded>, String> {
+    if plan.open[j].is_none() {
+        let (m, cv) = &*plan.feed.state;
+        let mut st = lock(m);
+        while st.ready[j].is_none() {
+            if st.cancelled {
+                return Err("the epoch was abandoned".into());
+            }
+            st.waiting = Some(j);
+            cv.notify_all();
+            st = cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.waiting = None;
+        plan.open[j] = st.ready[j].take();
+    }
+    plan.open[j].clone().expect("taken above")
+}
