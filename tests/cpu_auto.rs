@@ -11,6 +11,8 @@
 //! The GPU path's kernel code is checked against the CPU backend bit for bit in
 //! tests/gpu_kernel_host.rs.
 
+mod recipe_common;
+
 use std::collections::HashMap;
 use stoke::augment::auto::{trivial_wide, AutoAugmentSpec, AutoOpCode, AutoPolicy, ORIGINAL_POLICY, RAND_INCREASING_OPS};
 use stoke::augment::host::{augment, Scratch, SrcImage};
@@ -374,23 +376,9 @@ fn preset_deit_is_deits_recipe_and_each_part_can_be_changed() {
 
 #[test]
 fn the_command_line_takes_aa_and_preset_deit_and_dump_names_every_op() {
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    let mut cfg = stoke::gen::GenConfig::new(8);
-    cfg.classes = 2;
-    stoke::gen::generate(&ds, &cfg, &|_| {}).unwrap();
-    let out = dir.path().join("out");
-    let run = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
-            .arg("dump")
-            .arg(&ds)
-            .arg("--out")
-            .arg(&out)
-            .args(["--batch-size", "4", "--batches", "2", "--size", "24", "--backend", "cpu"])
-            .args(extra)
-            .output()
-            .unwrap()
-    };
+    let set = recipe_common::DumpRun::new(8);
+    let out = &set.out;
+    let run = |extra: &[&str]| set.dump(2, extra);
     let o = run(&["--preset", "deit"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(out.join("samples.jsonl")).unwrap();

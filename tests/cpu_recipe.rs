@@ -12,6 +12,8 @@
 //! The GPU path's kernel code is checked against the CPU backend bit for bit for the same
 //! steps in tests/gpu_kernel_host.rs.
 
+mod recipe_common;
+
 use stoke::augment::host::{augment, Scratch, SrcImage};
 use stoke::augment::params::{draw, AugParams, ColorOp, ColorParams, EraseParams, ERASE_MAX};
 /// An erasing box `(x, y, w, h)`.
@@ -645,23 +647,9 @@ fn random_affine_draws_follow_torchvision_get_params_and_bad_values_are_named() 
 
 #[test]
 fn the_command_line_takes_the_recipe_flags_and_dump_names_every_draw() {
-    let dir = tempfile::tempdir().unwrap();
-    let ds = dir.path().join("ds");
-    let mut cfg = stoke::gen::GenConfig::new(8);
-    cfg.classes = 2;
-    stoke::gen::generate(&ds, &cfg, &|_| {}).unwrap();
-    let out = dir.path().join("out");
-    let run = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
-            .arg("dump")
-            .arg(&ds)
-            .arg("--out")
-            .arg(&out)
-            .args(["--batch-size", "4", "--batches", "1", "--size", "24", "--backend", "cpu"])
-            .args(extra)
-            .output()
-            .unwrap()
-    };
+    let set = recipe_common::DumpRun::new(8);
+    let out = &set.out;
+    let run = |extra: &[&str]| set.dump(1, extra);
     let o = run(&[
         "--color-jitter",
         "0.4,0.4,0.4,0.1",
@@ -701,9 +689,9 @@ fn the_command_line_takes_the_recipe_flags_and_dump_names_every_draw() {
     // preview prints each tile's draws.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
         .arg("preview")
-        .arg(&ds)
+        .arg(&set.ds)
         .arg("--out")
-        .arg(dir.path().join("grid.png"))
+        .arg(out.with_file_name("grid.png"))
         .args(["--count", "3", "--size", "24", "--backend", "cpu", "--color-jitter", "0.4", "--reprob", "1", "--affine-degrees", "10"])
         .output()
         .unwrap();
