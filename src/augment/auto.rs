@@ -354,7 +354,7 @@ impl AutoAugmentSpec {
         if spec.magnitude_std > 100.0 {
             spec.magnitude_std = f64::INFINITY;
         }
-        if !(spec.magnitude_max > 0.0) {
+        if spec.magnitude_max.is_nan() || spec.magnitude_max <= 0.0 {
             return Err(bad(format!("mmax must be above 0, got {}", spec.magnitude_max)));
         }
         Ok(spec)
