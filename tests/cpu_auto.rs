@@ -312,6 +312,50 @@ fn trivialaugment_draws_follow_torchvision() {
 }
 
 #[test]
+fn torchvision_randaugment_draws_follow_torchvision() {
+    // RandAugment(num_ops=2, magnitude=9): two of 14 ops uniformly with replacement, always
+    // applied, at bin 9 of 31 with a random sign for the signed ops.
+    let spec = AutoAugmentSpec::parse("randaugment-n2-m9", [0.5; 3]).unwrap();
+    assert_eq!(spec.policy, AutoPolicy::TorchvisionRand { n: 2, m: 9 });
+    assert_eq!(AutoAugmentSpec::parse("randaugment", [0.5; 3]).unwrap().policy, AutoPolicy::TorchvisionRand { n: 2, m: 9 });
+    let n = 28_000;
+    let ds = draws(&spec, n, Some(false));
+    let mut counts = [0u64; 16];
+    let mut neg = [0u64; 16];
+    for a in &ds {
+        assert_eq!(a.count, 2);
+        for o in a.drawn() {
+            assert_ne!(o.flags & AUTO_APPLIED, 0);
+            counts[o.op as usize] += 1;
+            neg[o.op as usize] += (o.arg < 0.0) as u64;
+            let want = match AutoOpCode::from_code(o.op).unwrap() {
+                AutoOpCode::Rotate => Some(9.0),
+                AutoOpCode::ShearX | AutoOpCode::ShearY => Some(0.09),
+                AutoOpCode::TranslateX | AutoOpCode::TranslateY => Some(30.0), // int(150/331·224·9/30)
+                AutoOpCode::Posterize => Some(7.0),                            // 8 − round(9/7.5)
+                AutoOpCode::Solarize => Some(178.5),                           // linspace(255, 0, 31)[9]
+                AutoOpCode::Brightness | AutoOpCode::Color | AutoOpCode::Contrast | AutoOpCode::Sharpness => None,
+                _ => Some(0.0),
+            };
+            match want {
+                Some(v) => assert!((o.arg.abs() as f64 - v).abs() < 1e-6, "{}: {}", o.name(), o.arg),
+                None => assert!((o.arg as f64 - 1.27).abs() < 1e-6 || (o.arg as f64 - 0.73).abs() < 1e-6, "{}: {}", o.name(), o.arg),
+            }
+        }
+    }
+    for (op, c) in counts.iter().enumerate() {
+        if op == AutoOpCode::Invert.code() as usize || op == AutoOpCode::SolarizeAdd.code() as usize {
+            assert_eq!(*c, 0);
+            continue;
+        }
+        let share = *c as f64 / (2 * n) as f64;
+        assert!((share - 1.0 / 14.0).abs() < 0.005, "op {op}: {share}");
+    }
+    let r = AutoOpCode::Rotate.code() as usize;
+    assert!((neg[r] as f64 / counts[r] as f64 - 0.5).abs() < 0.04, "rotate sign");
+}
+
+#[test]
 fn mstd_above_100_draws_uniform_magnitudes_and_mmax_clips() {
     let spec = AutoAugmentSpec::parse("rand-m10-mstd101-n1-p1", [0.5; 3]).unwrap();
     assert_eq!(spec.magnitude_std, f64::INFINITY);
@@ -342,6 +386,9 @@ fn bad_aa_strings_are_named() {
         ("autoaug", "expected rand"),
         ("original-n2", "unknown section"),
         ("trivialaugment-m3", "takes no options"),
+        ("randaugment-m31", "magnitude bin 0..=30"),
+        ("randaugment-n0", "n must be 1..=4"),
+        ("randaugment-q2", "unknown section"),
         ("rand-m9-mmax0", "mmax must be above 0"),
     ] {
         let o = PipelineOptions { aa: Some(text.into()), ..PipelineOptions::default() };

@@ -12,6 +12,10 @@
 //! - **AutoAugment** (`original`: the AutoAugment paper's ImageNet policy; `originalr`: the same
 //!   with the increasing posterize): one of the 25 sub-policies uniformly, then its two ops,
 //!   each with its own probability and magnitude (plus `mstd` noise when given).
+//! - **torchvision RandAugment** (`randaugment-n2-m9`: `num_ops`, `magnitude`): `n` ops
+//!   uniformly with replacement from torchvision's 14, each applied, at magnitude bin `m` of 31
+//!   with a random sign for the signed ops (torchvision's ranges: shear 0.3, translate 150/331
+//!   of the size, rotate 30°, enhance 0.9, posterize 8..4 bits).
 //! - **TrivialAugmentWide** (torchvision's op set and magnitude bins): one op uniformly from
 //!   14 (Identity included), one of 31 magnitude bins uniformly, a random sign for the signed
 //!   ops. The ops are Pillow's, as torchvision applies them to PIL images; the geometric ops use
@@ -254,6 +258,14 @@ pub enum AutoPolicy {
     },
     /// torchvision TrivialAugmentWide.
     TrivialWide,
+    /// torchvision `RandAugment(num_ops, magnitude)`: `n` ops uniformly with replacement from
+    /// its 14 (Identity included), each always applied, at magnitude bin `m` of 31.
+    TorchvisionRand {
+        /// `num_ops`.
+        n: u32,
+        /// `magnitude`, a bin index 0..=30.
+        m: u32,
+    },
 }
 
 /// A parsed `--aa` string with the hyper-parameters timm derives from the rest of the recipe.
@@ -342,11 +354,35 @@ impl AutoAugmentSpec {
                 }
                 spec.policy = AutoPolicy::Original { increasing: head == "originalr" };
             }
+            "randaugment" => {
+                let (mut n, mut m) = (2u32, 9u32);
+                for part in parts {
+                    let whole = |v: &str| v.parse::<u32>().map_err(|_| bad(format!("{part:?} needs a whole number")));
+                    if let Some(v) = part.strip_prefix('n') {
+                        n = whole(v)?;
+                    } else if let Some(v) = part.strip_prefix('m') {
+                        m = whole(v)?;
+                    } else {
+                        return Err(bad(format!("unknown section {part:?} (torchvision's RandAugment takes n (num_ops) and m (magnitude))")));
+                    }
+                }
+                if !(1..=AUTO_MAX as u32).contains(&n) {
+                    return Err(bad(format!("n must be 1..={AUTO_MAX} ops per image, got {n}")));
+                }
+                if m > 30 {
+                    return Err(bad(format!("m is a magnitude bin 0..=30, got {m}")));
+                }
+                spec.policy = AutoPolicy::TorchvisionRand { n, m };
+            }
             "v0" | "v0r" | "3a" => {
                 return Err(bad(format!("timm's {head:?} policy is not supported (use original, originalr, rand-… or trivialaugment)")))
             }
             "augmix" => return Err(bad("AugMix is not supported (it mixes several augmented copies of an image)".into())),
-            _ => return Err(bad("expected rand-…, original[-mstdX], originalr[-mstdX] or trivialaugment".into())),
+            _ => {
+                return Err(bad(
+                    "expected rand-… (timm RandAugment), original[-mstdX], originalr[-mstdX], trivialaugment or randaugment[-nN-mM] (torchvision)".into(),
+                ))
+            }
         }
         if spec.magnitude_std.is_nan() || spec.magnitude_std < 0.0 {
             return Err(bad(format!("mstd must be >= 0, got {}", spec.magnitude_std)));
@@ -404,6 +440,13 @@ impl AutoAugmentSpec {
                 let (code, arg) = trivial_wide(rng.below(14) as usize, rng.below(31) as usize, rng.below(2) == 1);
                 push(&mut a, code, arg, true, rng);
             }
+            AutoPolicy::TorchvisionRand { n, m } => {
+                for _ in 0..*n {
+                    let op = rng.below(14) as usize;
+                    let (code, arg) = torchvision_op(false, op, *m as usize, rng.below(2) == 1, out_w, out_h);
+                    push(&mut a, code, arg, true, rng);
+                }
+            }
         }
         a
     }
@@ -459,23 +502,32 @@ impl AutoAugmentSpec {
 /// torchvision TrivialAugmentWide's op `op` (0..14) at magnitude bin `bin` (0..31), negated
 /// when `negate` and the op is signed: the kernel op and its Pillow argument.
 pub fn trivial_wide(op: usize, bin: usize, negate: bool) -> (AutoOpCode, f64) {
+    torchvision_op(true, op, bin, negate, 0, 0)
+}
+
+/// Op `op` (0..14, torchvision's `_augmentation_space` order) of TrivialAugmentWide (`wide`) or
+/// RandAugment at magnitude bin `bin` of 31, on a `w × h` image (RandAugment's translation
+/// range is 150/331 of the size), negated when `negate` and the op is signed.
+pub fn torchvision_op(wide: bool, op: usize, bin: usize, negate: bool, w: i32, h: i32) -> (AutoOpCode, f64) {
     use AutoOpCode as K;
     // torch.linspace(lo, hi, 31) in f32: lo + (hi − lo)·i/30 (the bins are what torch gives to
     // within an f32 ulp).
     let lin = |lo: f64, hi: f64| ((lo + (hi - lo) * bin as f64 / 30.0) as f32) as f64;
     let signed = |v: f64| if negate { -v } else { v };
+    let (shear, rotate, enhance, posterize) = if wide { (0.99, 135.0, 0.99, 6.0) } else { (0.3, 30.0, 0.9, 4.0) };
+    let (tx, ty) = if wide { (32.0, 32.0) } else { (150.0 / 331.0 * w as f64, 150.0 / 331.0 * h as f64) };
     match op {
         0 => (K::Identity, 0.0),
-        1 => (K::ShearX, signed(lin(0.0, 0.99))),
-        2 => (K::ShearY, signed(lin(0.0, 0.99))),
-        3 => (K::TranslateX, signed(lin(0.0, 32.0).trunc())),
-        4 => (K::TranslateY, signed(lin(0.0, 32.0).trunc())),
-        5 => (K::Rotate, signed(lin(0.0, 135.0))),
-        6 => (K::Brightness, 1.0 + signed(lin(0.0, 0.99))),
-        7 => (K::Color, 1.0 + signed(lin(0.0, 0.99))),
-        8 => (K::Contrast, 1.0 + signed(lin(0.0, 0.99))),
-        9 => (K::Sharpness, 1.0 + signed(lin(0.0, 0.99))),
-        10 => (K::Posterize, 8.0 - (bin as f64 / 5.0).round_ties_even()),
+        1 => (K::ShearX, signed(lin(0.0, shear))),
+        2 => (K::ShearY, signed(lin(0.0, shear))),
+        3 => (K::TranslateX, signed(lin(0.0, tx).trunc())),
+        4 => (K::TranslateY, signed(lin(0.0, ty).trunc())),
+        5 => (K::Rotate, signed(lin(0.0, rotate))),
+        6 => (K::Brightness, 1.0 + signed(lin(0.0, enhance))),
+        7 => (K::Color, 1.0 + signed(lin(0.0, enhance))),
+        8 => (K::Contrast, 1.0 + signed(lin(0.0, enhance))),
+        9 => (K::Sharpness, 1.0 + signed(lin(0.0, enhance))),
+        10 => (K::Posterize, 8.0 - (bin as f64 / (30.0 / posterize)).round_ties_even()),
         11 => (K::Solarize, lin(255.0, 0.0)),
         12 => (K::AutoContrast, 0.0),
         _ => (K::Equalize, 0.0),

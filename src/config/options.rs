@@ -182,7 +182,8 @@ pub struct PipelineOptions {
     /// Resize filter of the samples, or random per sample (timm `--train-interpolation`).
     pub train_interpolation: Option<TrainInterpolation>,
     /// AutoAugment-family policy (timm `--aa`): `rand-m9-mstd0.5-inc1`, `original`,
-    /// `originalr`, `trivialaugment`; `none` turns a preset's policy off.
+    /// `originalr`, `trivialaugment`, `randaugment-n2-m9` (torchvision); `none` turns a
+    /// preset's policy off.
     pub aa: Option<String>,
     /// RandomAffine degrees: one value `d` for `(-d, d)`, or `min, max`.
     pub affine_degrees: Option<Vec<f64>>,

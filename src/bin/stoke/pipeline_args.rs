@@ -152,7 +152,8 @@ pub struct PipelineArgs {
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct RecipeArgs {
     /// AutoAugment-family policy with timm's strings: rand-m9-mstd0.5-inc1 (RandAugment),
-    /// original / originalr (AutoAugment ImageNet policy), trivialaugment; none = off.
+    /// original / originalr (AutoAugment ImageNet policy), trivialaugment, randaugment-n2-m9
+    /// (torchvision's RandAugment); none = off.
     #[arg(long)]
     pub aa: Option<String>,
     /// ColorJitter: one value for brightness, contrast and saturation, or B,C,S or B,C,S,H.
