@@ -12,6 +12,7 @@
 //! tests/gpu_kernel_host.rs.
 
 mod recipe_common;
+use recipe_common::{ks, Xs};
 
 use std::collections::HashMap;
 use stoke::augment::auto::{trivial_wide, AutoAugmentSpec, AutoOpCode, AutoPolicy, ORIGINAL_POLICY, RAND_INCREASING_OPS};
@@ -116,42 +117,6 @@ fn ops_that_did_not_fire_change_nothing() {
     let skipped = AutoOp { op: AutoOpCode::Invert.code(), flags: 0, arg: 0.0 };
     let identity = AutoOp { op: AutoOpCode::Identity.code(), flags: AUTO_APPLIED, arg: 0.0 };
     assert_eq!(run_u8(&rgb, w as i32, h as i32, &identity_with(w as i32, h as i32, &[skipped, identity])), rgb);
-}
-
-/// xorshift64*: an independent generator for the reference samplers.
-struct Xs(u64);
-impl Xs {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn gauss(&mut self, mu: f64, sigma: f64) -> f64 {
-        let (u1, u2) = (1.0 - self.uniform(), self.uniform());
-        mu + sigma * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-}
-
-/// Two-sample Kolmogorov–Smirnov distance.
-fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    let (mut i, mut j, mut d) = (0, 0, 0.0f64);
-    while i < a.len() && j < b.len() {
-        let v = a[i].min(b[j]);
-        while i < a.len() && a[i] <= v {
-            i += 1;
-        }
-        while j < b.len() && b[j] <= v {
-            j += 1;
-        }
-        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
-    }
-    d
 }
 
 fn draws(spec: &AutoAugmentSpec, n: u64, bicubic: Option<bool>) -> Vec<AutoParams> {

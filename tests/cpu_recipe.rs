@@ -13,6 +13,7 @@
 //! steps in tests/gpu_kernel_host.rs.
 
 mod recipe_common;
+use recipe_common::{ks, Xs};
 
 use stoke::augment::host::{augment, Scratch, SrcImage};
 use stoke::augment::params::{draw, AugParams, ColorOp, ColorParams, EraseParams, ERASE_MAX};
@@ -230,23 +231,6 @@ fn erasing_writes_the_mode_values_in_the_boxes_and_nothing_else() {
     assert!(sorted.len() as f64 > 0.99 * n, "per-element values repeat");
 }
 
-/// xorshift64* — a generator unrelated to stoke's keyed SplitMix64 stream.
-struct Xs(u64);
-impl Xs {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn randint(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.uniform() * (hi - lo + 1) as f64) as i64
-    }
-}
-
 /// timm's `RandomErasing._erase` sampling (probability, count, 10 tries per box), as Python
 /// runs it: returns the (w, h) of every box placed.
 fn timm_erase(r: &mut Xs, prob: f64, max_count: i64, w: i64, h: i64) -> Vec<Box4> {
@@ -272,24 +256,6 @@ fn timm_erase(r: &mut Xs, prob: f64, max_count: i64, w: i64, h: i64) -> Vec<Box4
         }
     }
     out
-}
-
-/// Two-sample Kolmogorov–Smirnov statistic.
-fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    let (mut i, mut j, mut d) = (0, 0, 0f64);
-    while i < a.len() && j < b.len() {
-        let x = a[i].min(b[j]);
-        while i < a.len() && a[i] <= x {
-            i += 1;
-        }
-        while j < b.len() && b[j] <= x {
-            j += 1;
-        }
-        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
-    }
-    d
 }
 
 #[test]
