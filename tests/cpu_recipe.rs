@@ -716,6 +716,7 @@ fn a_config_file_takes_the_recipe_under_timms_names() {
         (r#"{"recipe": {"train_interpolation": "lanczos"}}"#, "train_interpolation must be"),
         (r#"{"recipe": {"remode": "noise"}}"#, "recipe: unknown variant `noise`"),
         (r#"{"recipe": {"reprob": 0.5, "recount": 7}}"#, "recount must be 1..=4, got 7"),
+        (r#"{"recipe": {"aa": "rand-m9-n9"}}"#, "recipe: aa \"rand-m9-n9\": n must be 1..=4"),
     ] {
         std::fs::write(&f, text).unwrap();
         let e = PipelineOptions { config: Some(f.clone()), ..PipelineOptions::default() }
@@ -723,5 +724,11 @@ fn a_config_file_takes_the_recipe_under_timms_names() {
             .unwrap_err()
             .to_string();
         assert!(e.contains(word), "{text}: {e}");
+        if text.contains("\"aa\"") {
+            assert!(e.contains(&f.display().to_string()), "the file is named: {e}");
+        }
     }
+    std::fs::write(&f, r#"{"recipe": {"aa": "trivialaugment"}}"#).unwrap();
+    let c = PipelineOptions { config: Some(f.clone()), ..PipelineOptions::default() }.to_config("d", OptionNames::Cli).unwrap();
+    assert_eq!(c.augment.auto_augment.map(|a| a.config), Some("trivialaugment".to_string()));
 }

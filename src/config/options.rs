@@ -258,6 +258,7 @@ impl PipelineOptions {
         let file: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let Some(section) = file.get("recipe") else { return Ok(std::borrow::Cow::Borrowed(self)) };
         let r: RecipeSection = serde_json::from_value(section.clone()).map_err(|e| bad(format!("recipe: {e}")))?;
+        let r_has_aa = r.aa.is_some();
         let mut o = self.clone();
         let train_interpolation =
             match r.train_interpolation.as_deref() {
@@ -273,6 +274,13 @@ impl PipelineOptions {
         over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale, aa);
         if train_interpolation.is_some() {
             o.train_interpolation = train_interpolation;
+        }
+        // checked here so the error names the file (the mean only sets the fill)
+        if let Some(text) = o.aa.as_deref().filter(|t| r_has_aa && *t != "none") {
+            crate::augment::auto::AutoAugmentSpec::parse(text, [0.5; 3]).map_err(|e| match e {
+                Error::Config(m) => bad(format!("recipe: {}", m.replacen("--aa", "aa", 1))),
+                e => e,
+            })?;
         }
         if let Some(v) = r.color_jitter {
             o.color_jitter = Some(v.into_vec());
