@@ -444,19 +444,11 @@ extern "C" __global__ void __launch_bounds__(256) stoke_auto_step(const StokeAug
                                                                   uint8_t* __restrict__ auto_img, uint32_t auto_n,
                                                                   int32_t step, const uint8_t* __restrict__ luts) {
     __shared__ StokeAutoSample s;
-    __shared__ double m[6];
-    __shared__ int affine;
-    __shared__ int32_t quarter;
+    __shared__ StokeAutoGeom g;
     const uint32_t n = blockIdx.z;
     if (threadIdx.x == 0 && threadIdx.y == 0) {
         stoke_auto_load(params, n, &s);
-        if (stoke_auto_runs(&s.aa, step) && stoke_auto_is_geometric(s.aa.ops[step].op)) {
-            double a[6];
-            int32_t q;
-            affine = stoke_auto_matrix(&s.aa.ops[step], s.w, s.h, a, &q);
-            quarter = q;
-            for (int i = 0; i < 6; i++) m[i] = a[i];
-        }
+        if (stoke_auto_runs(&s.aa, step)) stoke_auto_prepare(&s.aa.ops[step], s.w, s.h, &g);
     }
     __syncthreads();
     if (!stoke_auto_runs(&s.aa, step)) return;
@@ -466,14 +458,8 @@ extern "C" __global__ void __launch_bounds__(256) stoke_auto_step(const StokeAug
     const int src = stoke_auto_before(&s.aa, step) & 1;
     const uint8_t* in = auto_img + stoke_auto_offset(auto_n, n, src, s.w, s.h);
     uint8_t* out = auto_img + stoke_auto_offset(auto_n, n, src ^ 1, s.w, s.h);
-    uint8_t* dst = out + ((size_t)y * s.w + x) * 3u;
-    if (stoke_auto_is_geometric(s.aa.ops[step].op)) {
-        double a[6];
-        for (int i = 0; i < 6; i++) a[i] = m[i];
-        stoke_auto_geometric_at(&s.aa.ops[step], a, affine, quarter, s.aa.fill, in, s.w, s.h, x, y, dst);
-    } else {
-        stoke_auto_pixel(&s.aa.ops[step], s.aa.fill, luts + (size_t)n * 768u, in, s.w, s.h, x, y, dst);
-    }
+    stoke_auto_pixel(&s.aa.ops[step], &g, s.aa.fill, luts + (size_t)n * 768u, in, s.w, s.h, x, y,
+                     out + ((size_t)y * s.w + x) * 3u);
 }
 
 #endif  // device only

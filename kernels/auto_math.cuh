@@ -274,6 +274,26 @@ STOKE_HD int stoke_auto_matrix(const StokeAutoOp* o, int32_t W, int32_t H, doubl
     return 1;
 }
 
+STOKE_HD int stoke_auto_is_geometric(uint32_t op) {
+    return op == STOKE_AUTO_ROTATE || op == STOKE_AUTO_SHEAR_X || op == STOKE_AUTO_SHEAR_Y ||
+           op == STOKE_AUTO_TRANSLATE_X || op == STOKE_AUTO_TRANSLATE_Y;
+}
+
+// What a geometric op needs per image, computed once (stoke_auto_prepare) before its pixels:
+// stoke_auto_matrix's results. Unused by the other ops.
+struct StokeAutoGeom {
+    double m[6];      // forward matrix (affine)
+    int32_t affine;   // 0: an exact transpose by `quarter` quarter turns instead
+    int32_t quarter;
+};
+
+STOKE_HD void stoke_auto_prepare(const StokeAutoOp* o, int32_t W, int32_t H, StokeAutoGeom* g) {
+    g->affine = 0;
+    g->quarter = 0;
+    for (int i = 0; i < 6; i++) g->m[i] = 0.0;
+    if (stoke_auto_is_geometric(o->op)) g->affine = stoke_auto_matrix(o, W, H, g->m, &g->quarter);
+}
+
 // Pillow's bicubic interpolation of four values (Geometry.c BICUBIC, a = −0.5).
 STOKE_HD double stoke_pil_cubic(double v1, double v2, double v3, double v4, double d) {
     const double p1 = v2;
@@ -286,14 +306,13 @@ STOKE_HD double stoke_pil_cubic(double v1, double v2, double v3, double v4, doub
 // One output pixel of a geometric op: Pillow's generic affine transform with its bilinear
 // (flags without STOKE_AUTO_BICUBIC) or bicubic filter; the fill colour where the position
 // falls outside [0, W) × [0, H).
-// `a`, `affine` and `quarter` are stoke_auto_matrix's results for this op and image size
-// (computed once per image by the callers, not per pixel).
-STOKE_HD void stoke_auto_geometric_at(const StokeAutoOp* o, const double a[6], int affine, int32_t quarter,
-                                      const uint8_t fill[4], const uint8_t* img, int32_t W, int32_t H, int32_t x,
-                                      int32_t y, uint8_t out[3]) {
-    if (!affine) {
+// `g` is stoke_auto_prepare's for this op and image size.
+STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t fill[4],
+                                   const uint8_t* img, int32_t W, int32_t H, int32_t x, int32_t y, uint8_t out[3]) {
+    const double* a = g->m;
+    if (!g->affine) {
         int32_t px, py;
-        stoke_rot90_src(quarter, x, y, W, H, &px, &py);
+        stoke_rot90_src(g->quarter, x, y, W, H, &px, &py);
         const uint8_t* s = img + ((size_t)py * (size_t)W + (size_t)px) * 3u;
         out[0] = s[0];
         out[1] = s[1];
@@ -353,19 +372,6 @@ STOKE_HD void stoke_auto_geometric_at(const StokeAutoOp* o, const double a[6], i
     }
 }
 
-STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const uint8_t fill[4], const uint8_t* img, int32_t W, int32_t H,
-                                   int32_t x, int32_t y, uint8_t out[3]) {
-    double a[6];
-    int32_t quarter;
-    const int affine = stoke_auto_matrix(o, W, H, a, &quarter);
-    stoke_auto_geometric_at(o, a, affine, quarter, fill, img, W, H, x, y, out);
-}
-
-STOKE_HD int stoke_auto_is_geometric(uint32_t op) {
-    return op == STOKE_AUTO_ROTATE || op == STOKE_AUTO_SHEAR_X || op == STOKE_AUTO_SHEAR_Y ||
-           op == STOKE_AUTO_TRANSLATE_X || op == STOKE_AUTO_TRANSLATE_Y;
-}
-
 // Pillow's SMOOTH filter (3×3, 1 1 1 / 1 5 1 / 1 1 1, ÷ 13, + 0.5, truncated, in f32 in
 // Filter.c's order) at (x, y) channel c; border pixels are the image's own.
 STOKE_HD uint32_t stoke_pil_smooth(const uint8_t* img, int32_t W, int32_t H, int32_t x, int32_t y, int c) {
@@ -385,9 +391,10 @@ STOKE_HD uint32_t stoke_pil_smooth(const uint8_t* img, int32_t W, int32_t H, int
 }
 
 // One output pixel of op `o` applied to the W×H interleaved RGB image `img`. `lut` holds the
-// op's three channel tables (3 × 256) for table ops.
-STOKE_HD void stoke_auto_pixel(const StokeAutoOp* o, const uint8_t fill[4], const uint8_t* lut, const uint8_t* img,
-                               int32_t W, int32_t H, int32_t x, int32_t y, uint8_t out[3]) {
+// op's three channel tables (3 × 256) for table ops, `g` its stoke_auto_prepare for geometric
+// ops (both built once per image and op).
+STOKE_HD void stoke_auto_pixel(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t fill[4], const uint8_t* lut,
+                               const uint8_t* img, int32_t W, int32_t H, int32_t x, int32_t y, uint8_t out[3]) {
     const uint32_t op = o->op;
     const uint8_t* px = img + ((size_t)y * (size_t)W + (size_t)x) * 3u;
     if (stoke_auto_is_table(op)) {
@@ -400,7 +407,7 @@ STOKE_HD void stoke_auto_pixel(const StokeAutoOp* o, const uint8_t fill[4], cons
     } else if (op == STOKE_AUTO_SHARPNESS) {  // ImageEnhance.Sharpness: blend with SMOOTH
         for (int c = 0; c < 3; c++) out[c] = stoke_pil_blend(stoke_pil_smooth(img, W, H, x, y, c), px[c], o->arg);
     } else if (stoke_auto_is_geometric(op)) {
-        stoke_auto_geometric(o, fill, img, W, H, x, y, out);
+        stoke_auto_geometric(o, g, fill, img, W, H, x, y, out);
     } else {
         out[0] = px[0];
         out[1] = px[1];

@@ -326,17 +326,12 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
                 nxt[3 * q + 1] = lut[256 + cur[3 * q + 1]];
                 nxt[3 * q + 2] = lut[512 + cur[3 * q + 2]];
             }
-        } else if (stoke_auto_is_geometric(o->op)) {  // the matrix once per image, not per pixel
-            double m[6];
-            int32_t quarter;
-            const int affine = stoke_auto_matrix(o, W, H, m, &quarter);
-            for (int32_t y = 0; y < H; y++)
-                for (int32_t x = 0; x < W; x++)
-                    stoke_auto_geometric_at(o, m, affine, quarter, p->aa.fill, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
         } else {
+            StokeAutoGeom g;
+            stoke_auto_prepare(o, W, H, &g);  // a geometric op's matrix once per image, not per pixel
             for (int32_t y = 0; y < H; y++)
                 for (int32_t x = 0; x < W; x++)
-                    stoke_auto_pixel(o, p->aa.fill, lut, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
+                    stoke_auto_pixel(o, &g, p->aa.fill, lut, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
         }
         uint8_t* t = cur;
         cur = nxt;

@@ -66,9 +66,11 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
                 }
                 if (stoke_auto_is_table(o->op))
                     for (int c = 0; c < 3; c++) stoke_auto_table(o, hist.data(), (uint64_t)W * H, c, lut.data() + 256 * c);
+                StokeAutoGeom g;
+                stoke_auto_prepare(o, W, H, &g);
                 for (int32_t y = 0; y < H; y++)
                     for (int32_t x = 0; x < W; x++)
-                        stoke_auto_pixel(o, p.aa.fill, lut.data(), in, W, H, x, y, out_img + ((size_t)y * W + x) * 3);
+                        stoke_auto_pixel(o, &g, p.aa.fill, lut.data(), in, W, H, x, y, out_img + ((size_t)y * W + x) * 3);
             }
         }
         t.auto_img = auto_img.data();
