@@ -394,13 +394,31 @@ fn tar_errors_name_the_shard_and_offset() {
         tar_member(b, "k.cls", b"-4", b'0');
     });
     assert!(e.contains("label -4 is out of range"), "{e}");
-    // Some labelled, some not.
+    // Some labelled, some not (a complete shard: end-of-archive blocks written).
     let (_, e) = make("mixed.tar", &|b| {
         tar_member(b, "k.jpg", &jpeg(5, 5), b'0');
         tar_member(b, "k.cls", b"1", b'0');
         tar_member(b, "m.jpg", &jpeg(5, 5), b'0');
+        b.extend_from_slice(&[0u8; 1024]);
     });
     assert!(e.contains("mixed/m has no .cls label"), "{e}");
+    // Cut at a member boundary (no end-of-archive blocks) between a sample's .cls and its
+    // image: the sample would be lost without a word; it is named instead.
+    let (_, e) = make("cut_cls.tar", &|b| {
+        tar_member(b, "a.cls", b"0", b'0');
+        tar_member(b, "a.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "b.cls", b"1", b'0');
+    });
+    let end = 5 * 512 + jpeg(5, 5).len().div_ceil(512) * 512;
+    assert!(e.contains("truncated tar") && e.contains(&format!("ends at byte {end}")), "{e}");
+    assert!(e.contains("\"b.cls\"") && e.contains("sample b lacks its image"), "{e}");
+    // ... and between an image and its .cls: the label would be missing.
+    let (_, e) = make("cut_jpg.tar", &|b| {
+        tar_member(b, "a.jpg", &jpeg(5, 5), b'0');
+        tar_member(b, "a.cls", b"0", b'0');
+        tar_member(b, "b.jpg", &jpeg(5, 5), b'0');
+    });
+    assert!(e.contains("truncated tar") && e.contains("sample b lacks its .cls label"), "{e}");
     // No JPEG members: empty dataset.
     let (_, e) = make("empty.tar", &|b| tar_member(b, "x.txt", b"hi", b'0'));
     assert!(e.contains("empty dataset"), "{e}");
@@ -416,6 +434,32 @@ fn tar_errors_name_the_shard_and_offset() {
     let o = IndexOptions { num_classes: Some(1000), ..opts(t.path()) };
     let e = Dataset::open(&p, &o).unwrap_err().to_string();
     assert!(e.contains("range/k") && e.contains("label 1000 is out of range for 1000 classes"), "{e}");
+}
+
+#[test]
+fn a_complete_shard_may_end_without_end_of_archive_blocks_or_hold_a_stray_label() {
+    let t = tempfile::tempdir().unwrap();
+    // Every sample whole, no end-of-archive blocks: accepted, as GNU tar and Python do.
+    let p = t.path().join("noend.tar");
+    let mut b = Vec::new();
+    for k in ["a", "b"] {
+        tar_member(&mut b, &format!("{k}.jpg"), &jpeg(5, 5), b'0');
+        tar_member(&mut b, &format!("{k}.cls"), b"1", b'0');
+    }
+    fs::write(&p, &b).unwrap();
+    let d = Dataset::open(&p, &opts(t.path())).unwrap();
+    assert_eq!((d.len(), d.ignored()), (2, 0));
+    // A .cls without an image inside a shard that ends properly is a stray member, counted
+    // as ignored (not a cut: the end-of-archive blocks are there).
+    let p = t.path().join("stray.tar");
+    let mut b = Vec::new();
+    tar_member(&mut b, "a.jpg", &jpeg(5, 5), b'0');
+    tar_member(&mut b, "a.cls", b"0", b'0');
+    tar_member(&mut b, "z.cls", b"1", b'0');
+    b.extend_from_slice(&[0u8; 1024]);
+    fs::write(&p, &b).unwrap();
+    let d = Dataset::open(&p, &opts(t.path())).unwrap();
+    assert_eq!((d.len(), d.ignored()), (1, 1));
 }
 
 #[test]

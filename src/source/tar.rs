@@ -7,6 +7,10 @@
 //! records each member's data offset and length; samples are later read by offset. Handles
 //! ustar (name + prefix), GNU long names (`L`) and pax extended headers (`x`: `path`, `size`).
 //! A shard that ends inside a header or a member is an error naming the shard and the offset.
+//! One that ends at a member boundary without tar's end-of-archive blocks is accepted (as GNU
+//! tar and Python accept it) unless its last sample is visibly incomplete: a `.cls` whose
+//! image is missing, or an unlabelled image in a labelled shard, is a "truncated tar" error
+//! rather than a sample quietly lost or a label quietly missing.
 //!
 //! [`TarWriter`] writes shards for `stoke pack`.
 
@@ -169,8 +173,9 @@ impl ReadAt for [u8] {
     }
 }
 
-/// Walk a shard's headers and list its regular-file members.
-pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64) -> Result<Vec<Member>> {
+/// Walk a shard's headers and list its regular-file members, and whether the shard ends with
+/// tar's end-of-archive block (false: the file simply ends at a member boundary).
+pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64) -> Result<(Vec<Member>, bool)> {
     let err = |msg: String| Error::dataset(shard, msg);
     let mut out = Vec::new();
     let mut off = 0u64;
@@ -184,6 +189,7 @@ pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64
         file.read_at_exact(&mut v, off).map_err(|e| Error::io(shard, e))?;
         Ok(v)
     };
+    let mut marker = false;
     loop {
         if off == file_len {
             break; // no end-of-archive blocks: accepted, as GNU tar and Python do
@@ -193,6 +199,7 @@ pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64
         }
         file.read_at_exact(&mut hdr, off).map_err(|e| Error::io(shard, e))?;
         if hdr.iter().all(|&b| b == 0) {
+            marker = true;
             break; // end-of-archive marker
         }
         let stored = number(&hdr[148..156]);
@@ -246,7 +253,7 @@ pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64
         }
         off = data + size.div_ceil(BLOCK) * BLOCK;
     }
-    Ok(out)
+    Ok((out, marker))
 }
 
 /// WebDataset split: `dir/base.ext.more` → (`dir/base`, `ext.more`).
@@ -390,7 +397,7 @@ fn scan_shard(shard: &Path) -> Result<(Vec<Entry>, u64)> {
 /// number of members that are neither images ([`super::IMAGE_EXTENSIONS`]) nor `.cls`. With
 /// `headers`, each image's header is parsed too (the shard is in memory).
 pub(crate) fn scan_members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64, headers: bool) -> Result<(Vec<Entry>, u64)> {
-    let ms = members(shard, file, file_len)?;
+    let (ms, marker) = members(shard, file, file_len)?;
     let mut buf = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut by_key: HashMap<&str, u64> = HashMap::new(); // key → offset of its image
@@ -455,6 +462,11 @@ pub(crate) fn scan_members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len
             ignored += 1;
         }
     }
+    if !marker {
+        if let Some(last) = ms.last() {
+            cut_short_check(shard, file_len, last, &by_key, &labels)?;
+        }
+    }
     // A label without an image counts as ignored.
     ignored += labels.keys().filter(|k| !by_key.contains_key(*k)).count() as u64;
     for e in &mut entries {
@@ -463,6 +475,33 @@ pub(crate) fn scan_members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len
         }
     }
     Ok((entries, ignored))
+}
+
+/// A shard without end-of-archive blocks may have been cut at a member boundary: its last
+/// member then shows it when the sample it belongs to is incomplete (a `.cls` whose image is
+/// gone, or an image without the `.cls` its shard's other samples have).
+fn cut_short_check(
+    shard: &Path,
+    file_len: u64,
+    last: &Member,
+    images: &HashMap<&str, u64>,
+    labels: &HashMap<&str, (i64, u64)>,
+) -> Result<()> {
+    let (key, ext) = split_key(&last.name);
+    let missing = if ext.eq_ignore_ascii_case("cls") && !images.contains_key(key) {
+        "its image"
+    } else if images.contains_key(key) && !labels.contains_key(key) && !labels.is_empty() {
+        "its .cls label (the shard's other samples have one)"
+    } else {
+        return Ok(());
+    };
+    Err(Error::dataset(
+        shard,
+        format!(
+            "truncated tar: the file ends at byte {file_len} right after member {:?}, with no end-of-archive blocks, and sample {key} lacks {missing}: cut short at a member boundary?",
+            last.name
+        ),
+    ))
 }
 
 /// Writes one ustar shard, with GNU long-name entries for names over 100 bytes.
