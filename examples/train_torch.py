@@ -7,9 +7,17 @@ batches through DLPack without a copy, and the share of each step spent waiting 
 Without a dataset path, a small ImageNet-like set is generated with `stoke gen` (the CLI must
 be built: `cargo build --release`) or with Pillow. `--smoke` trains a tiny CNN for a few steps
 on the CPU backend: it checks the plumbing (shapes, dtypes, labels, loss going down), not speed.
+
+On a GPU it reports images/s over the timed steps (after --warmup-steps), the share of step
+time the host spent waiting for stoke's next batch, GPU utilization (NVML, sampled every 50 ms
+over the timed steps, when nvidia-ml-py is installed) and, for reference, the same model's
+rate on one fixed device batch (no loader at all): fed/alone near 1 means the loader keeps up.
+`--preset deit` trains on stoke's DeiT recipe (mixup/cutmix soft targets, timm's
+SoftTargetCrossEntropy); `--json` adds the figures as one JSON line.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -53,14 +61,60 @@ def tiny_model(classes):
     )
 
 
+class UtilSampler:
+    """GPU utilization (NVML's percent of time a kernel ran) sampled every 50 ms on a thread,
+    between start() and stop(); None where nvidia-ml-py is not installed."""
+
+    def __init__(self, index=0):
+        self.samples, self.handle, self.thread = [], None, None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001 - no NVML: utilization is simply not reported
+            self.handle = None
+
+    def start(self):
+        if self.handle is None:
+            return
+        import threading
+
+        self.stop_flag = threading.Event()
+
+        def loop():
+            while not self.stop_flag.wait(0.05):
+                self.samples.append(self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu)
+
+        self.thread = threading.Thread(target=loop, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.thread is not None:
+            self.stop_flag.set()
+            self.thread.join()
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+def soft_cross_entropy(logits, target):
+    """timm's SoftTargetCrossEntropy: the loss for mixup/cutmix soft targets."""
+    return torch.sum(-target * torch.log_softmax(logits.float(), dim=-1), dim=-1).mean()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", nargs="?")
     ap.add_argument("--smoke", action="store_true", help="tiny model, CPU, a few steps")
     ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup-steps", type=int, default=10, help="steps not timed (cuDNN autotuning, allocator)")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--model", default="resnet50", help="torchvision name, or timm:NAME")
     ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--preset", default="train", choices=["train", "deit"], help="stoke's recipe (deit: mixup soft targets)")
+    ap.add_argument("--synthetic-steps", type=int, default=None,
+                    help="then time the model alone on one fixed device batch (default 50 on a GPU, 0 otherwise)")
+    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = ap.parse_args(argv)
 
     on_gpu = torch.cuda.is_available() and not args.smoke
@@ -69,9 +123,14 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory()
         args.data = make_dataset(os.path.join(tmp.name, "data"))
     if args.smoke:
-        args.batch_size, args.steps = min(args.batch_size, 16), min(args.steps, 12)
+        args.batch_size, args.steps, args.warmup_steps = min(args.batch_size, 16), min(args.steps, 12), 1
+    if args.synthetic_steps is None:
+        args.synthetic_steps = 50 if on_gpu else 0
 
     device = torch.device("cuda" if on_gpu else "cpu")
+    if on_gpu:
+        torch.backends.cudnn.benchmark = True
+    classes = 4 if args.smoke else args.classes
     loader = stoke.Loader(
         args.data,
         args.batch_size,
@@ -79,10 +138,10 @@ def main(argv=None):
         dtype="float16" if on_gpu else "float32",
         size=224 if not args.smoke else 64,
         drop_last=True,
+        preset=args.preset,
+        **({"num_classes": classes} if args.preset == "deit" else {}),
     )
-    classes = args.classes
     if args.smoke:
-        classes = 4
         model = tiny_model(classes)
     elif args.model.startswith("timm:"):
         import timm
@@ -95,9 +154,20 @@ def main(argv=None):
     model = model.to(device, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1 if args.smoke else 0.2, momentum=0.9)
     scaler = torch.amp.GradScaler(enabled=on_gpu)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = soft_cross_entropy if args.preset == "deit" else nn.CrossEntropyLoss()
     stream = torch.cuda.current_stream() if on_gpu else None
 
+    def train_step(x, y):
+        x = x.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device.type, dtype=torch.float16 if on_gpu else torch.bfloat16, enabled=on_gpu):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    util = UtilSampler() if on_gpu else None
     step, waits, steps_t, losses = 0, [], [], []
     epoch = 0
     t_step = time.perf_counter()
@@ -109,13 +179,8 @@ def main(argv=None):
             x = torch.from_dlpack(images.__dlpack__(stream=stream.cuda_stream) if on_gpu else images)
             y = torch.from_dlpack(labels.__dlpack__(stream=stream.cuda_stream) if on_gpu else labels)
             waits.append(time.perf_counter() - t_wait)
-            x = x.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(device.type, dtype=torch.float16 if on_gpu else torch.bfloat16, enabled=on_gpu):
-                loss = loss_fn(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
+            loss = train_step(x, y)
+            del x, y, images, labels  # the batch goes back to stoke once the step's kernels ran
             if on_gpu and step % 10 == 0:
                 torch.cuda.synchronize()
             losses.append(float(loss.detach()) if not on_gpu or step % 10 == 0 else losses[-1])
@@ -123,20 +188,58 @@ def main(argv=None):
             steps_t.append(now - t_step)
             t_step = now
             step += 1
+            if util is not None and step == args.warmup_steps:
+                util.start()
             t_wait = time.perf_counter()
             if step >= args.steps:
                 break
         epoch += 1
     if on_gpu:
         torch.cuda.synchronize()
-    total = sum(steps_t[1:]) or 1e-9
-    wait = sum(waits[1:])
-    ips = args.batch_size * (len(steps_t) - 1) / total
-    print(
-        f"{step} steps of {args.batch_size} on {loader.backend}: {ips:.0f} images/s, "
+    gpu_util = util.stop() if util is not None else None
+    timed = steps_t[args.warmup_steps:] or steps_t[1:]
+    total = sum(timed) or 1e-9
+    wait = sum(waits[len(waits) - len(timed):])
+    ips = args.batch_size * len(timed) / total
+
+    # The model alone on one fixed device batch: the rate stoke would have to keep up with.
+    alone = None
+    if args.synthetic_steps > 0:
+        x = torch.randn(args.batch_size, 3, 224, 224, device=device, dtype=torch.float16)
+        if args.preset == "deit":
+            y = torch.softmax(torch.randn(args.batch_size, classes, device=device), -1)
+        else:
+            y = torch.randint(0, classes, (args.batch_size,), device=device)
+        for _ in range(5):
+            train_step(x, y)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(args.synthetic_steps):
+            train_step(x, y)
+        torch.cuda.synchronize()
+        alone = args.batch_size * args.synthetic_steps / (time.perf_counter() - t0)
+
+    s = loader.stats()
+    line = (
+        f"{step} steps of {args.batch_size} on {loader.backend} ({args.preset}): {ips:.0f} images/s, "
         f"data wait {100 * wait / total:.1f}% of step time, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
         f"replaced samples {len(loader.errors)}"
     )
+    if gpu_util is not None:
+        line += f", GPU utilization {gpu_util:.0f}%"
+    if alone:
+        line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
+    print(line, flush=True)
+    if args.json:
+        print(json.dumps({
+            "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
+            "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
+            "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
+            "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),
+            "backend": loader.backend, "stoke_consumer_wait_s": s.get("consumer_wait_s"),
+            "stoke_device_bytes": s.get("device_bytes"), "stoke_pinned_bytes": s.get("pinned_bytes"),
+            "torch_max_allocated_bytes": torch.cuda.max_memory_allocated() if on_gpu else None,
+        }), flush=True)
     assert all(np.isfinite(losses)), f"non-finite loss: {losses}"
     if tmp:
         tmp.cleanup()

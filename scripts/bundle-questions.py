@@ -1,7 +1,7 @@
 """The open questions of stoke's first GPU run, answered from one bundle call's logs.
 
 Called by bundle/run.sh (scripts/bundle-run.sh) at its end as
-`python3 bundle-questions.py tests|bench LOGDIR`; prints one line per question for summary.txt.
+`python3 bundle-questions.py tests|bench|python LOGDIR`; prints one line per question for summary.txt.
 Each answer comes from what the binaries wrote: `stoke doctor --json` (doctor.json), the GPU
 tests' own lines (test-*.log, run with --nocapture), `stoke bench --json` (bench-*.json). A
 line `STOKE-Q <key>: <text>` in any log answers question <key> directly, so a test can report
@@ -26,6 +26,9 @@ QUESTIONS = [
     ("memory", "device and pinned memory after each epoch", "both"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),
     ("concurrency", "HW+CUDA decoders together vs each alone (decode-only images/s)", "bench"),
+    ("python-cuda", "Python Loader on CUDA: batches in torch through DLPack (pytest tests/python)", "python"),
+    ("trainer", "ResNet-50 (AMP, channels_last) fed by stoke: images/s, data wait, GPU utilization, fed/alone", "python"),
+    ("deit-peer", "DeiT recipe: stoke --preset deit vs timm's transform + Mixup in a DataLoader", "python"),
 ]
 
 
@@ -123,6 +126,34 @@ def answer(key, mode, logs, gpu):
         if all(v == 0 for _, v in parts):
             return "not measured: the CUDA backend does not fill Stats.gpu_stages yet (all zero)"
         return ", ".join(f"{k} {v * 1e3 / n:.2f} ms" for k, v in parts) + f" per batch (over {n} batches)"
+    if key == "python-cuda":
+        hits = [l for _, l in grep(logs, r"^(=+ )?\d+ (passed|failed)", "pytest.log")]
+        return hits[-1] if hits else None
+    if key == "trainer":
+        parts = []
+        for name in ("train-torch.log", "train-torch-deit.log"):
+            r = last_json(os.path.join(logs, name))
+            if not r:
+                continue
+            alone = r.get("model_alone_images_per_sec")
+            util = r.get("gpu_utilization_pct")
+            parts.append(
+                f"{r.get('preset')}: {r['images_per_sec']:.0f} images/s, data wait {100 * r['data_wait_share']:.1f}%"
+                + (f", GPU utilization {util:.0f}%" if util is not None else ", GPU utilization not read (no NVML)")
+                + (f", model alone {alone:.0f} images/s (fed/alone {r['images_per_sec'] / alone:.2f})" if alone else "")
+            )
+        return "; ".join(parts) if parts else None
+    if key == "deit-peer":
+        path = os.path.join(logs, "peers-deit.json")
+        try:
+            with open(path) as f:
+                res = json.load(f)["results"]
+        except (OSError, ValueError, KeyError):
+            return None
+        ips = {k: v["result"].get("images_per_sec") for k, v in res.items()}
+        if not ips.get("stoke") or not ips.get("torch"):
+            return "not measured: " + "; ".join(f"{k}: {v['result'].get('error', 'no figure')}" for k, v in res.items() if not ips.get(k))
+        return f"stoke {ips['stoke']:.0f} images/s, timm DataLoader {ips['torch']:.0f} images/s: {ips['stoke'] / ips['torch']:.2f}x"
     if key == "concurrency":
         rates = {}
         for dec in ("all", "hw", "cuda"):

@@ -11,6 +11,11 @@
 #                  consumer) and decoder-only (hardware, CUDA, both), the kernel benchmarks on
 #                  a short budget, `stoke tune`, the GPU peers (torchvision, nvImageCodec when
 #                  its wheel is carried in .whl/peers)
+#   run.sh python  the Python package (carried, abi3) with the machine's torch: pytest on
+#                  tests/python (test_cuda.py's device tests required), examples/train_torch.py
+#                  (ResNet-50, AMP, channels_last: images/s, data-wait share, GPU utilization,
+#                  the model alone on a fixed batch) on the train and DeiT recipes, and the DeiT
+#                  recipe against timm's transform + Mixup in a tuned DataLoader
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -26,7 +31,7 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench) ;; *) echo "usage: run.sh tests|bench" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python) ;; *) echo "usage: run.sh tests|bench|python" >&2; exit 2 ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -107,9 +112,12 @@ step() {
 }
 
 note "stoke GPU bundle, run.sh $mode: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
-if ! tar -xzf "$bundle/payload.tar.gz" -C "$p" 2> "$logs/unpack.log"; then
-  note "FAIL unpack: $bundle/payload.tar.gz"; failed=1; exit 1
-fi
+# core.tar.gz and this mode's part (scripts/gpu-bundle.sh: the device tool carries 64 MiB a call).
+for part in core "$mode"; do
+  if ! tar -xzf "$bundle/$part.tar.gz" -C "$p" 2>> "$logs/unpack.log"; then
+    note "FAIL unpack: $bundle/$part.tar.gz (carry bundle/run.sh, bundle/core.tar.gz and bundle/$mode.tar.gz)"; failed=1; exit 1
+  fi
+done
 bin="$p/bin/stoke"
 export LD_LIBRARY_PATH="$p/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKE_NVJPEG="$p/lib/libnvjpeg.so.13" STOKE_BIN="$bin" RUST_BACKTRACE=1
@@ -200,17 +208,23 @@ r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
 w=r[\"windows\"]
 print(\"%s %.0f images/s (windows min %.0f / median %.0f / max %.0f), %.2f cores, decoders %s\" % (r[\"backend\"], r[\"images_per_sec\"], w[\"min\"], w[\"median\"], w[\"max\"], r[\"cpu_cores_used\"], r[\"decoders\"]))"'
 
+# The generated ImageNet-like set both bench and python use (kept while the machine is warm).
+data="$XDG_CACHE_HOME/stoke/bundle-n${BENCH_COUNT:-5120}"
+ensure_data() {
+  if [ ! -f "$data/.complete" ]; then
+    figure='' step "gen ${BENCH_COUNT:-5120} images" 150 gen.log sh -c "'$bin' gen '$data' --count ${BENCH_COUNT:-5120} && touch '$data/.complete'"
+  fi
+}
+
 run_bench() {
-  local data="$XDG_CACHE_HOME/stoke/bundle-n${BENCH_COUNT:-5120}" secs="${BENCH_SECONDS:-10}"
+  local secs="${BENCH_SECONDS:-10}"
   if [ $gpu = 0 ]; then
     for s in gen train_loop "stoke bench e2e" "stoke bench e2e + consumer" "stoke bench decode-only" cuda_kernels tune peers; do
       note "SKIP $s: no GPU"
     done
     return
   fi
-  if [ ! -f "$data/.complete" ]; then
-    figure='' step "gen ${BENCH_COUNT:-5120} images" 150 gen.log sh -c "'$bin' gen '$data' --count ${BENCH_COUNT:-5120} && touch '$data/.complete'"
-  fi
+  ensure_data
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
   figure="$bench_json_figure" step "stoke bench e2e" 90 bench-e2e.json "$bin" "${common[@]}"
   # About a ResNet-50 step on one H100 per batch of 256: the trainer's wait should be ~0.
@@ -251,6 +265,38 @@ run_bench() {
   fi
 }
 
-if [ "$mode" = tests ]; then run_tests; else run_bench; fi
+train_figure='grep -E "steps of" | tail -1'
+pytest_figure='grep -E "(passed|failed|error)" | tail -1'
+
+run_python() {
+  if [ ! -d "$p/python/stoke" ]; then note "FAIL python: python.tar.gz holds no Python package"; failed=1; return; fi
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" STOKE_BIN="$bin" PYTHONUNBUFFERED=1
+  figure='tail -1' step "python: import stoke" 60 python-import.log python3 -c \
+    "import importlib.util as u, stoke; print('stoke', stoke.__file__, 'dlpack', stoke.DLPACK_VERSION, 'torch', 'importable' if u.find_spec('torch') else 'absent')"
+  if [ $gpu = 0 ]; then
+    for s in "pytest tests/python" "train_torch resnet50 train" "train_torch resnet50 deit" "peers deit"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  figure="$pytest_figure" step "pytest tests/python (device tests required)" 240 pytest.log \
+    env STOKE_REQUIRE_GPU=1 python3 -m pytest -q -rs -s -p no:cacheprovider "$p/work/tests/python"
+  ensure_data
+  figure="$train_figure" step "train_torch resnet50 train preset" 150 train-torch.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 300 --batch-size 256 --json
+  figure="$train_figure" step "train_torch resnet50 deit preset" 120 train-torch-deit.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --preset deit --steps 200 --batch-size 256 --json
+  if [ -f "$p/benches/peers/run_all.py" ]; then
+    figure='grep -E "images/s|stoke|torch-dataloader" | tail -3 | tr -s " " | paste -sd";"' \
+      step "peers deit: stoke --preset deit vs timm transform + Mixup in a DataLoader" 200 peers-deit.log \
+      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 1 --peers torch --recipe deit \
+      --workers 8,16 --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
+      --benchmarks "$logs/peer-rows-deit.md" --json-out "$logs/peers-deit.json"
+  fi
+}
+
+case "$mode" in
+  tests) run_tests ;;
+  bench) run_bench ;;
+  python) run_python ;;
+esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

@@ -1,22 +1,30 @@
 #!/usr/bin/env bash
 # Builds, on this machine, everything a GPU machine needs to run stoke's GPU checks, into
-# ./bundle (ignored by git; must stay under 64 MiB, the device tool's limit):
-#   bundle/run.sh              scripts/bundle-run.sh: `run.sh tests` and `run.sh bench`, the two
-#                              calls of a GPU window (see that script)
-#   bundle/payload.tar.gz      unpacked by run.sh into a temporary folder:
+# ./bundle (ignored by git). The device tool carries at most 64 MiB per call, so the bundle is
+# split by call: each call carries run.sh, core.tar.gz and its own part (all of bundle/ also
+# works while it stays under 64 MiB):
+#   bundle/run.sh              scripts/bundle-run.sh: `run.sh tests|bench|python`, the calls
+#                              of a GPU window (see that script); unpacks core + the mode's part
+#   bundle/core.tar.gz         every call:
 #     bin/stoke                  the CLI (release, stripped)
-#     tests/gpu_*, tests/lib-stoke   the GPU test executables and the library's (for its CUDA
-#                                unit tests); CPU-only tests stay out (CI runs them)
-#     bench-bin/cuda_kernels     the kernel benchmarks (criterion)
-#     examples/train_loop        the example trainer: device batches on its own stream
 #     lib/libnvjpeg.so.13        from the pinned PyPI wheel (needs only libc)
 #     include/                   the CUDA 13.0 headers NVRTC needs (STOKE_CUDA_INCLUDE)
-#     corpus/imagenet_like/      the dev corpus's photos when ../shared/corpus/dev is here
 #     work/tests/golden          test data the tests read relative to the working directory
 #     scripts/bundle-questions.py, benches/peers/, COMMIT
-# Then, with the device tool: `bundle/run.sh tests`, and in a second call `bundle/run.sh bench`
-# (carry .whl/peers too for nvImageCodec: scripts/bench-peers.sh fetch-wheels). Each writes
-# summary.txt and one log archive under $OUT.
+#   bundle/tests.tar.gz        `run.sh tests`:
+#     tests/gpu_*, tests/lib-stoke   the GPU test executables and the library's (for its CUDA
+#                                unit tests); CPU-only tests stay out (CI runs them)
+#     corpus/imagenet_like/      the dev corpus's photos when ../shared/corpus/dev is here
+#   bundle/bench.tar.gz        `run.sh bench`:
+#     bench-bin/cuda_kernels     the kernel benchmarks (criterion)
+#     examples/train_loop        the example trainer: device batches on its own stream
+#   bundle/python.tar.gz       `run.sh python`:
+#     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
+#     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
+# Then, with the device tool, three calls (carry as printed at the end):
+#   bundle/run.sh tests; bundle/run.sh bench (carry .whl/peers too for nvImageCodec:
+#   scripts/bench-peers.sh fetch-wheels); bundle/run.sh python.
+# Each writes summary.txt and one log archive under $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,6 +72,20 @@ cargo bench --no-run --bench cuda_kernels --message-format=json | list_executabl
   if [ "$kind" = bench ]; then cp "$exe" "$P/bench-bin/$name"; fi
 done
 
+# The Python package: the abi3 wheel (maturin, through pip in the test venv), unpacked.
+echo "gpu-bundle: building the Python package (abi3 wheel)" >&2
+venv="${STOKE_PY_VENV:-.venv-py}"
+[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+wheels="$(mktemp -d)"
+"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" . >&2
+mkdir -p $P/python
+"$venv/bin/python" -m zipfile -e "$wheels"/stoke-*.whl $P/python
+rm -rf "$wheels"
+mkdir -p $P/work/tests $P/work/examples
+cp -r tests/python $P/work/tests/
+rm -rf $P/work/tests/python/__pycache__
+cp examples/train_torch.py $P/work/examples/
+
 cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
 cp -r "$cu13/include" $P/include
 cp scripts/bundle-questions.py $P/scripts/
@@ -88,12 +110,27 @@ chmod +x bundle/run.sh
 
 # Symbols are not needed to run (panic messages keep their file:line).
 find $P/bin $P/tests $P/bench-bin $P/examples -type f -exec strip {} +
+strip $P/python/stoke/*.so
 ntests=$(ls $P/tests | wc -l); raw=$(du -sb $P | cut -f1)
-tar -czf bundle/payload.tar.gz -C $P .
+part() { # part NAME PATH...: bundle/NAME.tar.gz from those payload paths
+  local name="$1"; shift
+  tar -czf "bundle/$name.tar.gz" -C $P "$@"
+}
+part core bin lib include scripts benches COMMIT work/tests/golden
+corpus=(); [ -d $P/corpus ] && corpus=(corpus)
+part tests tests "${corpus[@]}"
+part bench bench-bin examples
+part python python work/tests/python work/examples
 rm -rf $P
+limit=$((64 * 1024 * 1024))
+over=0
+for mode in tests bench python; do
+  size=0
+  for f in bundle/run.sh bundle/core.tar.gz "bundle/$mode.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
+  extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'
+  echo "gpu-bundle: run.sh $mode carries $((size / 1024 / 1024)) MiB: carry [\"bundle/run.sh\", \"bundle/core.tar.gz\", \"bundle/$mode.tar.gz\"$extra]" >&2
+  [ "$size" -gt "$limit" ] && { echo "gpu-bundle: the $mode call's parts exceed 64 MiB" >&2; over=1; }
+done
 size=$(du -sb bundle | cut -f1)
-echo "gpu-bundle: bundle/ is $((size / 1024 / 1024)) MiB ($size bytes; $((raw / 1024 / 1024)) MiB unpacked), $ntests test executables" >&2
-if [ "$size" -gt $((64 * 1024 * 1024)) ]; then
-  echo "gpu-bundle: bundle/ exceeds 64 MiB" >&2
-  exit 1
-fi
+echo "gpu-bundle: bundle/ is $((size / 1024 / 1024)) MiB in all ($((raw / 1024 / 1024)) MiB unpacked), $ntests test executables" >&2
+exit $over

@@ -11,6 +11,10 @@ worker processes; written with the CPU backend).
 Usage:
   python3 benches/peers/run_all.py [--dataset DIR | --count N] [--stoke PATH] [--epochs E]
       [--peers torch,torchvision,nvimgcodec,pillow] [--benchmarks BENCHMARKS.md] [--json-out FILE]
+      [--recipe train|deit]
+`--recipe deit` compares DeiT's training recipe: `stoke bench --preset deit` against the
+DataLoader peer with timm's DeiT transform and Mixup/CutMix (torch_dataloader.py --recipe deit,
+timm installed); the other peers do not implement it and are refused.
 Without --dataset it writes the ImageNet-like set with `stoke gen` (seed 0) into
 --gen-dir (default: $XDG_CACHE_HOME/stoke/peers-n{count}) once and reuses it.
 """
@@ -152,6 +156,8 @@ def main():
     ap.add_argument("--benchmarks", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--json-out")
     ap.add_argument("--commit")
+    ap.add_argument("--recipe", default="train", choices=["train", "deit"],
+                    help="train: RandomResizedCrop + flip + normalize; deit: DeiT's recipe (stoke --preset deit vs timm)")
     args = ap.parse_args()
     if not (os.path.isfile(args.stoke) or shutil.which(args.stoke)):
         raise SystemExit(f"stoke binary not found at {args.stoke}: build with `cargo build --release` or pass --stoke")
@@ -165,13 +171,17 @@ def main():
     if args.peers:
         wanted = args.peers.split(",")
         peers = {k: v for k, v in {**GPU_PEERS, **CPU_PEERS}.items() if k in wanted}
+    if args.recipe == "deit":
+        other = sorted(k for k in peers if k != "torch")
+        if other or not peers:
+            raise SystemExit(f"--recipe deit: only the torch DataLoader peer implements it (--peers torch), not {other}")
 
     common = ["--epochs", str(args.epochs), "--warmup-batches", str(args.warmup_batches),
               "--batch-size", str(args.batch_size)]
     backend = ["--backend", "cuda", "--dtype", "f16"] if on_gpu else ["--backend", "cpu", "--dtype", "f32"]
     if "pillow" in peers:
         common[common.index("--warmup-batches") + 1] = "0"
-    stoke_cmd = [args.stoke, "bench", dataset, "--preset", "train", "--size", "224", "--layout", "nchw",
+    stoke_cmd = [args.stoke, "bench", dataset, "--preset", args.recipe, "--size", "224", "--layout", "nchw",
                  *backend, *common, "--json"]
     results = {"stoke": (stoke_cmd, run_json(stoke_cmd, args.timeout))}
     for name, script in peers.items():
@@ -187,7 +197,9 @@ def main():
         else:
             cmd = [sys.executable, path, dataset, *common]
         if name == "torch":
-            cmd += ["--workers", args.workers]
+            cmd += ["--workers", args.workers, "--recipe", args.recipe]
+            if not on_gpu:
+                cmd += ["--device", "cpu"]
         results[name] = (cmd, run_json(cmd, args.timeout))
 
     stoke_ips = results["stoke"][1].get("images_per_sec")
