@@ -2,7 +2,11 @@
 //! interpolation) on the CPU backend, against independent references:
 //! - the color steps against a naive f64 implementation of torchvision's float formulas
 //!   (written here from the functional ops' definitions, HSV in the textbook hexcone form),
-//!   applied to stoke's own geometry-only output of the same sample;
+//!   applied to stoke's own geometry-only output of drawn samples (order and factors as
+//!   drawn, after a real crop and resize). torchvision's own output is the reference in
+//!   tests/cpu_jitter_golden.rs: goldens made by its `transforms.v2.functional` ops
+//!   (tests/golden/jitter/make.py) for single steps, pairs, the four steps in several orders
+//!   and grayscale, matched within a per-case f32 rounding bound;
 //! - erasing: the boxes hold exactly the mode's values, everything else is the un-erased output
 //!   bit for bit, and the per-element normals are standard normal;
 //! - the draws against torchvision's `ColorJitter.get_params` and timm's `RandomErasing._erase`
