@@ -527,6 +527,34 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: Option
     Ok(times)
 }
 
+/// At most this many failed samples are spelled out (location and reason) in the error of a
+/// batch with nothing good; the rest are counted by kind.
+const NOTHING_GOOD_LISTED: usize = 8;
+
+/// The message of a batch in which no sample could be read or decoded (under `skip`): how many
+/// failed of each kind, then each of the first [`NOTHING_GOOD_LISTED`] samples' location and
+/// reason — a batch of different failures shows all of them, not the first alone.
+fn nothing_good_message(status: &[Option<crate::error::SlotError>], name: &dyn Fn(usize) -> (String, String)) -> String {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for e in status.iter().flatten() {
+        match kinds.iter_mut().find(|(k, _)| *k == e.kind()) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((e.kind(), 1)),
+        }
+    }
+    let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let failed: Vec<(usize, &crate::error::SlotError)> = status.iter().enumerate().filter_map(|(i, e)| Some((i, e.as_ref()?))).collect();
+    let mut listed: Vec<String> = failed.iter().take(NOTHING_GOOD_LISTED).map(|(i, e)| format!("{} ({}): {e}", name(*i).0, name(*i).1)).collect();
+    if failed.len() > NOTHING_GOOD_LISTED {
+        listed.push(format!("and {} more", failed.len() - NOTHING_GOOD_LISTED));
+    }
+    format!(
+        "no sample of the batch could be read or decoded, nothing to substitute ({}): {}",
+        counts.join(", "),
+        listed.join("; ")
+    )
+}
+
 /// Run `backend` on `input` and settle the batch's records from what it reports: under the
 /// policy's [`SlotPlan`], a replaced slot gets a [`Substitute`](crate::batch::Substitute) record
 /// naming both samples, and a batch the plan does not deliver is an [`Error::Sample`] naming
@@ -548,11 +576,10 @@ pub fn run_batch(
         }
         SlotPlan::NothingGood => {
             let keys: Vec<String> = (0..samples.len()).map(|i| name(i).0).collect();
-            let first = run.status.first().and_then(Option::as_ref).map(ToString::to_string).unwrap_or_default();
             Err(Error::sample(
                 keys.join(", "),
                 format!("epoch {} step {}", input.epoch, input.step),
-                format!("no sample of the batch could be decoded, nothing to substitute: first error: {first}"),
+                nothing_good_message(&run.status, name),
             ))
         }
         SlotPlan::Deliver { sources } => {

@@ -151,12 +151,16 @@ fn fail_names_the_first_bad_file(kind: BackendKind) {
     assert!(e.contains("zz_corrupt.JPEG") && e.contains(&root.display().to_string()), "{e}");
 }
 
-/// Under `skip`, a batch of bad files only is an error naming every key and the step.
+/// Under `skip`, a batch of bad files only is an error naming every key and the step, and
+/// each file's own failure (not the first one's alone).
 fn a_batch_with_nothing_good_is_an_error_naming_its_keys(kind: BackendKind) {
     let dir = tempfile::tempdir().unwrap();
-    let (root, class) = folder(dir.path(), 1, &[("zz_a.JPEG", NOT_A_JPEG), ("zz_b.JPEG", NOT_A_JPEG)]);
+    let (root, class) = folder(dir.path(), 1, &[("zz_a.JPEG", NOT_A_JPEG)]);
     for f in std::fs::read_dir(&class).unwrap().flatten() {
         if !f.file_name().to_string_lossy().starts_with("zz_") {
+            // The generated image, cut to a third: a header that indexes, data that ends early.
+            let bytes = std::fs::read(f.path()).unwrap();
+            std::fs::write(class.join("zz_b.JPEG"), &bytes[..bytes.len() / 3]).unwrap();
             std::fs::remove_file(f.path()).unwrap();
         }
     }
@@ -168,6 +172,16 @@ fn a_batch_with_nothing_good_is_an_error_naming_its_keys(kind: BackendKind) {
         e.contains("zz_a.JPEG") && e.contains("zz_b.JPEG") && e.contains("epoch 0 step 0") && e.contains("nothing to substitute"),
         "{e}"
     );
+    // Each sample with its location and its own reason (the two files fail differently), and
+    // the kinds counted.
+    let reason = |name: &str| -> String {
+        let at = format!("{name} ({}): ", class.join(name).display());
+        let start = e.find(&at).unwrap_or_else(|| panic!("{name} not listed with its file: {e}")) + at.len();
+        e[start..].split("; ").next().unwrap().to_string()
+    };
+    let (a, b) = (reason("zz_a.JPEG"), reason("zz_b.JPEG"));
+    assert!(!a.is_empty() && !b.is_empty() && a != b, "one reason per file: {a:?} / {b:?} in {e}");
+    assert!(e.contains("(2 ") || (e.contains("(1 ") && e.contains(", 1 ")), "kinds counted: {e}");
 }
 
 /// A file deleted after indexing is a read error: substituted under `skip`, named with the

@@ -33,8 +33,26 @@ from PIL import Image  # noqa: E402
 from torchvision.transforms import v2  # noqa: E402
 
 
+def posterize_zero_bits_as_black():
+    """timm's `rand-m9-mstd0.5-inc1` reaches posterize to 0 bits (magnitude 10 of N(9, 0.5));
+    Pillow >= 12 raises there, older Pillow (and stoke) give black. The peer keeps running with
+    the older result (the same work as stoke), instead of dying in a worker."""
+    from PIL import Image, ImageOps
+
+    original = ImageOps.posterize
+
+    def posterize(image, bits):
+        if bits <= 0:
+            return Image.new(image.mode, image.size, 0)
+        return original(image, bits)
+
+    ImageOps.posterize = posterize
+
+
 def deit_transform(size):
     from timm.data import create_transform
+
+    posterize_zero_bits_as_black()  # before the workers fork
 
     return create_transform(
         size, is_training=True, interpolation="bicubic", auto_augment="rand-m9-mstd0.5-inc1",
