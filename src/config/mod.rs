@@ -204,9 +204,11 @@ pub struct PipelineConfig {
     /// measurement; the batches then hold no output).
     #[serde(default)]
     pub decode_only: bool,
-    /// CUDA backend: device + pinned host bytes the decoder's arenas and staging may hold;
-    /// 0 = [`default_gpu_memory_budget`] for the batch size. Images that do not fit are
-    /// decoded by region or on the CPU route, never dropped.
+    /// CUDA backend: device + pinned host bytes the backend may hold in all: the output ring
+    /// and the augment scratch (AutoAugment's images included), fixed by the batch, output
+    /// size and recipe, come off it first, and the decoder's arenas and staging are cut to the
+    /// rest. 0 = the decoder's [`default_gpu_memory_budget`] for the batch size plus the fixed
+    /// parts. Images that do not fit are decoded by region or on the CPU route, never dropped.
     #[serde(default)]
     pub gpu_memory_budget: u64,
     /// Mixup / CutMix with soft targets (timm's options; off by default).
@@ -310,16 +312,6 @@ impl PipelineConfig {
         Ok(())
     }
 
-    /// The GPU memory budget in effect: [`Self::gpu_memory_budget`], or the default for the
-    /// batch size when that is 0.
-    pub fn effective_gpu_memory_budget(&self) -> u64 {
-        if self.gpu_memory_budget == 0 {
-            default_gpu_memory_budget(self.batch_size)
-        } else {
-            self.gpu_memory_budget
-        }
-    }
-
     /// Check every field; the error names the field and the value.
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
@@ -408,7 +400,7 @@ mod tests {
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
-        assert_eq!(c.effective_gpu_memory_budget(), (256 << 20) + 256 * (4 << 20));
+        assert_eq!(default_gpu_memory_budget(c.batch_size), (256 << 20) + 256 * (4 << 20));
         let c: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap()).unwrap();
         assert_eq!(c.gpu_decoders, GpuDecoders::Hw);
@@ -418,7 +410,6 @@ mod tests {
         assert!(e.contains("GPU memory budget") && e.contains("1048576"), "{e}");
         c.gpu_memory_budget = 2 << 30;
         c.validate().unwrap();
-        assert_eq!(c.effective_gpu_memory_budget(), 2 << 30);
     }
 
     #[test]

@@ -116,7 +116,8 @@ pub struct PipelineOptions {
     pub decoders: Option<GpuDecoders>,
     /// CUDA backend: decode but skip the augment kernel.
     pub decode_only: bool,
-    /// CUDA backend: device + pinned bytes the decoder may hold (0 = the default plan).
+    /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
+    /// scratch included (0 = the default plan).
     pub gpu_memory_budget: Option<u64>,
     /// Do not apply EXIF orientation.
     pub no_exif: bool,

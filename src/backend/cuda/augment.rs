@@ -241,7 +241,8 @@ pub struct Augmenter {
     weights: cudarc::driver::CudaSlice<f32>,
     /// Per-sample contrast sums of `stoke_recipe_stats` (one batch).
     sums: cudarc::driver::CudaSlice<u64>,
-    /// AutoAugment scratch, allocated by the first batch that has ops.
+    /// AutoAugment scratch: allocated by [`Augmenter::reserve_auto`] when the recipe has ops
+    /// (the backend does it at start-up), else by the first batch that has ops.
     auto: std::sync::OnceLock<AutoScratch>,
     /// The stream the scratch is allocated on (the one given to `new`).
     alloc_stream: std::sync::Arc<cudarc::driver::CudaStream>,
@@ -251,11 +252,25 @@ pub struct Augmenter {
 }
 
 impl Augmenter {
-    /// Device bytes of the filter-table scratch.
+    /// Device bytes of the scratch: filter tables, contrast sums, the AutoAugment scratch once
+    /// allocated.
     pub fn device_bytes(&self) -> u64 {
-        4 * (self.plan.spans.max(1) as u64 + 2 * self.plan.weights.max(1) as u64)
-            + 8 * self.sums.len() as u64
-            + self.auto.get().map_or(0, |a| a.img.len() as u64 + 4 * a.hist.len() as u64 + a.luts.len() as u64)
+        Self::planned_device_bytes(self.plan, self.auto.get().map(|a| a.out))
+    }
+
+    /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch for outputs of
+    /// `auto` when given (what [`Augmenter::reserve_auto`] allocates): the memory budget's
+    /// fixed part.
+    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>) -> u64 {
+        4 * (plan.spans.max(1) as u64 + 2 * plan.weights.max(1) as u64)
+            + 8 * plan.batch.max(1) as u64
+            + auto.map_or(0, |out| AutoScratch::bytes(plan.batch.max(1), out).iter().sum())
+    }
+
+    /// Allocate the AutoAugment scratch for a full batch of `out` outputs now, so that a recipe
+    /// with ops holds its memory from the start (and fails there, named, when it does not fit).
+    pub fn reserve_auto(&self, out: (u32, u32)) -> Result<(), crate::error::GpuError> {
+        self.auto_scratch(self.plan.batch.max(1), out).map(|_| ())
     }
 
     /// Allocate the table scratch for `plan` on `stream`.
@@ -414,19 +429,27 @@ struct AutoScratch {
     out: (u32, u32),
 }
 
+impl AutoScratch {
+    /// Bytes of the images (two uint8 RGB per sample), histograms (4 × 256 u32 per sample)
+    /// and tables (3 × 256 per sample) for `samples` outputs of `out`.
+    fn bytes(samples: usize, out: (u32, u32)) -> [u64; 3] {
+        let s = samples as u64;
+        [2 * s * out.0 as u64 * out.1 as u64 * 3, s * 1024 * 4, s * 768]
+    }
+}
+
 impl Augmenter {
     fn auto_scratch(&self, n: usize, out: (u32, u32)) -> Result<&AutoScratch, crate::error::GpuError> {
         use super::device::alloc_err;
         let stream = &self.alloc_stream;
         if self.auto.get().is_none() {
             let samples = self.plan.batch.max(n).max(1);
-            let img_bytes = 2 * samples * out.0 as usize * out.1 as usize * 3;
+            let [img_bytes, hist_bytes, lut_bytes] = AutoScratch::bytes(samples, out).map(|b| b as usize);
             // SAFETY: written by stoke_auto_base / stoke_auto_step before any read.
             let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "AutoAugment images"))?;
-            let hist = unsafe { stream.alloc::<u32>(samples * 1024) }
-                .map_err(|e| alloc_err("cuMemAlloc", e, samples * 4096, "AutoAugment histograms"))?;
-            let luts = unsafe { stream.alloc::<u8>(samples * 768) }
-                .map_err(|e| alloc_err("cuMemAlloc", e, samples * 768, "AutoAugment tables"))?;
+            let hist = unsafe { stream.alloc::<u32>(hist_bytes / 4) }
+                .map_err(|e| alloc_err("cuMemAlloc", e, hist_bytes, "AutoAugment histograms"))?;
+            let luts = unsafe { stream.alloc::<u8>(lut_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, lut_bytes, "AutoAugment tables"))?;
             let _ = self.auto.set(AutoScratch { img, hist, luts, samples, out });
         }
         let a = self.auto.get().expect("set above");

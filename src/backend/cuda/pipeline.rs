@@ -20,7 +20,7 @@
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
-use super::decode::{ArenaPlan, DecodeStats, Decoded, DecoderPlan, GpuDecoder, MemoryPlan};
+use super::decode::{decoder_budget, ArenaPlan, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan};
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
@@ -114,13 +114,36 @@ impl CudaBackend {
         check_limits(config)?;
         let (ow, oh) = config.augment.size;
         let cpu_threads = if config.cpu_threads == 0 { 2 } else { config.cpu_threads };
+        // What the batch, output size and recipe fix (the output ring, the augment scratch)
+        // comes off a stated budget first; the decoder gets the rest.
+        let resize_min = match config.augment.crop {
+            CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
+            _ => ow.min(oh),
+        };
+        let tables = TablePlan::new(
+            config.batch_size,
+            (ow, oh),
+            bounds.max_side,
+            resize_min,
+            if config.augment.random_filter { crate::augment::params::FILTER_BICUBIC } else { config.augment.filter.code() },
+            config.augment.antialias,
+        );
+        let auto_out = config.augment.auto_augment.is_some().then_some((ow, oh));
+        let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
+        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
+        let fixed = FixedBytes {
+            ring_device: (config.ring_depth * slot.slot_bytes) as u64,
+            ring_pinned: (config.ring_depth * slot.tail_bytes()) as u64,
+            augment_device: Augmenter::planned_device_bytes(tables, auto_out),
+        };
+        let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
         // that fits is kept as the index made it (module docs of `decode::budget`).
-        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, config.effective_gpu_memory_budget());
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, budget);
         if memory.arena != bounds.arena || memory.staging != bounds.staging {
             log::warn!(
-                "GPU memory budget {} bytes: decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
-                config.effective_gpu_memory_budget(),
+                "GPU memory budget: {budget} bytes for the decoder ({} fixed: output ring and augment scratch); decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
+                fixed.total(),
                 bounds.arena.bytes,
                 memory.arena.bytes,
                 bounds.staging.slot_bytes,
@@ -146,21 +169,10 @@ impl CudaBackend {
                 use_cuda,
             },
         )?;
-        let resize_min = match config.augment.crop {
-            CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
-            _ => ow.min(oh),
-        };
-        let tables = TablePlan::new(
-            config.batch_size,
-            (ow, oh),
-            bounds.max_side,
-            resize_min,
-            if config.augment.random_filter { crate::augment::params::FILTER_BICUBIC } else { config.augment.filter.code() },
-            config.augment.antialias,
-        );
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
-        let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
-        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
+        if let Some(out) = auto_out {
+            augmenter.reserve_auto(out)?;
+        }
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
             log::info!(

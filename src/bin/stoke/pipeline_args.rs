@@ -111,8 +111,9 @@ pub struct PipelineArgs {
     /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
     #[arg(long)]
     pub decode_only: bool,
-    /// CUDA backend: device + pinned bytes the decoder may hold, e.g. 2GiB (default: 256 MiB
-    /// + 4 MiB per sample of the batch).
+    /// CUDA backend: device + pinned bytes stoke may hold in all, e.g. 2GiB: the output ring
+    /// and augment scratch first, the decoder the rest (default: what those need, plus 256 MiB
+    /// + 4 MiB per sample of the batch for the decoder).
     #[arg(long, value_parser = crate::pack::parse_size)]
     pub gpu_memory_budget: Option<u64>,
     /// Do not apply EXIF orientation.

@@ -14,6 +14,12 @@
 //! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
 //! never meets the budget. With a budget in force, only each sample's crop region is decoded
 //! (`decode_roi`), which is what a random-resized crop of a large photo needs.
+//!
+//! A budget the user states covers everything the backend allocates: the parts fixed by the
+//! batch, output size and recipe ([`FixedBytes`]: the output ring and the augment scratch,
+//! AutoAugment's uint8 images included) come off it first and the decoder gets the rest
+//! ([`decoder_budget`]); a budget below the fixed parts plus the decoder's minimum is refused.
+//! The default budget is the decoder's default plus the fixed parts.
 
 use super::ArenaPlan;
 use super::ARENA_ALIGN;
@@ -63,10 +69,69 @@ impl MemoryPlan {
     }
 }
 
+/// What the backend holds besides the decoder, fixed by the batch, the output size and dtype
+/// and the recipe: the budget cannot shrink these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FixedBytes {
+    /// The output ring's slots (images, labels or targets, launch data) on the device.
+    pub ring_device: u64,
+    /// The ring slots' launch data in pinned host memory.
+    pub ring_pinned: u64,
+    /// The augment scratch: filter tables, contrast sums, AutoAugment's images and tables.
+    pub augment_device: u64,
+}
+
+impl FixedBytes {
+    /// Device + pinned bytes of the fixed parts.
+    pub fn total(&self) -> u64 {
+        self.ring_device + self.ring_pinned + self.augment_device
+    }
+}
+
+/// The decoder's share of the memory budget: with no budget stated (`stated == 0`), the
+/// decoder's default for `batch` ([`crate::config::default_gpu_memory_budget`]); else the
+/// stated budget less `fixed`, which must leave at least
+/// [`crate::config::MIN_GPU_MEMORY_BUDGET`] — otherwise an error that names what takes it.
+pub fn decoder_budget(stated: u64, batch: usize, fixed: &FixedBytes) -> Result<u64, String> {
+    use crate::config::{default_gpu_memory_budget, MIN_GPU_MEMORY_BUDGET};
+    if stated == 0 {
+        return Ok(default_gpu_memory_budget(batch));
+    }
+    match stated.checked_sub(fixed.total()) {
+        Some(left) if left >= MIN_GPU_MEMORY_BUDGET => Ok(left),
+        _ => Err(format!(
+            "gpu_memory_budget {stated} bytes does not cover the fixed parts plus the decoder's minimum: output ring {} + {} pinned, augment scratch {} (batch {batch}, output size and recipe), decoder at least {MIN_GPU_MEMORY_BUDGET}; give at least {} or a smaller batch or output size",
+            fixed.ring_device,
+            fixed.ring_pinned,
+            fixed.augment_device,
+            fixed.total() + MIN_GPU_MEMORY_BUDGET
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::default_gpu_memory_budget;
+
+    #[test]
+    fn a_stated_budget_covers_the_fixed_parts_and_the_default_adds_them() {
+        let fixed = FixedBytes { ring_device: 4 * 77_000_000, ring_pinned: 4 * 100_000, augment_device: 2 * 77_000_000 };
+        // No budget stated: the decoder's default, the fixed parts on top (unchanged behaviour).
+        assert_eq!(decoder_budget(0, 256, &fixed), Ok(default_gpu_memory_budget(256)));
+        // A stated budget: the decoder gets what the fixed parts leave.
+        let stated = 2u64 << 30;
+        assert_eq!(decoder_budget(stated, 256, &fixed), Ok(stated - fixed.total()));
+        // Too small for the fixed parts plus the decoder's minimum: refused, naming the parts.
+        let min = fixed.total() + crate::config::MIN_GPU_MEMORY_BUDGET;
+        assert_eq!(decoder_budget(min, 256, &fixed), Ok(crate::config::MIN_GPU_MEMORY_BUDGET));
+        let e = decoder_budget(min - 1, 256, &fixed).unwrap_err();
+        assert!(
+            e.contains("output ring 308000000") && e.contains("augment scratch 154000000") && e.contains(&format!("at least {min}")),
+            "{e}"
+        );
+        assert!(decoder_budget(1 << 20, 256, &fixed).is_err());
+    }
 
     /// `n` samples of `(file bytes, w, h)` → the unbudgeted plan, as the pipeline builds it.
     fn index_plan(samples: &[(u64, u32, u32)], batch: usize) -> (StagingPlan, ArenaPlan) {
