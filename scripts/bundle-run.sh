@@ -219,7 +219,7 @@ ensure_data() {
 run_bench() {
   local secs="${BENCH_SECONDS:-10}"
   if [ $gpu = 0 ]; then
-    for s in gen train_loop "stoke bench e2e" "stoke bench e2e + consumer" "stoke bench decode-only" cuda_kernels tune peers; do
+    for s in gen train_loop "stoke bench e2e" "stoke bench e2e --preset deit" "stoke bench e2e + consumer" "stoke bench decode-only" cuda_kernels tune peers; do
       note "SKIP $s: no GPU"
     done
     return
@@ -227,6 +227,9 @@ run_bench() {
   ensure_data
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
   figure="$bench_json_figure" step "stoke bench e2e" 90 bench-e2e.json "$bin" "${common[@]}"
+  # DeiT's recipe (bicubic, RandAugment's uint8 op chain, erasing, mixup) on the GPU.
+  figure="$bench_json_figure" step "stoke bench e2e --preset deit" 90 bench-deit.json \
+    "$bin" "${common[@]}" --preset deit
   # About a ResNet-50 step on one H100 per batch of 256: the trainer's wait should be ~0.
   figure="$bench_json_figure" step "stoke bench e2e + consumer 40 ms" 90 bench-consumer.json \
     "$bin" "${common[@]}" --consumer-us 40000
