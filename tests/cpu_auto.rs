@@ -12,7 +12,7 @@
 //! tests/gpu_kernel_host.rs.
 
 mod recipe_common;
-use recipe_common::{ks, Xs};
+use recipe_common::{identity, ks, Xs};
 
 use std::collections::HashMap;
 use stoke::augment::auto::{trivial_wide, AutoAugmentSpec, AutoOpCode, AutoPolicy, ORIGINAL_POLICY, RAND_INCREASING_OPS};
@@ -33,19 +33,7 @@ fn png(name: &str) -> (Vec<u8>, u32, u32) {
 /// Parameters that leave a `w × h` image as it is (whole-image crop, same-size resize) and
 /// then run `ops`.
 fn identity_with(w: i32, h: i32, ops: &[AutoOp]) -> AugParams {
-    let mut p = AugParams {
-        src_w: w,
-        src_h: h,
-        crop_w: w,
-        crop_h: h,
-        resize_w: w,
-        resize_h: h,
-        out_w: w,
-        out_h: h,
-        orientation: 1,
-        antialias: 1,
-        ..AugParams::default()
-    };
+    let mut p = identity(w, h);
     p.aa = AutoParams { count: ops.len() as u32, fill: [124, 116, 104, 0], ..AutoParams::default() };
     p.aa.ops[..ops.len()].copy_from_slice(ops);
     p

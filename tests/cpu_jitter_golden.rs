@@ -17,6 +17,9 @@
 //! The GPU path's kernel code is checked against the CPU backend bit for bit for the same
 //! steps in tests/gpu_kernel_host.rs.
 
+mod recipe_common;
+use recipe_common::identity;
+
 use std::collections::BTreeMap;
 use stoke::augment::host::{augment, Scratch, SrcImage};
 use stoke::augment::params::{AugParams, ColorOp, ColorParams};
@@ -98,20 +101,7 @@ fn f32_file(name: &str) -> Vec<f32> {
 /// Parameters that leave a `w × h` image as it is (whole-image crop, same-size resize, no flip
 /// or rotation), then run `color`.
 fn identity_with(w: i32, h: i32, color: ColorParams) -> AugParams {
-    AugParams {
-        src_w: w,
-        src_h: h,
-        crop_w: w,
-        crop_h: h,
-        resize_w: w,
-        resize_h: h,
-        out_w: w,
-        out_h: h,
-        orientation: 1,
-        antialias: 1,
-        color,
-        ..AugParams::default()
-    }
+    AugParams { color, ..identity(w, h) }
 }
 
 fn run(rgb: &[u8], w: i32, h: i32, color: ColorParams, dtype: DType) -> Vec<u8> {

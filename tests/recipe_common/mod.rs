@@ -1,5 +1,6 @@
 //! Shared by the recipe tests: `stoke dump` on a small generated set, an independent random
-//! generator for the reference samplers, and the two-sample Kolmogorov–Smirnov statistic.
+//! generator for the reference samplers, the two-sample Kolmogorov–Smirnov statistic, and the
+//! parameters of an identity geometry (for goldens made on the image as stored).
 #![allow(dead_code)] // each test file uses its own part
 
 use std::path::PathBuf;
@@ -78,4 +79,22 @@ pub fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
         d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
     }
     d
+}
+
+/// Parameters that leave a `w × h` image as it is: whole-image crop, same-size resize, no flip
+/// or rotation (the steps after the geometry then see the stored pixels).
+pub fn identity(w: i32, h: i32) -> stoke::augment::params::AugParams {
+    stoke::augment::params::AugParams {
+        src_w: w,
+        src_h: h,
+        crop_w: w,
+        crop_h: h,
+        resize_w: w,
+        resize_h: h,
+        out_w: w,
+        out_h: h,
+        orientation: 1,
+        antialias: 1,
+        ..Default::default()
+    }
 }

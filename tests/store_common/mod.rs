@@ -126,8 +126,10 @@ pub fn use_endpoint(server: &Server) {
     std::env::set_var("AWS_ENDPOINT_URL", server.url());
 }
 
-/// nginx serving `root` on a free loopback port: `/` at full speed, `/slow/` at 4 KiB/s (a
-/// server that answers, then crawls).
+/// nginx serving `root` on a free loopback port: `/` at full speed, `/slow/` at 1 KiB/s (a
+/// server that answers, then crawls). nginx's `limit_rate` lets a response have
+/// (seconds since its start + 1) × rate bytes, so at 4 KiB/s a 10 KiB shard was whole just
+/// inside a 2 s timeout now and then; at 1 KiB/s it needs about 9 s.
 pub fn nginx(test: &str, root: &Path) -> Option<Server> {
     let bin = find("nginx", test)?;
     let dir = tempfile::tempdir().unwrap();
@@ -139,7 +141,7 @@ pub fn nginx(test: &str, root: &Path) -> Option<Server> {
             "daemon off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
              events {{ worker_connections 64; }}\n\
              http {{\n  access_log off;\n  client_body_temp_path {d};\n  proxy_temp_path {d};\n  fastcgi_temp_path {d};\n  uwsgi_temp_path {d};\n  scgi_temp_path {d};\n\
-               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n    location /slow/ {{ alias {root}/; limit_rate 4k; }}\n  }}\n}}\n",
+               server {{\n    listen 127.0.0.1:{port};\n    root {root};\n    location /slow/ {{ alias {root}/; limit_rate 1k; }}\n  }}\n}}\n",
             d = dir.path().display(),
             root = root.display()
         ),
