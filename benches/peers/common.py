@@ -212,7 +212,9 @@ def run_gpu_peer(peer, args, samples, read_one, decode, device):
         x = torch.stack([augment(img) for img in imgs])
         x = ((x.float() / 255.0 - mean) / std).to(torch.float16)
         labels_all[idx].to(device, non_blocking=True)
-        torch.cuda.synchronize()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        # (--device cpu runs the same loop on the CPU: a plumbing check where there is no GPU.)
         if not timer.after(x.shape[0]):
             break
     prefetcher.shutdown(wait=True, cancel_futures=True)
