@@ -109,8 +109,9 @@ def test_device_batches_reach_torch_on_the_gpu(torch, folder):
 @pytest.mark.parametrize("dtype,layout", [("float32", "nchw"), ("float16", "nhwc"), ("uint8", "nchw")])
 def test_cuda_batches_match_the_cpu_backend(torch, folder, dtype, layout):
     # Same seed and config: the same files, crops and flips in the same order on both backends.
-    # The pixels differ only by the decoders (nvJPEG vs libjpeg-turbo, both within JPEG's IDCT
-    # tolerance) and rounding: a small mean difference, labels exactly equal.
+    # The pixels differ only by the decoders (nvJPEG vs libjpeg-turbo) and rounding: below
+    # torchvision's GPU-vs-CPU decode tolerance (2 levels mean, as tests/gpu_decode.rs), labels
+    # exactly equal.
     kw = dict(size=48, dtype=dtype, layout=layout, seed=21, batch_size=12, shuffle=True)
     gpu = take(torch, cuda_loader(folder, **kw))
     cpu = []
@@ -124,7 +125,7 @@ def test_cuda_batches_match_the_cpu_backend(torch, folder, dtype, layout):
         assert torch.equal(yg.cpu(), yc), "labels (the order) differ between backends"
         d = (xg.float().cpu() - xc.float()).abs() * scale
         worst = max(worst, d.mean().item())
-        assert d.mean().item() < 1.5, f"{dtype}/{layout}: mean |cuda - cpu| = {d.mean().item():.3f} levels"
+        assert d.mean().item() < 2.0, f"{dtype}/{layout}: mean |cuda - cpu| = {d.mean().item():.3f} levels"
     print(f"STOKE-Q python-cpu-vs-cuda: {dtype}/{layout} worst batch mean |cuda - cpu| {worst:.3f} levels")
 
 
