@@ -544,8 +544,14 @@ fn nothing_good_message(status: &[Option<crate::error::SlotError>], name: &dyn F
     }
     let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let failed: Vec<(usize, &crate::error::SlotError)> = status.iter().enumerate().filter_map(|(i, e)| Some((i, e.as_ref()?))).collect();
-    let mut listed: Vec<String> =
-        failed.iter().take(NOTHING_GOOD_LISTED).map(|(i, e)| format!("{} ({}): {e}", name(*i).0, name(*i).1)).collect();
+    let mut listed: Vec<String> = failed
+        .iter()
+        .take(NOTHING_GOOD_LISTED)
+        .map(|(i, e)| {
+            let (key, location) = name(*i);
+            format!("{key} ({location}): {e}")
+        })
+        .collect();
     if failed.len() > NOTHING_GOOD_LISTED {
         listed.push(format!("and {} more", failed.len() - NOTHING_GOOD_LISTED));
     }

@@ -52,7 +52,6 @@ def posterize_zero_bits_as_black():
 def deit_transform(size):
     from timm.data import create_transform
 
-    posterize_zero_bits_as_black()  # before the workers fork
 
     return create_transform(
         size, is_training=True, interpolation="bicubic", auto_augment="rand-m9-mstd0.5-inc1",
@@ -151,6 +150,8 @@ def main():
                     help="train: RandomResizedCrop + flip; deit: timm's DeiT transform + Mixup/CutMix")
     args = ap.parse_args()
     device = torch.device(args.device)
+    if args.recipe == "deit":
+        posterize_zero_bits_as_black()  # once, before any worker forks
     samples = common.list_samples(args.dataset)
     sweep = []
     for w in [int(v) for v in args.workers.split(",")]:

@@ -9,11 +9,10 @@ GPU is a failure, so a GPU run cannot pass by skipping.
 
 import os
 
-import numpy as np
 import pytest
-from PIL import Image
 
 import stoke
+from imagefolder import copy_image_folder, write_image_folder
 
 REQUIRE = os.environ.get("STOKE_REQUIRE_GPU") == "1"
 CLASSES = 3
@@ -42,27 +41,12 @@ def torch():
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """An ImageFolder of photo-like JPEGs (3 classes x 12, 4:2:0, varied sizes), with Pillow."""
-    root = tmp_path_factory.mktemp("gpu-data")
-    rng = np.random.default_rng(11)
-    for c in range(CLASSES):
-        d = root / f"class{c}"
-        d.mkdir()
-        for i in range(PER_CLASS):
-            w, h = int(rng.integers(96, 400)), int(rng.integers(96, 400))
-            y, x = np.mgrid[0:h, 0:w]
-            px = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h) + 60 * c], -1)
-            px = np.clip(px + rng.integers(-6, 6, px.shape), 0, 255).astype(np.uint8)
-            Image.fromarray(px).save(d / f"img{i:02}.jpg", quality=92)
-    return root
+    return write_image_folder(tmp_path_factory.mktemp("gpu-data"), CLASSES, PER_CLASS, (96, 400), 6, 92, seed=11, digits=2)
 
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory, folder):
-    root = tmp_path_factory.mktemp("gpu-broken")
-    for c in range(CLASSES):
-        (root / f"class{c}").mkdir()
-        for f in (folder / f"class{c}").iterdir():
-            (root / f"class{c}" / f.name).write_bytes(f.read_bytes())
+    root = copy_image_folder(folder, tmp_path_factory.mktemp("gpu-broken"), CLASSES)
     good = (folder / "class2" / "img00.jpg").read_bytes()
     (root / "class2" / "zz_truncated.jpg").write_bytes(good[: len(good) // 3])
     return root

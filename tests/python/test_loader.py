@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 import stoke
+from imagefolder import copy_image_folder, write_image_folder
 
 CLASSES = 3
 PER_CLASS = 7
@@ -22,29 +23,13 @@ PER_CLASS = 7
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """An ImageFolder of JPEGs of varied sizes (3 classes x 7), made with Pillow."""
-    root = tmp_path_factory.mktemp("data")
-    rng = np.random.default_rng(5)
-    for c in range(CLASSES):
-        d = root / f"class{c}"
-        d.mkdir()
-        for i in range(PER_CLASS):
-            w, h = int(rng.integers(40, 120)), int(rng.integers(40, 120))
-            # Smooth gradients plus noise: resampling differences stay small.
-            y, x = np.mgrid[0:h, 0:w]
-            px = np.stack([x * 255 // w, y * 255 // h, (x + y) * 127 // (w + h) + 60 * c], -1)
-            px = np.clip(px + rng.integers(-8, 8, px.shape), 0, 255).astype(np.uint8)
-            Image.fromarray(px).save(d / f"img{i}.jpg", quality=95)
-    return root
+    return write_image_folder(tmp_path_factory.mktemp("data"), CLASSES, PER_CLASS, (40, 120), 8, 95, seed=5)
 
 
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory, folder):
     """The same folder plus one file that is not an image."""
-    root = tmp_path_factory.mktemp("broken")
-    for c in range(CLASSES):
-        (root / f"class{c}").mkdir()
-        for f in (folder / f"class{c}").iterdir():
-            (root / f"class{c}" / f.name).write_bytes(f.read_bytes())
+    root = copy_image_folder(folder, tmp_path_factory.mktemp("broken"), CLASSES)
     (root / "class1" / "zz_broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg at all")
     return root
 

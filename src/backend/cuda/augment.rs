@@ -255,7 +255,9 @@ impl Augmenter {
     /// Device bytes of the scratch: filter tables, contrast sums, the AutoAugment scratch once
     /// allocated.
     pub fn device_bytes(&self) -> u64 {
-        Self::planned_device_bytes(self.plan, self.auto.get().map(|a| a.out))
+        // The AutoAugment scratch as allocated (a lazily allocated one may be for more samples
+        // than the plan's batch).
+        Self::planned_device_bytes(self.plan, None) + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.out).iter().sum())
     }
 
     /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch for outputs of
