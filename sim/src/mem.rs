@@ -1,0 +1,297 @@
+//! Device and pinned memory: host memory, every allocation tracked.
+//!
+//! Each allocation is its own mapping: a guard page, the allocation (its end rounded up to
+//! 256 bytes, placed so that it ends where the second guard page starts), a guard page. A
+//! kernel that reads or writes past the end (or before the start) faults on a guard page, and
+//! [`describe`] names the allocation. A freed allocation's pages are dropped and made
+//! inaccessible, and its addresses are never handed out again (while the quarantine lasts), so
+//! a late use faults or is refused by name rather than reading someone else's bytes.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// What an allocation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Device,
+    Pinned,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Device => "device",
+            Kind::Pinned => "pinned host",
+        }
+    }
+}
+
+/// One allocation.
+#[derive(Clone, Debug)]
+pub struct Alloc {
+    pub id: u64,
+    pub base: usize,
+    pub len: usize,
+    pub kind: Kind,
+    /// The context it was made in.
+    pub ctx: usize,
+    /// The call that made it.
+    pub call: &'static str,
+    map: usize,
+    map_len: usize,
+}
+
+impl Alloc {
+    pub fn end(&self) -> usize {
+        self.base + self.len
+    }
+    pub fn label(&self) -> String {
+        format!("{} allocation #{} ({:#x}, {} bytes, from {})", self.kind.name(), self.id, self.base, self.len, self.call)
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    live: BTreeMap<usize, Alloc>,
+    freed: BTreeMap<usize, Alloc>,
+    freed_order: std::collections::VecDeque<usize>,
+    freed_bytes: usize,
+    next_id: u64,
+    device_bytes: u64,
+    pinned_bytes: u64,
+    device_count: u64,
+    pinned_count: u64,
+    peak_device: u64,
+    peak_pinned: u64,
+    total_device_allocs: u64,
+    total_pinned_allocs: u64,
+}
+
+static REG: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
+    let mut g = REG.lock().unwrap_or_else(|p| p.into_inner());
+    f(g.get_or_insert_with(Registry::default))
+}
+
+const PAGE: usize = 4096;
+/// Freed address ranges kept out of reuse: up to this many bytes of address space.
+const QUARANTINE: usize = 256 << 30;
+
+fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// Allocate `len` bytes of `kind` in context `ctx`. `Err(())` when the device's configured
+/// memory would be exceeded (device) or the host refuses the mapping.
+pub fn alloc(kind: Kind, len: usize, ctx: usize, call: &'static str) -> Result<usize, ()> {
+    let user = round_up(len.max(1), 256);
+    let body = round_up(user, PAGE);
+    let map_len = body + 2 * PAGE;
+    if kind == Kind::Device {
+        let over = with(|r| r.device_bytes + len as u64 > crate::config().memory);
+        if over {
+            return Err(());
+        }
+    }
+    // SAFETY: a fresh anonymous mapping, no fixed address.
+    let map = unsafe {
+        libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE, -1, 0)
+    };
+    if map == libc::MAP_FAILED {
+        return Err(());
+    }
+    let map = map as usize;
+    // SAFETY: inside the mapping made above.
+    if unsafe { libc::mprotect((map + PAGE) as *mut _, body, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(map as *mut _, map_len) };
+        return Err(());
+    }
+    let base = map + PAGE + body - user;
+    with(|r| {
+        r.next_id += 1;
+        let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len };
+        match kind {
+            Kind::Device => {
+                r.device_bytes += len as u64;
+                r.device_count += 1;
+                r.total_device_allocs += 1;
+                r.peak_device = r.peak_device.max(r.device_bytes);
+            }
+            Kind::Pinned => {
+                r.pinned_bytes += len as u64;
+                r.pinned_count += 1;
+                r.total_pinned_allocs += 1;
+                r.peak_pinned = r.peak_pinned.max(r.pinned_bytes);
+            }
+        }
+        r.live.insert(base, a);
+    });
+    Ok(base)
+}
+
+/// Free the allocation that starts at `ptr`. The error is the finding's sentence: a double
+/// free, a pointer inside (not at the start of) an allocation, the wrong kind, or nothing.
+pub fn free(ptr: usize, kind: Kind, call: &str) -> Result<Alloc, String> {
+    with(|r| {
+        let Some(a) = r.live.get(&ptr).cloned() else {
+            if let Some(f) = lookup(&r.freed, ptr) {
+                return Err(format!("{call}({ptr:#x}): double free of {}", f.label()));
+            }
+            if let Some(l) = lookup(&r.live, ptr) {
+                return Err(format!("{call}({ptr:#x}): not the start of {} (offset {})", l.label(), ptr - l.base));
+            }
+            return Err(format!("{call}({ptr:#x}): no {} allocation starts here", kind.name()));
+        };
+        if a.kind != kind {
+            return Err(format!("{call}({ptr:#x}): frees {} with the {} call", a.label(), kind.name()));
+        }
+        r.live.remove(&ptr);
+        match kind {
+            Kind::Device => {
+                r.device_bytes -= a.len as u64;
+                r.device_count -= 1;
+            }
+            Kind::Pinned => {
+                r.pinned_bytes -= a.len as u64;
+                r.pinned_count -= 1;
+            }
+        }
+        // SAFETY: the allocation's own mapping: its pages are dropped and made inaccessible;
+        // the addresses stay reserved (quarantine).
+        unsafe {
+            libc::madvise(a.map as *mut _, a.map_len, libc::MADV_DONTNEED);
+            libc::mprotect(a.map as *mut _, a.map_len, libc::PROT_NONE);
+        }
+        r.freed_bytes += a.map_len;
+        r.freed_order.push_back(a.base);
+        r.freed.insert(a.base, a.clone());
+        while r.freed_bytes > QUARANTINE {
+            let Some(old) = r.freed_order.pop_front() else { break };
+            if let Some(o) = r.freed.remove(&old) {
+                r.freed_bytes -= o.map_len;
+                // SAFETY: a quarantined mapping nothing refers to any more.
+                unsafe { libc::munmap(o.map as *mut _, o.map_len) };
+            }
+        }
+        Ok(a)
+    })
+}
+
+fn lookup(m: &BTreeMap<usize, Alloc>, p: usize) -> Option<&Alloc> {
+    m.range(..=p).next_back().map(|(_, a)| a).filter(|a| p < a.end().max(a.base + 1))
+}
+
+/// What a pointer handed to a call must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    Device,
+    Pinned,
+    /// A kernel parameter (device memory, or pinned memory, which is mapped for the device).
+    DeviceOrPinned,
+    /// A host pointer: pinned or pageable memory, never device memory.
+    Host,
+}
+
+/// The allocation that holds `[p, p + len)`, checked against `want`. `Ok(None)`: a pageable
+/// host pointer where `want` is `Host`. The error is the finding's sentence; `call` and `role`
+/// ("destination", "parameter 3") name where the pointer came from.
+pub fn check(p: usize, len: usize, want: Want, call: &str, role: &str) -> Result<Option<Alloc>, String> {
+    with(|r| {
+        let hit = lookup(&r.live, p).cloned();
+        match (hit, want) {
+            (Some(a), _) if p + len > a.end() => {
+                Err(format!("{call}: {role} {p:#x} + {len} bytes runs {} bytes past the end of {}", p + len - a.end(), a.label()))
+            }
+            (Some(a), Want::Host) if a.kind == Kind::Device => {
+                Err(format!("{call}: {role} {p:#x} is device memory ({}) where a host pointer belongs", a.label()))
+            }
+            (Some(a), Want::Device) if a.kind != Kind::Device => {
+                Err(format!("{call}: {role} {p:#x} is {} where device memory belongs", a.label()))
+            }
+            (Some(a), Want::Pinned) if a.kind != Kind::Pinned => {
+                Err(format!("{call}: {role} {p:#x} is {} where pinned host memory belongs", a.label()))
+            }
+            (Some(a), _) => Ok(Some(a)),
+            (None, _) => {
+                if let Some(f) = lookup(&r.freed, p) {
+                    return Err(format!("{call}: {role} {p:#x} is in freed {} (use after free)", f.label()));
+                }
+                if want == Want::Host {
+                    return Ok(None);
+                }
+                Err(format!("{call}: {role} {p:#x} lies in no live {} allocation{}", want_name(want), nearest(r, p)))
+            }
+        }
+    })
+}
+
+fn want_name(w: Want) -> &'static str {
+    match w {
+        Want::Device => "device",
+        Want::Pinned => "pinned host",
+        Want::DeviceOrPinned => "device or pinned",
+        Want::Host => "host",
+    }
+}
+
+fn nearest(r: &Registry, p: usize) -> String {
+    match r.live.range(..=p).next_back() {
+        Some((_, a)) if p - a.end() < 1 << 20 => format!(" ({} bytes past the end of {})", p - a.end(), a.label()),
+        _ => String::new(),
+    }
+}
+
+/// A sentence naming what `addr` is: inside, before or after a live allocation, in a freed
+/// one, or none (for a fault inside a kernel).
+pub fn describe(addr: usize) -> String {
+    with(|r| {
+        for (m, state) in [(&r.live, ""), (&r.freed, "freed ")] {
+            for a in m.values() {
+                if addr >= a.map && addr < a.map + a.map_len {
+                    return if addr >= a.end() {
+                        format!("{} bytes past the end of {state}{}", addr - a.end(), a.label())
+                    } else if addr < a.base {
+                        format!("{} bytes before the start of {state}{}", a.base - addr, a.label())
+                    } else {
+                        format!("inside {state}{} (use after free)", a.label())
+                    };
+                }
+            }
+        }
+        "not in or beside any allocation".to_string()
+    })
+}
+
+/// Live allocations made in context `ctx`.
+pub fn live_in(ctx: usize) -> Vec<Alloc> {
+    with(|r| r.live.values().filter(|a| a.ctx == ctx).cloned().collect())
+}
+
+/// Device bytes in use (what `cuMemGetInfo` subtracts from the total).
+pub fn device_bytes() -> u64 {
+    with(|r| r.device_bytes)
+}
+
+/// The allocation holding `p`, if live.
+pub fn find(p: usize) -> Option<Alloc> {
+    with(|r| lookup(&r.live, p).cloned())
+}
+
+pub(crate) fn stats_json() -> String {
+    with(|r| {
+        format!(
+            "\"device_allocs\":{},\"device_bytes\":{},\"peak_device_bytes\":{},\"device_allocs_total\":{},\
+             \"pinned_allocs\":{},\"pinned_bytes\":{},\"peak_pinned_bytes\":{},\"pinned_allocs_total\":{}",
+            r.device_count,
+            r.device_bytes,
+            r.peak_device,
+            r.total_device_allocs,
+            r.pinned_count,
+            r.pinned_bytes,
+            r.peak_pinned,
+            r.total_pinned_allocs
+        )
+    })
+}

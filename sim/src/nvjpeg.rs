@@ -1,0 +1,1024 @@
+//! nvJPEG 13.0, the functions stoke declares, with each backend's documented behaviour as far
+//! as NVIDIA's documentation states it. Decoding is libjpeg-turbo's, with interpolated
+//! ("fancy") chroma upsampling when the handle was created with
+//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, replication otherwise.
+//!
+//! - **Hardware backend** (`NVJPEG_BACKEND_HARDWARE`): baseline and extended sequential
+//!   Huffman JPEGs with 1 or 3 components only (no progressive, lossless, arithmetic, 12-bit or
+//!   CMYK), as `nvjpegDecodeBatchedSupported(Ex)` answers (0 = supported). A batched decode
+//!   writes its outputs **when it is called**, without waiting for earlier work on its stream
+//!   (the hazard torchcodec PR #1634 describes): a kernel still queued on that stream that
+//!   touches the same bytes is a hazard. `nvjpegGetHardwareDecoderInfo` reports
+//!   `STOKE_SIM_HW_ENGINES` × `STOKE_SIM_HW_CORES`; with 0 engines ("hardware decoder not
+//!   available") every hardware decode fails. Buffers for images larger than
+//!   `nvjpegDecodeBatchedPreAllocate` reserved are allocated during the decode, as nvJPEG does.
+//! - **Decoupled API** (`nvjpegDecodeJpegHost` → `TransferToDevice` → `DecodeJpegDevice`): the
+//!   host stage decodes into the state's pinned buffer (a host write at call time), the
+//!   transfer copies it into the device buffer and the device stage writes the output, both on
+//!   the stream. A pinned or device buffer too small for an image grows (a new allocation),
+//!   as nvJPEG's do, unless resized first (`nvjpegBuffer*Resize`). `GPU_HYBRID` takes
+//!   sequential JPEGs only, `HYBRID` progressive too.
+//! - Output `NVJPEG_OUTPUT_RGBI` only (what stoke uses); an ROI must lie inside the image; every
+//!   destination row must lie inside a live device allocation.
+//!
+//! Fault injection for the error paths: `STOKE_SIM_FAIL=func[@hw],...` makes every call of
+//! `func` fail (`@hw`: only for objects of a hardware-backend handle) with
+//! `NVJPEG_STATUS_ALLOCATOR_FAILURE`; `STOKE_SIM_HW_ABSENT=1` makes creating a hardware handle
+//! fail as on a GPU without the engine (`NVJPEG_STATUS_ARCH_MISMATCH`).
+
+#![allow(non_snake_case)]
+
+use crate::dev::{self, Access};
+use crate::mem::{self, Kind, Want};
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Arc, Mutex};
+use turbojpeg_sys as tj;
+
+type Status = c_int;
+const SUCCESS: Status = 0;
+const NOT_INITIALIZED: Status = 1;
+const INVALID_PARAMETER: Status = 2;
+const BAD_JPEG: Status = 3;
+const JPEG_NOT_SUPPORTED: Status = 4;
+const ALLOCATOR_FAILURE: Status = 5;
+const EXECUTION_FAILED: Status = 6;
+const ARCH_MISMATCH: Status = 7;
+
+const BACKEND_DEFAULT: c_int = 0;
+const BACKEND_HYBRID: c_int = 1;
+const BACKEND_GPU_HYBRID: c_int = 2;
+const BACKEND_HARDWARE: c_int = 3;
+const OUTPUT_RGBI: c_int = 5;
+const FLAG_INTERPOLATE: c_uint = 1 << 5;
+
+const CSS_444: c_int = 0;
+const CSS_422: c_int = 1;
+const CSS_420: c_int = 2;
+const CSS_440: c_int = 3;
+const CSS_411: c_int = 4;
+const CSS_GRAY: c_int = 6;
+const CSS_UNKNOWN: c_int = -1;
+
+fn failing(func: &str, hw: bool) -> bool {
+    let Ok(list) = std::env::var("STOKE_SIM_FAIL") else { return false };
+    list.split(',').map(str::trim).any(|e| match e.strip_suffix("@hw") {
+        Some(f) => hw && f == func,
+        None => e == func,
+    })
+}
+
+fn finding(msg: String) -> Status {
+    crate::report("nvjpeg", msg);
+    INVALID_PARAMETER
+}
+
+// ---- objects -----------------------------------------------------------------------------
+
+struct Handle {
+    backend: c_int,
+    interpolate: bool,
+}
+
+impl Handle {
+    fn hw(&self) -> bool {
+        self.backend == BACKEND_HARDWARE
+    }
+}
+
+/// A buffer of nvJPEG's own: a tracked allocation that grows (reallocates) when too small.
+struct Buffer {
+    kind: Kind,
+    ptr: usize,
+    len: usize,
+}
+
+impl Buffer {
+    fn ensure(&mut self, need: usize, call: &'static str) -> Result<(), Status> {
+        if need <= self.len {
+            return Ok(());
+        }
+        let ctx = dev::primary().handle();
+        let p = mem::alloc(self.kind, need, ctx, call).map_err(|()| ALLOCATOR_FAILURE)?;
+        if self.ptr != 0 {
+            let _ = mem::free(self.ptr, self.kind, call);
+        }
+        self.ptr = p;
+        self.len = need;
+        Ok(())
+    }
+    fn release(&mut self) {
+        if self.ptr != 0 {
+            let _ = mem::free(self.ptr, self.kind, "nvJPEG buffer destroy");
+            self.ptr = 0;
+            self.len = 0;
+        }
+    }
+}
+
+struct State {
+    batch: Option<(c_int, c_int)>,
+    pinned: *mut Mutex<Buffer>,
+    device: *mut Mutex<Buffer>,
+    /// Hardware: reserved by PreAllocate or grown by decodes.
+    hw_buffer: Buffer,
+    /// The host stage's result, waiting for the device stage.
+    host: Option<Arc<Decoded>>,
+}
+
+struct Params {
+    format: c_int,
+    roi: (c_int, c_int, c_int, c_int),
+    allow_cmyk: bool,
+}
+
+struct Stream {
+    data: Vec<u8>,
+    info: Option<Info>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Info {
+    w: u32,
+    h: u32,
+    comps: u32,
+    css: c_int,
+    sof: u8,
+    precision: c_int,
+    arithmetic: bool,
+}
+
+struct Decoded {
+    rgb: Vec<u8>,
+    w: u32,
+    h: u32,
+}
+
+macro_rules! obj {
+    ($p:expr, $t:ty) => {{
+        if $p.is_null() {
+            return INVALID_PARAMETER;
+        }
+        // SAFETY: a handle this library created (Box::into_raw) and the caller has not
+        // destroyed (the API's contract).
+        unsafe { &mut *($p as *mut $t) }
+    }};
+}
+
+fn new<T>(out: *mut *mut c_void, v: T) -> Status {
+    if out.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: a non-null out-pointer (the API's contract).
+    unsafe { *out = Box::into_raw(Box::new(v)) as *mut c_void };
+    SUCCESS
+}
+
+fn destroy<T>(p: *mut c_void) -> Status {
+    if p.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: created by `new::<T>` and not destroyed before (the API's contract).
+    drop(unsafe { Box::from_raw(p as *mut T) });
+    SUCCESS
+}
+
+// ---- headers and decoding ----------------------------------------------------------------
+
+/// The first SOF marker's type (0xc0 baseline, 0xc1 extended, 0xc2 progressive, 0xc3
+/// lossless, ...), scanning marker segments from SOI.
+fn sof_marker(d: &[u8]) -> Option<u8> {
+    if d.len() < 4 || d[0] != 0xff || d[1] != 0xd8 {
+        return None;
+    }
+    let mut i = 2;
+    while i + 4 <= d.len() {
+        if d[i] != 0xff {
+            return None;
+        }
+        let m = d[i + 1];
+        if m == 0xff {
+            i += 1;
+            continue;
+        }
+        if (0xc0..=0xcf).contains(&m) && m != 0xc4 && m != 0xc8 && m != 0xcc {
+            return Some(m);
+        }
+        let len = u16::from_be_bytes([d[i + 2], d[i + 3]]) as usize;
+        i += 2 + len;
+    }
+    None
+}
+
+struct Tj(tj::tjhandle);
+impl Drop for Tj {
+    fn drop(&mut self) {
+        // SAFETY: created by tj3Init below, destroyed once.
+        unsafe { tj::tj3Destroy(self.0) };
+    }
+}
+
+fn tj_new() -> Result<Tj, Status> {
+    // SAFETY: plain constructor.
+    let h = unsafe { tj::tj3Init(tj::TJINIT_TJINIT_DECOMPRESS as c_int) };
+    if h.is_null() {
+        return Err(EXECUTION_FAILED);
+    }
+    Ok(Tj(h))
+}
+
+fn parse(d: &[u8]) -> Result<Info, Status> {
+    let sof = sof_marker(d).ok_or(BAD_JPEG)?;
+    let t = tj_new()?;
+    // SAFETY: `d` is readable for its length; the handle is live.
+    if unsafe { tj::tj3DecompressHeader(t.0, d.as_ptr(), d.len() as _) } != 0 {
+        return Err(BAD_JPEG);
+    }
+    // SAFETY: getters on a live handle.
+    let g = |p: tj::TJPARAM| unsafe { tj::tj3Get(t.0, p as c_int) };
+    let cs = g(tj::TJPARAM_TJPARAM_COLORSPACE);
+    let comps = match cs as u32 {
+        tj::TJCS_TJCS_GRAY => 1,
+        tj::TJCS_TJCS_CMYK | tj::TJCS_TJCS_YCCK => 4,
+        _ => 3,
+    };
+    let css = match g(tj::TJPARAM_TJPARAM_SUBSAMP) {
+        0 => CSS_444,
+        1 => CSS_422,
+        2 => CSS_420,
+        3 => CSS_GRAY,
+        4 => CSS_440,
+        5 => CSS_411,
+        _ => CSS_UNKNOWN,
+    };
+    Ok(Info {
+        w: g(tj::TJPARAM_TJPARAM_JPEGWIDTH) as u32,
+        h: g(tj::TJPARAM_TJPARAM_JPEGHEIGHT) as u32,
+        comps,
+        css,
+        sof,
+        precision: g(tj::TJPARAM_TJPARAM_PRECISION),
+        arithmetic: g(tj::TJPARAM_TJPARAM_ARITHMETIC) == 1,
+    })
+}
+
+/// Whether `backend` decodes this JPEG (nvJPEG's documented coverage).
+fn supported(backend: c_int, i: &Info, allow_cmyk: bool) -> bool {
+    let sequential = matches!(i.sof, 0xc0 | 0xc1);
+    let common = i.precision == 8 && !i.arithmetic && (i.comps != 4 || allow_cmyk) && i.css != CSS_UNKNOWN;
+    match backend {
+        BACKEND_HARDWARE => common && sequential && i.comps != 4,
+        BACKEND_GPU_HYBRID => common && sequential,
+        _ => common && (sequential || i.sof == 0xc2),
+    }
+}
+
+/// The ROI of `p` on a `w × h` image: `(x, y, w, h)`, the whole image for `(0, 0, -1, -1)`.
+fn roi_of(p: Option<&Params>, w: u32, h: u32) -> Result<(u32, u32, u32, u32), Status> {
+    let Some(p) = p else { return Ok((0, 0, w, h)) };
+    let (x, y, rw, rh) = p.roi;
+    if (rw, rh) == (-1, -1) && (x, y) == (0, 0) {
+        return Ok((0, 0, w, h));
+    }
+    if x < 0 || y < 0 || rw <= 0 || rh <= 0 || x as u64 + rw as u64 > w as u64 || y as u64 + rh as u64 > h as u64 {
+        return Err(INVALID_PARAMETER);
+    }
+    Ok((x as u32, y as u32, rw as u32, rh as u32))
+}
+
+/// Decode `d` to interleaved RGB and cut out `roi`.
+fn decode(d: &[u8], info: &Info, roi: (u32, u32, u32, u32), interpolate: bool) -> Result<Decoded, Status> {
+    let t = tj_new()?;
+    // SAFETY: setters on a live handle; `d` readable.
+    unsafe {
+        tj::tj3Set(t.0, tj::TJPARAM_TJPARAM_FASTUPSAMPLE as c_int, (!interpolate) as c_int);
+        tj::tj3Set(t.0, tj::TJPARAM_TJPARAM_STOPONWARNING as c_int, 1);
+        if tj::tj3DecompressHeader(t.0, d.as_ptr(), d.len() as _) != 0 {
+            return Err(BAD_JPEG);
+        }
+    }
+    let (w, h) = (info.w as usize, info.h as usize);
+    let full = if info.comps == 4 {
+        let mut cmyk = vec![0u8; w * h * 4];
+        // SAFETY: `cmyk` holds w·h·4 bytes at pitch 4w.
+        if unsafe { tj::tj3Decompress8(t.0, d.as_ptr(), d.len() as _, cmyk.as_mut_ptr(), (w * 4) as c_int, tj::TJPF_TJPF_CMYK as c_int) }
+            != 0
+        {
+            return Err(BAD_JPEG);
+        }
+        // Adobe's inverted CMYK, as libjpeg writes it: R = C·K/255 and so on.
+        cmyk.chunks(4).flat_map(|p| [0, 1, 2].map(|c| ((p[c] as u32 * p[3] as u32 + 127) / 255) as u8)).collect()
+    } else {
+        let mut rgb = vec![0u8; w * h * 3];
+        // SAFETY: `rgb` holds w·h·3 bytes at pitch 3w.
+        if unsafe { tj::tj3Decompress8(t.0, d.as_ptr(), d.len() as _, rgb.as_mut_ptr(), (w * 3) as c_int, tj::TJPF_TJPF_RGB as c_int) } != 0
+        {
+            return Err(BAD_JPEG);
+        }
+        rgb
+    };
+    let (x, y, rw, rh) = (roi.0 as usize, roi.1 as usize, roi.2 as usize, roi.3 as usize);
+    let mut rgb = Vec::with_capacity(rw * rh * 3);
+    for r in y..y + rh {
+        rgb.extend_from_slice(&full[(r * w + x) * 3..(r * w + x + rw) * 3]);
+    }
+    Ok(Decoded { rgb, w: rw as u32, h: rh as u32 })
+}
+
+/// The destination rows of an RGBI image, checked against live device memory: the accesses.
+fn destination(img: &NvImage, w: u32, h: u32, call: &str) -> Result<Vec<Access>, Status> {
+    let (p, pitch) = (img.channel[0] as usize, img.pitch[0]);
+    if p == 0 || pitch < 3 * w as usize {
+        return Err(finding(format!(
+            "{call}: RGBI destination {p:#x} with pitch {pitch} for a {w}x{h} image (pitch must be >= {})",
+            3 * w
+        )));
+    }
+    let span = pitch * (h as usize - 1) + 3 * w as usize;
+    match mem::check(p, span, Want::Device, call, "destination") {
+        Ok(Some(a)) => Ok(vec![Access::new(a, p, p + span, true, call.to_string())]),
+        Ok(None) => unreachable!(),
+        Err(m) => Err(finding(m)),
+    }
+}
+
+fn write_rows(img: &NvImage, d: &Decoded) {
+    let (p, pitch) = (img.channel[0] as usize, img.pitch[0]);
+    let row = 3 * d.w as usize;
+    for r in 0..d.h as usize {
+        // SAFETY: every row was checked inside a live device allocation (`destination`).
+        unsafe { std::ptr::copy_nonoverlapping(d.rgb.as_ptr().add(r * row), (p + r * pitch) as *mut u8, row) };
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvImage {
+    channel: [*mut u8; 4],
+    pitch: [usize; 4],
+}
+
+fn ensure_ctx() {
+    // nvJPEG runs on the CUDA runtime, which makes the primary context current on a thread
+    // that has none.
+    if dev::current_handle() == 0 {
+        dev::set_current(dev::primary().handle());
+    }
+}
+
+// ---- the API -----------------------------------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegGetProperty(t: c_int, v: *mut c_int) -> Status {
+    if v.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: non-null out-pointer.
+    unsafe { *v = [13, 0, 1][t.clamp(0, 2) as usize] };
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegCreateEx(
+    backend: c_int,
+    dev_alloc: *mut c_void,
+    pinned_alloc: *mut c_void,
+    flags: c_uint,
+    h: *mut *mut c_void,
+) -> Status {
+    if !dev_alloc.is_null() || !pinned_alloc.is_null() {
+        return finding("nvjpegCreateEx: custom allocators are not simulated (stoke passes none)".into());
+    }
+    if !(0..=6).contains(&backend) {
+        return INVALID_PARAMETER;
+    }
+    if backend == BACKEND_HARDWARE && std::env::var("STOKE_SIM_HW_ABSENT").is_ok_and(|v| v == "1") {
+        return ARCH_MISMATCH;
+    }
+    if failing("nvjpegCreateEx", backend == BACKEND_HARDWARE) {
+        return ALLOCATOR_FAILURE;
+    }
+    ensure_ctx();
+    new(h, Handle { backend, interpolate: flags & FLAG_INTERPOLATE != 0 })
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDestroy(h: *mut c_void) -> Status {
+    destroy::<Handle>(h)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegGetHardwareDecoderInfo(h: *mut c_void, engines: *mut c_uint, cores: *mut c_uint) -> Status {
+    let hd = obj!(h, Handle);
+    if !hd.hw() {
+        return INVALID_PARAMETER;
+    }
+    if engines.is_null() || cores.is_null() {
+        return INVALID_PARAMETER;
+    }
+    let c = crate::config();
+    // SAFETY: non-null out-pointers.
+    unsafe {
+        *engines = c.hw_engines;
+        *cores = if c.hw_engines == 0 { 0 } else { c.hw_cores };
+    }
+    SUCCESS
+}
+
+fn new_state(h: *mut c_void, out: *mut *mut c_void, call: &str) -> Status {
+    let hd = obj!(h, Handle);
+    if failing(call, hd.hw()) {
+        return ALLOCATOR_FAILURE;
+    }
+    new(
+        out,
+        State {
+            batch: None,
+            pinned: std::ptr::null_mut(),
+            device: std::ptr::null_mut(),
+            hw_buffer: Buffer { kind: Kind::Device, ptr: 0, len: 0 },
+            host: None,
+        },
+    )
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegJpegStateCreate(h: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_state(h, out, "nvjpegJpegStateCreate")
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecoderStateCreate(h: *mut c_void, _dec: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_state(h, out, "nvjpegDecoderStateCreate")
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegJpegStateDestroy(s: *mut c_void) -> Status {
+    let st = obj!(s, State);
+    st.hw_buffer.release();
+    destroy::<State>(s)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegGetImageInfo(
+    _h: *mut c_void,
+    d: *const u8,
+    n: usize,
+    comps: *mut c_int,
+    css: *mut c_int,
+    w: *mut c_int,
+    hh: *mut c_int,
+) -> Status {
+    if d.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: `d` holds `n` bytes (the API's contract).
+    let i = match parse(unsafe { std::slice::from_raw_parts(d, n) }) {
+        Ok(i) => i,
+        Err(e) => return e,
+    };
+    // SAFETY: out-pointers of the documented sizes (4 widths and heights).
+    unsafe {
+        *comps = i.comps as c_int;
+        *css = i.css;
+        for c in 0..4 {
+            let sub = c > 0 && c < 3 && i.comps == 3;
+            let (dx, dy) = match (sub, i.css) {
+                (true, CSS_420) => (2, 2),
+                (true, CSS_422) => (2, 1),
+                (true, CSS_440) => (1, 2),
+                (true, CSS_411) => (4, 1),
+                _ => (1, 1),
+            };
+            let present = (c as u32) < i.comps;
+            *w.add(c) = if present { i.w.div_ceil(dx) as c_int } else { 0 };
+            *hh.add(c) = if present { i.h.div_ceil(dy) as c_int } else { 0 };
+        }
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeBatchedInitialize(h: *mut c_void, s: *mut c_void, batch: c_int, _threads: c_int, fmt: c_int) -> Status {
+    let _ = obj!(h, Handle);
+    let st = obj!(s, State);
+    if batch <= 0 || fmt != OUTPUT_RGBI {
+        return if fmt != OUTPUT_RGBI {
+            finding(format!("nvjpegDecodeBatchedInitialize: output format {fmt} is not simulated (RGBI only)"))
+        } else {
+            INVALID_PARAMETER
+        };
+    }
+    st.batch = Some((batch, fmt));
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegDecodeBatchedPreAllocate(
+    h: *mut c_void,
+    s: *mut c_void,
+    batch: c_int,
+    w: c_int,
+    hh: c_int,
+    _css: c_int,
+    _fmt: c_int,
+) -> Status {
+    let hd = obj!(h, Handle);
+    let st = obj!(s, State);
+    if !hd.hw() {
+        return ARCH_MISMATCH;
+    }
+    if batch <= 0 || w <= 0 || hh <= 0 {
+        return INVALID_PARAMETER;
+    }
+    ensure_ctx();
+    match st.hw_buffer.ensure(batch as usize * w as usize * hh as usize * 3, "nvjpegDecodeBatchedPreAllocate") {
+        Ok(()) => SUCCESS,
+        Err(e) => e,
+    }
+}
+
+/// The hardware batched decode: every image decoded and written now, on the calling thread.
+unsafe fn hw_batched(
+    h: *mut c_void,
+    s: *mut c_void,
+    data: *const *const u8,
+    lens: *const usize,
+    out: *mut NvImage,
+    params: Option<*mut *mut c_void>,
+    stream: usize,
+    call: &'static str,
+) -> Status {
+    let hd = obj!(h, Handle);
+    let st = obj!(s, State);
+    ensure_ctx();
+    if let Err(e) = dev::require(call) {
+        return if e == dev::INVALID_CONTEXT { NOT_INITIALIZED } else { EXECUTION_FAILED };
+    }
+    if dev::stream(stream, call).is_err() {
+        return INVALID_PARAMETER;
+    }
+    let Some((batch, _)) = st.batch else {
+        return finding(format!("{call} before nvjpegDecodeBatchedInitialize on this state"));
+    };
+    if data.is_null() || lens.is_null() || out.is_null() {
+        return INVALID_PARAMETER;
+    }
+    if !hd.hw() {
+        return finding(format!("{call}: the batched decode of a non-hardware handle is not simulated (stoke uses the hardware one)"));
+    }
+    if crate::config().hw_engines == 0 {
+        return ARCH_MISMATCH;
+    }
+    let n = batch as usize;
+    let mut results = Vec::with_capacity(n);
+    let mut accesses = Vec::new();
+    let mut need = 0usize;
+    for i in 0..n {
+        // SAFETY: `batch` inputs, lengths, outputs (and params) per the API's contract.
+        let (d, img) = unsafe { (std::slice::from_raw_parts(*data.add(i), *lens.add(i)), *out.add(i)) };
+        let p = match params {
+            // SAFETY: as above.
+            Some(ps) => {
+                let pp = *ps.add(i);
+                Some(obj!(pp, Params) as &Params)
+            }
+            None => None,
+        };
+        let info = match parse(d) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        if !supported(BACKEND_HARDWARE, &info, false) {
+            return JPEG_NOT_SUPPORTED;
+        }
+        if p.is_some_and(|p| p.format != OUTPUT_RGBI) {
+            return finding(format!("{call}: image {i}: output format other than RGBI is not simulated"));
+        }
+        let roi = match roi_of(p, info.w, info.h) {
+            Ok(r) => r,
+            Err(e) => return e,
+        };
+        match destination(&img, roi.2, roi.3, call) {
+            Ok(a) => accesses.extend(a),
+            Err(e) => return e,
+        }
+        need += info.w as usize * info.h as usize * 3;
+        results.push((info, roi, img, d));
+    }
+    // Images larger than the reservation: nvJPEG allocates during the decode.
+    if let Err(e) = st.hw_buffer.ensure(need, call) {
+        return e;
+    }
+    // Written now: the engine does not wait for what is queued on `stream`.
+    dev::host_access(&accesses);
+    for (info, roi, img, d) in results {
+        match decode(d, &info, roi, hd.interpolate) {
+            Ok(px) => write_rows(&img, &px),
+            Err(e) => return e,
+        }
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegDecodeBatched(
+    h: *mut c_void,
+    s: *mut c_void,
+    data: *const *const u8,
+    lens: *const usize,
+    out: *mut NvImage,
+    stream: usize,
+) -> Status {
+    // SAFETY: the API's contract, forwarded.
+    unsafe { hw_batched(h, s, data, lens, out, None, stream, "nvjpegDecodeBatched") }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegDecodeBatchedEx(
+    h: *mut c_void,
+    s: *mut c_void,
+    data: *const *const u8,
+    lens: *const usize,
+    out: *mut NvImage,
+    params: *mut *mut c_void,
+    stream: usize,
+) -> Status {
+    if params.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: the API's contract, forwarded.
+    unsafe { hw_batched(h, s, data, lens, out, Some(params), stream, "nvjpegDecodeBatchedEx") }
+}
+
+fn stream_supported(h: *mut c_void, js: *mut c_void, p: Option<&Params>, backend: Option<c_int>, out: *mut c_int) -> Status {
+    let hd = obj!(h, Handle);
+    let j = obj!(js, Stream);
+    if out.is_null() {
+        return INVALID_PARAMETER;
+    }
+    let Some(info) = j.info else { return INVALID_PARAMETER };
+    let b = backend.unwrap_or(hd.backend);
+    let mut ok = supported(b, &info, p.is_some_and(|p| p.allow_cmyk));
+    if let Some(p) = p {
+        ok &= p.format == OUTPUT_RGBI && roi_of(Some(p), info.w, info.h).is_ok();
+    }
+    // SAFETY: non-null out-pointer. 0 means supported.
+    unsafe { *out = if ok { 0 } else { 1 } };
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeBatchedSupported(h: *mut c_void, js: *mut c_void, out: *mut c_int) -> Status {
+    stream_supported(h, js, None, None, out)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeBatchedSupportedEx(h: *mut c_void, js: *mut c_void, p: *mut c_void, out: *mut c_int) -> Status {
+    let p = obj!(p, Params);
+    stream_supported(h, js, Some(p), None, out)
+}
+
+struct Decoder {
+    handle: *const Handle,
+    backend: c_int,
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecoderCreate(h: *mut c_void, backend: c_int, out: *mut *mut c_void) -> Status {
+    let hd = obj!(h, Handle);
+    if !matches!(backend, BACKEND_DEFAULT | BACKEND_HYBRID | BACKEND_GPU_HYBRID) {
+        return finding(format!("nvjpegDecoderCreate: backend {backend} is not simulated for the decoupled API"));
+    }
+    new(out, Decoder { handle: hd as *const Handle, backend: if backend == BACKEND_DEFAULT { BACKEND_HYBRID } else { backend } })
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecoderDestroy(d: *mut c_void) -> Status {
+    destroy::<Decoder>(d)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecoderJpegSupported(d: *mut c_void, js: *mut c_void, p: *mut c_void, out: *mut c_int) -> Status {
+    let dec = obj!(d, Decoder);
+    let p = if p.is_null() { None } else { Some(&*obj!(p, Params)) };
+    stream_supported(dec.handle as *mut c_void, js, p, Some(dec.backend), out)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegJpegStreamCreate(h: *mut c_void, out: *mut *mut c_void) -> Status {
+    let hd = obj!(h, Handle);
+    if failing("nvjpegJpegStreamCreate", hd.hw()) {
+        return ALLOCATOR_FAILURE;
+    }
+    new(out, Stream { data: Vec::new(), info: None })
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegJpegStreamDestroy(s: *mut c_void) -> Status {
+    destroy::<Stream>(s)
+}
+
+unsafe fn stream_parse(js: *mut c_void, d: *const u8, n: usize, keep: bool) -> Status {
+    let j = obj!(js, Stream);
+    if d.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: `d` holds `n` bytes (the API's contract).
+    let data = unsafe { std::slice::from_raw_parts(d, n) };
+    j.info = None;
+    match parse(data) {
+        Ok(i) => {
+            j.info = Some(i);
+            j.data = if keep { data.to_vec() } else { Vec::new() };
+            SUCCESS
+        }
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegJpegStreamParse(
+    _h: *mut c_void,
+    d: *const u8,
+    n: usize,
+    _meta: c_int,
+    _save: c_int,
+    js: *mut c_void,
+) -> Status {
+    // SAFETY: forwarded.
+    unsafe { stream_parse(js, d, n, true) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegJpegStreamParseHeader(_h: *mut c_void, d: *const u8, n: usize, js: *mut c_void) -> Status {
+    // SAFETY: forwarded.
+    unsafe { stream_parse(js, d, n, false) }
+}
+
+fn info_of(js: *mut c_void) -> Result<Info, Status> {
+    if js.is_null() {
+        return Err(INVALID_PARAMETER);
+    }
+    // SAFETY: a live stream object (the API's contract).
+    unsafe { &*(js as *const Stream) }.info.ok_or(INVALID_PARAMETER)
+}
+
+macro_rules! getter {
+    ($name:ident, |$i:ident| $($out:ident : $t:ty = $v:expr),+) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(js: *mut c_void, $($out: *mut $t),+) -> Status {
+            let $i = match info_of(js) { Ok(i) => i, Err(e) => return e };
+            $(if $out.is_null() { return INVALID_PARAMETER; })+
+            // SAFETY: non-null out-pointers.
+            unsafe { $(*$out = $v;)+ }
+            SUCCESS
+        }
+    };
+}
+
+getter!(nvjpegJpegStreamGetFrameDimensions, |i| w: c_uint = i.w, h: c_uint = i.h);
+getter!(nvjpegJpegStreamGetComponentsNum, |i| n: c_uint = i.comps);
+getter!(nvjpegJpegStreamGetChromaSubsampling, |i| css: c_int = i.css);
+getter!(nvjpegJpegStreamGetJpegEncoding, |i| enc: c_int = i.sof as c_int);
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeParamsCreate(h: *mut c_void, out: *mut *mut c_void) -> Status {
+    let hd = obj!(h, Handle);
+    if failing("nvjpegDecodeParamsCreate", hd.hw()) {
+        return ALLOCATOR_FAILURE;
+    }
+    new(out, Params { format: OUTPUT_RGBI, roi: (0, 0, -1, -1), allow_cmyk: false })
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeParamsDestroy(p: *mut c_void) -> Status {
+    destroy::<Params>(p)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeParamsSetOutputFormat(p: *mut c_void, f: c_int) -> Status {
+    obj!(p, Params).format = f;
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeParamsSetROI(p: *mut c_void, x: c_int, y: c_int, w: c_int, h: c_int) -> Status {
+    obj!(p, Params).roi = (x, y, w, h);
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeParamsSetAllowCMYK(p: *mut c_void, v: c_int) -> Status {
+    obj!(p, Params).allow_cmyk = v != 0;
+    SUCCESS
+}
+
+fn new_buffer(out: *mut *mut c_void, alloc: *mut c_void, kind: Kind) -> Status {
+    if !alloc.is_null() {
+        return finding("nvJPEG buffer with a custom allocator: not simulated (stoke passes none)".into());
+    }
+    new(out, Mutex::new(Buffer { kind, ptr: 0, len: 0 }))
+}
+
+fn destroy_buffer(b: *mut c_void) -> Status {
+    if b.is_null() {
+        return INVALID_PARAMETER;
+    }
+    // SAFETY: a buffer object this library created.
+    unsafe { &*(b as *const Mutex<Buffer>) }.lock().unwrap().release();
+    destroy::<Mutex<Buffer>>(b)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferPinnedCreate(_h: *mut c_void, a: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_buffer(out, a, Kind::Pinned)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferPinnedDestroy(b: *mut c_void) -> Status {
+    destroy_buffer(b)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferDeviceCreate(_h: *mut c_void, a: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_buffer(out, a, Kind::Device)
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferDeviceDestroy(b: *mut c_void) -> Status {
+    destroy_buffer(b)
+}
+
+fn resize(b: *mut c_void, size: usize, call: &'static str) -> Status {
+    if b.is_null() {
+        return INVALID_PARAMETER;
+    }
+    ensure_ctx();
+    // SAFETY: a buffer object this library created.
+    match unsafe { &*(b as *const Mutex<Buffer>) }.lock().unwrap().ensure(size, call) {
+        Ok(()) => SUCCESS,
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferPinnedResize(b: *mut c_void, size: usize, _stream: usize) -> Status {
+    resize(b, size, "nvjpegBufferPinnedResize")
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferDeviceResize(b: *mut c_void, size: usize, _stream: usize) -> Status {
+    resize(b, size, "nvjpegBufferDeviceResize")
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegStateAttachPinnedBuffer(s: *mut c_void, b: *mut c_void) -> Status {
+    obj!(s, State).pinned = b as *mut Mutex<Buffer>;
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegStateAttachDeviceBuffer(s: *mut c_void, b: *mut c_void) -> Status {
+    obj!(s, State).device = b as *mut Mutex<Buffer>;
+    SUCCESS
+}
+
+/// Bytes of the intermediate buffers for one image (the decoded planes, as a stand-in for
+/// nvJPEG's coefficient and Huffman buffers).
+fn stage_bytes(i: &Info) -> usize {
+    i.w as usize * i.h as usize * 3
+}
+
+fn buffer<'a>(b: *mut Mutex<Buffer>, call: &str, what: &str) -> Result<&'a Mutex<Buffer>, Status> {
+    if b.is_null() {
+        return Err(finding(format!("{call}: no {what} buffer attached to the state")));
+    }
+    // SAFETY: a buffer object this library created, attached to the state.
+    Ok(unsafe { &*b })
+}
+
+fn access_of(b: &Buffer, len: usize, write: bool, what: &str) -> Vec<Access> {
+    mem::find(b.ptr).map(|a| vec![Access::new(a, b.ptr, b.ptr + len, write, what.to_string())]).unwrap_or_default()
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeJpegHost(h: *mut c_void, d: *mut c_void, s: *mut c_void, p: *mut c_void, js: *mut c_void) -> Status {
+    const CALL: &str = "nvjpegDecodeJpegHost";
+    let hd = obj!(h, Handle);
+    let dec = obj!(d, Decoder);
+    let st = obj!(s, State);
+    let pr = obj!(p, Params);
+    let j = obj!(js, Stream);
+    ensure_ctx();
+    let Some(info) = j.info else { return INVALID_PARAMETER };
+    if j.data.is_empty() {
+        return finding(format!("{CALL}: the stream was parsed without its data (nvjpegJpegStreamParse)"));
+    }
+    if !supported(dec.backend, &info, pr.allow_cmyk) {
+        return JPEG_NOT_SUPPORTED;
+    }
+    if pr.format != OUTPUT_RGBI {
+        return finding(format!("{CALL}: output format {} is not simulated (RGBI only)", pr.format));
+    }
+    let roi = match roi_of(Some(pr), info.w, info.h) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let pinned = match buffer(st.pinned, CALL, "pinned") {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let need = stage_bytes(&info);
+    let mut pb = pinned.lock().unwrap();
+    if let Err(e) = pb.ensure(need, CALL) {
+        return e;
+    }
+    // The host stage writes the pinned buffer now.
+    dev::host_access(&access_of(&pb, need, true, CALL));
+    match decode(&j.data, &info, roi, hd.interpolate) {
+        Ok(px) => {
+            st.host = Some(Arc::new(px));
+            SUCCESS
+        }
+        Err(e) => {
+            st.host = None;
+            e
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegDecodeJpegTransferToDevice(
+    _h: *mut c_void,
+    _d: *mut c_void,
+    s: *mut c_void,
+    js: *mut c_void,
+    stream: usize,
+) -> Status {
+    const CALL: &str = "nvjpegDecodeJpegTransferToDevice";
+    let st = obj!(s, State);
+    let Ok(info) = info_of(js) else { return INVALID_PARAMETER };
+    if st.host.is_none() {
+        return finding(format!("{CALL} without a successful nvjpegDecodeJpegHost on this state"));
+    }
+    let Ok(strm) = dev::stream(stream, CALL) else { return INVALID_PARAMETER };
+    let (pinned, device) = match (buffer(st.pinned, CALL, "pinned"), buffer(st.device, CALL, "device")) {
+        (Ok(p), Ok(d)) => (p, d),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let need = stage_bytes(&info);
+    let mut db = device.lock().unwrap();
+    if let Err(e) = db.ensure(need, CALL) {
+        return e;
+    }
+    let pb = pinned.lock().unwrap();
+    let mut acc = access_of(&pb, need, false, CALL);
+    acc.extend(access_of(&db, need, true, CALL));
+    dev::enqueue(&strm, dev::Enqueue::work(acc, || Ok(())));
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegDecodeJpegDevice(
+    _h: *mut c_void,
+    _d: *mut c_void,
+    s: *mut c_void,
+    out: *mut NvImage,
+    stream: usize,
+) -> Status {
+    const CALL: &str = "nvjpegDecodeJpegDevice";
+    let st = obj!(s, State);
+    if out.is_null() {
+        return INVALID_PARAMETER;
+    }
+    let Some(px) = st.host.clone() else {
+        return finding(format!("{CALL} without a successful nvjpegDecodeJpegHost on this state"));
+    };
+    let Ok(strm) = dev::stream(stream, CALL) else { return INVALID_PARAMETER };
+    // SAFETY: a non-null image descriptor (the API's contract).
+    let img = unsafe { *out };
+    let mut acc = match destination(&img, px.w, px.h, CALL) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    let device = match buffer(st.device, CALL, "device") {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    acc.extend(access_of(&device.lock().unwrap(), px.rgb.len(), false, CALL));
+    let img = SendImage(img);
+    dev::enqueue(
+        &strm,
+        dev::Enqueue::work(acc, move || {
+            let img = img;
+            write_rows(&img.0, &px);
+            Ok(())
+        }),
+    );
+    SUCCESS
+}
+
+struct SendImage(NvImage);
+// SAFETY: the image holds device addresses checked at the call; the op that writes through
+// them runs on the stream's thread while the allocation is live.
+unsafe impl Send for SendImage {}
