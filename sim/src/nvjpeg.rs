@@ -401,6 +401,19 @@ pub unsafe extern "C" fn nvjpegCreateEx(
     new(h, Handle { backend, interpolate: flags & FLAG_INTERPOLATE != 0 })
 }
 
+/// `nvjpegCreateExV2`: the same, with stream-ordered allocators (none passed by stoke).
+#[no_mangle]
+pub unsafe extern "C" fn nvjpegCreateExV2(
+    backend: c_int,
+    dev_alloc: *mut c_void,
+    pinned_alloc: *mut c_void,
+    flags: c_uint,
+    h: *mut *mut c_void,
+) -> Status {
+    // SAFETY: forwarded with the same contract.
+    unsafe { nvjpegCreateEx(backend, dev_alloc, pinned_alloc, flags, h) }
+}
+
 #[no_mangle]
 pub extern "C" fn nvjpegDestroy(h: *mut c_void) -> Status {
     destroy::<Handle>(h)

@@ -256,6 +256,10 @@ pub struct Report {
     pub images_per_sec: f64,
     /// Backend that ran: "cpu" or "cuda".
     pub backend: String,
+    /// The device's name as its driver reports it (CUDA backend only): which GPU a figure
+    /// came from. The simulated device (sim/) calls itself "stoke-sim (simulated device, not
+    /// a GPU)", so nothing measured on it reads as a GPU's figure.
+    pub device: Option<String>,
     /// Samples replaced by substitutes (could not be read or decoded) in the window.
     pub errors: u64,
     /// Source megapixels decoded per second (oriented width × height of every sample).
@@ -496,6 +500,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         seconds,
         images_per_sec: rec.images as f64 / seconds,
         backend: backend.to_string(),
+        device: on_gpu.then(|| stoke::backend::cuda::device::device_info(config.device).map(|d| d.name).ok()).flatten(),
         errors: rec.errors,
         mpix_per_sec: rec.pixels as f64 / 1e6 / seconds,
         compressed_mb_per_sec: rec.bytes as f64 / 1e6 / seconds,
@@ -550,6 +555,9 @@ impl Report {
             "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}",
             self.backend, self.threads, self.reader_threads, self.prefetch_batches, self.batch_size, self.output
         );
+        if let Some(d) = &self.device {
+            println!("device       {d}");
+        }
         println!(
             "measured     {} images in {} batches, {:.2} s (after {} warm-up batches; {} finished during warm-up not counted)",
             self.images, self.batches, self.seconds, self.warmup_batches, self.queued_at_start

@@ -16,6 +16,11 @@ impl GpuDecoder {
         out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
     ) -> Result<(), GpuError> {
+        // The engine's batched decode does not wait for work queued on its stream: it writes
+        // the outputs when called (torchcodec PR #1634). The canaries were queued on this
+        // stream just before; a decode racing them would have its pixels overwritten by a
+        // canary (and counted as skipped, or worse, not). The host waits for them first.
+        self.canaries_set.synchronize().map_err(driver_err("cuEventSynchronize"))?;
         let hw = self.hw.as_mut().expect("hardware route only with an engine");
         let mut at = 0;
         for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {

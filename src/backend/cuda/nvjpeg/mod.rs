@@ -189,6 +189,10 @@ mod tests {
                     let mut img = [nvjpegImage_t::default()];
                     img[0].channel[0] = ptr as *mut u8;
                     img[0].pitch[0] = (3 * w) as usize;
+                    // The engine writes when called, without waiting for the stream: the
+                    // zeroing memset queued by alloc_zeros must be done first (the simulated
+                    // device caught this test racing it).
+                    stream.synchronize().unwrap();
                     // SAFETY: as above; one image, batch size 1.
                     unsafe { st.decode_batched(&[&jpeg], &mut img, cu).unwrap() };
                 }

@@ -1,0 +1,183 @@
+//! The simulated device's checks fire (sim/, run under `scripts/with-sim-gpu.sh`): an access
+//! past the end of an allocation inside a kernel, a stream reading what another still writes
+//! with no event between them, memory never freed when the context goes, and a call on a
+//! thread with no current context each end the process with a finding that names the call
+//! and the address, and the same work done correctly ends it with none.
+//!
+//! Each case runs in a child process (this test binary again, `SIM_CHECK=<case>`): a finding
+//! poisons the context as a fault does on a GPU, and the stand-in makes a process that exits
+//! with findings exit with status 86. Skips (saying so) unless the device is the stand-in;
+//! `STOKE_REQUIRE_SIM=1` (CI) makes that a failure.
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+use std::process::Command;
+
+fn on_sim() -> bool {
+    let named = stoke::backend::cuda::device::probe_driver().is_ok()
+        && stoke::backend::cuda::device::device_info(0).is_ok_and(|d| d.name.contains("simulated device, not a GPU"));
+    if !named {
+        assert!(std::env::var("STOKE_REQUIRE_SIM").as_deref() != Ok("1"), "STOKE_REQUIRE_SIM=1 but the device is not the stand-in");
+        eprintln!("skipped: not running on the simulated device (scripts/with-sim-gpu.sh)");
+    }
+    named
+}
+
+/// Run `case` in a child; its exit status and stderr.
+fn child(case: &str) -> (Option<i32>, String) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("SIM_CHECK", case)
+        .env_remove("STOKE_SIM_ALLOW_FINDINGS")
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn check(r: sys::CUresult, what: &str) {
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{what}");
+}
+
+/// The cases, run in the child.
+#[test]
+fn child_entry() {
+    let Ok(case) = std::env::var("SIM_CHECK") else { return };
+    let ctx = CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    match case.as_str() {
+        // stoke's own canary kernel told to mark a target past the end of a 4 KiB arena.
+        "oob" | "in_bounds" => {
+            let gpu = stoke::backend::cuda::device::Gpu::open(0).unwrap();
+            let kernels = gpu.kernels().unwrap();
+            let f = kernels.function("stoke_canary_set").unwrap();
+            let arena = gpu.stream().alloc_zeros::<u8>(4096).unwrap();
+            let h = if case == "oob" { 64 } else { 8 };
+            // One target, 16 pixels wide, `h` rows at pitch 48 from offset 0: 64 rows reach
+            // byte 3072 + ..., past 4096 for the canaries placed in the lower rows.
+            let target: [u32; 6] = [0, 0, 16, h, 48 * 4, 0];
+            let targets = gpu.stream().memcpy_stod(&target).unwrap();
+            let mut b = gpu.stream().launch_builder(&f);
+            b.arg(&arena).arg(&targets);
+            // SAFETY: the kernel's parameters (arena, targets); the out-of-bounds case is the
+            // point of the test, and the simulated device catches it.
+            unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }.unwrap();
+            let r = gpu.stream().synchronize();
+            eprintln!("synchronize after the launch: {r:?}");
+        }
+        // Stream A fills a buffer; stream B copies it, with or without waiting on A's event.
+        "no_wait" | "wait" => unsafe {
+            // SAFETY: raw driver calls on a current context with handles created here.
+            let (mut a, mut b, mut src, mut dst, mut ev) = (std::ptr::null_mut(), std::ptr::null_mut(), 0u64, 0u64, std::ptr::null_mut());
+            check(sys::cuStreamCreate(&mut a, 1), "stream a");
+            check(sys::cuStreamCreate(&mut b, 1), "stream b");
+            check(sys::cuMemAlloc_v2(&mut src, 1 << 16), "src");
+            check(sys::cuMemAlloc_v2(&mut dst, 1 << 16), "dst");
+            check(sys::cuEventCreate(&mut ev, 2), "event");
+            check(sys::cuMemsetD8Async(src, 7, 1 << 16, a), "fill on a");
+            check(sys::cuEventRecord(ev, a), "record");
+            if case == "wait" {
+                check(sys::cuStreamWaitEvent(b, ev, 0), "wait");
+            }
+            check(sys::cuMemcpyDtoDAsync_v2(dst, src, 1 << 16, b), "copy on b");
+            check(sys::cuStreamSynchronize(b), "sync b");
+            check(sys::cuStreamSynchronize(a), "sync a");
+            check(sys::cuMemFree_v2(src), "free src");
+            check(sys::cuMemFree_v2(dst), "free dst");
+            check(sys::cuEventDestroy_v2(ev), "event destroy");
+            check(sys::cuStreamDestroy_v2(a), "destroy a");
+            check(sys::cuStreamDestroy_v2(b), "destroy b");
+        },
+        // A device allocation forgotten, then every reference to the context dropped.
+        "leak" | "no_leak" => {
+            let mut p = 0u64;
+            // SAFETY: a plain allocation on the current context, freed below unless leaked.
+            check(unsafe { sys::cuMemAlloc_v2(&mut p, 12345) }, "alloc");
+            if case == "no_leak" {
+                // SAFETY: the allocation just made.
+                check(unsafe { sys::cuMemFree_v2(p) }, "free");
+            }
+            drop(stream);
+            drop(ctx);
+            return;
+        }
+        // cuMemAlloc on a fresh thread that never made a context current.
+        "no_context" | "context" => {
+            let bind = case == "context";
+            let ctx2 = ctx.clone();
+            let r = std::thread::spawn(move || {
+                if bind {
+                    ctx2.bind_to_thread().unwrap();
+                }
+                let mut p = 0u64;
+                // SAFETY: a plain allocation call; its result is checked.
+                let r = unsafe { sys::cuMemAlloc_v2(&mut p, 4096) };
+                if r == sys::CUresult::CUDA_SUCCESS {
+                    // SAFETY: the allocation just made.
+                    unsafe { sys::cuMemFree_v2(p) };
+                }
+                r
+            })
+            .join()
+            .unwrap();
+            eprintln!("cuMemAlloc on the fresh thread: {r:?}");
+        }
+        other => panic!("unknown SIM_CHECK case {other}"),
+    }
+    drop(stream);
+    drop(ctx);
+}
+
+fn expect_finding(case: &str, kind: &str, words: &[&str]) {
+    let (code, err) = child(case);
+    assert_eq!(code, Some(86), "{case}: the process should end with the stand-in's findings (status 86):\n{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with(&format!("stoke-sim: {kind}: ")))
+        .unwrap_or_else(|| panic!("{case}: no `{kind}` finding:\n{err}"));
+    for w in words {
+        assert!(line.contains(w), "{case}: the finding does not say {w:?}: {line}");
+    }
+}
+
+fn expect_clean(case: &str) {
+    let (code, err) = child(case);
+    assert_eq!(code, Some(0), "{case}: done correctly, no finding expected:\n{err}");
+    assert!(!err.contains("stoke-sim: "), "{case}: unexpected finding:\n{err}");
+}
+
+#[test]
+fn an_access_past_the_end_of_an_allocation_in_a_kernel_is_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("oob", "fault", &["kernel stoke_canary_set", "past the end of device allocation", "4096 bytes"]);
+    expect_clean("in_bounds");
+}
+
+#[test]
+fn a_copy_on_one_stream_of_what_another_still_writes_is_a_hazard() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("no_wait", "hazard", &["cuMemcpyDtoDAsync", "cuMemsetD8Async", "no event or synchronisation"]);
+    expect_clean("wait");
+}
+
+#[test]
+fn memory_never_freed_is_a_leak_when_the_context_goes() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("leak", "leak", &["12345 bytes", "never freed"]);
+    expect_clean("no_leak");
+}
+
+#[test]
+fn a_call_without_a_current_context_fails() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("no_context", "no current context", &["cuMemAlloc"]);
+    expect_clean("context");
+}
