@@ -56,7 +56,7 @@ fn child_entry() {
             // One target, 16 pixels wide, `h` rows at pitch 48 from offset 0: 64 rows reach
             // byte 3072 + ..., past 4096 for the canaries placed in the lower rows.
             let target: [u32; 6] = [0, 0, 16, h, 48 * 4, 0];
-            let targets = gpu.stream().memcpy_stod(&target).unwrap();
+            let targets = gpu.stream().clone_htod(&target).unwrap();
             let mut b = gpu.stream().launch_builder(&f);
             b.arg(&arena).arg(&targets);
             // SAFETY: the kernel's parameters (arena, targets); the out-of-bounds case is the

@@ -511,6 +511,7 @@ fn access(a: Option<mem::Alloc>, p: usize, n: usize, write: bool, what: &str) ->
 /// - otherwise fully asynchronous.
 ///
 /// `sync`: the synchronous API (legacy stream, returns when done).
+#[allow(clippy::too_many_arguments)] // the driver's copy family in one place
 fn copy(call: &'static str, dst: usize, dst_want: Want, src: usize, src_want: Want, n: usize, s: usize, sync: bool) -> CUresult {
     try_cu!(dev::require(call));
     let st = try_cu!(dev::stream(if sync { 0 } else { s }, call));

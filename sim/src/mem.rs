@@ -84,6 +84,7 @@ fn round_up(x: usize, to: usize) -> usize {
 
 /// Allocate `len` bytes of `kind` in context `ctx`. `Err(())` when the device's configured
 /// memory would be exceeded (device) or the host refuses the mapping.
+#[allow(clippy::result_unit_err)] // one failure: out of memory
 pub fn alloc(kind: Kind, len: usize, ctx: usize, call: &'static str) -> Result<usize, ()> {
     let user = round_up(len.max(1), 256);
     let body = round_up(user, PAGE);

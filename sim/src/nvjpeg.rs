@@ -551,6 +551,7 @@ pub unsafe extern "C" fn nvjpegDecodeBatchedPreAllocate(
 }
 
 /// The hardware batched decode: every image decoded and written now, on the calling thread.
+#[allow(clippy::too_many_arguments)] // nvjpegDecodeBatched(Ex)'s own arguments
 unsafe fn hw_batched(
     h: *mut c_void,
     s: *mut c_void,
