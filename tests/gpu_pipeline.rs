@@ -139,6 +139,10 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
     let s = backend.decode_stats();
     eprintln!("{batches} batches; decode routes {s:?}; hardware width {:?}", backend.hardware_width());
     assert!(s.cuda + s.hardware > 0 && s.cpu > 0, "all routes should run on this dataset: {s:?}");
+    // Every image here is valid: a GPU decoder that needed a CPU retry skipped or mangled one
+    // (a hardware decode racing its stream's canaries did; one used with 0 engines would).
+    assert_eq!(s.retried, 0, "GPU decodes retried on the CPU: {s:?}");
+    assert_ne!(backend.hardware_width(), Some(0), "a hardware route with no engine");
 }
 
 #[test]

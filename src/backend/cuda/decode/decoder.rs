@@ -217,6 +217,12 @@ impl GpuDecoder {
                     log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
                     None
                 }
+                // nvJPEG documents 0 engines as "hardware decoder not available" (a GPU whose
+                // engine is absent or taken, a MIG slice without one): no hardware route.
+                Ok((engines, cores)) if engines == 0 || cores == 0 => {
+                    log::info!("nvJPEG hardware decoder reports {engines} engine(s) x {cores} core(s): not available; running without it");
+                    None
+                }
                 Ok((engines, cores)) => {
                     let unit = (engines as usize * cores as usize).max(1);
                     let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
