@@ -344,6 +344,8 @@ pub struct Stream {
     completed: AtomicU64,
     /// Events this stream was made to wait on (handles), for tests that observe a consumer.
     pub waited: Mutex<Vec<usize>>,
+    /// Events recorded on this stream (handles, in order), for the same tests.
+    pub recorded: Mutex<Vec<usize>>,
     worker: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -371,6 +373,7 @@ impl Stream {
             cv: Condvar::new(),
             completed: AtomicU64::new(0),
             waited: Mutex::new(Vec::new()),
+            recorded: Mutex::new(Vec::new()),
             worker: Mutex::new(None),
         });
         let w = s.clone();
@@ -659,7 +662,8 @@ pub fn destroy_event(h: usize) -> bool {
     true
 }
 
-pub fn record(e: &Event, s: &Arc<Stream>) {
+pub fn record(e: &Event, s: &Arc<Stream>, handle: usize) {
+    s.recorded.lock().unwrap().push(handle);
     *e.time.lock().unwrap() = None;
     let time = if e.timing { Some(e.time.clone()) } else { None };
     let (seq, clock) = enqueue(s, Enqueue { accesses: vec![], wait: None, work: None, event_time: time });
@@ -701,7 +705,28 @@ pub(crate) fn stats_json() -> String {
     format!("\"ops_run\":{},\"hazards\":{},\"streams\":{}", OPS_RUN.load(Ordering::Relaxed), hazards, STREAMS.lock().unwrap().len())
 }
 
-/// Whether stream `stream` (a handle) was made to wait on event `event` (a handle).
+/// How many times stream `stream` (a handle; 1 the legacy stream, 2 the calling thread's
+/// per-thread stream) was made to wait on an event (`cuStreamWaitEvent`), or -1 for a handle
+/// that is no stream.
+#[no_mangle]
+pub extern "C" fn stoke_sim_stream_waits(stream: usize) -> i64 {
+    match self::stream(stream, "stoke_sim_stream_waits") {
+        Ok(s) => s.waited.lock().unwrap().len() as i64,
+        Err(_) => -1,
+    }
+}
+
+/// How many events were recorded on stream `stream` (`cuEventRecord`), or -1 as above.
+#[no_mangle]
+pub extern "C" fn stoke_sim_stream_records(stream: usize) -> i64 {
+    match self::stream(stream, "stoke_sim_stream_records") {
+        Ok(s) => s.recorded.lock().unwrap().len() as i64,
+        Err(_) => -1,
+    }
+}
+
+/// Whether stream `stream` was made to wait on event `event` (handles): 1 yes, 0 no, -1 no
+/// such stream.
 #[no_mangle]
 pub extern "C" fn stoke_sim_stream_waited_on(stream: usize, event: usize) -> i32 {
     match self::stream(stream, "stoke_sim_stream_waited_on") {

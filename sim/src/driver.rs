@@ -350,7 +350,7 @@ pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CUresult {
     try_cu!(dev::require("cuEventRecord"));
     let ev = try_cu!(dev::event(e, "cuEventRecord"));
     let st = try_cu!(dev::stream(s, "cuEventRecord"));
-    dev::record(ev, &st);
+    dev::record(ev, &st, e);
     SUCCESS
 }
 
