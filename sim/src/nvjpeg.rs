@@ -897,10 +897,24 @@ pub extern "C" fn nvjpegStateAttachDeviceBuffer(s: *mut c_void, b: *mut c_void) 
     SUCCESS
 }
 
-/// Bytes of the intermediate buffers for one image (the decoded planes, as a stand-in for
-/// nvJPEG's coefficient and Huffman buffers).
+/// Bytes of the intermediate buffers for one image: its DCT coefficients, 2 bytes per sample
+/// of every component at that component's resolution (the model of what the decoupled
+/// decode's pinned and device buffers hold; nvJPEG does not document its exact sizes).
 fn stage_bytes(i: &Info) -> usize {
-    i.w as usize * i.h as usize * 3
+    let (w, h) = (i.w as usize, i.h as usize);
+    let chroma = match i.css {
+        CSS_420 => w.div_ceil(2) * h.div_ceil(2),
+        CSS_422 => w.div_ceil(2) * h,
+        CSS_440 => w * h.div_ceil(2),
+        CSS_411 => w.div_ceil(4) * h,
+        _ => w * h,
+    };
+    let samples = match i.comps {
+        1 => w * h,
+        4 => 4 * w * h,
+        _ => w * h + 2 * chroma,
+    };
+    2 * samples
 }
 
 fn buffer<'a>(b: *mut Mutex<Buffer>, call: &str, what: &str) -> Result<&'a Mutex<Buffer>, Status> {

@@ -68,3 +68,19 @@ pub fn max_ulps(a: &[u8], b: &[u8], dtype: DType) -> (i64, usize) {
     let n = a.len() / dtype.size();
     (0..n).map(|i| ((ordered(a, dtype, i) - ordered(b, dtype, i)).abs(), i)).max().unwrap_or((0, 0))
 }
+
+/// The simulated device's counters (sim/: `stoke_sim_stats`) when the loaded libcuda is the
+/// stand-in, else `None`: allocation counts a real driver does not report.
+pub fn sim_stats() -> Option<serde_json::Value> {
+    // SAFETY: opens the libcuda the process already loaded (the loader path names it) and calls
+    // the stand-in's own export, which returns a string it allocated and frees in stoke_sim_free.
+    unsafe {
+        let lib = libloading::Library::new("libcuda.so.1").ok()?;
+        let stats: libloading::Symbol<unsafe extern "C" fn() -> *mut std::ffi::c_char> = lib.get(b"stoke_sim_stats\0").ok()?;
+        let free: libloading::Symbol<unsafe extern "C" fn(*mut std::ffi::c_char)> = lib.get(b"stoke_sim_free\0").ok()?;
+        let p = stats();
+        let v = serde_json::from_str(&std::ffi::CStr::from_ptr(p).to_string_lossy()).ok();
+        free(p);
+        v
+    }
+}

@@ -8,8 +8,10 @@
 //! - pinned host: the staging ring ([`StagingPlan::total_bytes`]) gets at most
 //!   [`STAGING_SHARE`] of the budget (compressed bytes are about a tenth of decoded ones);
 //! - device: the rest is split over [`DEVICE_PARTS_PER_ARENA`] arena-sized parts: the two
-//!   arenas used in turn, plus the hardware engine's two pre-allocated states, which
-//!   [`super::prealloc_dims`] caps at one arena each.
+//!   arenas used in turn, the hardware engine's two pre-allocated states, which
+//!   [`super::prealloc_dims`] caps at one arena each, and the CUDA decoders' slot buffers
+//!   ([`super::cuda_slot_bytes`]: at most one arena of device memory, and
+//!   [`PINNED_PARTS_PER_ARENA`] of pinned).
 //!
 //! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
 //! never meets the budget. With a budget in force, only each sample's crop region is decoded
@@ -27,8 +29,11 @@ use crate::backend::cuda::staging::{StagingPlan, STAGING_ALIGN};
 
 /// Largest share of the budget the pinned staging ring takes (1/`STAGING_SHARE`).
 pub const STAGING_SHARE: u64 = 8;
-/// Device parts the size of one arena: two arenas and the hardware engine's two states.
-pub const DEVICE_PARTS_PER_ARENA: u64 = 4;
+/// Device parts the size of one arena: two arenas, the hardware engine's two states, the
+/// CUDA decoders' device slot buffers.
+pub const DEVICE_PARTS_PER_ARENA: u64 = 5;
+/// Pinned parts the size of one arena: the CUDA decoders' pinned slot buffers.
+pub const PINNED_PARTS_PER_ARENA: u64 = 1;
 
 /// Staging and arenas sized to a budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,20 +57,20 @@ impl MemoryPlan {
         let slot_bytes = staging.slot_bytes.min(slot_cap).max(STAGING_ALIGN);
         let staging = StagingPlan { slot_bytes, slots: staging.slots };
         let left = budget.saturating_sub(staging.total_bytes());
-        let arena_cap = (left / DEVICE_PARTS_PER_ARENA) / ARENA_ALIGN * ARENA_ALIGN;
+        let arena_cap = (left / (DEVICE_PARTS_PER_ARENA + PINNED_PARTS_PER_ARENA)) / ARENA_ALIGN * ARENA_ALIGN;
         let arena = ArenaPlan { bytes: arena.bytes.min(arena_cap).max(ARENA_ALIGN) };
         Self { staging, arena }
     }
 
-    /// Device bytes the decoder holds at most under this plan (arenas and the hardware
-    /// engine's reserved buffers; nvJPEG's own small per-state buffers aside).
+    /// Device bytes the decoder holds at most under this plan (arenas, the hardware engine's
+    /// reserved buffers, the CUDA decoders' slot buffers).
     pub fn device_bytes(&self) -> u64 {
         DEVICE_PARTS_PER_ARENA * self.arena.bytes
     }
 
-    /// Pinned host bytes of the staging ring.
+    /// Pinned host bytes: the staging ring and the CUDA decoders' slot buffers.
     pub fn pinned_bytes(&self) -> u64 {
-        self.staging.total_bytes()
+        self.staging.total_bytes() + PINNED_PARTS_PER_ARENA * self.arena.bytes
     }
 }
 
@@ -152,9 +157,10 @@ mod tests {
             assert!(naive.device_bytes() + naive.pinned_bytes() > budget, "the index must need more than the budget");
             let p = MemoryPlan::fit(staging, arena, budget);
             assert!(p.device_bytes() + p.pinned_bytes() <= budget, "batch {batch}: {p:?} over {budget}");
-            assert!(p.pinned_bytes() <= budget / STAGING_SHARE);
-            // What is left is used: the arenas take the budget the staging does not.
-            assert!(p.device_bytes() + p.pinned_bytes() + DEVICE_PARTS_PER_ARENA * ARENA_ALIGN + 2 * STAGING_ALIGN > budget - budget / 64);
+            assert!(p.staging.total_bytes() <= budget / STAGING_SHARE);
+            // What is left is used: the arena-sized parts take the budget the staging does not.
+            let parts = DEVICE_PARTS_PER_ARENA + PINNED_PARTS_PER_ARENA;
+            assert!(p.device_bytes() + p.pinned_bytes() + parts * ARENA_ALIGN + 2 * STAGING_ALIGN > budget - budget / 64);
             assert_eq!((p.staging.slots, p.arena.bytes % ARENA_ALIGN, p.staging.slot_bytes % STAGING_ALIGN), (2, 0, 0));
         }
         // A bigger budget than the index needs changes nothing.

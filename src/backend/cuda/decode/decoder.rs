@@ -118,7 +118,7 @@ pub(super) struct HwPath {
 }
 
 /// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
-/// pinned and device buffers that grow to the largest image it saw.
+/// pinned and device buffers sized at start-up ([`cuda_slot_bytes`](super::cuda_slot_bytes)).
 pub const CUDA_SLOTS: usize = 4;
 
 pub(super) struct CudaSlot {
@@ -191,6 +191,40 @@ impl Drop for GpuDecoder {
     }
 }
 
+impl HwPath {
+    /// The engine's route: `engines × cores` images a unit, two states pre-allocated for a
+    /// call of the plan's size, one params object per batch slot, a parse stream.
+    fn new(
+        handle: Arc<NvjpegHandle>,
+        plan: &DecoderPlan,
+        engines: u32,
+        cores: u32,
+        ev: &dyn Fn() -> Result<CudaEvent, GpuError>,
+    ) -> Result<Self, GpuError> {
+        let unit = (engines as usize * cores as usize).max(1);
+        let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
+        let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
+        let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
+        for st in &mut states {
+            // Reserve the engine's buffers up front so steady state allocates nothing;
+            // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
+            if let Err(e) = st.batched_pre_allocate(
+                per_call,
+                pw,
+                ph,
+                crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
+                RGBI,
+            ) {
+                log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
+            }
+        }
+        let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
+        let state_done = [ev()?, ev()?];
+        log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+        Ok(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done, unit, per_call, prealloc: (pw, ph) })
+    }
+}
+
 impl GpuDecoder {
     /// Create the handles, states, streams and the two arenas (the only allocations).
     pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
@@ -223,37 +257,15 @@ impl GpuDecoder {
                     log::info!("nvJPEG hardware decoder reports {engines} engine(s) x {cores} core(s): not available; running without it");
                     None
                 }
-                Ok((engines, cores)) => {
-                    let unit = (engines as usize * cores as usize).max(1);
-                    let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
-                    let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
-                    let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
-                    for st in &mut states {
-                        // Reserve the engine's buffers up front so steady state allocates nothing;
-                        // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
-                        if let Err(e) = st.batched_pre_allocate(
-                            per_call,
-                            pw,
-                            ph,
-                            crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
-                            RGBI,
-                        ) {
-                            log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
-                        }
+                // Anything the engine's route needs that cannot be made (its states, params,
+                // parse stream) drops that route; the CUDA decoders and the CPU take its images.
+                Ok((engines, cores)) => match HwPath::new(handle, &plan, engines, cores, &ev) {
+                    Ok(hw) => Some(hw),
+                    Err(e) => {
+                        log::warn!("nvJPEG hardware decoder: setting up its route failed ({e}); running without it");
+                        None
                     }
-                    let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
-                    log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-                    Some(HwPath {
-                        parse: JpegStream::new(&handle)?,
-                        _handle: handle,
-                        params,
-                        states,
-                        state_done: [ev()?, ev()?],
-                        unit,
-                        per_call,
-                        prealloc: (pw, ph),
-                    })
-                }
+                },
             },
             Err(e) => {
                 log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
@@ -262,13 +274,18 @@ impl GpuDecoder {
         };
 
         let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS)?;
+        let slot_bytes = cuda_slot_bytes(plan.max_dims, plan.arena.bytes);
         let mut decoders = Vec::new();
         for backend in [nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, nvjpegBackend_t::NVJPEG_BACKEND_HYBRID] {
             let d = Decoder::new(&handle, backend)?;
             let slot = || -> Result<CudaSlot, GpuError> {
                 let mut state = d.new_state()?;
-                state.attach_pinned(PinnedBuffer::new(&handle)?)?;
-                state.attach_device(DeviceBuffer::new(&handle)?)?;
+                // Sized now (contract 5): nvJPEG would grow them during decodes otherwise.
+                let s = cuda_stream.cu_stream() as _;
+                // SAFETY: `cuda_stream` is this context's live stream (made above).
+                state.attach_pinned(unsafe { PinnedBuffer::with_size(&handle, slot_bytes, s) }?)?;
+                // SAFETY: as above.
+                state.attach_device(unsafe { DeviceBuffer::with_size(&handle, slot_bytes, s) }?)?;
                 let mut params = DecodeParams::new(&handle)?;
                 params.set_output_format(RGBI)?;
                 Ok(CudaSlot { state, stream: JpegStream::new(&handle)?, params, done: ev()? })
@@ -356,13 +373,18 @@ impl GpuDecoder {
     pub fn device_bytes(&self) -> u64 {
         let n = self.plan.batch as u64;
         let hw = self.hw.as_ref().map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64);
-        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw
+        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes()
     }
 
     /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
     /// staging ring reports its own: `PinnedStaging::pinned_bytes`).
     pub fn pinned_bytes(&self) -> u64 {
-        self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4)
+        self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + self.slot_buffer_bytes()
+    }
+
+    /// Bytes of one kind (pinned, or device) the CUDA decoders' slot buffers were sized to.
+    fn slot_buffer_bytes(&self) -> u64 {
+        (self.cuda.decoders.len() * CUDA_SLOTS * cuda_slot_bytes(self.plan.max_dims, self.plan.arena.bytes)) as u64
     }
 
     /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the

@@ -55,7 +55,7 @@ pub use budget::*;
 pub use canary::*;
 use cpu_route::*;
 pub use decoder::*;
-pub use hardware::prealloc_dims;
+pub use hardware::{cuda_slot_bytes, prealloc_dims};
 pub use roi::*;
 pub use routing::*;
 

@@ -288,6 +288,28 @@ pub unsafe fn decode_batched_supported_ex(
     Ok(out)
 }
 
+/// [nvjpegBufferPinnedResize](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedresize):
+/// grow a pinned buffer to at least `size` bytes now, so a decode does not allocate.
+///
+/// # Safety
+/// `b` is live and not in use by a decode.
+pub unsafe fn buffer_pinned_resize(lib: &NvjpegLib, b: nvjpegBufferPinned_t, size: usize, stream: cudaStream_t) -> Result<(), GpuError> {
+    let f = lib.nvjpegBufferPinnedResize.ok_or_else(|| missing(lib, "nvjpegBufferPinnedResize"))?;
+    // SAFETY: caller's contract.
+    check("nvjpegBufferPinnedResize", unsafe { f(b, size, stream) })
+}
+
+/// [nvjpegBufferDeviceResize](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdeviceresize):
+/// grow a device buffer to at least `size` bytes now.
+///
+/// # Safety
+/// `b` is live and not in use by a decode.
+pub unsafe fn buffer_device_resize(lib: &NvjpegLib, b: nvjpegBufferDevice_t, size: usize, stream: cudaStream_t) -> Result<(), GpuError> {
+    let f = lib.nvjpegBufferDeviceResize.ok_or_else(|| missing(lib, "nvjpegBufferDeviceResize"))?;
+    // SAFETY: caller's contract.
+    check("nvjpegBufferDeviceResize", unsafe { f(b, size, stream) })
+}
+
 /// [nvjpegDecodeBatchedEx](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegdecodebatchedex):
 /// batched decode with per-image params (ROI).
 ///

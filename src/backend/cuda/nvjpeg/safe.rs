@@ -519,6 +519,23 @@ impl PinnedBuffer {
         let raw = unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
         Ok(Arc::new(Self { handle: handle.clone(), raw }))
     }
+
+    /// A pinned buffer of at least `bytes` from the start ([nvjpegBufferPinnedResize]), so
+    /// decodes that fit it allocate nothing.
+    ///
+    /// [nvjpegBufferPinnedResize]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedresize
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the current context (nvJPEG may use it for the resize).
+    pub unsafe fn with_size(handle: &Arc<NvjpegHandle>, bytes: usize, stream: cudaStream_t) -> Result<Arc<Self>, GpuError> {
+        // SAFETY: as `new`.
+        let raw = unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
+        let b = Self { handle: handle.clone(), raw };
+        // SAFETY: the buffer was just made and no decode uses it yet; `stream` is live (the
+        // caller's contract).
+        unsafe { result::buffer_pinned_resize(handle.lib, b.raw, bytes, stream) }?;
+        Ok(Arc::new(b))
+    }
 }
 
 impl DeviceBuffer {
@@ -529,5 +546,21 @@ impl DeviceBuffer {
         // SAFETY: the handle is live; null selects the default allocator.
         let raw = unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
         Ok(Arc::new(Self { handle: handle.clone(), raw }))
+    }
+
+    /// A device buffer of at least `bytes` from the start ([nvjpegBufferDeviceResize]).
+    ///
+    /// [nvjpegBufferDeviceResize]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdeviceresize
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the current context (nvJPEG may use it for the resize).
+    pub unsafe fn with_size(handle: &Arc<NvjpegHandle>, bytes: usize, stream: cudaStream_t) -> Result<Arc<Self>, GpuError> {
+        // SAFETY: as `new`.
+        let raw = unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
+        let b = Self { handle: handle.clone(), raw };
+        // SAFETY: the buffer was just made and no decode uses it yet; `stream` is live (the
+        // caller's contract).
+        unsafe { result::buffer_device_resize(handle.lib, b.raw, bytes, stream) }?;
+        Ok(Arc::new(b))
     }
 }

@@ -306,6 +306,8 @@ nvjpeg_table! {
         nvjpegDecodeBatchedSupportedEx(nvjpegHandle_t, nvjpegJpegStream_t, nvjpegDecodeParams_t, *mut c_int);
         nvjpegDecodeBatchedEx(nvjpegHandle_t, nvjpegJpegState_t, *const *const u8, *const usize, *mut nvjpegImage_t, *mut nvjpegDecodeParams_t, cudaStream_t);
         nvjpegDecodeBatchedPreAllocate(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, c_int, nvjpegChromaSubsampling_t, nvjpegOutputFormat_t);
+        nvjpegBufferPinnedResize(nvjpegBufferPinned_t, usize, cudaStream_t);
+        nvjpegBufferDeviceResize(nvjpegBufferDevice_t, usize, cudaStream_t);
     }
 }
 
