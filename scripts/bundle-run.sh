@@ -121,6 +121,12 @@ done
 bin="$p/bin/stoke"
 export LD_LIBRARY_PATH="$p/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKE_NVJPEG="$p/lib/libnvjpeg.so.13" STOKE_BIN="$bin" RUST_BACKTRACE=1
+# STOKE_BUNDLE_DEVICE_LIBS: a folder whose libcuda.so.1 and libnvjpeg.so.13 are used instead of
+# the machine's driver and the bundle's nvJPEG (CI: the simulated device, docs/sim.md).
+if [ -n "${STOKE_BUNDLE_DEVICE_LIBS:-}" ]; then
+  export LD_LIBRARY_PATH="$STOKE_BUNDLE_DEVICE_LIBS:$LD_LIBRARY_PATH"
+  export STOKE_NVJPEG="$STOKE_BUNDLE_DEVICE_LIBS/libnvjpeg.so.13"
+fi
 # NVRTC (the fallback test, train_loop's consumer kernel) needs the CUDA 13.0 headers: carried.
 [ -d "$p/include" ] && export STOKE_CUDA_INCLUDE="$p/include"
 # libnvrtc: the system's, else the pip wheel's (the GPU image has nvidia-cuda-nvrtc).
@@ -153,6 +159,11 @@ if [ "${STOKE_BUNDLE_ASSUME_GPU:-0}" = 1 ]; then
 elif [ -n "$gpu_name" ] && grep -q '^libcuda.so.1: /' "$logs/env.log"; then
   gpu=1
   note "GPU: $gpu_name"
+elif [ -n "${STOKE_BUNDLE_DEVICE_LIBS:-}" ] && dev_name="$("$bin" doctor --json 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin)["devices"]
+print(d[0]["name"] if d else "")' 2>/dev/null)" && [ -n "$dev_name" ]; then
+  gpu=1
+  note "DEVICE (from STOKE_BUNDLE_DEVICE_LIBS, no nvidia-smi): $dev_name"
 else
   gpu=0
   note "NO GPU: nvidia-smi found no GPU or libcuda.so.1 is not loadable; every GPU step is SKIPPED (this run only checks the bundle's plumbing)"

@@ -122,6 +122,40 @@ fn child_entry() {
             .unwrap();
             eprintln!("cuMemAlloc on the fresh thread: {r:?}");
         }
+        // A device-to-host copy into pinned memory, read by the host before or after the
+        // stream is synchronised; a host-to-device copy from pinned memory whose source the host
+        // overwrites before or after.
+        "read_early" | "read_synced" | "reuse_early" | "reuse_synced" => unsafe {
+            // SAFETY: raw driver calls on a current context with memory made here; the early
+            // cases are the hazards under test, which the stand-in reports.
+            let (mut s, mut dev, mut host) = (std::ptr::null_mut(), 0u64, std::ptr::null_mut());
+            let n = 1usize << 16;
+            check(sys::cuStreamCreate(&mut s, 1), "stream");
+            check(sys::cuMemAlloc_v2(&mut dev, n), "device");
+            check(sys::cuMemHostAlloc(&mut host, n, 0), "pinned");
+            let h = host as *mut u8;
+            check(sys::cuMemsetD8Async(dev, 9, n, s), "fill");
+            if case.starts_with("read") {
+                check(sys::cuMemcpyDtoHAsync_v2(host, dev, n, s), "copy to the host");
+                if case == "read_synced" {
+                    check(sys::cuStreamSynchronize(s), "sync");
+                }
+                let v = std::ptr::read_volatile(h.add(100));
+                check(sys::cuStreamSynchronize(s), "sync");
+                eprintln!("read {v} (9 once the copy landed)");
+            } else {
+                std::ptr::write_bytes(h, 1, n);
+                check(sys::cuMemcpyHtoDAsync_v2(dev, host, n, s), "copy to the device");
+                if case == "reuse_synced" {
+                    check(sys::cuStreamSynchronize(s), "sync");
+                }
+                std::ptr::write_volatile(h.add(5000), 2);
+                check(sys::cuStreamSynchronize(s), "sync");
+            }
+            check(sys::cuMemFreeHost(host), "free pinned");
+            check(sys::cuMemFree_v2(dev), "free device");
+            check(sys::cuStreamDestroy_v2(s), "destroy");
+        },
         other => panic!("unknown SIM_CHECK case {other}"),
     }
     drop(stream);
@@ -180,4 +214,22 @@ fn a_call_without_a_current_context_fails() {
     }
     expect_finding("no_context", "no current context", &["cuMemAlloc"]);
     expect_clean("context");
+}
+
+#[test]
+fn the_host_reading_pinned_memory_a_copy_still_writes_is_a_hazard() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("read_early", "hazard", &["the host reads pinned memory", "cuMemcpyDtoHAsync", "still writes"]);
+    expect_clean("read_synced");
+}
+
+#[test]
+fn the_host_reusing_a_pinned_buffer_a_copy_still_reads_is_a_hazard() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("reuse_early", "hazard", &["the host writes pinned memory", "cuMemcpyHtoDAsync", "still reads"]);
+    expect_clean("reuse_synced");
 }

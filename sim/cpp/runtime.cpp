@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <ucontext.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,18 +162,18 @@ void block_wait(State s) {
 
 // ---- faults --------------------------------------------------------------------------------
 
-struct sigaction g_old_segv, g_old_bus;
+struct sigaction g_old_segv, g_old_bus, g_old_trap;
 
-void on_fault(int sig, siginfo_t* info, void* uctx) {
-    Worker* w = tw;
-    if (w && w->in_kernel) {
-        w->in_kernel = 0;
-        w->fault_addr = (uintptr_t)info->si_addr;
-        siglongjmp(w->fault_jump, 1);
-    }
-    // Not ours: hand it to whoever handled it before (Rust's stack-overflow report, or the
-    // default action, which dumps core once we return and the access repeats).
-    struct sigaction* old = sig == SIGSEGV ? &g_old_segv : &g_old_bus;
+// A host thread's access to a guarded pinned page (sim/src/dev.rs): the Rust side reports a
+// hazard (3: retry, the page's protection was updated) or says the byte is not guarded though
+// its page is (2: the access is single-stepped with the page open, then the page's protection
+// is restored on the trap).
+extern "C" int stoke_sim_host_fault(uintptr_t addr, int write);
+extern "C" int stoke_sim_page_prot(uintptr_t page);
+thread_local uintptr_t t_step_page = 0;
+constexpr unsigned long long kTrapFlag = 0x100;
+
+void chain(int sig, siginfo_t* info, void* uctx, struct sigaction* old) {
     if (old->sa_flags & SA_SIGINFO) {
         if (old->sa_sigaction) {
             old->sa_sigaction(sig, info, uctx);
@@ -183,6 +184,43 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
         return;
     }
     sigaction(sig, old, nullptr);
+}
+
+void on_trap(int sig, siginfo_t* info, void* uctx) {
+    ucontext_t* uc = (ucontext_t*)uctx;
+    if (t_step_page) {
+        mprotect((void*)t_step_page, 4096, stoke_sim_page_prot(t_step_page));
+        t_step_page = 0;
+        uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t)kTrapFlag;
+        return;
+    }
+    chain(sig, info, uctx, &g_old_trap);
+}
+
+void on_fault(int sig, siginfo_t* info, void* uctx) {
+    Worker* w = tw;
+    if (w && w->in_kernel) {
+        w->in_kernel = 0;
+        w->fault_addr = (uintptr_t)info->si_addr;
+        siglongjmp(w->fault_jump, 1);
+    }
+    if (sig == SIGSEGV) {
+        ucontext_t* uc = (ucontext_t*)uctx;
+        const uintptr_t addr = (uintptr_t)info->si_addr;
+        const int write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+        const int r = stoke_sim_host_fault(addr, write);
+        if (r == 3) return;
+        if (r == 2) {
+            const uintptr_t page = addr & ~(uintptr_t)4095;
+            mprotect((void*)page, 4096, PROT_READ | PROT_WRITE);
+            t_step_page = page;
+            uc->uc_mcontext.gregs[REG_EFL] |= (greg_t)kTrapFlag;
+            return;
+        }
+    }
+    // Not ours: hand it to whoever handled it before (Rust's stack-overflow report, or the
+    // default action, which dumps core once we return and the access repeats).
+    chain(sig, info, uctx, sig == SIGSEGV ? &g_old_segv : &g_old_bus);
 }
 
 void install_fault_handler() {
@@ -197,6 +235,9 @@ void install_fault_handler() {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, &g_old_segv);
         sigaction(SIGBUS, &sa, &g_old_bus);
+        struct sigaction st = sa;
+        st.sa_sigaction = on_trap;
+        sigaction(SIGTRAP, &st, &g_old_trap);
         done = true;
     }
     pthread_mutex_unlock(&m);
@@ -329,6 +370,8 @@ void stoke_sim_warp_exchange(unsigned mask, const void* in, size_t bytes, int sr
 }
 
 extern "C" {
+
+void stoke_sim_install_fault_handler() { install_fault_handler(); }
 
 unsigned stoke_sim_kernel_count() { return stoke_sim_kernel_table_len; }
 const SimKernel* stoke_sim_kernel(unsigned i) { return i < stoke_sim_kernel_table_len ? &stoke_sim_kernel_table[i] : nullptr; }

@@ -56,6 +56,11 @@ pub extern "C" fn cuInit(flags: c_uint) -> CUresult {
     if flags != 0 {
         return INVALID_VALUE;
     }
+    extern "C" {
+        fn stoke_sim_install_fault_handler();
+    }
+    // SAFETY: installs the SIGSEGV/SIGBUS/SIGTRAP handlers once (sim/cpp/runtime.cpp).
+    unsafe { stoke_sim_install_fault_handler() };
     INITIALISED.store(true, Ordering::Release);
     SUCCESS
 }
@@ -422,7 +427,10 @@ pub unsafe extern "C" fn cuMemAllocAsync(p: *mut CUdeviceptr, n: usize, s: usize
 
 fn free_now(p: usize, kind: Kind, call: &str) -> CUresult {
     match mem::free(p, kind, call) {
-        Ok(_) => SUCCESS,
+        Ok(a) => {
+            dev::guards_forget(a.base, a.end());
+            SUCCESS
+        }
         Err(msg) => {
             crate::report(if msg.contains("double free") { "double free" } else { "invalid pointer" }, msg);
             INVALID_VALUE
@@ -522,6 +530,8 @@ fn copy(call: &'static str, dst: usize, dst_want: Want, src: usize, src_want: Wa
     let sa = try_cu!(checked(src, n, src_want, call, "source"));
     let pageable_src = src_want == Want::Host && sa.is_none();
     let pageable_dst = dst_want == Want::Host && d.is_none();
+    // The stream works through the device's view of pinned memory (the host's is guarded).
+    let (dst_v, src_v) = (d.as_ref().map_or(dst, |a| a.device_view(dst)), sa.as_ref().map_or(src, |a| a.device_view(src)));
     let mut acc = access(d, dst, n, true, call);
     acc.extend(access(sa, src, n, false, call));
     if pageable_src {
@@ -533,7 +543,7 @@ fn copy(call: &'static str, dst: usize, dst_want: Want, src: usize, src_want: Wa
             Enqueue::work(acc, move || {
                 // SAFETY: `dst` lies inside a live allocation checked above (a stream-ordered
                 // free after this op has not run yet).
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, n) };
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst_v as *mut u8, n) };
                 Ok(())
             }),
         );
@@ -543,7 +553,7 @@ fn copy(call: &'static str, dst: usize, dst_want: Want, src: usize, src_want: Wa
             Enqueue::work(acc, move || {
                 // SAFETY: both ranges were checked against live allocations (or are the
                 // caller's pageable memory, which the synchronous return below keeps alive).
-                unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n) };
+                unsafe { std::ptr::copy(src_v as *const u8, dst_v as *mut u8, n) };
                 Ok(())
             }),
         );

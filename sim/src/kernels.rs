@@ -245,6 +245,11 @@ pub unsafe fn launch(
                 match mem::check(ptr, 0, Want::DeviceOrPinned, &format!("cuLaunchKernel({name})"), &format!("parameter {i}")) {
                     Ok(Some(a)) => {
                         let end = a.end();
+                        // Pinned memory is reached through the device's view.
+                        let view = a.device_view(ptr);
+                        let mut v2 = v.clone();
+                        v2[..8].copy_from_slice(&view.to_le_bytes());
+                        values.push(v2);
                         accesses.push(Access::new(a, ptr, end, kind == 1, format!("kernel {name} (parameter {i})")));
                     }
                     Ok(None) => unreachable!("only Want::Host accepts unknown memory"),
@@ -253,6 +258,7 @@ pub unsafe fn launch(
                         return dev::INVALID_VALUE;
                     }
                 }
+                continue;
             }
         }
         values.push(v);

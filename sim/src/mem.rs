@@ -39,11 +39,26 @@ pub struct Alloc {
     pub call: &'static str,
     map: usize,
     map_len: usize,
+    /// Pinned memory: the device's view of the same pages (0 for device memory).
+    alias: usize,
 }
 
 impl Alloc {
     pub fn end(&self) -> usize {
         self.base + self.len
+    }
+    /// The address the device side (a stream's copy, a kernel) uses for `p` inside this
+    /// allocation: `p` itself for device memory, the device's view for pinned memory.
+    pub fn device_view(&self, p: usize) -> usize {
+        if self.alias == 0 {
+            p
+        } else {
+            self.alias + (p - (self.map + PAGE))
+        }
+    }
+    /// The host-view pages that `[start, end)` covers (page-aligned bounds).
+    pub fn pages(start: usize, end: usize) -> (usize, usize) {
+        (start & !(PAGE - 1), round_up(end, PAGE))
     }
     pub fn label(&self) -> String {
         format!("{} allocation #{} ({:#x}, {} bytes, from {})", self.kind.name(), self.id, self.base, self.len, self.call)
@@ -103,16 +118,32 @@ pub fn alloc(kind: Kind, len: usize, ctx: usize, call: &'static str) -> Result<u
         return Err(());
     }
     let map = map as usize;
-    // SAFETY: inside the mapping made above.
-    if unsafe { libc::mprotect((map + PAGE) as *mut _, body, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
-        // SAFETY: the mapping made above.
-        unsafe { libc::munmap(map as *mut _, map_len) };
-        return Err(());
-    }
+    // Pinned memory has two views of the same pages: the host's (the address the caller gets)
+    // and the device's (what copies and kernels use). The host's view is what the hazard
+    // checker protects while a stream still uses the bytes (`dev::guard`), without stopping
+    // the stream's own access.
+    let alias = if kind == Kind::Pinned {
+        match shared_views(map + PAGE, body) {
+            Some(a) => a,
+            None => {
+                // SAFETY: the mapping made above.
+                unsafe { libc::munmap(map as *mut _, map_len) };
+                return Err(());
+            }
+        }
+    } else {
+        // SAFETY: inside the mapping made above.
+        if unsafe { libc::mprotect((map + PAGE) as *mut _, body, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
+            // SAFETY: the mapping made above.
+            unsafe { libc::munmap(map as *mut _, map_len) };
+            return Err(());
+        }
+        0
+    };
     let base = map + PAGE + body - user;
     with(|r| {
         r.next_id += 1;
-        let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len };
+        let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len, alias };
         match kind {
             Kind::Device => {
                 r.device_bytes += len as u64;
@@ -160,10 +191,23 @@ pub fn free(ptr: usize, kind: Kind, call: &str) -> Result<Alloc, String> {
             }
         }
         // SAFETY: the allocation's own mapping: its pages are dropped and made inaccessible;
-        // the addresses stay reserved (quarantine).
+        // the addresses stay reserved (quarantine). Pinned: the device's view goes, and the
+        // host's view is replaced by reserved, inaccessible anonymous memory.
         unsafe {
-            libc::madvise(a.map as *mut _, a.map_len, libc::MADV_DONTNEED);
-            libc::mprotect(a.map as *mut _, a.map_len, libc::PROT_NONE);
+            if a.alias != 0 {
+                libc::munmap(a.alias as *mut _, a.map_len - 2 * PAGE);
+                libc::mmap(
+                    a.map as *mut _,
+                    a.map_len,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                    -1,
+                    0,
+                );
+            } else {
+                libc::madvise(a.map as *mut _, a.map_len, libc::MADV_DONTNEED);
+                libc::mprotect(a.map as *mut _, a.map_len, libc::PROT_NONE);
+            }
         }
         r.freed_bytes += a.map_len;
         r.freed_order.push_back(a.base);
@@ -178,6 +222,36 @@ pub fn free(ptr: usize, kind: Kind, call: &str) -> Result<Alloc, String> {
         }
         Ok(a)
     })
+}
+
+/// Map `len` bytes of one memfd twice: at `at` (fixed, the host's view) and anywhere (the
+/// device's view, returned).
+fn shared_views(at: usize, len: usize) -> Option<usize> {
+    // SAFETY: a fresh memfd sized to `len`, mapped over our own reserved range at `at` and once
+    // more; the descriptor is closed once both mappings hold the pages.
+    unsafe {
+        let fd = libc::memfd_create(c"stoke-sim pinned".as_ptr(), libc::MFD_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let ok = libc::ftruncate(fd, len as libc::off_t) == 0
+            && libc::mmap(at as *mut _, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_FIXED, fd, 0)
+                != libc::MAP_FAILED;
+        let alias = if ok {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        } else {
+            libc::MAP_FAILED
+        };
+        libc::close(fd);
+        (alias != libc::MAP_FAILED).then_some(alias as usize)
+    }
+}
+
+/// Set the host view's protection of pages `[start, end)` (page-aligned, inside a pinned
+/// allocation): the hazard checker's guard.
+pub fn protect(start: usize, end: usize, prot: i32) {
+    // SAFETY: pages of a live pinned allocation's host view, which this library mapped.
+    unsafe { libc::mprotect(start as *mut _, end - start, prot) };
 }
 
 fn lookup(m: &BTreeMap<usize, Alloc>, p: usize) -> Option<&Alloc> {
