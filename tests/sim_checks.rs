@@ -156,6 +156,45 @@ fn child_entry() {
             check(sys::cuMemFree_v2(dev), "free device");
             check(sys::cuStreamDestroy_v2(s), "destroy");
         },
+        // stoke's kernel stoke_auto_hist (__launch_bounds__(256)) launched with 512-thread
+        // blocks, and its canary check (no bound) with 32.
+        "over_bounds" | "within_bounds" => {
+            let gpu = stoke::backend::cuda::device::Gpu::open(0).unwrap();
+            let kernels = gpu.kernels().unwrap();
+            let a = gpu.stream().alloc_zeros::<u8>(1 << 20).unwrap();
+            let b = gpu.stream().alloc_zeros::<u8>(1 << 20).unwrap();
+            let c = gpu.stream().alloc_zeros::<u8>(1 << 20).unwrap();
+            if case == "over_bounds" {
+                let f = kernels.function("stoke_auto_hist").unwrap();
+                let (n, step) = (0u32, 0i32);
+                let mut l = gpu.stream().launch_builder(&f);
+                l.arg(&a).arg(&b).arg(&n).arg(&step).arg(&c);
+                // SAFETY: the kernel's parameters (params, images, count, step, histograms); the
+                // block is over its bound on purpose and the launch is refused before it runs.
+                let r = unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 }) };
+                eprintln!("launch: {r:?}");
+            } else {
+                let f = kernels.function("stoke_canary_check").unwrap();
+                let mut l = gpu.stream().launch_builder(&f);
+                l.arg(&a).arg(&b).arg(&c);
+                // SAFETY: (arena, targets, intact) with zeroed targets: every canary at offset 0.
+                unsafe { l.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 }) }.unwrap();
+            }
+            gpu.stream().synchronize().unwrap();
+        }
+        // A device allocation freed twice, or written after it was freed.
+        "double_free" | "use_after_free" | "free_once" => unsafe {
+            // SAFETY: raw driver calls on a current context; the misuse is what is tested, and
+            // the stand-in refuses it before touching anything.
+            let mut p = 0u64;
+            check(sys::cuMemAlloc_v2(&mut p, 4096), "alloc");
+            check(sys::cuMemFree_v2(p), "free");
+            match case.as_str() {
+                "double_free" => eprintln!("second free: {:?}", sys::cuMemFree_v2(p)),
+                "use_after_free" => eprintln!("memset after free: {:?}", sys::cuMemsetD8_v2(p, 0, 16)),
+                _ => {}
+            }
+        },
         other => panic!("unknown SIM_CHECK case {other}"),
     }
     drop(stream);
@@ -232,4 +271,23 @@ fn the_host_reusing_a_pinned_buffer_a_copy_still_reads_is_a_hazard() {
     }
     expect_finding("reuse_early", "hazard", &["the host writes pinned memory", "cuMemcpyHtoDAsync", "still reads"]);
     expect_clean("reuse_synced");
+}
+
+#[test]
+fn a_block_over_the_kernels_launch_bounds_is_refused() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("over_bounds", "launch", &["stoke_auto_hist", "512 threads per block", "__launch_bounds__(256)"]);
+    expect_clean("within_bounds");
+}
+
+#[test]
+fn a_double_free_and_a_use_after_free_are_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("double_free", "double free", &["cuMemFree", "device allocation #"]);
+    expect_finding("use_after_free", "use after free", &["cuMemsetD8", "freed device allocation"]);
+    expect_clean("free_once");
 }
