@@ -25,8 +25,13 @@ fn on_sim() -> bool {
 
 /// Run `case` in a child; its exit status and stderr.
 fn child(case: &str) -> (Option<i32>, String) {
+    child_env(case, &[])
+}
+
+fn child_env(case: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(exe)
+        .envs(env.iter().copied())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env("SIM_CHECK", case)
         .env_remove("STOKE_SIM_ALLOW_FINDINGS")
@@ -195,6 +200,21 @@ fn child_entry() {
                 _ => {}
             }
         },
+        // The CUDA backend on a device of STOKE_SIM_MEMORY bytes (set by the parent).
+        "backend" => {
+            let dir = tempfile::tempdir().unwrap();
+            let mut g = stoke::gen::GenConfig::new(8);
+            g.classes = 2;
+            stoke::gen::generate(&dir.path().join("data"), &g, &|_| {}).unwrap();
+            let opts = stoke::source::IndexOptions { save: false, ..Default::default() };
+            let ds = stoke::source::Dataset::open(&dir.path().join("data"), &opts).unwrap();
+            let mut c = stoke::config::PipelineConfig::new(ds.path());
+            c.batch_size = 64;
+            match stoke::backend::cuda::pipeline::CudaBackend::new(&c, &ds) {
+                Ok(b) => eprintln!("backend opened: {} device bytes", b.device_bytes()),
+                Err(e) => eprintln!("backend refused: {e}"),
+            }
+        }
         other => panic!("unknown SIM_CHECK case {other}"),
     }
     drop(stream);
@@ -290,4 +310,22 @@ fn a_double_free_and_a_use_after_free_are_named() {
     expect_finding("double_free", "double free", &["cuMemFree", "device allocation #"]);
     expect_finding("use_after_free", "use after free", &["cuMemsetD8", "freed device allocation"]);
     expect_clean("free_once");
+}
+
+/// `cuMemGetInfo` and the allocations follow the configured device size: the backend that fits
+/// an 80 GiB device is refused on a 64 MiB one with a typed out-of-memory error that names the
+/// part, and no finding (running out is not misuse).
+#[test]
+fn a_device_too_small_for_the_backend_is_a_named_out_of_memory_error() {
+    if !on_sim() {
+        return;
+    }
+    let (code, err) = child_env("backend", &[("STOKE_SIM_MEMORY", "67108864")]);
+    assert_eq!(code, Some(0), "{err}");
+    let line = err.lines().find(|l| l.starts_with("backend ")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.starts_with("backend refused") && line.contains("out of") && line.contains("memory"), "{line}");
+    assert!(!err.contains("stoke-sim: "), "{err}");
+    let (code, err) = child_env("backend", &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("backend opened"), "{err}");
 }
