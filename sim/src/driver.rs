@@ -65,6 +65,18 @@ pub extern "C" fn cuInit(flags: c_uint) -> CUresult {
     SUCCESS
 }
 
+/// The driver's private tables (what the CUDA runtime and NVRTC ask a real libcuda for) are
+/// not simulated: "not found", and a null table, so a caller falls back or says so. (NVRTC
+/// opens libcuda.so.1 when it is on the loader path and asks for it.)
+#[no_mangle]
+pub unsafe extern "C" fn cuGetExportTable(table: *mut *const c_void, _id: *const c_void) -> CUresult {
+    if !table.is_null() {
+        // SAFETY: a non-null out-pointer from the caller.
+        unsafe { *table = std::ptr::null() };
+    }
+    dev::NOT_FOUND
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
     // SAFETY: caller's out-pointer.
