@@ -79,6 +79,7 @@ fn decoder(
         arena: ArenaPlan::new(pixels, batch, DEFAULT_MAX_DECODED_PIXELS),
         max_pixels: DEFAULT_MAX_DECODED_PIXELS,
         max_dims: (max_w, max_h),
+        slot_bytes: stoke::backend::cuda::decode::cuda_slot_bytes((max_w, max_h)),
         hw_max_per_call: batch,
         cpu_threads: 2,
         use_hardware,

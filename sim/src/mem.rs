@@ -90,6 +90,8 @@ fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
 }
 
 const PAGE: usize = 4096;
+/// What a fresh allocation holds.
+pub const UNWRITTEN: u8 = 0xFF;
 /// Freed address ranges kept out of reuse: up to this many bytes of address space.
 const QUARANTINE: usize = 256 << 30;
 
@@ -141,6 +143,12 @@ pub fn alloc(kind: Kind, len: usize, ctx: usize, call: &'static str) -> Result<u
         0
     };
     let base = map + PAGE + body - user;
+    // Committed now, as on a GPU (so a host's memory figures do not drift as pages are first
+    // touched later), and not zero: what a kernel or copy reads before anything wrote it is
+    // 0xFF bytes (NaN as f16/f32), not a lucky 0.
+    let view = if alias != 0 { alias + (base - (map + PAGE)) } else { base };
+    // SAFETY: `view .. view + len` lies inside the mapping (or its device view) made above.
+    unsafe { std::ptr::write_bytes(view as *mut u8, UNWRITTEN, len) };
     with(|r| {
         r.next_id += 1;
         let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len, alias };

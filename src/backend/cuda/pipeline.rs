@@ -20,7 +20,7 @@
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
-use super::decode::{decoder_budget, ArenaPlan, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan};
+use super::decode::{cuda_slot_bytes, decoder_budget, ArenaPlan, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan};
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
@@ -139,7 +139,7 @@ impl CudaBackend {
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
         // that fits is kept as the index made it (module docs of `decode::budget`).
-        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, budget);
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_dims), budget);
         if memory.arena != bounds.arena || memory.staging != bounds.staging {
             log::warn!(
                 "GPU memory budget: {budget} bytes for the decoder ({} fixed: output ring and augment scratch); decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
@@ -159,6 +159,7 @@ impl CudaBackend {
                 arena: memory.arena,
                 max_pixels: config.max_decoded_pixels,
                 max_dims: bounds.max_dims,
+                slot_bytes: memory.slot,
                 // Several calls per batch: the engine starts on the first while the host
                 // parses the next (nvJPEG parses every bitstream on the host before it
                 // submits a call). A quarter batch, rounded to the engine width; to be tuned

@@ -7,11 +7,11 @@
 //!
 //! - pinned host: the staging ring ([`StagingPlan::total_bytes`]) gets at most
 //!   [`STAGING_SHARE`] of the budget (compressed bytes are about a tenth of decoded ones);
-//! - device: the rest is split over [`DEVICE_PARTS_PER_ARENA`] arena-sized parts: the two
-//!   arenas used in turn, the hardware engine's two pre-allocated states, which
-//!   [`super::prealloc_dims`] caps at one arena each, and the CUDA decoders' slot buffers
-//!   ([`super::cuda_slot_bytes`]: at most one arena of device memory, and
-//!   [`PINNED_PARTS_PER_ARENA`] of pinned).
+//! - device: the rest is split over [`DEVICE_PARTS_PER_ARENA`] arena-sized parts (the two
+//!   arenas used in turn, plus the hardware engine's two pre-allocated states, which
+//!   [`super::prealloc_dims`] caps at one arena each) and the CUDA decoders' slot buffers
+//!   ([`SLOT_BUFFERS`] device and as many pinned, each sized by [`super::cuda_slot_bytes`]
+//!   for the index's largest image), cut in the same proportion.
 //!
 //! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
 //! never meets the budget. With a budget in force, only each sample's crop region is decoded
@@ -29,11 +29,11 @@ use crate::backend::cuda::staging::{StagingPlan, STAGING_ALIGN};
 
 /// Largest share of the budget the pinned staging ring takes (1/`STAGING_SHARE`).
 pub const STAGING_SHARE: u64 = 8;
-/// Device parts the size of one arena: two arenas, the hardware engine's two states, the
-/// CUDA decoders' device slot buffers.
-pub const DEVICE_PARTS_PER_ARENA: u64 = 5;
-/// Pinned parts the size of one arena: the CUDA decoders' pinned slot buffers.
-pub const PINNED_PARTS_PER_ARENA: u64 = 1;
+/// Device parts the size of one arena: two arenas and the hardware engine's two states.
+pub const DEVICE_PARTS_PER_ARENA: u64 = 4;
+/// nvJPEG buffers of each kind (pinned, device) the CUDA decoders hold: one per slot of each
+/// of the two decoders.
+pub const SLOT_BUFFERS: u64 = 2 * super::CUDA_SLOTS as u64;
 
 /// Staging and arenas sized to a budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,13 +42,15 @@ pub struct MemoryPlan {
     pub staging: StagingPlan,
     /// One of the two decode arenas.
     pub arena: ArenaPlan,
+    /// Bytes of each CUDA-decoder slot buffer (pinned and device alike).
+    pub slot: u64,
 }
 
 impl MemoryPlan {
-    /// `staging` and `arena` (from the index) cut down, where needed, so that
-    /// [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`.
-    pub fn fit(staging: StagingPlan, arena: ArenaPlan, budget: u64) -> Self {
-        let unchanged = Self { staging, arena };
+    /// `staging`, `arena` and the slot buffers' `slot` bytes (from the index) cut down, where
+    /// needed, so that [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`.
+    pub fn fit(staging: StagingPlan, arena: ArenaPlan, slot: u64, budget: u64) -> Self {
+        let unchanged = Self { staging, arena, slot };
         if unchanged.device_bytes() + unchanged.pinned_bytes() <= budget {
             return unchanged;
         }
@@ -57,20 +59,22 @@ impl MemoryPlan {
         let slot_bytes = staging.slot_bytes.min(slot_cap).max(STAGING_ALIGN);
         let staging = StagingPlan { slot_bytes, slots: staging.slots };
         let left = budget.saturating_sub(staging.total_bytes());
-        let arena_cap = (left / (DEVICE_PARTS_PER_ARENA + PINNED_PARTS_PER_ARENA)) / ARENA_ALIGN * ARENA_ALIGN;
-        let arena = ArenaPlan { bytes: arena.bytes.min(arena_cap).max(ARENA_ALIGN) };
-        Self { staging, arena }
+        // The arenas and the slot buffers in the same proportion.
+        let want = DEVICE_PARTS_PER_ARENA * arena.bytes + 2 * SLOT_BUFFERS * slot;
+        let scale = |x: u64| (x as u128 * left as u128 / want.max(1) as u128) as u64;
+        let arena = ArenaPlan { bytes: (scale(arena.bytes) / ARENA_ALIGN * ARENA_ALIGN).max(ARENA_ALIGN) };
+        Self { staging, arena, slot: scale(slot) }
     }
 
     /// Device bytes the decoder holds at most under this plan (arenas, the hardware engine's
     /// reserved buffers, the CUDA decoders' slot buffers).
     pub fn device_bytes(&self) -> u64 {
-        DEVICE_PARTS_PER_ARENA * self.arena.bytes
+        DEVICE_PARTS_PER_ARENA * self.arena.bytes + SLOT_BUFFERS * self.slot
     }
 
     /// Pinned host bytes: the staging ring and the CUDA decoders' slot buffers.
     pub fn pinned_bytes(&self) -> u64 {
-        self.staging.total_bytes() + PINNED_PARTS_PER_ARENA * self.arena.bytes
+        self.staging.total_bytes() + SLOT_BUFFERS * self.slot
     }
 }
 
@@ -139,10 +143,11 @@ mod tests {
     }
 
     /// `n` samples of `(file bytes, w, h)` → the unbudgeted plan, as the pipeline builds it.
-    fn index_plan(samples: &[(u64, u32, u32)], batch: usize) -> (StagingPlan, ArenaPlan) {
+    fn index_plan(samples: &[(u64, u32, u32)], batch: usize) -> (StagingPlan, ArenaPlan, u64) {
         let staging = StagingPlan::new(samples.iter().map(|s| s.0), batch, 2);
         let arena = ArenaPlan::new(samples.iter().map(|&(_, w, h)| w as u64 * h as u64), batch, 100_000_000);
-        (staging, arena)
+        let max = samples.iter().map(|&(_, w, h)| (w, h)).max_by_key(|&(w, h)| w as u64 * h as u64).unwrap_or((1, 1));
+        (staging, arena, super::super::cuda_slot_bytes(max))
     }
 
     #[test]
@@ -151,37 +156,39 @@ mod tests {
         let mut samples: Vec<(u64, u32, u32)> = (0..5000).map(|i| (3_500_000 + i * 100, 4000, 3000)).collect();
         samples.extend((0..10).map(|_| (20_000_000u64, 10000, 5000)));
         for batch in [32usize, 256, 1024] {
-            let (staging, arena) = index_plan(&samples, batch);
-            let naive = MemoryPlan { staging, arena };
+            let (staging, arena, slot) = index_plan(&samples, batch);
+            let naive = MemoryPlan { staging, arena, slot };
             let budget = default_gpu_memory_budget(batch);
             assert!(naive.device_bytes() + naive.pinned_bytes() > budget, "the index must need more than the budget");
-            let p = MemoryPlan::fit(staging, arena, budget);
+            let p = MemoryPlan::fit(staging, arena, slot, budget);
             assert!(p.device_bytes() + p.pinned_bytes() <= budget, "batch {batch}: {p:?} over {budget}");
             assert!(p.staging.total_bytes() <= budget / STAGING_SHARE);
-            // What is left is used: the arena-sized parts take the budget the staging does not.
-            let parts = DEVICE_PARTS_PER_ARENA + PINNED_PARTS_PER_ARENA;
-            assert!(p.device_bytes() + p.pinned_bytes() + parts * ARENA_ALIGN + 2 * STAGING_ALIGN > budget - budget / 64);
+            // What is left is used: the arenas and slot buffers take the budget the staging
+            // does not, cut in the index's proportion.
+            assert!(p.device_bytes() + p.pinned_bytes() + DEVICE_PARTS_PER_ARENA * ARENA_ALIGN + 2 * STAGING_ALIGN > budget - budget / 64);
+            let (ka, ks) = (p.arena.bytes as f64 / arena.bytes as f64, p.slot as f64 / slot as f64);
+            assert!(ks < 1.0 && (ka - ks).abs() < 0.01 + ARENA_ALIGN as f64 / arena.bytes as f64, "{p:?}: arena x{ka}, slots x{ks}");
             assert_eq!((p.staging.slots, p.arena.bytes % ARENA_ALIGN, p.staging.slot_bytes % STAGING_ALIGN), (2, 0, 0));
         }
         // A bigger budget than the index needs changes nothing.
-        let (staging, arena) = index_plan(&samples, 64);
-        assert_eq!(MemoryPlan::fit(staging, arena, u64::MAX), MemoryPlan { staging, arena });
+        let (staging, arena, slot) = index_plan(&samples, 64);
+        assert_eq!(MemoryPlan::fit(staging, arena, slot, u64::MAX), MemoryPlan { staging, arena, slot });
     }
 
     #[test]
     fn an_imagenet_sized_index_never_meets_the_default_budget() {
         let samples: Vec<(u64, u32, u32)> = (0..20_000).map(|i| (110_000 + (i % 97) * 1000, 500 + (i % 13) as u32, 375)).collect();
         for batch in [1usize, 64, 256] {
-            let (staging, arena) = index_plan(&samples, batch);
-            let p = MemoryPlan::fit(staging, arena, default_gpu_memory_budget(batch));
-            assert_eq!(p, MemoryPlan { staging, arena }, "batch {batch}");
+            let (staging, arena, slot) = index_plan(&samples, batch);
+            let p = MemoryPlan::fit(staging, arena, slot, default_gpu_memory_budget(batch));
+            assert_eq!(p, MemoryPlan { staging, arena, slot }, "batch {batch}");
         }
     }
 
     #[test]
     fn a_tiny_budget_still_leaves_one_aligned_unit_each() {
-        let (staging, arena) = index_plan(&[(5_000_000, 8000, 6000)], 1);
-        let p = MemoryPlan::fit(staging, arena, 0);
+        let (staging, arena, slot) = index_plan(&[(5_000_000, 8000, 6000)], 1);
+        let p = MemoryPlan::fit(staging, arena, slot, 0);
         assert_eq!((p.staging.slot_bytes, p.arena.bytes), (STAGING_ALIGN, ARENA_ALIGN));
     }
 }

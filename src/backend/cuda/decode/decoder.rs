@@ -35,6 +35,9 @@ pub struct DecoderPlan {
     pub max_pixels: u64,
     /// Largest stored width and height in the index (hardware pre-allocation).
     pub max_dims: (u32, u32),
+    /// Bytes of each CUDA-decoder slot's pinned and device buffer
+    /// ([`cuda_slot_bytes`](super::cuda_slot_bytes), or less under a budget).
+    pub slot_bytes: u64,
     /// Most images per hardware call (rounded to the engine width).
     pub hw_max_per_call: usize,
     /// Threads decoding on the CPU (fallback route and retries).
@@ -274,7 +277,7 @@ impl GpuDecoder {
         };
 
         let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS)?;
-        let slot_bytes = cuda_slot_bytes(plan.max_dims, plan.arena.bytes);
+        let slot_bytes = plan.slot_bytes as usize;
         let mut decoders = Vec::new();
         for backend in [nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, nvjpegBackend_t::NVJPEG_BACKEND_HYBRID] {
             let d = Decoder::new(&handle, backend)?;
@@ -384,7 +387,7 @@ impl GpuDecoder {
 
     /// Bytes of one kind (pinned, or device) the CUDA decoders' slot buffers were sized to.
     fn slot_buffer_bytes(&self) -> u64 {
-        (self.cuda.decoders.len() * CUDA_SLOTS * cuda_slot_bytes(self.plan.max_dims, self.plan.arena.bytes)) as u64
+        (self.cuda.decoders.len() * CUDA_SLOTS) as u64 * self.plan.slot_bytes
     }
 
     /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the

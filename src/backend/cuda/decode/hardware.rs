@@ -71,13 +71,10 @@ pub fn prealloc_dims(max_dims: (u32, u32), per_call: usize, arena_bytes: u64) ->
 
 /// Bytes each CUDA-decoder slot's nvJPEG buffers (one pinned, one device) are sized to at
 /// start-up, so decodes allocate nothing (contract 5): the DCT coefficients of the index's
-/// largest image, 2 bytes per sample of 3 full-resolution components (4:4:4, the worst case),
-/// scaled down (aspect kept) so that the `2 × CUDA_SLOTS` buffers of one kind together take
-/// at most one decode arena. An image whose coefficients need more (larger than that scaled
-/// size) makes nvJPEG grow that slot's buffers during the decode, as it does unasked: that
-/// growth is bounded by 6 bytes per pixel of the largest image per buffer.
-pub fn cuda_slot_bytes(max_dims: (u32, u32), arena_bytes: u64) -> usize {
-    // prealloc_dims keeps n · 3 · w · h within the arena; 6 bytes a pixel is twice that.
-    let (w, h) = prealloc_dims(max_dims, 2 * 2 * super::CUDA_SLOTS, arena_bytes);
-    6 * w as usize * h as usize
+/// largest image, 2 bytes per sample of 3 full-resolution components (4:4:4, the worst case).
+/// A memory budget may cut it ([`super::MemoryPlan::fit`]); an image whose coefficients then
+/// need more makes nvJPEG grow that slot's buffers during the decode, as it does unasked:
+/// bounded by this figure per buffer.
+pub fn cuda_slot_bytes(max_dims: (u32, u32)) -> u64 {
+    6 * max_dims.0 as u64 * max_dims.1 as u64
 }
