@@ -171,18 +171,26 @@ impl Managed for DLManagedTensorVersioned {
 }
 
 /// Capsule destructor body: frees the tensor only when no consumer took it (a consumer renames
-/// the capsule and owns the tensor from then on).
+/// the capsule and owns the tensor from then on). A capsule can die while an exception is in
+/// flight (an `except` block, unwinding): as the DLPack spec's reference deleter does, the
+/// exception is saved first and restored last, so neither the capsule calls nor their cleanup
+/// lose it.
 ///
 /// # Safety
 /// `capsule` is a capsule this module made with `name` (or renamed by a consumer).
 unsafe fn release_unconsumed<M: Managed>(capsule: *mut ffi::PyObject, name: &CStr) {
-    // SAFETY: IsValid/GetPointer only read the capsule; a valid one under our name holds a
-    // tensor nobody consumed.
+    let (mut kind, mut value, mut trace) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: called with the GIL held (a capsule destructor); Fetch takes ownership of the
+    // pending exception (if any) into the three locals, Restore gives it back at the end.
+    // IsValid/GetPointer only read the capsule; a valid one under our name holds a tensor
+    // nobody consumed. What they may raise themselves (a renamed capsule) is cleared.
     unsafe {
+        ffi::PyErr_Fetch(&mut kind, &mut value, &mut trace);
         if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
             M::delete(ffi::PyCapsule_GetPointer(capsule, name.as_ptr()) as *mut M);
         }
         ffi::PyErr_Clear();
+        ffi::PyErr_Restore(kind, value, trace);
     }
 }
 

@@ -510,3 +510,18 @@ def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, t
         loader(shards, size=16, seed=3, batch_size=5).load_state_dict(state)
     with pytest.raises(ValueError, match="stream"):
         loader(shards, stream_group=2)
+
+
+def test_a_capsule_dropped_while_an_exception_propagates_keeps_the_exception(folder):
+    """The capsule here is a temporary on the interpreter's stack when 1 / 0 raises: it dies
+    while the ZeroDivisionError is pending. Its destructor must leave that exception as it was
+    (the DLPack spec's reference deleter saves and restores it), and still free the tensor."""
+    ld = loader(folder, size=32)
+    images, _ = next(iter(ld))
+    for kw in ({}, {"max_version": (1, 0)}):
+        with pytest.raises(ZeroDivisionError):
+            [images.__dlpack__(**kw), 1 / 0]
+    # Nothing was held by the dropped capsules: the loader still hands out and takes back
+    # batches (a leaked export would count against max_held_batches).
+    del images
+    assert sum(1 for _ in ld) == len(ld)
