@@ -277,3 +277,49 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
     }
     assert!(seen >= ds.len(), "{seen} samples for {} in the dataset", ds.len());
 }
+
+/// A consumer that reads each batch on its thread's per-thread default stream (handle 2, what
+/// a DLPack consumer passes as `stream=2`) and drops the batch on another thread: the ring slot
+/// must not be written again before that read is done. Handle 2 names the dropping thread's
+/// own stream there, so the release cannot be recorded on it; on the simulated device a slot
+/// returned too early is a hazard (the next batch's kernels against the consumer's copy).
+#[test]
+fn a_batch_read_on_a_per_thread_stream_and_dropped_on_another_thread_is_not_overwritten_early() {
+    use cudarc::driver::sys;
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 60, 7);
+    let mut c = config(&ds, 5);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 8;
+    c.ring_depth = 2;
+    c.prefetch_batches = 2;
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let per_thread = 2 as sys::CUstream; // CU_STREAM_PER_THREAD
+    let scratch = gpu.stream().alloc_zeros::<u8>(8 * 3 * 64 * 64 * 2).unwrap();
+    gpu.stream().synchronize().unwrap();
+    let scratch_ptr = {
+        use cudarc::driver::DevicePtr;
+        scratch.device_ptr(gpu.stream()).0
+    };
+    p.start_epoch(0, 0);
+    let mut batches = 0;
+    while let Some(b) = p.next_batch() {
+        let b = b.unwrap();
+        let dev = b.device().expect("the cuda backend makes device batches");
+        gpu.ctx().bind_to_thread().unwrap();
+        // SAFETY: handle 2 is this thread's per-thread default stream, alive for the process;
+        // the copy reads the batch's images (ready once the stream waited) into `scratch`,
+        // which is large enough and outlives every copy (synchronised below).
+        unsafe {
+            dev.wait_on_raw(per_thread).unwrap();
+            let r = sys::cuMemcpyDtoDAsync_v2(scratch_ptr, dev.images_ptr(), dev.image_bytes(), per_thread);
+            assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+        }
+        std::thread::spawn(move || drop(b)).join().unwrap();
+        batches += 1;
+    }
+    gpu.ctx().synchronize().unwrap();
+    assert!(batches >= 4, "{batches} batches");
+}

@@ -155,9 +155,14 @@ impl Tensor {
             if s == 0 {
                 return Err(PyValueError::new_err("stream=0 is ambiguous for CUDA in the DLPack protocol; pass 1 (legacy default), 2 (per-thread default) or a stream handle"));
             }
-            if s != -1 {
+            if s == -1 {
+                // The consumer orders its own reads (DLPack: -1 asks for no synchronisation);
+                // stoke still must not reuse the slot before they are done.
+                d.consumer_unordered();
+            } else {
                 // SAFETY: the consumer passed a stream of its own on this device (the protocol's
-                // contract); it outlives the tensor, whose release is recorded on it.
+                // contract); it outlives the tensor, whose release is recorded on it (`2`, the
+                // per-thread default stream, only from this thread: DeviceImages' drop).
                 unsafe { d.wait_on_raw(s as usize as cudarc::driver::sys::CUstream) }
                     .map_err(|e| PyRuntimeError::new_err(format!("making stream {s:#x} wait for the batch: {e}")))?;
             }

@@ -165,8 +165,24 @@ pub struct DeviceImages {
     pub(crate) shared: Arc<RingShared>,
     pub(crate) slot: usize,
     pub(crate) n: usize,
-    pub(crate) consumer: Mutex<Option<Arc<CudaStream>>>,
+    pub(crate) consumer: Mutex<Consumer>,
 }
+
+/// Who reads a device batch, for ordering its release (invariant 5).
+#[derive(Default)]
+pub(crate) struct Consumer {
+    /// The stream the release is recorded on (the last one made to wait).
+    stream: Option<Arc<CudaStream>>,
+    /// `stream` is a per-thread default stream (`CU_STREAM_PER_THREAD`), of this thread: the
+    /// handle names another stream on any other thread, so a release on another thread cannot
+    /// be recorded on it.
+    per_thread_of: Option<std::thread::ThreadId>,
+    /// The consumer reads on a stream it did not name (DLPack `stream=-1`).
+    unordered: bool,
+}
+
+/// `CU_STREAM_PER_THREAD`: the calling thread's own default stream.
+const STREAM_PER_THREAD: usize = 2;
 
 impl DeviceImages {
     /// Shape of the images tensor (`[N, C, H, W]` or `[N, H, W, C]`); `N` is this batch's
@@ -212,13 +228,22 @@ impl DeviceImages {
     pub fn wait_on(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
         stream.wait(self.ready_event()).map_err(err("cuStreamWaitEvent"))?;
         let mut c = self.consumer.lock().expect("consumer lock poisoned");
-        if let Some(prev) = c.as_ref() {
+        if let Some(prev) = c.stream.as_ref() {
             if prev.cu_stream() != stream.cu_stream() {
                 stream.join(prev).map_err(err("cuStreamWaitEvent"))?;
             }
         }
-        *c = Some(stream.clone());
+        c.stream = Some(stream.clone());
+        c.per_thread_of = (stream.cu_stream() as usize == STREAM_PER_THREAD).then(|| std::thread::current().id());
         Ok(())
+    }
+
+    /// The consumer reads the batch on streams stoke is not told of (the DLPack protocol's
+    /// `stream=-1`: no synchronisation asked). Nothing is ordered when it is exported; its
+    /// release then waits for the whole device (`cuCtxSynchronize`) before the slot is
+    /// written again, since no stream marks when the consumer is done.
+    pub fn consumer_unordered(&self) {
+        self.consumer.lock().expect("consumer lock poisoned").unordered = true;
     }
 
     /// [`DeviceImages::wait_on`] for a stream owned by someone else (PyTorch, your own code).
@@ -325,15 +350,25 @@ impl DeviceImages {
 impl Drop for DeviceImages {
     fn drop(&mut self) {
         let sh = &self.shared;
-        let consumer = self.consumer.get_mut().map(|c| c.take()).unwrap_or(None);
-        // Invariant 5: record the release on the consumer's stream (or the producer's when
-        // nobody read the batch on the device), then return the slot.
-        let stream = consumer.as_ref().unwrap_or(&sh.producer);
-        if let Err(e) = sh.released[self.slot].record(stream) {
-            // A failed record leaves the event at its previous (completed) state; the
-            // safest recovery is to wait for the consumer stream before returning the slot.
-            log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
-            let _ = stream.synchronize();
+        let consumer = self.consumer.get_mut().map(std::mem::take).unwrap_or_default();
+        let foreign = consumer.per_thread_of.is_some_and(|t| t != std::thread::current().id());
+        if consumer.unordered || foreign {
+            // No stream marks when the consumer is done (it read on a stream stoke was not
+            // told of, or on another thread's per-thread stream, which no handle here names):
+            // wait for the whole device. The released event keeps its completed state.
+            if let Err(e) = sh.ctx.bind_to_thread().and_then(|()| sh.ctx.synchronize()) {
+                log::error!("waiting for the device before returning ring slot {}: {e}", self.slot);
+            }
+        } else {
+            // Invariant 5: record the release on the consumer's stream (or the producer's
+            // when nobody read the batch on the device), then return the slot.
+            let stream = consumer.stream.as_ref().unwrap_or(&sh.producer);
+            if let Err(e) = sh.released[self.slot].record(stream) {
+                // A failed record leaves the event at its previous (completed) state; the
+                // safest recovery is to wait for the consumer stream before returning the slot.
+                log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
+                let _ = stream.synchronize();
+            }
         }
         // Fails only when the ring's receiver is gone (pipeline dropped): nothing to return to.
         let _ = sh.free.tx.send(self.slot);

@@ -18,7 +18,10 @@
 //! 5. Dropping the [`DeviceImages`] records `released[k]` on the consumer's stream (the last
 //!    one passed to `wait_on`; every earlier one is joined into it first) and only then
 //!    sends `k` back to the free channel, so the producer's wait in (1) always sees that
-//!    record.
+//!    record. Where no stream can carry that record — the consumer read on a stream it did not
+//!    name (DLPack `stream=-1`), or on a per-thread default stream and the drop happens on
+//!    another thread (handle 2 names the dropping thread's own stream there) — the drop waits
+//!    for the whole device (`cuCtxSynchronize`) instead.
 //!
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
 
@@ -181,7 +184,7 @@ impl OutputRing {
         assert!(n >= 1 && n <= sh.layout.batch(), "a batch holds 1..=batch samples");
         sh.ready[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.used[p.slot].store(true, std::sync::atomic::Ordering::Release);
-        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(None) })
+        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(Default::default()) })
     }
 
     /// Give a slot back without publishing it (the batch failed after `acquire`).
