@@ -48,7 +48,15 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Some(b) = self.batch.take() {
+        if let Some(mut b) = self.batch.take() {
+            // A device batch's ring slot is released here and now, on the stream its consumer
+            // waited on: the loader would only take the batch back at its next `next()`, after
+            // the consumer may have destroyed that stream (the release would then be recorded
+            // on a dead handle), and on its own thread (a per-thread stream's reads would need
+            // a whole-device wait). The rest of the batch goes back for reuse.
+            if matches!(b.images, Images::Device(_)) {
+                drop(std::mem::replace(&mut b.images, Images::Host(Vec::new())));
+            }
             let _ = self.back.send(b); // the loader may be gone: then the batch is simply freed
         }
         self.held.fetch_sub(1, Ordering::SeqCst);

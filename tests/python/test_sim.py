@@ -1,0 +1,248 @@
+"""The Python package's CUDA half on the simulated device (sim/, docs/sim.md), without torch.
+
+The consumer here is written against the CUDA driver API itself (ctypes): it makes its own
+context current, creates its own stream, takes a batch through ``__dlpack__(stream=...)``, reads
+the DLTensor's device pointer and copies the pixels to the host on its own stream. That is the
+path PyTorch takes, minus PyTorch, so it runs where torch with CUDA cannot: on the stand-in in
+CI. The stand-in's hazard checker is the referee: a consumer stream that did not wait for the
+batch, or a ring slot reused while the consumer still reads it, is a finding, and the findings
+are taken and asserted empty after every test.
+
+The pixels are compared with the CPU backend on the same files, seed and config (an independent
+decoder and augment path). Skipped unless the stand-in is loaded (scripts/with-sim-gpu.sh);
+STOKE_REQUIRE_SIM=1 turns the skip into a failure, as CI runs it.
+"""
+
+import ctypes
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import stoke
+from imagefolder import write_image_folder
+
+REQUIRE = os.environ.get("STOKE_REQUIRE_SIM") == "1"
+CLASSES = 2
+PER_CLASS = 6
+
+
+class Driver:
+    """The few driver calls a consumer makes, on the library stoke itself loaded (libcuda.so.1
+    from the loader path: the same file, so dlopen hands back the same instance)."""
+
+    def __init__(self):
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            self._skip(f"no libcuda.so.1 on the loader path: {e}")
+        if not hasattr(self.lib, "stoke_sim_is_simulated"):
+            self._skip("libcuda.so.1 is a real driver, not the stand-in (tests/python/test_cuda.py covers GPUs)")
+        for name in ("stoke_sim_take_findings", "stoke_sim_stats"):
+            getattr(self.lib, name).restype = ctypes.c_void_p
+        self.lib.stoke_sim_free.argtypes = [ctypes.c_void_p]
+        for name in ("stoke_sim_stream_waits", "stoke_sim_stream_records"):
+            getattr(self.lib, name).restype = ctypes.c_int64
+            getattr(self.lib, name).argtypes = [ctypes.c_size_t]
+        self.lib.cuMemcpyDtoHAsync_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+        self.lib.cuStreamSynchronize.argtypes = [ctypes.c_void_p]
+        self.lib.cuStreamDestroy_v2.argtypes = [ctypes.c_void_p]
+        self.lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+        self.check(self.lib.cuInit(0), "cuInit")
+        self.ctx = ctypes.c_void_p()
+        self.check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), 0), "cuDevicePrimaryCtxRetain")
+
+    @staticmethod
+    def _skip(why):
+        if REQUIRE:
+            pytest.fail(f"STOKE_REQUIRE_SIM=1 but {why}")
+        pytest.skip(why)
+
+    @staticmethod
+    def check(rc, what):
+        assert rc == 0, f"{what} returned CUresult {rc}"
+
+    def make_current(self):
+        self.check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+
+    def stream(self):
+        s = ctypes.c_void_p()
+        self.check(self.lib.cuStreamCreate(ctypes.byref(s), 1), "cuStreamCreate")  # non-blocking
+        return s.value
+
+    def take_json(self, fn):
+        p = fn()
+        try:
+            return json.loads(ctypes.string_at(p).decode())
+        finally:
+            self.lib.stoke_sim_free(p)
+
+    def findings(self):
+        return self.take_json(self.lib.stoke_sim_take_findings)
+
+    def stats(self):
+        return self.take_json(self.lib.stoke_sim_stats)
+
+    def copy_to_host(self, ptr, nbytes, stream):
+        """Copies `nbytes` at device `ptr` into a fresh numpy buffer on `stream` and waits."""
+        out = np.empty(nbytes, dtype=np.uint8)
+        self.check(self.lib.cuMemcpyDtoHAsync_v2(out.ctypes.data, ptr, nbytes, stream), "cuMemcpyDtoHAsync_v2")
+        self.check(self.lib.cuStreamSynchronize(stream), "cuStreamSynchronize")
+        return out
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_uint64),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer.restype = ctypes.c_void_p
+_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def dltensor(capsule):
+    """The (unversioned) DLTensor inside a "dltensor" capsule; the capsule keeps ownership."""
+    return DLTensor.from_address(_get_pointer(capsule, b"dltensor"))
+
+
+def read(drv, tensor, stream):
+    """What a consumer on `stream` sees of a device tensor: (numpy array, capsule). `stream` is a
+    DLPack handle: a stream, 1 (legacy default) or 2 (per-thread default), which the driver API
+    spells the same (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD); or -1, no synchronization, after
+    which the consumer synchronizes the whole context itself and copies on the null stream."""
+    capsule = tensor.__dlpack__(stream=stream)
+    t = dltensor(capsule)
+    assert (t.device.device_type, t.device.device_id) == (2, 0), "not a CUDA tensor"
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    assert not t.strides or all(t.strides[i] == int(np.prod(shape[i + 1:])) for i in range(t.ndim)), "not compact"
+    kind = {(2, 32): np.float32, (2, 16): np.float16, (0, 64): np.int64, (1, 8): np.uint8}[(t.dtype.code, t.dtype.bits)]
+    nbytes = int(np.prod(shape)) * np.dtype(kind).itemsize
+    if stream == -1:
+        drv.check(drv.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+        stream = None
+    raw = drv.copy_to_host(t.data + t.byte_offset, nbytes, stream)
+    return raw.view(kind).reshape(shape), capsule
+
+
+@pytest.fixture(scope="module")
+def drv():
+    return Driver()
+
+
+@pytest.fixture(autouse=True)
+def no_findings(request):
+    yield
+    if "drv" in request.fixturenames:
+        d = request.getfixturevalue("drv")
+        assert d.findings() == [], "the stand-in found something (see above)"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return write_image_folder(tmp_path_factory.mktemp("sim-data"), CLASSES, PER_CLASS, (64, 160), 6, 90, seed=4, digits=2)
+
+
+KW = dict(size=32, dtype="float32", layout="nchw", seed=9, shuffle=True)
+BATCH = 4
+
+
+def cpu_batches(folder, **kw):
+    out = []
+    for images, labels in stoke.Loader(str(folder), BATCH, device="cpu", threads=1, **{**KW, **kw}):
+        out.append((np.from_dlpack(images).copy(), np.from_dlpack(labels).copy()))
+    return out
+
+
+def check_against_cpu(got, ref, dtype="float32", layout="nchw"):
+    # Same files, crops and flips in the same order; the pixels differ only by the decoders
+    # and rounding (tests/python/test_cuda.py's bound: 2 levels mean), labels exactly equal.
+    assert len(got) == len(ref) > 0
+    scale = 1.0 if dtype == "uint8" else 255 * 0.226  # back to 0..255 levels
+    for (x, y), (xc, yc) in zip(got, ref):
+        assert x.shape == xc.shape and x.dtype == xc.dtype, (x.shape, xc.shape, x.dtype, xc.dtype)
+        assert np.allclose(y, yc, atol=1e-6) and y.dtype == yc.dtype, "labels (the order) differ between backends"
+        d = np.abs(x.astype(np.float64) - xc.astype(np.float64)) * scale
+        assert d.mean() < 2.0, f"{dtype}/{layout}: mean |cuda - cpu| = {d.mean():.3f} levels"
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"dtype": "float16", "layout": "nhwc"}, {"dtype": "uint8"}, {"mixup": 0.8, "cutmix": 1.0, "num_classes": CLASSES}],
+    ids=["f32-nchw", "f16-nhwc", "u8-nchw", "mixup-soft-targets"],
+)
+def test_a_consumer_stream_waits_for_each_batch_and_sees_the_cpu_backends_pixels(drv, folder, kw):
+    drv.make_current()
+    s = drv.stream()
+    ld = stoke.Loader(str(folder), BATCH, device="cuda", **{**KW, **kw})
+    assert ld.backend == "cuda"
+    got = []
+    for images, labels in ld:
+        before = drv.lib.stoke_sim_stream_waits(s)
+        x = read(drv, images, s)[0]
+        assert drv.lib.stoke_sim_stream_waits(s) > before, "__dlpack__(stream=s) did not make s wait for the batch"
+        y = read(drv, labels, s)[0]
+        got.append((x, y))
+    # The last batch is released on s: before s goes (stoke records on it; the stand-in would
+    # name a destroyed stream).
+    del images, labels
+    check_against_cpu(got, cpu_batches(folder, **kw), kw.get("dtype", "float32"), kw.get("layout", "nchw"))
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
+def test_a_released_batch_is_recorded_on_the_consumers_stream(drv, folder):
+    # The ring slot goes back to the producer after the consumer's reads: stoke records an event
+    # on the consumer's stream when the last capsule and tensor go, and the producer waits on it.
+    drv.make_current()
+    s = drv.stream()
+    ld = stoke.Loader(str(folder), BATCH, device="cuda", **KW)
+    it = iter(ld)
+    images, labels = next(it)
+    x, capsule = read(drv, images, s)
+    before = drv.lib.stoke_sim_stream_records(s)
+    del capsule, images, labels
+    assert drv.lib.stoke_sim_stream_records(s) > before, "no release event recorded on the consumer's stream"
+    assert sum(1 for _ in it) == len(ld) - 1
+    del it
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
+@pytest.mark.parametrize("handle", [1, 2, -1], ids=["legacy", "per-thread", "no-sync"])
+def test_the_protocols_special_streams_with_batches_released_on_another_thread(drv, folder, handle):
+    # Each batch is read on a thread of the consumer's and released on the loader's thread
+    # (here, the main one): the ring slot must not be reused before those reads are done, even
+    # when the handle (2: that thread's per-thread stream; -1: none) means nothing elsewhere.
+    drv.make_current()
+    ld = stoke.Loader(str(folder), BATCH, device="cuda", **KW)
+    got = []
+    for images, labels in ld:
+        box = {}
+
+        def consume():
+            drv.make_current()
+            box["x"], box["xc"] = read(drv, images, handle)
+            box["y"], box["yc"] = read(drv, labels, handle)
+
+        t = threading.Thread(target=consume)
+        t.start()
+        t.join()
+        got.append((box["x"], box["y"]))
+        del box, images, labels
+    check_against_cpu(got, cpu_batches(folder))
