@@ -206,8 +206,29 @@ fn compile_device_kernels() {
     std::fs::write(out.join("stoke_kernels.rs"), gen).unwrap();
 }
 
+/// Whether turbojpeg-sys built libjpeg-turbo with its SIMD code (nasm was found): its
+/// installed `jconfig.h` defines `WITH_SIMD` then. turbojpeg-sys declares `links = "turbojpeg"`,
+/// so its build runs first and passes its include folders as `DEP_TURBOJPEG_INCLUDE`. Sets the
+/// cfg `stoke_jpeg_simd`, under which the decoder asks libjpeg-turbo's own dispatch at run time
+/// (`backend::cpu::decode::jpeg_simd`); without SIMD those functions do not exist.
+fn detect_jpeg_simd() {
+    println!("cargo::rustc-check-cfg=cfg(stoke_jpeg_simd)");
+    let includes = std::env::var("DEP_TURBOJPEG_INCLUDE").unwrap_or_default();
+    let simd = includes.split(',').filter(|d| !d.is_empty()).any(|d| {
+        let h = Path::new(d).join("jconfig.h");
+        println!("cargo:rerun-if-changed={}", h.display());
+        std::fs::read_to_string(&h).is_ok_and(|t| t.lines().any(|l| l.trim() == "#define WITH_SIMD 1"))
+    });
+    if simd {
+        println!("cargo:rustc-cfg=stoke_jpeg_simd");
+    } else {
+        println!("cargo:warning=libjpeg-turbo was built without SIMD (nasm missing): JPEG decoding runs about 1.5x slower; scripts/setup.sh --rebuild-jpeg fixes it");
+    }
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     compile_host_kernels();
     compile_device_kernels();
+    detect_jpeg_simd();
 }

@@ -723,5 +723,8 @@ fn _stoke(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EpochIter>()?;
     m.add("SampleError", m.py().get_type_bound::<SampleError>())?;
     m.add("DLPACK_VERSION", dlpack::VERSION)?;
+    // The CPU decoder (libjpeg-turbo) was built with its SIMD code (nasm), and the advice when not.
+    m.add("JPEG_SIMD", stoke::backend::cpu::decode::jpeg_simd())?;
+    m.add("NO_SIMD_ADVICE", stoke::backend::cpu::decode::NO_SIMD_ADVICE)?;
     Ok(())
 }

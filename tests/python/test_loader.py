@@ -525,3 +525,33 @@ def test_a_capsule_dropped_while_an_exception_propagates_keeps_the_exception(fol
     # batches (a leaked export would count against max_held_batches).
     del images
     assert sum(1 for _ in ld) == len(ld)
+
+
+def test_cuda_libraries_from_pips_nvidia_wheels_are_found(tmp_path):
+    # A site folder laid out as pip's nvidia-nvjpeg / nvidia-cuda-nvrtc wheels lay it out
+    # (CUDA 13: nvidia/cu13/lib). The files are placeholders: import only records them, points
+    # STOKE_NVJPEG at libnvjpeg, and tries to preload libnvrtc (a placeholder fails quietly).
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnvjpeg.so.13").write_bytes(b"")
+    (lib / "libnvrtc.so.13").write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if k != "STOKE_NVJPEG"}
+    env["PYTHONPATH"] = str(tmp_path)
+    code = "import os, json, stoke; print(json.dumps([stoke.CUDA_LIBRARIES, os.environ.get('STOKE_NVJPEG')]))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    libs, nvjpeg = json.loads(out.strip().splitlines()[-1])
+    assert libs == {"nvjpeg": str(lib / "libnvjpeg.so.13"), "nvrtc": str(lib / "libnvrtc.so.13")}
+    assert nvjpeg == str(lib / "libnvjpeg.so.13")
+    # A STOKE_NVJPEG the user set wins.
+    env["STOKE_NVJPEG"] = "/opt/mine/libnvjpeg.so.13"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1])[1] == "/opt/mine/libnvjpeg.so.13"
+
+
+def test_the_decoder_was_built_with_simd():
+    # scripts/setup.sh gets nasm for every build the README's commands make; a build without it
+    # (no root, no sudo, no apt) decodes about 1.5x slower, and import stoke warns. CI requires
+    # SIMD (STOKE_REQUIRE_SIMD=1); elsewhere its absence is a skip that says how to fix it.
+    if not stoke.JPEG_SIMD and os.environ.get("STOKE_REQUIRE_SIMD") != "1":
+        pytest.skip(stoke.NO_SIMD_ADVICE)
+    assert stoke.JPEG_SIMD, stoke.NO_SIMD_ADVICE

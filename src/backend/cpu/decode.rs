@@ -33,6 +33,37 @@ use turbojpeg_sys as tj;
 
 pub use crate::codec::{DecodeError, DecodeErrorKind, DecodedImage};
 
+// libjpeg-turbo's own SIMD dispatch (its simd/x86_64/jsimd.c): in the static library
+// turbojpeg-sys links when it was built with nasm (build.rs sets `stoke_jpeg_simd` then), absent
+// otherwise. Not part of the TurboJPEG API, so declared here.
+#[cfg(stoke_jpeg_simd)]
+extern "C" {
+    fn jsimd_can_idct_islow() -> std::os::raw::c_int;
+    fn jsimd_can_ycc_rgb() -> std::os::raw::c_int;
+}
+
+/// Whether the linked libjpeg-turbo decodes with SIMD (its inverse DCT and colour conversion).
+/// `false` when it was built without nasm (about 1.5× slower decoding; `stoke doctor` says so),
+/// or when `JSIMD_FORCENONE=1` turns SIMD off. The answer is fixed for the process.
+pub fn jpeg_simd() -> bool {
+    #[cfg(stoke_jpeg_simd)]
+    {
+        static SIMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        // SAFETY: both take no arguments and only read the CPU's features and the environment
+        // (OnceLock keeps libjpeg-turbo's unsynchronised first-call initialisation on one
+        // thread).
+        *SIMD.get_or_init(|| unsafe { jsimd_can_idct_islow() != 0 && jsimd_can_ycc_rgb() != 0 })
+    }
+    #[cfg(not(stoke_jpeg_simd))]
+    false
+}
+
+/// What a user is told when [`jpeg_simd`] is false: the cost, and the one command that fixes
+/// it in a checkout (scripts/setup.sh installs nasm, then the decoder is rebuilt).
+pub const NO_SIMD_ADVICE: &str =
+    "libjpeg-turbo runs without SIMD (built without nasm, or JSIMD_FORCENONE=1): JPEG decoding is about 1.5x slower; \
+fix: scripts/setup.sh --rebuild-jpeg in the checkout (installs nasm, rebuilds the decoder), or install nasm and rebuild";
+
 /// What libjpeg-turbo needs of a JPEG header to decode it (the header facts the index and the
 /// routing use come from [`crate::codec::jpeg::parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,6 +483,32 @@ fn decode_inner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SIMD probe answers what the build did: under `JSIMD_FORCENONE=1` (libjpeg-turbo's
+    /// own switch, read once) a child process must say "no SIMD", so the probe can fail; in
+    /// this process it must say "SIMD" whenever the build had nasm (CI requires it with
+    /// STOKE_REQUIRE_SIMD=1; elsewhere a build without nasm prints the advice).
+    #[test]
+    fn the_simd_probe_reports_the_build_and_the_forced_off_switch() {
+        if std::env::var_os("STOKE_SIMD_PROBE_CHILD").is_some() {
+            println!("SIMD={}", jpeg_simd());
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(exe)
+            .args(["--exact", "backend::cpu::decode::tests::the_simd_probe_reports_the_build_and_the_forced_off_switch", "--nocapture"])
+            .env("STOKE_SIMD_PROBE_CHILD", "1")
+            .env("JSIMD_FORCENONE", "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("SIMD=false"), "JSIMD_FORCENONE=1 should turn SIMD off: {text}");
+        if std::env::var("STOKE_REQUIRE_SIMD").is_ok_and(|v| v == "1") {
+            assert!(jpeg_simd(), "{NO_SIMD_ADVICE}");
+        } else if !jpeg_simd() {
+            eprintln!("{NO_SIMD_ADVICE}");
+        }
+    }
 
     #[test]
     fn unknown_bytes_are_named_as_such() {

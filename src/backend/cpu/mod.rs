@@ -135,6 +135,9 @@ impl CpuBackend {
     /// A backend for `config`: a pool of `config.cpu_threads` workers (0 = all cores).
     pub fn new(config: &PipelineConfig) -> Result<Self> {
         config.validate()?;
+        if !decode::jpeg_simd() {
+            log::warn!("{}", decode::NO_SIMD_ADVICE);
+        }
         if config.mixup.enabled() && config.mixup.num_classes == 0 {
             return Err(Error::config("mixup/cutmix needs mixup.num_classes (the Pipeline sets it from the dataset)"));
         }

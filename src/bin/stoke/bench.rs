@@ -260,6 +260,9 @@ pub struct Report {
     /// came from. The simulated device (sim/) calls itself "stoke-sim (simulated device, not
     /// a GPU)", so nothing measured on it reads as a GPU's figure.
     pub device: Option<String>,
+    /// The CPU decoder (libjpeg-turbo) has its SIMD code: false after a build without nasm,
+    /// when CPU decoding runs about 1.5× slower (`stoke doctor` says how to fix it).
+    pub jpeg_simd: bool,
     /// Samples replaced by substitutes (could not be read or decoded) in the window.
     pub errors: u64,
     /// Source megapixels decoded per second (oriented width × height of every sample).
@@ -501,6 +504,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         images_per_sec: rec.images as f64 / seconds,
         backend: backend.to_string(),
         device: on_gpu.then(|| stoke::backend::cuda::device::device_info(config.device).map(|d| d.name).ok()).flatten(),
+        jpeg_simd: stoke::backend::cpu::decode::jpeg_simd(),
         errors: rec.errors,
         mpix_per_sec: rec.pixels as f64 / 1e6 / seconds,
         compressed_mb_per_sec: rec.bytes as f64 / 1e6 / seconds,
@@ -557,6 +561,9 @@ impl Report {
         );
         if let Some(d) = &self.device {
             println!("device       {d}");
+        }
+        if !self.jpeg_simd {
+            println!("WARNING      {}", stoke::backend::cpu::decode::NO_SIMD_ADVICE);
         }
         println!(
             "measured     {} images in {} batches, {:.2} s (after {} warm-up batches; {} finished during warm-up not counted)",

@@ -24,7 +24,18 @@ struct Report {
     devices: Vec<Device>,
     nvjpeg: Nvjpeg,
     kernels: KernelBuild,
+    cpu_decoder: CpuDecoder,
     backend: Backend,
+}
+
+#[derive(Serialize)]
+struct CpuDecoder {
+    /// "libjpeg-turbo 3.1".
+    library: &'static str,
+    /// Built with its SIMD code (nasm) and using it on this CPU.
+    simd: bool,
+    /// What to do when `simd` is false.
+    advice: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -198,6 +209,11 @@ fn gather() -> Report {
             runtime_compile: !module::precompiled(),
             files: module::KERNEL_FILES.to_vec(),
         },
+        cpu_decoder: CpuDecoder {
+            library: "libjpeg-turbo 3.1",
+            simd: stoke::backend::cpu::decode::jpeg_simd(),
+            advice: (!stoke::backend::cpu::decode::jpeg_simd()).then_some(stoke::backend::cpu::decode::NO_SIMD_ADVICE),
+        },
         backend,
     }
 }
@@ -257,6 +273,10 @@ fn print_text(r: &Report) {
         println!("kernels       : precompiled for {} + PTX {} ({})", k.sass.join(", "), k.ptx.unwrap_or("-"), k.nvcc.unwrap_or("nvcc"));
     } else {
         println!("kernels       : not precompiled (built without nvcc); compiled at run time with NVRTC (needs libnvrtc.so.13)");
+    }
+    match r.cpu_decoder.advice {
+        None => println!("CPU decoder   : {} with SIMD", r.cpu_decoder.library),
+        Some(a) => println!("CPU decoder   : {} WITHOUT SIMD — {a}", r.cpu_decoder.library),
     }
     match r.backend.kind {
         "cuda" => println!("backend       : CUDA — `stoke bench` will use {}", r.backend.reason),
