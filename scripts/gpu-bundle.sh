@@ -72,15 +72,15 @@ cargo bench --no-run --bench cuda_kernels --message-format=json | list_executabl
   if [ "$kind" = bench ]; then cp "$exe" "$P/bench-bin/$name"; fi
 done
 
-# The Python package: the abi3 wheel (maturin, through pip in the test venv), unpacked.
-echo "gpu-bundle: building the Python package (abi3 wheel)" >&2
-venv="${STOKE_PY_VENV:-.venv-py}"
-[ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-wheels="$(mktemp -d)"
-"$venv/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-deps --wheel-dir "$wheels" . >&2
+# The Python package: the wheel for machines without Rust (scripts/build-wheel.sh: abi3,
+# manylinux_2_28), unpacked. $STOKE_WHEEL: one built already (CI builds it once for both).
+whl="${STOKE_WHEEL:-}"
+if [ -z "$whl" ]; then
+  echo "gpu-bundle: building the Python package (scripts/build-wheel.sh)" >&2
+  whl="$(scripts/build-wheel.sh)"
+fi
 mkdir -p $P/python
-"$venv/bin/python" -m zipfile -e "$wheels"/stoke-*.whl $P/python
-rm -rf "$wheels"
+"${PYTHON:-python3}" -m zipfile -e "$whl" $P/python
 mkdir -p $P/work/tests $P/work/examples
 cp -r tests/python $P/work/tests/
 rm -rf $P/work/tests/python/__pycache__

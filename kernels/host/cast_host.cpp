@@ -19,6 +19,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define STOKE_HAVE_F16C_PATH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -137,21 +138,39 @@ __attribute__((target("avx2"))) void normalize_bf16_run_avx2(const float* src, f
     for (; i < n; i++) dst[i] = bf16_bits_branchless(stoke_normalize(src[i], mean, std));
 }
 
-bool detect_avx2() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
+// The CPU's features from CPUID and XGETBV directly (not __builtin_cpu_supports, whose
+// libgcc/compiler-rt symbols do not link into a shared library built by zig for the
+// manylinux wheel). AVX needs the OS to save the YMM state (XCR0 bits 1 and 2).
+struct CpuFeatures {
+    bool avx, avx2, f16c;
+};
+
+CpuFeatures cpu_features() {
+    CpuFeatures f = {false, false, false};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6u) != 6u) return f;
+    f.avx = true;
+    f.f16c = f16c;
+    if (__get_cpuid_max(0, nullptr) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        f.avx2 = b & (1u << 5);
+    }
+    return f;
 }
 
-bool detect_avx() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx");
-}
+bool detect_avx2() { return cpu_features().avx2; }
 
+bool detect_avx() { return cpu_features().avx; }
+
+// VCVTPS2PH is VEX-encoded: F16C is usable only with AVX (the OS saving the YMM state).
 bool detect_f16c() {
-    __builtin_cpu_init();
-    // AVX is checked too: VCVTPS2PH is VEX-encoded and needs the OS to save the YMM state,
-    // which libgcc's "avx" check includes.
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    const CpuFeatures f = cpu_features();
+    return f.avx && f.f16c;
 }
 #endif
 
