@@ -17,6 +17,7 @@
 #   scripts/setup.sh --rebuild-jpeg    # after a build without SIMD: get nasm, then make cargo
 #                                      # rebuild libjpeg-turbo (cargo clean -p turbojpeg-sys)
 #   scripts/setup.sh --quiet           # print nothing unless something is installed or missing
+#   scripts/setup.sh --no-warn         # not even the no-nasm warning (scripts/cmake's later calls)
 #
 # STOKE_SETUP_NASM=apt|sudo|download|none forces one nasm route (for testing each of them);
 # it is ignored when nasm is already on PATH or in .venv-tools.
@@ -24,13 +25,14 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tools="$root/.venv-tools"
 CMAKE_PIN=3.31.10
-print_env=0 quiet=0 rebuild=0
+print_env=0 quiet=0 rebuild=0 warn=1
 for a in "$@"; do
   case "$a" in
     --env) print_env=1 ;;
     --quiet) quiet=1 ;;
+    --no-warn) warn=0 ;;
     --rebuild-jpeg) rebuild=1 ;;
-    *) echo "setup: unknown argument $a (expected --env, --quiet, --rebuild-jpeg)" >&2; exit 2 ;;
+    *) echo "setup: unknown argument $a (expected --env, --quiet, --no-warn, --rebuild-jpeg)" >&2; exit 2 ;;
   esac
 done
 log() { echo "setup: $*" >&2; }
@@ -115,7 +117,7 @@ else
 fi
 if [ -n "$nasm_bin" ]; then
   case "$nasm_bin" in "$tools"/*) add_path "$(dirname "$nasm_bin")" ;; esac
-else
+elif [ "$warn" = 1 ]; then
   shout "WARNING: nasm could not be installed (not root, no password-less sudo, apt-get download failed): libjpeg-turbo builds WITHOUT SIMD and JPEG decoding runs about 1.5x slower. Fix: install nasm (sudo apt-get install nasm), then scripts/setup.sh --rebuild-jpeg"
 fi
 

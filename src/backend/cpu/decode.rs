@@ -62,7 +62,7 @@ pub fn jpeg_simd() -> bool {
 /// it in a checkout (scripts/setup.sh installs nasm, then the decoder is rebuilt).
 pub const NO_SIMD_ADVICE: &str =
     "libjpeg-turbo runs without SIMD (built without nasm, or JSIMD_FORCENONE=1): JPEG decoding is about 1.5x slower; \
-fix: scripts/setup.sh --rebuild-jpeg in the checkout (installs nasm, rebuilds the decoder), or install nasm and rebuild";
+fix: scripts/setup.sh --rebuild-jpeg in the checkout (installs nasm, makes cargo rebuild the decoder), then build or pip install . again";
 
 /// What libjpeg-turbo needs of a JPEG header to decode it (the header facts the index and the
 /// routing use come from [`crate::codec::jpeg::parse`]).
