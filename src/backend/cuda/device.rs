@@ -63,14 +63,46 @@ fn no_panic<T>(call: &'static str, f: impl FnOnce() -> Result<T, GpuError>) -> R
     })
 }
 
+/// Whether a CUDA library (`"cuda"`, `"nvrtc"`) can be opened by one of the names cudarc's
+/// run-time loading tries for CUDA 13.0 (`lib<name>.so`, `lib<name>.so.13`, ...; cudarc 0.19.10
+/// `get_lib_name_candidates`), so that when this says yes, cudarc's first call finds it too
+/// rather than panicking. stoke's own probe, not cudarc's `is_culib_present`: that exists only
+/// under cudarc's dynamic loading, and a build with candle's CUDA backend links cudarc's
+/// libraries instead (Cargo.toml, `fallback-dynamic-loading`); then the library is already
+/// loaded and this finds it by name.
+pub fn library_loadable(name: &str) -> bool {
+    let (major, minor) = (13, 0);
+    let candidates = [
+        format!("lib{name}.so"),
+        format!("lib{name}64.so"),
+        format!("lib{name}64_{major}.so"),
+        format!("lib{name}64_{major}{minor}.so"),
+        format!("lib{name}64_{major}{minor}_0.so"),
+        format!("lib{name}64_{major}0_{minor}.so"),
+        format!("lib{name}64_10.so"),
+        format!("lib{name}64_11.so"),
+        format!("lib{name}64_12.so"),
+        format!("lib{name}64_{major}0_0.so"),
+        format!("lib{name}64_9.so"),
+        format!("lib{name}.so.{major}"),
+        format!("lib{name}.so.12"),
+        format!("lib{name}.so.11"),
+        format!("lib{name}.so.10"),
+        format!("lib{name}.so.9"),
+        format!("lib{name}.so.1"),
+    ];
+    // SAFETY: opening a shared library runs its initialisers; these are the CUDA libraries
+    // cudarc would open by the same names, and nothing is called.
+    candidates.iter().any(|c| unsafe { libloading::Library::new(c) }.is_ok())
+}
+
 /// libcuda loaded, initialised and new enough; how many devices it sees.
 ///
 /// Errors: [`GpuError::NoDriver`] (no libcuda), [`GpuError::DriverTooOld`],
 /// [`GpuError::Cuda`] (`cuInit` failed for another reason). Zero devices is not an error
 /// here (`device_count == 0`).
 pub fn probe_driver() -> Result<DriverInfo, GpuError> {
-    // SAFETY: only tries to open libcuda by its usual names; no symbols are called.
-    if !unsafe { sys::is_culib_present() } {
+    if !library_loadable("cuda") {
         return Err(GpuError::NoDriver("libcuda.so.1 not found by the dynamic loader".into()));
     }
     no_panic("cuInit", || {
@@ -212,6 +244,16 @@ pub fn elapsed_secs(start: &CudaEvent, end: &CudaEvent) -> Result<f64, GpuError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe says no for a library nobody has, and yes for libcuda exactly when the loader
+    /// opens `libcuda.so.1` (the driver's name; the stand-in's under scripts/with-sim-gpu.sh).
+    #[test]
+    fn the_library_probe_agrees_with_the_loader() {
+        assert!(!library_loadable("stoke_no_such_library"));
+        // SAFETY: opening libcuda (or its stand-in) runs only its initialisers.
+        let direct = unsafe { libloading::Library::new("libcuda.so.1") }.is_ok();
+        assert_eq!(library_loadable("cuda"), direct);
+    }
 
     #[test]
     fn versions_print_as_nvidia_does() {

@@ -144,8 +144,7 @@ pub fn nvrtc_include_dirs() -> Vec<String> {
 /// Compile [`SOURCE`] to PTX for `arch` (e.g. `compute_90`) with the same floating-point
 /// contract as the nvcc build (`-fmad=false`: docs/CONTRACTS.md, contract 2).
 pub fn nvrtc_compile(arch: &str) -> Result<Ptx, String> {
-    // SAFETY: only tries to open libnvrtc by its usual names.
-    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if !super::device::library_loadable("nvrtc") {
         return Err(format!(
             "no precompiled kernels for this GPU and libnvrtc (CUDA 13) was not found to compile them for {arch}; \
              rebuild stoke with nvcc (scripts/setup-cuda.sh) or install libnvrtc.so.13"
@@ -236,8 +235,7 @@ mod tests {
     /// entry for every kernel the source declares.
     #[test]
     fn nvrtc_compiles_the_embedded_source_where_libnvrtc_is_present() {
-        // SAFETY: only tries to open libnvrtc.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !crate::backend::cuda::device::library_loadable("nvrtc") {
             eprintln!("skipped: libnvrtc.so.13 not found (put the nvidia-cuda-nvrtc wheel's lib on LD_LIBRARY_PATH)");
             return;
         }
