@@ -162,12 +162,17 @@ fn same_seed_gives_bit_identical_batches() {
     assert!(a != collect(22), "seed 22 gave seed 21's batches");
 }
 
+/// The process's resident memory after glibc has handed its free heap pages back
+/// (`malloc_trim`), so the figure follows live memory, not where the allocator's per-thread
+/// arenas happen to stand (the stand-in's stream threads and the decode threads each get one).
 fn rss_bytes() -> u64 {
+    // SAFETY: malloc_trim only returns free pages of glibc's heaps to the OS.
+    unsafe { libc::malloc_trim(0) };
     let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()).unwrap_or(0) * 4096
 }
 
-/// Device and host memory over 5 shuffled epochs, as a training run sees them. What the
+/// Device and host memory over 6 shuffled epochs, as a training run sees them. What the
 /// backend allocates itself is fixed when it is built and must not move at all; nvJPEG's
 /// buffers are sized at start-up (the CUDA slots' with nvjpegBuffer*Resize, the engine's with
 /// nvjpegDecodeBatchedPreAllocate) for the largest image of this set, so the device's free
@@ -175,7 +180,7 @@ fn rss_bytes() -> u64 {
 /// counts every allocation, no device or pinned allocation at all is made after epoch 1.
 /// Run alone (`serial`): other tests' allocations would move the device figure.
 #[test]
-fn memory_is_flat_over_five_epochs() {
+fn memory_is_flat_over_six_epochs() {
     let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -187,7 +192,7 @@ fn memory_is_flat_over_five_epochs() {
     let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
     let mut marks = Vec::new();
     let mut sim_marks = Vec::new();
-    for e in 0..5 {
+    for e in 0..6 {
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
@@ -204,10 +209,17 @@ fn memory_is_flat_over_five_epochs() {
         "STOKE-Q memory: (device free, host rss) after each epoch: {marks:?}; backend holds {} device + {} pinned bytes",
         held.0, held.1
     );
-    let (f1, r1) = marks[0];
-    for (e, (f, r)) in marks.iter().enumerate().skip(1) {
+    let (f1, _) = marks[0];
+    for (e, (f, _)) in marks.iter().enumerate().skip(1) {
         assert_eq!(*f, f1, "device free memory moved from epoch 1 to epoch {}: {f1} -> {f}", e + 1);
-        assert!(r.saturating_sub(r1) < 16 << 20, "host memory grew by epoch {}: {r1} → {r}", e + 1);
+    }
+    // Host memory is measured from epoch 2 on: the first epochs still grow the allocator's
+    // per-thread arenas and thread stacks (10-17 MB on the stand-in, whose stream threads are
+    // host threads; then flat within ±7 MB over 20 epochs, measured). A leak of 4 MB or more
+    // per epoch passes the bound by epoch 6.
+    let r2 = marks[1].1;
+    for (e, (_, r)) in marks.iter().enumerate().skip(2) {
+        assert!(r.saturating_sub(r2) < 16 << 20, "host memory grew from epoch 2 to epoch {}: {r2} → {r}", e + 1);
     }
     if let Some(Some(first)) = sim_marks.first() {
         for (e, m) in sim_marks.iter().enumerate().skip(1) {
