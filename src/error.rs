@@ -9,6 +9,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in stoke.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The consumer holds a device batch in every output-ring slot and asks for another: the
+    /// next batch has nowhere to be written, so waiting would never end.
+    #[error(
+        "{held} device batches are still held and the output ring has {depth} slots (ring_depth): the next batch has no slot to be written into; drop one (or give it back with Pipeline::recycle) before asking for the next, or build the pipeline with a larger ring_depth"
+    )]
+    HeldBatches {
+        /// Device batches the consumer holds.
+        held: usize,
+        /// The ring's slots (`ring_depth`).
+        depth: usize,
+    },
+
     /// A configuration value is invalid; the message names the field and the value.
     #[error("invalid configuration: {0}")]
     Config(String),

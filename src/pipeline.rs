@@ -111,6 +111,10 @@ pub struct Pipeline {
     producer: Option<JoinHandle<()>>,
     generation: u64,
     active: bool,
+    /// Steps of the current epoch handed out so far (from its start step).
+    delivered: u64,
+    /// The CUDA backend's count of device batches the consumer holds, and the ring's depth.
+    device_held: Option<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
 }
 
 impl Pipeline {
@@ -211,6 +215,8 @@ impl Pipeline {
             producer: Some(handle),
             generation: 0,
             active: false,
+            delivered: 0,
+            device_held: None,
         })
     }
 
@@ -270,6 +276,7 @@ impl Pipeline {
         self.generation += 1;
         self.shared.generation.store(self.generation, Ordering::SeqCst);
         self.active = true;
+        self.delivered = start_step;
         if let Some(c) = &self.commands {
             let _ = c.send(Command::Epoch { generation: self.generation, epoch, start_step });
         }
@@ -280,6 +287,15 @@ impl Pipeline {
     pub fn next_batch(&mut self) -> Option<Result<Batch>> {
         if !self.active {
             return None;
+        }
+        if let Some((held, depth)) = &self.device_held {
+            // Every ring slot is in a batch the caller holds: the next batch could only be
+            // written after the caller drops one, which it cannot do while it waits here.
+            // (At the epoch's end no slot is needed: the end marker comes without one.)
+            let held = held.load(Ordering::SeqCst);
+            if held >= *depth && self.delivered < self.steps {
+                return Some(Err(Error::HeldBatches { held, depth: *depth }));
+            }
         }
         let rx = self.batches.as_ref()?;
         let t0 = Instant::now();
@@ -299,9 +315,15 @@ impl Pipeline {
         };
         self.lock_stats().consumer_wait += t0.elapsed();
         match item {
-            Item::Batch(r) => {
-                if r.is_err() {
-                    self.active = false;
+            Item::Batch(mut r) => {
+                match &mut r {
+                    Ok(b) => {
+                        self.delivered += 1;
+                        if let Images::Device(d) = &mut b.images {
+                            self.device_held = Some(d.hand_out());
+                        }
+                    }
+                    Err(_) => self.active = false,
                 }
                 Some(r)
             }
@@ -321,7 +343,7 @@ impl Pipeline {
     /// a ring slot would otherwise wait for the slot that queue holds, forever.
     pub fn recycle(&self, mut batch: Batch) {
         if matches!(batch.images, Images::Device(_)) {
-            batch.images = Images::Host(Vec::new());
+            batch.images = Images::Host(Default::default());
         }
         let _ = self.free.send(batch);
     }

@@ -290,6 +290,48 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
     assert!(seen >= ds.len(), "{seen} samples for {} in the dataset", ds.len());
 }
 
+/// Holding a device batch in every ring slot and asking for the next is an error that names
+/// the bound (it used to wait forever: the slot it needs is one the caller holds); the pipeline
+/// stays usable, so dropping one batch and asking again continues the epoch in step order; at
+/// the epoch's end, with every slot held, the end still comes (it needs no slot).
+#[test]
+fn holding_every_ring_slot_makes_the_next_batch_an_error_not_a_hang() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 40, 6);
+    let mut c = config(&ds, 3);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 8;
+    c.ring_depth = 3;
+    c.prefetch_batches = 1;
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let steps = p.steps_per_epoch();
+    assert_eq!(steps, 5);
+    p.start_epoch(0, 0);
+    let mut held: Vec<Batch> = (0..3).map(|_| p.next_batch().unwrap().unwrap()).collect();
+    for attempt in 0..2 {
+        match p.next_batch() {
+            Some(Err(stoke::Error::HeldBatches { held, depth })) => assert_eq!((held, depth), (3, 3), "attempt {attempt}"),
+            other => panic!("attempt {attempt}: expected the held-batches error, got {other:?}"),
+        }
+    }
+    let e = stoke::Error::HeldBatches { held: 3, depth: 3 }.to_string();
+    assert!(e.contains("ring_depth") && e.contains("drop one"), "{e}");
+    held.remove(0);
+    let b = p.next_batch().unwrap().unwrap();
+    assert_eq!(b.step, 3, "the epoch goes on in step order");
+    held.push(b);
+    held.remove(0);
+    held.push(p.next_batch().unwrap().unwrap());
+    assert_eq!(held.iter().map(|b| b.step).collect::<Vec<_>>(), [2, 3, 4]);
+    assert!(p.next_batch().is_none(), "with every slot held at the epoch's end, the end comes");
+    drop(held);
+    p.start_epoch(1, 0);
+    let n = std::iter::from_fn(|| p.next_batch()).map(|b| b.unwrap().len()).sum::<usize>();
+    assert_eq!(n, ds.len(), "the next epoch runs whole");
+}
+
 /// A consumer that reads each batch on its thread's per-thread default stream (handle 2, what
 /// a DLPack consumer passes as `stream=2`) and drops the batch on another thread: the ring slot
 /// must not be written again before that read is done. Handle 2 names the dropping thread's

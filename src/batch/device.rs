@@ -9,6 +9,7 @@ use crate::error::driver_err as err;
 use crate::error::GpuError;
 use crossbeam_channel::{Receiver, Sender};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Alignment of the labels inside a slot (and of every slot): 256 bytes, the CUDA
@@ -124,6 +125,9 @@ pub(crate) struct RingShared {
     /// Whether `ready[k]` was ever recorded (invariant 2 waits only then).
     pub(crate) used: Vec<std::sync::atomic::AtomicBool>,
     pub(crate) free: FreeSlots,
+    /// Batches handed to the consumer by `Pipeline::next_batch` and still alive: with every
+    /// slot held, the next batch is an error instead of a wait that never ends.
+    pub(crate) held: Arc<AtomicUsize>,
 }
 
 impl Drop for RingShared {
@@ -158,14 +162,18 @@ impl Drop for RingShared {
 ///   or on another stream, race with the next batch.
 /// - [`DeviceImages::synchronize`] blocks the host until the batch is ready, for host-side use
 ///   (copies, tests).
-/// - The ring has `ring_depth` slots: holding that many batches at once stalls the producer
-///   until one is dropped, so hold at most `ring_depth − 1` while asking for the next. For full
-///   overlap with the pipeline's prefetch, `ring_depth ≥ prefetch_batches + 2`.
+/// - The ring has `ring_depth` slots: hold at most `ring_depth − 1` while asking for the next.
+///   With all of them held, [`crate::Pipeline::next_batch`] returns [`crate::Error::HeldBatches`]
+///   (the pipeline stays usable: drop one and ask again) instead of waiting for a slot that
+///   only the caller can free. For full overlap with the pipeline's prefetch,
+///   `ring_depth ≥ prefetch_batches + 2`.
 pub struct DeviceImages {
     pub(crate) shared: Arc<RingShared>,
     pub(crate) slot: usize,
     pub(crate) n: usize,
     pub(crate) consumer: Mutex<Consumer>,
+    /// Counted in `RingShared::held` ([`DeviceImages::hand_out`]).
+    pub(crate) handed: bool,
 }
 
 /// Who reads a device batch, for ordering its release (invariant 5).
@@ -206,6 +214,16 @@ impl DeviceImages {
     /// Memory layout.
     pub fn layout(&self) -> Layout {
         self.shared.layout.layout
+    }
+
+    /// Count this batch as held by the consumer until it is dropped; returns the count (this
+    /// one included) and the ring's depth, and the counter for checks before the next batch.
+    pub(crate) fn hand_out(&mut self) -> (Arc<AtomicUsize>, usize) {
+        if !self.handed {
+            self.handed = true;
+            self.shared.held.fetch_add(1, Ordering::SeqCst);
+        }
+        (self.shared.held.clone(), self.shared.slots.len())
     }
 
     /// Which ring slot this is (for logging and tests).
@@ -325,12 +343,19 @@ impl DeviceImages {
 
     /// Copy the images bytes to the host (waits for ready; for tests and the CLI).
     pub fn copy_images_to_host(&self, out: &mut Vec<u8>) -> Result<(), GpuError> {
-        self.synchronize()?;
         out.resize(self.image_bytes(), 0);
+        self.copy_images_into(out)
+    }
+
+    /// [`DeviceImages::copy_images_to_host`] into a buffer of exactly
+    /// [`DeviceImages::image_bytes`] bytes.
+    pub fn copy_images_into(&self, out: &mut [u8]) -> Result<(), GpuError> {
+        assert_eq!(out.len(), self.image_bytes(), "the host buffer must hold the batch's images exactly");
+        self.synchronize()?;
         self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         // SAFETY: the slot holds `image_bytes` initialised bytes once ready (synchronised
         // above); `out` has exactly that length.
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], self.images_ptr()) }.map_err(err("cuMemcpyDtoH"))
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(out, self.images_ptr()) }.map_err(err("cuMemcpyDtoH"))
     }
 
     /// Overwrite the images with `byte` after the batch is ready (tests: poison a slot, then
@@ -369,6 +394,9 @@ impl Drop for DeviceImages {
                 log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
                 let _ = stream.synchronize();
             }
+        }
+        if self.handed {
+            sh.held.fetch_sub(1, Ordering::SeqCst);
         }
         // Fails only when the ring's receiver is gone (pipeline dropped): nothing to return to.
         let _ = sh.free.tx.send(self.slot);

@@ -23,7 +23,9 @@
 //!    another thread (handle 2 names the dropping thread's own stream there) — the drop waits
 //!    for the whole device (`cuCtxSynchronize`) instead.
 //!
-//! A consumer holding every slot blocks the producer (back-pressure, never a reallocation).
+//! A consumer holding every slot blocks the producer (back-pressure, never a reallocation);
+//! `Pipeline::next_batch` counts the batches it hands out (`RingShared::held`) and returns an
+//! error instead of waiting when the consumer holds them all.
 
 use super::augment::SampleDesc;
 use crate::augment::mixup::MixParams;
@@ -100,6 +102,7 @@ impl OutputRing {
             released,
             used,
             free: FreeSlots::new(depth),
+            held: Default::default(),
         };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -184,7 +187,7 @@ impl OutputRing {
         assert!(n >= 1 && n <= sh.layout.batch(), "a batch holds 1..=batch samples");
         sh.ready[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.used[p.slot].store(true, std::sync::atomic::Ordering::Release);
-        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(Default::default()) })
+        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(Default::default()), handed: false })
     }
 
     /// Give a slot back without publishing it (the batch failed after `acquire`).
