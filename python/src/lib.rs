@@ -55,7 +55,7 @@ impl Drop for Held {
             // on a dead handle), and on its own thread (a per-thread stream's reads would need
             // a whole-device wait). The rest of the batch goes back for reuse.
             if matches!(b.images, Images::Device(_)) {
-                drop(std::mem::replace(&mut b.images, Images::Host(Vec::new())));
+                drop(std::mem::replace(&mut b.images, Images::Host(Default::default())));
             }
             let _ = self.back.send(b); // the loader may be gone: then the batch is simply freed
         }

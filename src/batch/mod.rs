@@ -13,16 +13,21 @@ use crate::error::SlotError;
 /// The batch tensor's storage.
 #[derive(Debug)]
 pub enum Images {
-    /// Host memory: the little-endian bytes of the tensor, `shape` elements of `dtype`.
-    Host(Vec<u8>),
+    /// Host memory: `shape` elements of `dtype`, in a vector of that type (read and written as
+    /// little-endian bytes; a framework tensor can take the vector without a copy).
+    Host(HostImages),
     /// Device memory: one slot of the CUDA backend's output ring, with the labels beside the
     /// images. Read it on your stream after [`DeviceImages::wait_on`]; dropping it (with the
     /// batch) returns the slot. The lifetime rules are on [`DeviceImages`].
     Device(Box<DeviceImages>),
 }
 
+#[cfg(feature = "candle")]
+mod candle;
 pub(crate) mod device;
+mod host;
 pub use device::DeviceImages;
+pub use host::HostImages;
 
 /// A sample that was replaced (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -122,7 +127,7 @@ impl Batch {
     /// An empty host batch of `dtype`/`layout` (buffers grow on first use, then are reused).
     pub fn new_host(dtype: DType, layout: Layout) -> Self {
         Self {
-            images: Images::Host(Vec::new()),
+            images: Images::Host(HostImages::new(dtype)),
             labels: Vec::new(),
             shape: [0; 4],
             dtype,
@@ -163,10 +168,11 @@ impl Batch {
         self.shape[1] * self.shape[2] * self.shape[3] * self.dtype.size()
     }
 
-    /// The tensor bytes when the batch is on the host.
+    /// The tensor bytes when the batch is on the host (`None` for a device batch, and for a
+    /// host batch whose images a tensor took, [`Batch::take_candle`]).
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.images {
-            Images::Host(v) => Some(&v[..self.len() * self.sample_bytes()]),
+            Images::Host(v) => v.get(..self.len() * self.sample_bytes()),
             Images::Device(_) => None,
         }
     }
@@ -176,8 +182,9 @@ impl Batch {
     /// (`dump`, `preview`) whatever backend made the batch.
     pub fn make_host(&mut self) -> crate::error::Result<()> {
         if let Images::Device(d) = &self.images {
-            let mut v = Vec::new();
-            d.copy_images_to_host(&mut v)?;
+            let mut v = HostImages::new(self.dtype);
+            v.resize(self.dtype, d.image_bytes());
+            d.copy_images_into(&mut v)?;
             d.copy_targets_to_host(&mut self.targets)?;
             self.images = Images::Host(v);
         }

@@ -181,10 +181,10 @@ impl Backend for CpuBackend {
         batch.step = step;
         let sample_bytes = batch.sample_bytes();
         if !matches!(batch.images, Images::Host(_)) {
-            batch.images = Images::Host(Vec::new()); // a device batch held before: returned
+            batch.images = Images::Host(Default::default()); // a device batch held before: returned
         }
         let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
-        images.resize(n * sample_bytes, 0);
+        images.resize(self.output.dtype, n * sample_bytes);
         for s in samples {
             if (s.params.out_w as usize, s.params.out_h as usize) != (self.out_w, self.out_h) {
                 return Err(Error::config(format!(

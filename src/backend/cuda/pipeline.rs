@@ -262,7 +262,7 @@ impl Backend for CudaBackend {
         // A device batch this `Batch` still holds gives its ring slot back first (its release
         // is recorded on its consumer's stream), so a recycled batch never starves the ring.
         if matches!(batch.images, Images::Device(_)) {
-            batch.images = Images::Host(Vec::new());
+            batch.images = Images::Host(Default::default());
         }
         let n = samples.len();
         let (ow, oh) = self.config.augment.size;
@@ -350,7 +350,7 @@ impl Backend for CudaBackend {
             // pixels stay in the arena and no output is written.
             let decode_stream = self.decoder.stream().clone();
             self.decoder.release_arena(&decode_stream)?;
-            batch.images = Images::Host(Vec::new());
+            batch.images = Images::Host(Default::default());
             gpu_times.augment = 0.0;
             let times = BatchTimes { decode: decode_time, augment: Default::default(), wall: t0.elapsed(), gpu: gpu_times };
             return Ok(BatchRun { times, status, plan });
