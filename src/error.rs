@@ -60,6 +60,11 @@ pub enum Error {
     /// The GPU side is unavailable or failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),
+
+    /// candle refused a tensor made from a batch (feature `candle`).
+    #[cfg(feature = "candle")]
+    #[error("candle: {0}")]
+    Candle(#[from] candle_core::Error),
 }
 
 /// Why the CUDA backend cannot run, or what it failed at.
