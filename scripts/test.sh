@@ -4,4 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --release
+# The `candle` feature: batches as candle tensors, and a small CNN trained on them (--smoke:
+# 40 steps, the loss must fall to at most 0.9x). candle-core and candle-nn compile once.
+cargo test --release --features candle --test candle
+cargo run --release --quiet --features candle --example train_candle -- --smoke
 scripts/test-python.sh
