@@ -4,8 +4,8 @@ use crate::config::DType;
 use half::{bf16, f16};
 
 /// The images of a host batch: one vector of the batch's element type, so that a framework
-/// tensor can take the vector itself (candle's `Tensor::from_vec`, [`crate::Batch::take_candle`])
-/// instead of copying it, and the bytes are aligned for that type. Everything else reads and
+/// tensor can take the vector itself (candle's `Tensor::from_vec`; `Batch::take_candle` with
+/// the `candle` feature) instead of copying it, and the bytes are aligned for that type. Everything else reads and
 /// writes it as little-endian bytes ([`HostImages::bytes`], or through `Deref<Target = [u8]>`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostImages {

@@ -169,7 +169,7 @@ impl Batch {
     }
 
     /// The tensor bytes when the batch is on the host (`None` for a device batch, and for a
-    /// host batch whose images a tensor took, [`Batch::take_candle`]).
+    /// host batch whose images a tensor took, `Batch::take_candle`, feature `candle`).
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.images {
             Images::Host(v) => v.get(..self.len() * self.sample_bytes()),
