@@ -6,7 +6,11 @@
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define STOKE_HD __host__ __device__ __forceinline__
 #else
+// A host build may define it first: kernels/host/augment_host_avx2.cpp makes these functions
+// `static inline`, so its AVX2 copies cannot stand in for the baseline build's at link time.
+#ifndef STOKE_HD
 #define STOKE_HD inline
+#endif
 #include <stdint.h>
 #include <string.h>
 #endif

@@ -8,4 +8,8 @@ cargo test --release
 # 40 steps, the loss must fall to at most 0.9x). candle-core and candle-nn compile once.
 cargo test --release --features candle --test candle
 cargo run --release --quiet --features candle --example train_candle -- --smoke
+# The CPU augment runs its AVX2 build where the CPU has it; the baseline build again here, on
+# the goldens and the kernel equality (tests/cpu_isa.rs compares the two bit for bit).
+STOKE_CPU_ISA=baseline STOKE_EXPECT_CPU_ISA=baseline cargo test --release --test cpu_isa --test cpu_golden \
+  --test cpu_jitter_golden --test cpu_auto --test cpu_recipe --test cpu_math --test gpu_kernel_host
 scripts/test-python.sh

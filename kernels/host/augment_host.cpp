@@ -342,10 +342,21 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
 
 }  // namespace
 
+// The whole-image entry's name: kernels/host/augment_host_avx2.cpp compiles this file again
+// for AVX2 under another name (and without the other exports, which need one copy only).
+#ifdef STOKE_HOST_ISA_SUFFIX
+#define STOKE_HOST_CAT2(a, b) a##b
+#define STOKE_HOST_CAT(a, b) STOKE_HOST_CAT2(a, b)
+#define STOKE_HOST_AUGMENT STOKE_HOST_CAT(stoke_host_augment, STOKE_HOST_ISA_SUFFIX)
+#else
+#define STOKE_HOST_AUGMENT stoke_host_augment
+#endif
+
 extern "C" {
 
 // ---- whole image -------------------------------------------------------------------------
 
+#ifndef STOKE_HOST_ISA_SUFFIX
 // Bytes of scratch stoke_host_augment needs for these parameters (0 if they are invalid for
 // the image size they describe).
 size_t stoke_host_augment_scratch(const StokeAugParams* p) {
@@ -354,6 +365,7 @@ size_t stoke_host_augment_scratch(const StokeAugParams* p) {
     if (stoke_params_check(p, sw, sh) != 0) return 0;
     return plan(p).total_bytes;
 }
+#endif
 
 // Augment one decoded image (or the region of it that holds the crop) into sample `n` of the output batch `out` (N×3×H×W or N×H×W×3 of
 // `dtype`). `src` is interleaved RGB, `stored_w × stored_h`, `row_stride` bytes per row, as
@@ -364,7 +376,7 @@ size_t stoke_host_augment_scratch(const StokeAugParams* p) {
 // `src` may hold only a region of the stored image: stored pixels [region_x, region_x +
 // region_w) × [region_y, region_y + region_h), `row_stride` bytes per region row (a full
 // image is the region (0, 0, stored_w, stored_h)). The crop box must lie inside it (−2 if not).
-int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, int32_t region_x, int32_t region_y,
+int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, int32_t region_x, int32_t region_y,
                        int32_t region_w, int32_t region_h, int64_t row_stride, const StokeAugParams* p,
                        const float* mean, const float* std, uint32_t dtype, uint32_t layout, void* out, uint64_t n,
                        void* scratch, size_t scratch_bytes) {
@@ -505,6 +517,7 @@ int stoke_host_augment(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     return 0;
 }
 
+#ifndef STOKE_HOST_ISA_SUFFIX
 // ---- per-function exports for tests -----------------------------------------------------
 
 void stoke_host_orient_to_stored(uint32_t o, int32_t x, int32_t y, int32_t W, int32_t H, int32_t* sx, int32_t* sy) {
@@ -560,5 +573,7 @@ int stoke_host_params_check(const StokeAugParams* p, int32_t stored_w, int32_t s
 uint64_t stoke_host_out_index(uint32_t layout, uint64_t n, int32_t c, int32_t y, int32_t x, int32_t H, int32_t W) {
     return stoke_out_index(layout, n, c, y, x, H, W);
 }
+
+#endif  // STOKE_HOST_ISA_SUFFIX
 
 }  // extern "C"

@@ -37,6 +37,28 @@ mod ffi {
             scratch: *mut u8,
             scratch_bytes: usize,
         ) -> i32;
+        /// `stoke_host_augment` compiled for AVX2 (kernels/host/augment_host_avx2.cpp).
+        #[cfg(target_arch = "x86_64")]
+        #[allow(clippy::too_many_arguments)]
+        pub fn stoke_host_augment_avx2(
+            src: *const u8,
+            stored_w: i32,
+            stored_h: i32,
+            region_x: i32,
+            region_y: i32,
+            region_w: i32,
+            region_h: i32,
+            row_stride: i64,
+            p: *const AugParams,
+            mean: *const f32,
+            std: *const f32,
+            dtype: u32,
+            layout: u32,
+            out: *mut u8,
+            n: u64,
+            scratch: *mut u8,
+            scratch_bytes: usize,
+        ) -> i32;
         pub fn stoke_host_orient_to_stored(o: u32, x: i32, y: i32, w: i32, h: i32, sx: *mut i32, sy: *mut i32);
         pub fn stoke_host_axis(
             in_size: i32,
@@ -184,10 +206,86 @@ impl<'a> SrcImage<'a> {
     }
 }
 
+/// The instruction set the whole-image augment runs on: the same source compiled twice, the
+/// same f32 operations in the same order (no FMA contraction in either), so the same bits;
+/// only the vector width of the compiler's loops differs (tests/cpu_isa.rs checks it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isa {
+    /// The x86-64 baseline (SSE2), or the target's default elsewhere.
+    Baseline,
+    /// AVX2 (x86-64-v3), where the CPU has it.
+    Avx2,
+}
+
+impl Isa {
+    /// Its name, as `STOKE_CPU_ISA` and `stoke doctor` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Baseline => "baseline",
+            Isa::Avx2 => "avx2",
+        }
+    }
+
+    /// Whether this CPU can run it.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Baseline => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 => false,
+        }
+    }
+}
+
+/// The ISA picked for `STOKE_CPU_ISA`'s value on a CPU with (or without) AVX2, and a warning
+/// when the value cannot be honoured. Unset or `auto`: the best the CPU has.
+pub fn pick_isa(env: Option<&str>, avx2: bool) -> (Isa, Option<String>) {
+    let best = if avx2 { Isa::Avx2 } else { Isa::Baseline };
+    match env.map(str::trim) {
+        None | Some("") | Some("auto") => (best, None),
+        Some("baseline") => (Isa::Baseline, None),
+        Some("avx2") if avx2 => (Isa::Avx2, None),
+        Some("avx2") => (Isa::Baseline, Some("STOKE_CPU_ISA=avx2, but this CPU has no AVX2: the augment runs on the baseline ISA".into())),
+        Some(other) => (best, Some(format!("STOKE_CPU_ISA={other:?} is not one of auto, baseline, avx2: using {}", best.name()))),
+    }
+}
+
+/// The ISA the CPU backend's augment runs on in this process: picked once, from
+/// `STOKE_CPU_ISA` (`auto`, `baseline` or `avx2`) and the CPU.
+pub fn augment_isa() -> Isa {
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(|| {
+        let (isa, warning) = pick_isa(std::env::var("STOKE_CPU_ISA").ok().as_deref(), Isa::Avx2.available());
+        if let Some(w) = warning {
+            log::warn!("{w}");
+        }
+        isa
+    })
+}
+
 /// Augment `src` with `p` into sample `n` of the batch tensor `out` (the bytes of an
 /// `N × 3 × out_h × out_w` tensor of `spec.dtype` in `spec.layout`), through the shared
-/// kernel math (`stoke_host_augment`). Errors say what does not fit.
+/// kernel math (`stoke_host_augment`) on [`augment_isa`]. Errors say what does not fit.
 pub fn augment(src: SrcImage<'_>, p: &AugParams, spec: &OutputSpec, out: &mut [u8], n: usize, scratch: &mut Scratch) -> Result<(), String> {
+    augment_on(augment_isa(), src, p, spec, out, n, scratch)
+}
+
+/// [`augment`] on a given ISA (an error if this CPU lacks it): for tests and benches that
+/// compare them.
+pub fn augment_on(
+    isa: Isa,
+    src: SrcImage<'_>,
+    p: &AugParams,
+    spec: &OutputSpec,
+    out: &mut [u8],
+    n: usize,
+    scratch: &mut Scratch,
+) -> Result<(), String> {
+    if !isa.available() {
+        return Err(format!("this CPU cannot run the {} augment", isa.name()));
+    }
     let code = params_check(p, src.width, src.height);
     if code != 0 {
         return Err(params_problem(code, p, src.width, src.height));
@@ -203,13 +301,21 @@ pub fn augment(src: SrcImage<'_>, p: &AugParams, spec: &OutputSpec, out: &mut [u
     if scratch.0.len() < words {
         scratch.0.resize(words, 0);
     }
+    let entry = match isa {
+        Isa::Baseline => ffi::stoke_host_augment,
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => ffi::stoke_host_augment_avx2,
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 => unreachable!("Isa::Avx2 is never available off x86-64"),
+    };
     // SAFETY: `src.rgb` covers the whole region (checked above); the math only reads pixels of
     // the crop box, which `params_check` placed inside the image and the C side checks to be
     // inside the region (else it returns −2 without reading); `out` holds sample `n` in full
     // (checked above) and only that sample is written; scratch holds `need` bytes, 8-byte
-    // aligned; mean/std point at three f32 each.
+    // aligned; mean/std point at three f32 each; the AVX2 entry runs only where the CPU has
+    // AVX2 (checked above).
     let rc = unsafe {
-        ffi::stoke_host_augment(
+        entry(
             src.rgb.as_ptr(),
             src.width,
             src.height,

@@ -263,6 +263,9 @@ pub struct Report {
     /// The CPU decoder (libjpeg-turbo) has its SIMD code: false after a build without nasm,
     /// when CPU decoding runs about 1.5× slower (`stoke doctor` says how to fix it).
     pub jpeg_simd: bool,
+    /// The instruction set the CPU backend's augment ran on ("avx2" or "baseline";
+    /// `STOKE_CPU_ISA`); the CUDA backend's CPU fallback uses it too.
+    pub cpu_isa: stoke::augment::host::Isa,
     /// Samples replaced by substitutes (could not be read or decoded) in the window.
     pub errors: u64,
     /// Source megapixels decoded per second (oriented width × height of every sample).
@@ -505,6 +508,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         backend: backend.to_string(),
         device: on_gpu.then(|| stoke::backend::cuda::device::device_info(config.device).map(|d| d.name).ok()).flatten(),
         jpeg_simd: stoke::backend::cpu::decode::jpeg_simd(),
+        cpu_isa: stoke::augment::host::augment_isa(),
         errors: rec.errors,
         mpix_per_sec: rec.pixels as f64 / 1e6 / seconds,
         compressed_mb_per_sec: rec.bytes as f64 / 1e6 / seconds,
@@ -556,8 +560,14 @@ impl Report {
         let pct = |x: f64| 100.0 * x / self.seconds;
         println!("dataset      {}", self.dataset);
         println!(
-            "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}",
-            self.backend, self.threads, self.reader_threads, self.prefetch_batches, self.batch_size, self.output
+            "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}{}",
+            self.backend,
+            self.threads,
+            self.reader_threads,
+            self.prefetch_batches,
+            self.batch_size,
+            self.output,
+            if self.backend == "cpu" { format!(", augment on {}", self.cpu_isa.name()) } else { String::new() }
         );
         if let Some(d) = &self.device {
             println!("device       {d}");

@@ -25,7 +25,17 @@ struct Report {
     nvjpeg: Nvjpeg,
     kernels: KernelBuild,
     cpu_decoder: CpuDecoder,
+    cpu_augment: CpuAugment,
     backend: Backend,
+}
+
+#[derive(Serialize)]
+struct CpuAugment {
+    /// The instruction set the CPU backend's augment runs on ("avx2" or "baseline"):
+    /// the best this CPU has, unless `STOKE_CPU_ISA` says otherwise. Same bits either way.
+    isa: stoke::augment::host::Isa,
+    /// Whether this CPU has AVX2.
+    avx2: bool,
 }
 
 #[derive(Serialize)]
@@ -214,6 +224,7 @@ fn gather() -> Report {
             simd: stoke::backend::cpu::decode::jpeg_simd(),
             advice: (!stoke::backend::cpu::decode::jpeg_simd()).then_some(stoke::backend::cpu::decode::NO_SIMD_ADVICE),
         },
+        cpu_augment: CpuAugment { isa: stoke::augment::host::augment_isa(), avx2: stoke::augment::host::Isa::Avx2.available() },
         backend,
     }
 }
@@ -278,6 +289,15 @@ fn print_text(r: &Report) {
         None => println!("CPU decoder   : {} with SIMD", r.cpu_decoder.library),
         Some(a) => println!("CPU decoder   : {} WITHOUT SIMD — {a}", r.cpu_decoder.library),
     }
+    println!(
+        "CPU augment   : {}{}",
+        r.cpu_augment.isa.name(),
+        match (r.cpu_augment.isa, r.cpu_augment.avx2) {
+            (stoke::augment::host::Isa::Baseline, true) => " (STOKE_CPU_ISA; this CPU has AVX2)",
+            (stoke::augment::host::Isa::Baseline, false) => " (this CPU has no AVX2)",
+            _ => "",
+        }
+    );
     match r.backend.kind {
         "cuda" => println!("backend       : CUDA — `stoke bench` will use {}", r.backend.reason),
         _ => println!("backend       : CPU — {}; `stoke bench` will use the CPU backend", r.backend.reason),
