@@ -3,6 +3,34 @@
 
 mod ffi {
     use crate::augment::AugParams;
+
+    /// The whole-image augment's signature, once for each build of it (one per ISA).
+    macro_rules! whole_image_augment {
+        ($($(#[$m:meta])* $name:ident;)*) => {$(
+            $(#[$m])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name(
+                src: *const u8,
+                stored_w: i32,
+                stored_h: i32,
+                region_x: i32,
+                region_y: i32,
+                region_w: i32,
+                region_h: i32,
+                row_stride: i64,
+                p: *const AugParams,
+                mean: *const f32,
+                std: *const f32,
+                dtype: u32,
+                layout: u32,
+                out: *mut u8,
+                n: u64,
+                scratch: *mut u8,
+                scratch_bytes: usize,
+            ) -> i32;
+        )*};
+    }
+
     extern "C" {
         pub fn stoke_host_f32_to_f16(f: f32) -> u16;
         pub fn stoke_host_f32_to_bf16(f: f32) -> u16;
@@ -17,48 +45,12 @@ mod ffi {
         pub fn stoke_host_normalize(x255: f32, mean: f32, std: f32) -> f32;
         pub fn stoke_host_params_size() -> usize;
         pub fn stoke_host_augment_scratch(p: *const AugParams) -> usize;
-        #[allow(clippy::too_many_arguments)]
-        pub fn stoke_host_augment(
-            src: *const u8,
-            stored_w: i32,
-            stored_h: i32,
-            region_x: i32,
-            region_y: i32,
-            region_w: i32,
-            region_h: i32,
-            row_stride: i64,
-            p: *const AugParams,
-            mean: *const f32,
-            std: *const f32,
-            dtype: u32,
-            layout: u32,
-            out: *mut u8,
-            n: u64,
-            scratch: *mut u8,
-            scratch_bytes: usize,
-        ) -> i32;
-        /// `stoke_host_augment` compiled for AVX2 (kernels/host/augment_host_avx2.cpp).
-        #[cfg(target_arch = "x86_64")]
-        #[allow(clippy::too_many_arguments)]
-        pub fn stoke_host_augment_avx2(
-            src: *const u8,
-            stored_w: i32,
-            stored_h: i32,
-            region_x: i32,
-            region_y: i32,
-            region_w: i32,
-            region_h: i32,
-            row_stride: i64,
-            p: *const AugParams,
-            mean: *const f32,
-            std: *const f32,
-            dtype: u32,
-            layout: u32,
-            out: *mut u8,
-            n: u64,
-            scratch: *mut u8,
-            scratch_bytes: usize,
-        ) -> i32;
+        whole_image_augment! {
+            stoke_host_augment;
+            /// `stoke_host_augment` compiled for AVX2 (kernels/host/augment_host_avx2.cpp).
+            #[cfg(target_arch = "x86_64")]
+            stoke_host_augment_avx2;
+        }
         pub fn stoke_host_orient_to_stored(o: u32, x: i32, y: i32, w: i32, h: i32, sx: *mut i32, sy: *mut i32);
         pub fn stoke_host_axis(
             in_size: i32,
