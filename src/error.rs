@@ -9,6 +9,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong in stoke.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A call the value cannot serve in its present state (a batch whose pixels a tensor took,
+    /// a device batch asked for a host-only form); the message says why and what to use.
+    #[error("{0}")]
+    Usage(String),
+
     /// The consumer holds a device batch in every output-ring slot and asks for another: the
     /// next batch has nowhere to be written, so waiting would never end.
     #[error(

@@ -24,39 +24,27 @@ impl Batch {
         let images =
             match &mut self.images {
                 Images::Host(h) if h.len() >= bytes => std::mem::replace(h, HostImages::new(dtype)),
-                Images::Host(_) => return Err(Error::config("take_candle: this batch's images were already taken by a tensor")),
-                Images::Device(_) => return Err(Error::config(
-                    "take_candle: a device batch (the CUDA backend) cannot become a CPU tensor without a copy; use to_candle(&Device::Cpu)",
+                Images::Host(_) => return Err(Error::Usage("take_candle: this batch's images were already taken by a tensor".into())),
+                Images::Device(_) => return Err(Error::Usage(
+                    "take_candle: a device batch (the CUDA backend) cannot become a CPU tensor without a copy; use to_candle(&Device::Cpu)"
+                        .into(),
                 )),
             };
-        let cpu = Device::Cpu;
         let shape = self.shape.to_vec();
         let images = match images {
-            HostImages::U8(mut v) => {
-                v.truncate(elements);
-                Tensor::from_vec(v, shape, &cpu)?
-            }
-            HostImages::F16(mut v) => {
-                v.truncate(elements);
-                Tensor::from_vec(v, shape, &cpu)?
-            }
-            HostImages::Bf16(mut v) => {
-                v.truncate(elements);
-                Tensor::from_vec(v, shape, &cpu)?
-            }
-            HostImages::F32(mut v) => {
-                v.truncate(elements);
-                Tensor::from_vec(v, shape, &cpu)?
-            }
+            HostImages::U8(v) => cpu_tensor(v, elements, shape)?,
+            HostImages::F16(v) => cpu_tensor(v, elements, shape)?,
+            HostImages::Bf16(v) => cpu_tensor(v, elements, shape)?,
+            HostImages::F32(v) => cpu_tensor(v, elements, shape)?,
         };
         let targets = if self.num_classes > 0 {
             let mut t = std::mem::take(&mut self.targets);
             t.truncate(n * self.num_classes);
-            Tensor::from_vec(t, (n, self.num_classes), &cpu)?
+            Tensor::from_vec(t, (n, self.num_classes), &Device::Cpu)?
         } else {
             let mut l = std::mem::take(&mut self.labels);
             l.truncate(n);
-            Tensor::from_vec(l, n, &cpu)?
+            Tensor::from_vec(l, n, &Device::Cpu)?
         };
         Ok((images, targets))
     }
@@ -71,7 +59,7 @@ impl Batch {
         let mut targets = None;
         let host = match &self.images {
             Images::Host(h) if h.len() >= bytes => h,
-            Images::Host(_) => return Err(Error::config("to_candle: this batch's images were taken by a tensor (take_candle)")),
+            Images::Host(_) => return Err(Error::Usage("to_candle: this batch's images were taken by a tensor (take_candle)".into())),
             Images::Device(d) => {
                 let mut h = HostImages::new(self.dtype);
                 h.resize(self.dtype, bytes);
@@ -94,14 +82,23 @@ impl Batch {
         let targets = if self.num_classes > 0 {
             let t = targets.as_ref().unwrap_or(&self.targets);
             let len = n * self.num_classes;
-            let t =
-                t.get(..len).ok_or_else(|| Error::config("to_candle: this batch's soft targets were taken by a tensor (take_candle)"))?;
+            let t = t
+                .get(..len)
+                .ok_or_else(|| Error::Usage("to_candle: this batch's soft targets were taken by a tensor (take_candle)".into()))?;
             Tensor::from_slice(t, (n, self.num_classes), device)?
         } else {
-            let l =
-                self.labels.get(..n).ok_or_else(|| Error::config("to_candle: this batch's labels were taken by a tensor (take_candle)"))?;
+            let l = self
+                .labels
+                .get(..n)
+                .ok_or_else(|| Error::Usage("to_candle: this batch's labels were taken by a tensor (take_candle)".into()))?;
             Tensor::from_slice(l, n, device)?
         };
         Ok((images, targets))
     }
+}
+
+/// A CPU tensor that takes `v` (its first `elements` values) without a copy.
+fn cpu_tensor<T: candle_core::WithDType>(mut v: Vec<T>, elements: usize, shape: Vec<usize>) -> candle_core::Result<Tensor> {
+    v.truncate(elements);
+    Tensor::from_vec(v, shape, &Device::Cpu)
 }

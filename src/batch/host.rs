@@ -5,8 +5,9 @@ use half::{bf16, f16};
 
 /// The images of a host batch: one vector of the batch's element type, so that a framework
 /// tensor can take the vector itself (candle's `Tensor::from_vec`; `Batch::take_candle` with
-/// the `candle` feature) instead of copying it, and the bytes are aligned for that type. Everything else reads and
-/// writes it as little-endian bytes ([`HostImages::bytes`], or through `Deref<Target = [u8]>`).
+/// the `candle` feature) instead of copying it, and the bytes are aligned for that type.
+/// Everything else reads and writes it as little-endian bytes ([`HostImages::bytes`], or
+/// through `Deref<Target = [u8]>`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostImages {
     /// `DType::U8`.
@@ -100,6 +101,7 @@ impl HostImages {
 /// Ask for transparent huge pages over `mem` (a new, untouched vector), so that the backend's
 /// first writes take one fault per 2 MiB instead of one per 4 KiB. Only the whole 2 MiB pages
 /// inside it; nothing for small vectors; a kernel that says no changes nothing.
+#[cfg(target_os = "linux")]
 fn huge_pages(mem: &[u8]) {
     const HUGE: usize = 2 << 20;
     let (start, end) = ((mem.as_ptr() as usize).next_multiple_of(HUGE), (mem.as_ptr() as usize + mem.len()) & !(HUGE - 1));
@@ -109,6 +111,9 @@ fn huge_pages(mem: &[u8]) {
         unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
     }
 }
+
+#[cfg(not(target_os = "linux"))]
+fn huge_pages(_: &[u8]) {}
 
 impl std::ops::Deref for HostImages {
     type Target = [u8];
