@@ -216,8 +216,9 @@ impl DeviceImages {
         self.shared.layout.layout
     }
 
-    /// Count this batch as held by the consumer until it is dropped; returns the count (this
-    /// one included) and the ring's depth, and the counter for checks before the next batch.
+    /// Count this batch as held by the consumer until it is dropped (once, however often it is
+    /// called); returns the ring's count of held batches and its depth, for the check before
+    /// the next batch (`Pipeline::next_batch`).
     pub(crate) fn hand_out(&mut self) -> (Arc<AtomicUsize>, usize) {
         if !self.handed {
             self.handed = true;
