@@ -61,9 +61,7 @@ impl Batch {
             Images::Host(h) if h.len() >= bytes => h,
             Images::Host(_) => return Err(Error::Usage("to_candle: this batch's images were taken by a tensor (take_candle)".into())),
             Images::Device(d) => {
-                let mut h = HostImages::new(self.dtype);
-                h.resize(self.dtype, bytes);
-                d.copy_images_into(&mut h)?;
+                let h = d.to_host_images()?;
                 if self.num_classes > 0 {
                     let mut t = Vec::new();
                     d.copy_targets_to_host(&mut t)?;

@@ -348,6 +348,14 @@ impl DeviceImages {
         self.copy_images_into(out)
     }
 
+    /// The images copied into a new host buffer of their element type (waits for ready).
+    pub fn to_host_images(&self) -> Result<super::HostImages, GpuError> {
+        let mut v = super::HostImages::new(self.dtype());
+        v.resize(self.dtype(), self.image_bytes());
+        self.copy_images_into(&mut v)?;
+        Ok(v)
+    }
+
     /// [`DeviceImages::copy_images_to_host`] into a buffer of exactly
     /// [`DeviceImages::image_bytes`] bytes.
     pub fn copy_images_into(&self, out: &mut [u8]) -> Result<(), GpuError> {

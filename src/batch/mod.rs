@@ -182,9 +182,7 @@ impl Batch {
     /// (`dump`, `preview`) whatever backend made the batch.
     pub fn make_host(&mut self) -> crate::error::Result<()> {
         if let Images::Device(d) = &self.images {
-            let mut v = HostImages::new(self.dtype);
-            v.resize(self.dtype, d.image_bytes());
-            d.copy_images_into(&mut v)?;
+            let v = d.to_host_images()?;
             d.copy_targets_to_host(&mut self.targets)?;
             self.images = Images::Host(v);
         }
