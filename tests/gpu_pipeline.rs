@@ -36,6 +36,17 @@ fn config(ds: &Dataset, seed: u64) -> PipelineConfig {
     c
 }
 
+/// `Pipeline` on the CUDA backend (producer thread, prefetch) over `ds`, with `config(ds, seed)`
+/// and this batch size, ring depth and prefetch.
+fn cuda_pipeline(ds: &Arc<Dataset>, seed: u64, batch_size: usize, ring_depth: usize, prefetch: usize) -> stoke::pipeline::Pipeline {
+    let mut c = config(ds, seed);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = batch_size;
+    c.ring_depth = ring_depth;
+    c.prefetch_batches = prefetch;
+    stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap()
+}
+
 fn host(batch: &Batch) -> Vec<u8> {
     let mut v = Vec::new();
     batch.device().expect("a device batch").copy_images_to_host(&mut v).unwrap();
@@ -268,12 +279,7 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
     let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
     let ds = generated(dir.path(), 100, 6);
-    let mut c = config(&ds, 3);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 16;
-    c.ring_depth = 4;
-    c.prefetch_batches = 2;
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let mut p = cuda_pipeline(&ds, 3, 16, 4, 2);
     let consumer = gpu.ctx().new_stream().unwrap();
     p.start_epoch(0, 0);
     let mut seen = 0;
@@ -300,12 +306,7 @@ fn holding_every_ring_slot_makes_the_next_batch_an_error_not_a_hang() {
     let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
     let ds = generated(dir.path(), 40, 6);
-    let mut c = config(&ds, 3);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 8;
-    c.ring_depth = 3;
-    c.prefetch_batches = 1;
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let mut p = cuda_pipeline(&ds, 3, 8, 3, 1);
     let steps = p.steps_per_epoch();
     assert_eq!(steps, 5);
     p.start_epoch(0, 0);
@@ -344,12 +345,7 @@ fn a_batch_read_on_a_per_thread_stream_and_dropped_on_another_thread_is_not_over
     let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
     let ds = generated(dir.path(), 60, 7);
-    let mut c = config(&ds, 5);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 8;
-    c.ring_depth = 2;
-    c.prefetch_batches = 2;
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let mut p = cuda_pipeline(&ds, 5, 8, 2, 2);
     let per_thread = 2 as sys::CUstream; // CU_STREAM_PER_THREAD
     let scratch = gpu.stream().alloc_zeros::<u8>(8 * 3 * 64 * 64 * 2).unwrap();
     gpu.stream().synchronize().unwrap();
