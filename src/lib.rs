@@ -16,6 +16,7 @@
 //! | readers | `reader` | persistent threads reading compressed bytes into reusable buffers; `reader::stream`: whole tar shards read ahead within a byte budget (stream mode, per-shard index only) |
 //! | backends | [`backend`] | decode + augment: [`backend::cpu`] everywhere, [`backend::cuda`] on NVIDIA GPUs |
 //! | pipeline | [`pipeline`] | ties the stages together: an iterator of batches |
+//! | resume state | [`state`] | where an epoch stands, the same on every rank; resumes at any world size |
 //! | batch | [`batch`] | what the trainer receives |
 //!
 //! Contracts every stage leans on are in `docs/CONTRACTS.md`; [`config::PipelineConfig`] holds every
@@ -48,6 +49,7 @@ pub mod reader;
 #[doc(hidden)] // internals: see the crate docs
 pub mod sampler;
 pub mod source;
+pub mod state;
 
 // The trainer's surface: build a pipeline from a config, take batches, read their tensors.
 pub use augment::AugParams;
@@ -55,3 +57,4 @@ pub use batch::{Batch, DeviceImages, Images, Substitute};
 pub use config::PipelineConfig;
 pub use error::{Error, GpuError, Result};
 pub use pipeline::{Pipeline, Stats};
+pub use state::ResumeState;

@@ -29,7 +29,9 @@ use crate::config::PipelineConfig;
 use crate::error::{Error, Result, SlotError};
 use crate::reader::stream::{StreamReader, StreamSource};
 use crate::reader::{ReadBatch, Reader, ReaderConfig};
+use crate::sampler::rest::{Layout, Rest, Share};
 use crate::source::{Dataset, IndexOptions};
+use crate::state::{OrderId, ResumeState, VERSION};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,7 +90,7 @@ struct Msg {
 }
 
 enum Command {
-    Epoch { generation: u64, epoch: u64, start_step: u64 },
+    Epoch { generation: u64, epoch: u64, share: Arc<Share>, start_step: u64 },
 }
 
 struct Shared {
@@ -111,7 +113,17 @@ pub struct Pipeline {
     producer: Option<JoinHandle<()>>,
     generation: u64,
     active: bool,
-    /// Steps of the current epoch handed out so far (from its start step).
+    /// The order's identity, for resume states.
+    order_id: OrderId,
+    /// This rank's place in the world.
+    layout: Layout,
+    /// A fresh epoch's positions.
+    whole: Rest,
+    /// The epoch running and this rank's share of it (what it started from).
+    current: Option<(u64, Arc<Share>)>,
+    /// Batches in the current share.
+    steps_now: u64,
+    /// Batches of the current share handed out so far (from its start step).
     delivered: u64,
     /// The CUDA backend's count of device batches the consumer holds, and the ring's depth.
     device_held: Option<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
@@ -153,7 +165,9 @@ impl Pipeline {
         Self::set_mixup_classes(&mut config, dataset.classes().len())?;
         let backend = AnyBackend::new(&config, &dataset)?;
         let reader = Reader::new(dataset.clone(), &config)?;
-        Self::start(config, backend, Reading::Index(reader), Some(dataset), None)
+        let s = reader.sampler();
+        let order = (OrderId::per_sample(&dataset, s, config.seed, config.shuffle), s.layout(), s.whole());
+        Self::start(config, backend, Reading::Index(reader), Some(dataset), None, order)
     }
 
     /// As [`Pipeline::new`] in stream mode over shards that are already open.
@@ -171,7 +185,9 @@ impl Pipeline {
             group: spec.group,
         };
         let reader = StreamReader::new(source.clone(), order, &ReaderConfig::from_pipeline(&config), spec.read_ahead_bytes)?;
-        Self::start(config, backend, Reading::Stream(Box::new(reader)), None, Some(source))
+        let o = reader.order();
+        let order = (OrderId::stream(&source.set, config.seed, config.shuffle, spec.group), o.layout(), o.whole());
+        Self::start(config, backend, Reading::Stream(Box::new(reader)), None, Some(source), order)
     }
 
     fn start(
@@ -180,6 +196,7 @@ impl Pipeline {
         reader: Reading,
         dataset: Option<Arc<Dataset>>,
         stream: Option<Arc<StreamSource>>,
+        (order_id, layout, whole): (OrderId, Layout, Rest),
     ) -> Result<Self> {
         let threads = backend.threads();
         let cuda = backend.cuda_context();
@@ -215,6 +232,11 @@ impl Pipeline {
             producer: Some(handle),
             generation: 0,
             active: false,
+            order_id,
+            layout,
+            whole,
+            current: None,
+            steps_now: 0,
             delivered: 0,
             device_held: None,
         })
@@ -273,13 +295,91 @@ impl Pipeline {
     /// Start (or restart) `epoch` at batch `start_step`: resume without replaying. Whatever was
     /// made ahead for another epoch is dropped.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) {
+        let whole = self.layout.share(self.whole.clone()).expect("the sampler checked its layout");
+        self.start_share(epoch, Arc::new(whole), start_step);
+    }
+
+    fn start_share(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) {
         self.generation += 1;
         self.shared.generation.store(self.generation, Ordering::SeqCst);
         self.active = true;
-        self.delivered = start_step;
+        self.steps_now = share.steps(self.config.batch_size);
+        self.delivered = start_step.min(self.steps_now);
+        self.current = Some((epoch, share.clone()));
         if let Some(c) = &self.commands {
-            let _ = c.send(Command::Epoch { generation: self.generation, epoch, start_step });
+            let _ = c.send(Command::Epoch { generation: self.generation, epoch, share, start_step });
         }
+    }
+
+    /// Where the current epoch stands after the batches handed out so far, the same on every
+    /// rank ([`crate::state`]); before any epoch started, epoch 0 from its start. Save it with
+    /// the model; [`Pipeline::resume`] continues from it at any world size.
+    pub fn state(&self) -> ResumeState {
+        match &self.current {
+            Some((epoch, share)) => {
+                let rest = share.after(self.delivered * self.config.batch_size as u64);
+                self.state_of(*epoch, rest, self.delivered)
+            }
+            None => self.fresh_state(0),
+        }
+    }
+
+    /// The state of `epoch` not yet started.
+    pub fn fresh_state(&self, epoch: u64) -> ResumeState {
+        self.state_of(epoch, self.whole.clone(), 0)
+    }
+
+    fn state_of(&self, epoch: u64, rest: Rest, step: u64) -> ResumeState {
+        ResumeState {
+            version: VERSION,
+            epoch,
+            order: self.order_id.clone(),
+            rest,
+            world_size: self.config.world_size,
+            batch_size: self.config.batch_size,
+            step,
+        }
+    }
+
+    /// Continue the epoch `state` was saved in, with this pipeline's rank, world size and batch
+    /// size: this rank's share of the positions no rank had delivered ([`crate::state`]).
+    /// Refused, naming what differs, when the state belongs to another order (seed, shuffle,
+    /// sampling, stream group, data set). A state of a complete epoch gives an empty epoch.
+    pub fn resume(&mut self, state: &ResumeState) -> Result<()> {
+        let share = self.check_state(state)?;
+        self.start_share(state.epoch, Arc::new(share), 0);
+        Ok(())
+    }
+
+    /// What [`Pipeline::resume`] checks, without starting: this rank's share of the state's
+    /// rest, or why the state does not belong to this pipeline.
+    pub fn check_state(&self, state: &ResumeState) -> Result<Share> {
+        if state.version != VERSION {
+            return Err(Error::config(format!("the resume state is version {}; this build reads version {VERSION}", state.version)));
+        }
+        self.order_id.check(&state.order)?;
+        self.layout.share(state.rest.clone())
+    }
+
+    /// The rest of an epoch after `step` batches of `batch_size` per rank of a world of
+    /// `world_size` that started it fresh (what a version 1 state of the Python loader says).
+    pub fn rest_after(&self, world_size: usize, batch_size: usize, step: u64) -> Result<Rest> {
+        if batch_size == 0 {
+            return Err(Error::config("the saved batch size is 0"));
+        }
+        let layout = Layout { rank: 0, world_size, ..self.layout };
+        let share = layout.share(self.whole.clone())?;
+        let steps = share.steps(batch_size);
+        if step > steps {
+            return Err(Error::config(format!("the saved step {step} is past the epoch's {steps} batches")));
+        }
+        Ok(share.after(step.saturating_mul(batch_size as u64)))
+    }
+
+    /// Batches this rank delivers in the epoch running (a resumed epoch's rest may be shorter
+    /// than [`Pipeline::steps_per_epoch`]); 0 before the first start.
+    pub fn steps_now(&self) -> u64 {
+        self.steps_now
     }
 
     /// The next batch of the current epoch, in step order; `None` at its end (or before the
@@ -293,7 +393,7 @@ impl Pipeline {
             // written after the caller drops one, which it cannot do while it waits here.
             // (At the epoch's end no slot is needed: the end marker comes without one.)
             let held = held.load(Ordering::SeqCst);
-            if held >= *depth && self.delivered < self.steps {
+            if held >= *depth && self.delivered < self.steps_now {
                 return Some(Err(Error::HeldBatches { held, depth: *depth }));
             }
         }
@@ -397,13 +497,13 @@ impl Reading {
         }
     }
 
-    fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
+    fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> Result<()> {
         match self {
             Reading::Index(r) => {
-                r.start_epoch(epoch, start_step);
+                r.start(epoch, share, start_step);
                 Ok(())
             }
-            Reading::Stream(r) => r.start_epoch(epoch, start_step),
+            Reading::Stream(r) => r.start(epoch, share, start_step),
         }
     }
 
@@ -441,8 +541,8 @@ struct Producer {
 
 impl Producer {
     fn run(mut self, commands: Receiver<Command>) {
-        while let Ok(Command::Epoch { generation, epoch, start_step }) = commands.recv() {
-            if !self.epoch(generation, epoch, start_step) {
+        while let Ok(Command::Epoch { generation, epoch, share, start_step }) = commands.recv() {
+            if !self.epoch(generation, epoch, share, start_step) {
                 return;
             }
         }
@@ -453,8 +553,8 @@ impl Producer {
     }
 
     /// Run one epoch; false when the consumer is gone.
-    fn epoch(&mut self, generation: u64, epoch: u64, start_step: u64) -> bool {
-        if let Err(e) = self.reader.start_epoch(epoch, start_step) {
+    fn epoch(&mut self, generation: u64, epoch: u64, share: Arc<Share>, start_step: u64) -> bool {
+        if let Err(e) = self.reader.start(epoch, share, start_step) {
             return self.out.send(Msg { generation, item: Item::Batch(Err(e)) }).is_ok();
         }
         loop {

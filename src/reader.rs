@@ -27,6 +27,7 @@ use crate::augment::params::{draw, AugParams};
 use crate::config::PipelineConfig;
 use crate::config::{AugmentSpec, OnError, Sampling, WeightSource};
 use crate::error::{Error, Result};
+use crate::sampler::rest::Share;
 use crate::sampler::{Sampler, SamplerConfig, Weights};
 use crate::source::Dataset;
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -88,6 +89,7 @@ struct Shared {
 struct Job {
     generation: u64,
     epoch: u64,
+    share: Arc<Share>,
     step: u64,
     batch: ReadBatch,
 }
@@ -107,6 +109,7 @@ pub struct Reader {
     free: Vec<ReadBatch>,
     window: u64,
     epoch: u64,
+    share: Option<Arc<Share>>,
     generation: u64,
     steps: u64,
     next_issue: u64,
@@ -124,12 +127,12 @@ impl Shared {
         b.samples.clear();
         let order = self.sampler.epoch(job.epoch);
         let first = job.step * self.batch_size as u64;
-        let last = (first + self.batch_size as u64).min(self.sampler.len());
+        let last = (first + self.batch_size as u64).min(job.share.len());
         for i in first..last {
             if self.generation.load(Ordering::Relaxed) != job.generation {
                 return Ok(false);
             }
-            let position = self.sampler.position(i);
+            let position = job.share.position(i);
             let index = order.index(position);
             let meta = self.dataset.sample(index);
             let (w, h, o) = match meta.info {
@@ -326,6 +329,7 @@ impl Reader {
             free: Vec::new(),
             window: config.prefetch_batches.max(config.threads) as u64,
             epoch: 0,
+            share: None,
             generation: 0,
             steps: 0,
             next_issue: 0,
@@ -353,6 +357,13 @@ impl Reader {
     /// Begin `epoch` at batch `start_step` (resume without replaying). Abandons whatever was
     /// in flight for the previous epoch.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) {
+        let whole = self.shared.sampler.layout().share(self.shared.sampler.whole()).expect("the sampler checked its layout");
+        self.start(epoch, Arc::new(whole), start_step);
+    }
+
+    /// Begin `epoch` with this rank's `share` of the rest of it ([`crate::sampler::rest`]), at
+    /// its batch `start_step`. Abandons whatever was in flight.
+    pub fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) {
         self.generation += 1;
         self.shared.generation.store(self.generation, Ordering::Relaxed);
         for (_, r) in std::mem::take(&mut self.pending) {
@@ -361,7 +372,8 @@ impl Reader {
             }
         }
         self.epoch = epoch;
-        self.steps = self.steps();
+        self.steps = share.steps(self.shared.batch_size);
+        self.share = Some(share);
         self.next_issue = start_step.min(self.steps);
         self.next_deliver = self.next_issue;
         self.active = true;
@@ -369,10 +381,10 @@ impl Reader {
     }
 
     fn top_up(&mut self) {
-        let Some(jobs) = &self.jobs else { return };
+        let (Some(jobs), Some(share)) = (&self.jobs, &self.share) else { return };
         while self.next_issue < self.steps && self.next_issue - self.next_deliver < self.window {
             let batch = self.free.pop().unwrap_or_default();
-            let job = Job { generation: self.generation, epoch: self.epoch, step: self.next_issue, batch };
+            let job = Job { generation: self.generation, epoch: self.epoch, share: share.clone(), step: self.next_issue, batch };
             if jobs.send(job).is_err() {
                 return;
             }

@@ -35,7 +35,10 @@ pub const STREAM_WEIGHTED: u64 = 3;
 /// [`SampleRng`] stream for the shard order's permutations ([`shards`]).
 pub const STREAM_SHARDS: u64 = 4;
 
+pub mod rest;
 pub mod shards;
+
+use rest::{Layout, Rest, Split};
 
 const ROUNDS: usize = 6;
 
@@ -93,6 +96,36 @@ impl Permutation {
                 return x;
             }
         }
+    }
+}
+
+/// FNV-1a, 64 bits: a fingerprint that is the same on every machine and Rust version (for
+/// resume states; not a defence against collisions made on purpose).
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv(u64);
+
+impl Fnv {
+    /// The empty hash.
+    pub fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    /// Hash `bytes` in.
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    /// The hash so far.
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -281,6 +314,34 @@ impl Sampler {
     /// The global position of this rank's `i`-th sample of an epoch.
     pub fn position(&self, i: u64) -> u64 {
         self.cfg.rank as u64 + i * self.cfg.world_size as u64
+    }
+
+    /// This rank's place in the world: strided ([`rest`]).
+    pub fn layout(&self) -> Layout {
+        Layout { split: Split::Strided, rank: self.cfg.rank, world_size: self.cfg.world_size, drop_last: self.cfg.drop_last }
+    }
+
+    /// A fresh epoch's positions ([`Rest::whole`] of the epoch length).
+    pub fn whole(&self) -> Rest {
+        Rest::whole(self.epoch_len)
+    }
+
+    /// What decides the order besides the seed and the dataset's keys: `permutation`,
+    /// `dataset order`, or the weighted sampling's table and epoch length (a state saved under
+    /// one is refused under another).
+    pub fn describe(&self) -> String {
+        match &self.mode {
+            Mode::Permute if self.cfg.shuffle => "permutation".into(),
+            Mode::Permute => "dataset order".into(),
+            Mode::Weighted(a) => {
+                let mut h = crate::sampler::Fnv::new();
+                for (p, i) in a.prob.iter().zip(&a.alias) {
+                    h.write(&p.to_bits().to_le_bytes());
+                    h.write(&i.to_le_bytes());
+                }
+                format!("weighted {:016x}, {} draws per epoch", h.finish(), self.epoch_len)
+            }
+        }
     }
 
     /// The resolved order of one epoch (the permutation's keys drawn once).

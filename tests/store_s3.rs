@@ -198,6 +198,51 @@ fn stream_mode_over_s3_delivers_the_local_stream_batches_reading_each_shard_once
     assert!(e.contains(&shard) && e.contains("truncated tar"), "{e}");
 }
 
+/// Elastic resume over S3: 3 ranks deliver 2 batches of 4 each and save their states (the
+/// same on every rank); 2 ranks with batches of 5 resume from one and finish the epoch. Every
+/// sample exactly once across both worlds (plus at most 2 + 1 padded copies); per-sample mode
+/// (ranged reads) and stream mode (whole shards). `tests/elastic.rs` has the local cases.
+#[test]
+fn elastic_resume_over_s3_delivers_every_sample_once() {
+    let Some(server) = shared_moto("elastic_resume_over_s3_delivers_every_sample_once") else { return };
+    let f = fixture(server, "elastic", 5, 7);
+    let pattern = format!("s3://{}/train/shard-{{0..4}}.tar", f.bucket);
+    let dataset = std::sync::Arc::new(Dataset::open(Path::new(&pattern), &opts(&f.cache)).unwrap());
+    for stream in [false, true] {
+        let make = |rank: usize, world: usize, batch: usize| {
+            let c = PipelineConfig { rank, world_size: world, batch_size: batch, ..pipeline_config(&pattern, OnError::Fail) };
+            if stream {
+                let spec = stoke::config::StreamSpec { group: 2, read_ahead_bytes: 1 << 20 };
+                Pipeline::new(PipelineConfig { stream: Some(spec), ..c }).unwrap()
+            } else {
+                Pipeline::with_dataset(c, dataset.clone()).unwrap()
+            }
+        };
+        let (mut delivered, mut states) = (Vec::new(), Vec::new());
+        for r in 0..3 {
+            let mut p = make(r, 3, 4);
+            p.start_epoch(4, 0);
+            for _ in 0..2 {
+                delivered.extend(p.next_batch().unwrap().unwrap().indices);
+            }
+            states.push(p.state());
+        }
+        assert!(states.iter().all(|s| s == &states[0]), "stream {stream}: the same state on every rank");
+        for r in 0..2 {
+            let mut p = make(r, 2, 5);
+            p.resume(&states[0]).unwrap();
+            while let Some(b) = p.next_batch() {
+                delivered.extend(b.unwrap().indices);
+            }
+        }
+        let mut once: Vec<usize> = delivered.clone();
+        once.sort();
+        once.dedup();
+        assert_eq!(once, (0..35).collect::<Vec<_>>(), "stream {stream}: every sample");
+        assert!(delivered.len() - 35 <= 3, "stream {stream}: {} padded copies", delivered.len() - 35);
+    }
+}
+
 #[test]
 fn a_missing_bucket_or_shard_is_named() {
     let Some(_server) = shared_moto("a_missing_bucket_or_shard_is_named") else { return };

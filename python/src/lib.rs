@@ -29,6 +29,7 @@ use stoke::config::{
     RotateInterp, TrainInterpolation,
 };
 use stoke::pipeline::Pipeline;
+use stoke::ResumeState;
 
 pyo3::create_exception!(
     _stoke,
@@ -446,11 +447,13 @@ struct Replaced {
     kind: &'static str,
 }
 
-/// Resume point: the epoch and step the next `iter()` starts at.
-#[derive(Clone, Copy, Debug)]
-struct Position {
-    epoch: u64,
-    step: u64,
+/// What the next `iter()` starts.
+#[derive(Clone, Debug)]
+enum Next {
+    /// An epoch from its first batch.
+    Fresh(u64),
+    /// The rest of an epoch, from a loaded state.
+    Resume(Box<ResumeState>),
 }
 
 /// Batches of augmented images and int64 labels from a dataset (see `stoke.Loader`).
@@ -464,9 +467,9 @@ struct Loader {
     max_held: usize,
     /// What the next `iter()` starts: `set_epoch`/`load_state_dict`, else the epoch after the
     /// last one started.
-    next: Position,
-    /// The epoch running and the step of the next batch it delivers.
-    running: Option<Position>,
+    next: Next,
+    /// Whether an epoch is running (the pipeline knows which, and where it stands).
+    running: bool,
     /// Bumped by every `iter()`: an older epoch iterator stops.
     generation: u64,
     errors: Arc<Mutex<Vec<Replaced>>>,
@@ -501,8 +504,8 @@ impl Loader {
             returned,
             held: Arc::new(AtomicUsize::new(0)),
             max_held,
-            next: Position { epoch, step: 0 },
-            running: None,
+            next: Next::Fresh(epoch),
+            running: false,
             generation: 0,
             errors: Arc::new(Mutex::new(Vec::new())),
         })
@@ -516,10 +519,19 @@ impl Loader {
     /// Start an epoch: the one given to `set_epoch` or a loaded state, else the next. The
     /// returned iterator yields `(images, labels)`; an older one stops once a newer starts.
     fn __iter__(mut slf: PyRefMut<'_, Self>) -> PyResult<EpochIter> {
-        let p = slf.next;
-        slf.pipeline.start_epoch(p.epoch, p.step);
-        slf.running = Some(p);
-        slf.next = Position { epoch: p.epoch + 1, step: 0 };
+        let next = slf.next.clone();
+        let epoch = match next {
+            Next::Fresh(e) => {
+                slf.pipeline.start_epoch(e, 0);
+                e
+            }
+            Next::Resume(state) => {
+                slf.pipeline.resume(&state).map_err(to_py_err)?;
+                state.epoch
+            }
+        };
+        slf.running = true;
+        slf.next = Next::Fresh(epoch + 1);
         slf.generation += 1;
         let generation = slf.generation;
         Ok(EpochIter { loader: slf.into(), generation })
@@ -527,63 +539,45 @@ impl Loader {
 
     /// The epoch the next `iter()` starts (from its first batch).
     fn set_epoch(&mut self, epoch: u64) {
-        self.next = Position { epoch, step: 0 };
+        self.next = Next::Fresh(epoch);
     }
 
-    /// Where this loader is: the next batch to deliver, JSON-serialisable.
+    /// Where this loader is, JSON-serialisable and the same on every rank: the epoch and the
+    /// positions of it no rank has delivered yet (version 2; see the Rust docs of
+    /// `stoke::state`). `load_state_dict` continues from it at any world size and batch size.
     fn state_dict(&self, py: Python<'_>) -> PyResult<PyObject> {
-        let p = self.running.unwrap_or(self.next);
-        let d = PyDict::new_bound(py);
-        d.set_item("version", 1)?;
-        d.set_item("epoch", p.epoch)?;
-        d.set_item("step", p.step)?;
-        d.set_item("seed", self.config.seed)?;
-        d.set_item("rank", self.config.rank)?;
-        d.set_item("world_size", self.config.world_size)?;
-        d.set_item("batch_size", self.config.batch_size)?;
-        // Stream mode orders by groups of shards: 0 is the per-sample order.
-        d.set_item("stream_group", self.config.stream.as_ref().map_or(0, |s| s.group))?;
-        Ok(d.into())
+        let state = match (&self.next, self.running) {
+            (_, true) => self.pipeline.state(),
+            (Next::Fresh(e), false) => self.pipeline.fresh_state(*e),
+            (Next::Resume(s), false) => (**s).clone(),
+        };
+        Ok(py.import_bound("json")?.call_method1("loads", (state.to_json(),))?.into())
     }
 
-    /// Resume at the state's next batch: the following `iter()` continues bit for bit.
-    fn load_state_dict(&mut self, state: &Bound<'_, PyDict>) -> PyResult<()> {
-        let get = |k: &str| -> PyResult<u64> {
-            state
-                .get_item(k)?
-                .ok_or_else(|| PyValueError::new_err(format!("state_dict has no {k:?}")))?
-                .extract::<u64>()
-                .map_err(|_| PyValueError::new_err(format!("state_dict[{k:?}] must be a non-negative integer")))
-        };
-        for (k, mine) in
-            [("seed", self.config.seed), ("world_size", self.config.world_size as u64), ("batch_size", self.config.batch_size as u64)]
-        {
-            let theirs = get(k)?;
-            if theirs != mine {
-                return Err(PyValueError::new_err(format!(
-                    "state_dict was saved with {k}={theirs}, this loader has {k}={mine}: the order would differ"
-                )));
-            }
-        }
-        // States saved before stream mode existed have no stream_group: the per-sample order.
-        let theirs = match state.get_item("stream_group")? {
-            Some(_) => get("stream_group")?,
-            None => 0,
-        };
-        let mine = self.config.stream.as_ref().map_or(0, |s| s.group as u64);
-        if theirs != mine {
-            return Err(PyValueError::new_err(format!(
-                "state_dict was saved with stream_group={theirs}, this loader has stream_group={mine} (0: not streaming): the order would differ"
-            )));
-        }
-        let (epoch, step) = (get("epoch")?, get("step")?);
-        let steps = self.pipeline.steps_per_epoch();
-        if step > steps {
-            return Err(PyValueError::new_err(format!("state_dict step {step} is past the epoch's {steps} batches")));
-        }
-        self.next = Position { epoch, step };
-        self.running = None;
+    /// Resume at a state from `state_dict()` of this loader or of any rank of a run over the same
+    /// data set, seed, shuffle, sampling and stream group, at any world size and batch size: the
+    /// next `iter()` delivers this rank's share of the rest of the saved epoch (the same batches
+    /// as the uninterrupted run when the world size is the same). A version 1 state (epoch and
+    /// step of a world that started the epoch fresh) is converted.
+    fn load_state_dict(&mut self, py: Python<'_>, state: &Bound<'_, PyDict>) -> PyResult<()> {
+        let text: String = py.import_bound("json")?.call_method1("dumps", (state,))?.extract()?;
+        let state = if state.contains("remaining")? { ResumeState::from_json(&text).map_err(to_py_err)? } else { self.state_v1(state)? };
+        self.pipeline.check_state(&state).map_err(to_py_err)?;
+        self.next = Next::Resume(Box::new(state));
+        self.running = false;
         Ok(())
+    }
+
+    /// This process's rank.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.config.rank
+    }
+
+    /// Ranks in the world.
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.config.world_size
     }
 
     /// Samples replaced under on_error='skip': dicts of key, location, position, reason and
@@ -643,9 +637,43 @@ impl Loader {
 }
 
 impl Loader {
+    /// A version 1 state (`epoch`, `step` of a world of `world_size` × `batch_size` that started
+    /// the epoch fresh, `seed`, `stream_group`) as a version 2 one. Its data set cannot be checked
+    /// (version 1 did not record it).
+    fn state_v1(&self, state: &Bound<'_, PyDict>) -> PyResult<ResumeState> {
+        let get = |k: &str| -> PyResult<u64> {
+            state
+                .get_item(k)?
+                .ok_or_else(|| PyValueError::new_err(format!("state_dict has no {k:?}")))?
+                .extract::<u64>()
+                .map_err(|_| PyValueError::new_err(format!("state_dict[{k:?}] must be a non-negative integer")))
+        };
+        let mut s = self.pipeline.fresh_state(get("epoch")?);
+        let theirs = get("seed")?;
+        if theirs != s.order.seed {
+            return Err(PyValueError::new_err(format!(
+                "state_dict was saved with seed {theirs}, this loader has seed {}: its epoch order would differ",
+                s.order.seed
+            )));
+        }
+        // States saved before stream mode existed have no stream_group: the per-sample order.
+        let theirs = if state.contains("stream_group")? { get("stream_group")? } else { 0 };
+        if theirs != s.order.stream_group {
+            return Err(PyValueError::new_err(format!(
+                "state_dict was saved with stream_group {theirs}, this loader has stream_group {} (0: not streaming): its epoch order would differ",
+                s.order.stream_group
+            )));
+        }
+        (s.world_size, s.batch_size, s.step) = (get("world_size")? as usize, get("batch_size")? as usize, get("step")?);
+        s.rest = self.pipeline.rest_after(s.world_size, s.batch_size, s.step).map_err(to_py_err)?;
+        Ok(s)
+    }
+
     /// The next batch of the running epoch, `None` at its end.
     fn next_item(&mut self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
-        let Some(mut pos) = self.running else { return Ok(None) };
+        if !self.running {
+            return Ok(None);
+        }
         while let Ok(b) = self.returned.try_recv() {
             self.pipeline.recycle(b);
         }
@@ -659,11 +687,11 @@ impl Loader {
         let item = py.allow_threads(|| self.pipeline.next_batch());
         let batch = match item {
             None => {
-                self.running = None;
+                self.running = false;
                 return Ok(None);
             }
             Some(Err(e)) => {
-                self.running = None;
+                self.running = false;
                 return Err(to_py_err(e));
             }
             Some(Ok(b)) => b,
@@ -680,8 +708,6 @@ impl Loader {
                 });
             }
         }
-        pos.step += 1;
-        self.running = Some(pos);
         self.held.fetch_add(1, Ordering::SeqCst);
         let h = Arc::new(Held { batch: Some(batch), back: self.back.clone(), held: self.held.clone() });
         let images = Py::new(py, Tensor { batch: h.clone(), part: Part::Images })?;
@@ -711,8 +737,9 @@ impl EpochIter {
         l.next_item(py)
     }
 
+    /// Batches this epoch delivers: a resumed epoch's rest may be shorter than `len(loader)`.
     fn __len__(&self, py: Python<'_>) -> usize {
-        self.loader.borrow(py).pipeline.steps_per_epoch() as usize
+        self.loader.borrow(py).pipeline.steps_now() as usize
     }
 }
 

@@ -119,8 +119,23 @@ class Loader:
     def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
         """Start an epoch (the one given to set_epoch or a loaded state, else the next)."""
     def set_epoch(self, epoch: int) -> None: ...
-    def state_dict(self) -> Dict[str, int]: ...
-    def load_state_dict(self, state: Dict[str, int]) -> None: ...
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the loader is, JSON-serialisable and the same on every rank: the epoch, the
+        order it belongs to (seed, shuffle, sampling, stream group, a fingerprint of the data
+        set's keys) and the positions of the epoch no rank has delivered (``remaining``,
+        ``next_pad``). Save one rank's with the checkpoint."""
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue the saved epoch at this loader's rank, world size and batch size (any of
+        them may differ from the run that saved it): the next ``iter()`` delivers this rank's
+        share of the positions left, so that across the two runs every sample of the epoch is
+        delivered exactly once (plus ``DistributedSampler``-style padding of at most
+        ``world_size - 1`` per run). At the same world size the batches are the uninterrupted
+        run's, bit for bit. A state of another seed, shuffle, sampling, stream group or data set
+        raises ``ValueError`` naming it; a version 1 state (``epoch``/``step``) is converted."""
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
     @property
     def errors(self) -> List[Dict[str, Any]]: ...
     @property

@@ -28,7 +28,8 @@
 //! # Samples
 //! Sample `index` in shard `s` of the epoch's order becomes a [`ReadSample`] with dataset index
 //! `first[s] + index` (the index the per-sample index gives the same sample: shards in listed
-//! order, image members in stored order), position `rank · len + i` (the rank's block of the
+//! order, image members in stored order), position: its place in the rank's share
+//! ([`crate::sampler::rest`]; `rank · len + i` in a fresh epoch, the rank's block of the
 //! stream, as `stoke plan --stream --positions` prints), its label from its `.cls` member, and
 //! augment parameters drawn from its header as the per-sample reader draws them.
 //!
@@ -41,6 +42,7 @@ use super::{ReadBatch, ReadSample, ReaderConfig};
 use crate::augment::params::draw;
 use crate::config::OnError;
 use crate::error::{Error, Result};
+use crate::sampler::rest::Share;
 use crate::sampler::shards::{ShardOrder, ShardOrderConfig};
 use crate::source::shards::ShardSet;
 use crate::source::tar;
@@ -297,6 +299,7 @@ struct EpochPlan {
 struct Assembler {
     source: Arc<StreamSource>,
     order: Arc<ShardOrder>,
+    share: Arc<Share>,
     cfg: ReaderConfig,
     plan: EpochPlan,
     step: u64,
@@ -331,13 +334,11 @@ impl Assembler {
         b.samples.clear();
         b.names.clear();
         let e = self.order.epoch(plan.epoch);
-        let len = self.order.len();
         let first = self.step * self.cfg.batch_size as u64;
-        let rank_start = self.order.config().rank as u64 * len;
-        for i in first..(first + self.cfg.batch_size as u64).min(len) {
-            let at = e.at(i);
+        for i in first..(first + self.cfg.batch_size as u64).min(self.share.len()) {
+            let position = self.share.position(i);
+            let at = e.stream(position % self.order.total());
             let j = plan.need_of[at.shard];
-            let position = rank_start + i;
             let index = self.source.index_of(at.shard, at.index);
             let path = &self.source.set.paths[at.shard];
             match take(plan, j) {
@@ -448,10 +449,17 @@ impl StreamReader {
     /// ([`crate::sampler::shards::ShardEpoch::needs`]: no sample is read, no position replayed),
     /// then the fetch threads and the batch thread start.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) -> Result<()> {
+        let whole = self.order.layout().share(self.order.whole())?;
+        self.start(epoch, Arc::new(whole), start_step)
+    }
+
+    /// Begin `epoch` with this rank's `share` of the rest of it ([`crate::sampler::rest`]), at
+    /// its batch `start_step`, as [`Self::start_epoch`] does for a whole epoch.
+    pub fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> Result<()> {
         self.run = None;
-        let steps = self.steps();
+        let steps = share.steps(self.cfg.batch_size);
         let step = start_step.min(steps);
-        let needs = self.order.epoch(epoch).needs(step * self.cfg.batch_size as u64);
+        let needs = self.order.epoch(epoch).needs_in(&share.ranges_from(step * self.cfg.batch_size as u64));
         let mut need_of = vec![usize::MAX; self.source.set.facts.len()];
         for (j, &(s, _)) in needs.iter().enumerate() {
             need_of[s] = j;
@@ -461,7 +469,7 @@ impl StreamReader {
         let feed = Feed::start(self.source.clone(), Arc::new(need), self.budget, self.cfg.threads, self.peak.clone())?;
         let state = feed.state.clone();
         let plan = EpochPlan { epoch, need_of, remaining, open, feed };
-        let a = Assembler { source: self.source.clone(), order: self.order.clone(), cfg: self.cfg.clone(), plan, step, steps };
+        let a = Assembler { source: self.source.clone(), order: self.order.clone(), share, cfg: self.cfg.clone(), plan, step, steps };
         let (tx, rx) = bounded(self.cfg.prefetch_batches.max(1));
         let (free_tx, free_rx) = unbounded();
         let thread = std::thread::Builder::new()

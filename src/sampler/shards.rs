@@ -29,6 +29,7 @@
 //! memory and buys a better mix. `shuffle_quality` in the tests measures it against a full
 //! permutation and against a WebDataset-style buffer shuffle.
 
+use super::rest::{Layout, Rest, Split};
 use super::{Permutation, STREAM_SHARDS};
 use crate::error::{Error, Result};
 
@@ -112,6 +113,16 @@ impl ShardOrder {
         self.per_rank
     }
 
+    /// This rank's place in the world: contiguous blocks ([`super::rest`]).
+    pub fn layout(&self) -> Layout {
+        Layout { split: Split::Blocks, rank: self.cfg.rank, world_size: self.cfg.world_size, drop_last: self.cfg.drop_last }
+    }
+
+    /// A fresh epoch's positions ([`Rest::whole`] of `N`).
+    pub fn whole(&self) -> Rest {
+        Rest::whole(self.total)
+    }
+
     /// Whether this rank delivers nothing (never: `new` refuses that).
     pub fn is_empty(&self) -> bool {
         self.per_rank == 0
@@ -180,12 +191,21 @@ impl ShardEpoch<'_> {
     /// The shards this rank reads from its `from`-th position to the end of the epoch, in the
     /// order of their first use there, each with how many of those positions are its: what a
     /// streaming reader fetches, in which order, and when it may drop each.
-    ///
-    /// O(shards) plus a walk of the positions of the (at most three) groups the rank's block
-    /// cuts, and, in each group it covers whole, of the positions up to the first use of the
-    /// group's last shard (a few per shard unless a shard is tiny beside its group). `naive_needs`
-    /// in the tests walks every position instead.
     pub fn needs(&self, from: u64) -> Vec<(usize, u64)> {
+        let o = self.owner;
+        let start = o.cfg.rank as u64 * o.per_rank;
+        self.needs_in(&[(start + from.min(o.per_rank), start + o.per_rank)])
+    }
+
+    /// As [`Self::needs`] for the positions `ranges` lists, in that order (unwrapped: position
+    /// `u` is stream position `u mod N`; a rank's share of a resumed epoch,
+    /// [`super::rest::Share::ranges_from`]).
+    ///
+    /// O(shards) plus a walk of the positions of the groups a range cuts, and, in each group a
+    /// range covers whole, of the positions up to the first use of the group's last shard (a
+    /// few per shard unless a shard is tiny beside its group). `naive_needs` in the tests walks
+    /// every position instead.
+    pub fn needs_in(&self, ranges: &[(u64, u64)]) -> Vec<(usize, u64)> {
         let o = self.owner;
         let mut out: Vec<(usize, u64)> = Vec::new();
         let mut slot = vec![usize::MAX; o.counts.len()];
@@ -196,36 +216,38 @@ impl ShardEpoch<'_> {
             }
             out[slot[s]].1 += k;
         }
-        let mut i = from.min(o.per_rank);
-        while i < o.per_rank {
-            let g = (o.cfg.rank as u64 * o.per_rank + i) % o.total;
-            let k = self.starts.partition_point(|&s| s <= g) - 1;
-            let (start, end) = (self.starts[k], self.starts[k + 1]);
-            let take = (end - g).min(o.per_rank - i);
-            let first = k * o.cfg.group;
-            let shards = &self.order[first..(first + o.cfg.group).min(self.order.len())];
-            if g == start && take == end - start {
-                // The whole group: first uses by walking until every shard of it was seen,
-                // then each shard's full count.
-                let mut unseen = shards.iter().filter(|&&s| o.counts[s] > 0 && slot[s] == usize::MAX).count();
-                let mut p = g;
-                while unseen > 0 {
-                    let s = self.stream(p).shard;
-                    if slot[s] == usize::MAX {
-                        record(&mut out, &mut slot, s, 0);
-                        unseen -= 1;
+        for &(a, b) in ranges {
+            let mut u = a;
+            while u < b {
+                let g = u % o.total;
+                let k = self.starts.partition_point(|&s| s <= g) - 1;
+                let (start, end) = (self.starts[k], self.starts[k + 1]);
+                let take = (end - g).min(b - u);
+                let first = k * o.cfg.group;
+                let shards = &self.order[first..(first + o.cfg.group).min(self.order.len())];
+                if g == start && take == end - start {
+                    // The whole group: first uses by walking until every shard of it was seen,
+                    // then each shard's full count.
+                    let mut unseen = shards.iter().filter(|&&s| o.counts[s] > 0 && slot[s] == usize::MAX).count();
+                    let mut p = g;
+                    while unseen > 0 {
+                        let s = self.stream(p).shard;
+                        if slot[s] == usize::MAX {
+                            record(&mut out, &mut slot, s, 0);
+                            unseen -= 1;
+                        }
+                        p += 1;
                     }
-                    p += 1;
+                    for &s in shards.iter().filter(|&&s| o.counts[s] > 0) {
+                        record(&mut out, &mut slot, s, o.counts[s]);
+                    }
+                } else {
+                    for p in g..g + take {
+                        record(&mut out, &mut slot, self.stream(p).shard, 1);
+                    }
                 }
-                for &s in shards.iter().filter(|&&s| o.counts[s] > 0) {
-                    record(&mut out, &mut slot, s, o.counts[s]);
-                }
-            } else {
-                for p in g..g + take {
-                    record(&mut out, &mut slot, self.stream(p).shard, 1);
-                }
+                u += take;
             }
-            i += take;
         }
         out
     }
@@ -361,6 +383,33 @@ mod tests {
     }
 
     #[test]
+    fn needs_of_a_resumed_share_is_the_walk_of_its_positions() {
+        // A world of 4 stops after 9 samples per rank; worlds of 3 and 5 split the rest.
+        let counts: Vec<u64> = vec![5, 0, 17, 3, 9, 1, 12, 8, 0, 30, 2, 7];
+        for group in [1, 3, 12] {
+            let o = order(&counts, 0, 4, false, group);
+            let rest = o.layout().share(o.whole()).unwrap().after(9);
+            let e = o.epoch(1);
+            for world in [3usize, 5] {
+                for rank in 0..world {
+                    let share = crate::sampler::rest::Layout { rank, world_size: world, ..o.layout() }.share(rest.clone()).unwrap();
+                    for from in [0, 4, share.len()] {
+                        let mut want: Vec<(usize, u64)> = Vec::new();
+                        for i in from..share.len() {
+                            let s = e.stream(share.position(i) % o.total()).shard;
+                            match want.iter_mut().find(|n| n.0 == s) {
+                                Some(n) => n.1 += 1,
+                                None => want.push((s, 1)),
+                            }
+                        }
+                        assert_eq!(e.needs_in(&share.ranges_from(from)), want, "group {group} world {world} rank {rank} from {from}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_rank_holds_about_group_shards_at_a_time() {
         // 64 shards of 100 samples, 4 ranks, groups of 4: each rank's block covers 16 shards,
         // and any window of consecutive positions touches shards of at most two groups.
@@ -469,5 +518,52 @@ mod tests {
         assert!(g4 < 0.1, "groups of 4 shards (16 classes) leave about 1/16 same-label pairs: {g4}");
         assert!(g16 < 0.03, "groups of 16 shards come close to the full permutation: {g16}");
         assert!(buffer > full, "a buffer shuffle does not reach a full permutation: {buffer}");
+    }
+
+    /// What an elastic resume costs in mix: the same-label pair share of the batches each rank
+    /// delivers in an epoch run by 4 ranks throughout, against one where 4 ranks deliver 10
+    /// batches and 3 ranks then split the rest ([`crate::sampler::rest`]). Same 100-class,
+    /// label-ordered shards as above; stream mode in groups of 4, and the per-sample
+    /// permutation (strided) for comparison.
+    #[test]
+    fn shuffle_quality_of_a_resumed_epoch() {
+        use crate::sampler::rest::{Layout, Rest, Split};
+        let (classes, per_class, shard, batch) = (100u32, 64u64, 256u64, 64u64);
+        let total = classes as u64 * per_class;
+        let counts = vec![shard; (total / shard) as usize];
+        let o = ShardOrder::new(counts, ShardOrderConfig { seed: 3, group: 4, ..Default::default() }).unwrap();
+        let e = o.epoch(0);
+        let perm = Permutation::new(total, 3, 0);
+        let label_of = |split: Split, p: u64| -> u32 {
+            let g = p % total;
+            let i = match split {
+                Split::Blocks => {
+                    let s = e.stream(g);
+                    s.shard as u64 * shard + s.index
+                }
+                Split::Strided => perm.apply(g),
+            };
+            (i / per_class) as u32
+        };
+        // Each rank's labels in delivery order, batches cut per rank (and per world).
+        let batches = |split: Split, worlds: &[(usize, u64)]| -> f64 {
+            let mut rest = Rest::whole(total);
+            let mut labels = Vec::new();
+            for &(w, steps) in worlds {
+                let upto = steps.saturating_mul(batch);
+                for r in 0..w {
+                    let s = Layout { split, rank: r, world_size: w, drop_last: true }.share(rest.clone()).unwrap();
+                    let n = upto.min(s.len()) / batch * batch;
+                    labels.extend((0..n).map(|i| label_of(split, s.position(i))));
+                }
+                rest = Layout { split, rank: 0, world_size: w, drop_last: true }.share(rest).unwrap().after(upto);
+            }
+            same_label_share(&labels)
+        };
+        let (b4, b43) = (batches(Split::Blocks, &[(4, u64::MAX)]), batches(Split::Blocks, &[(4, 10), (3, u64::MAX)]));
+        let (s4, s43) = (batches(Split::Strided, &[(4, u64::MAX)]), batches(Split::Strided, &[(4, 10), (3, u64::MAX)]));
+        println!("same-label pair share per batch of 64: stream groups of 4: 4 ranks {b4:.4}, 4 then 3 ranks {b43:.4}; per-sample permutation: 4 ranks {s4:.4}, 4 then 3 ranks {s43:.4}");
+        assert!(b43 < b4 * 1.2, "a resumed epoch mixes about as well as an uninterrupted one: {b43} vs {b4}");
+        assert!(s43 < 0.02 && s4 < 0.02, "the per-sample permutation still mixes 100 classes: {s4} {s43}");
     }
 }

@@ -104,7 +104,7 @@ def test_len_and_sharding_follow_distributed_sampler(folder, world, drop_last, b
 def test_rank_and_world_size_default_to_torchrun_env(folder):
     code = (
         "import stoke,sys; ld = stoke.Loader(sys.argv[1], 4, device='cpu', size=16); "
-        "print(len(ld), ld.state_dict()['rank'], ld.state_dict()['world_size'])"
+        "print(len(ld), ld.rank, ld.world_size)"
     )
     env = dict(os.environ, RANK="1", WORLD_SIZE="3")
     out = subprocess.run([sys.executable, "-c", code, str(folder)], env=env, capture_output=True, text=True, check=True)
@@ -146,7 +146,7 @@ def test_state_dict_resumes_bit_identical_at_the_next_batch(folder):
     assert len(rest) == len(ref) - 2
     for (xa, ya), (xb, yb) in zip(ref[2:], rest):
         assert np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes()
-    with pytest.raises(ValueError, match="seed=4.*seed=5|seed"):
+    with pytest.raises(ValueError, match="seed 4, this pipeline has seed 5"):
         loader(folder, size=24, seed=5, batch_size=3).load_state_dict(state)
 
 
@@ -456,17 +456,15 @@ def test_loader_reads_s3_shards_as_it_reads_the_same_shards_on_disk(folder, tmp_
         server.wait()
 
 
-def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, tmp_path):
-    """stream=True over local tar shards (whole-shard reads, shard-level order): every sample
-    exactly once per epoch (each sample has its own label, so labels identify samples), a
-    different order in the next epoch, and a state_dict resume gives the same batches as the
-    uninterrupted run."""
+def numbered_shards(folder, tmp_path):
+    """The folder's 21 JPEGs in 6 tar shards of 4 (the last one short), sample n labelled n, so
+    that labels identify samples. Returns the files and the shard folder."""
     import tarfile
 
     files = sorted(f for c in range(CLASSES) for f in sorted((folder / f"class{c}").iterdir()))
     shards = tmp_path / "shards"
     shards.mkdir()
-    per = 4  # 21 samples in 6 shards: the last one short
+    per = 4
     for s in range(math.ceil(len(files) / per)):
         with tarfile.open(shards / f"shard-{s:06d}.tar", "w") as t:
             for k, f in enumerate(files[s * per : (s + 1) * per]):
@@ -475,6 +473,66 @@ def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, t
                 cls = tmp_path / f"{n:03d}.cls"
                 cls.write_text(str(n))
                 t.add(cls, arcname=f"{n:03d}.cls")
+    return files, shards
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_state_resumes_on_another_world_size_with_every_sample_once(folder, tmp_path, stream):
+    """Elastic resume: 4 ranks (batch 2) deliver 1 batch each and save their states (the same on
+    every rank); 3 ranks with batch 3 load one and finish the epoch. Every sample is delivered
+    exactly once across both worlds, plus at most 3 + 2 padded copies (DistributedSampler's
+    padding). A version 1 state (epoch, step, world_size, batch_size) converts to the same
+    rest, and a state from another seed is refused by name."""
+    files, shards = numbered_shards(folder, tmp_path)
+    n = len(files)
+    kw = dict(stream=True, stream_group=2) if stream else {}
+
+    def make(rank, world, batch, seed=3):
+        return loader(shards, rank=rank, world_size=world, batch_size=batch, size=16, seed=seed, **kw)
+
+    before, states = [], []
+    for r in range(4):
+        ld = make(r, 4, 2)
+        it = iter(ld)
+        before += [int(v) for v in np.from_dlpack(next(it)[1])]
+        states.append(json.loads(json.dumps(ld.state_dict())))
+    assert all(s == states[0] for s in states), "every rank saves the same state"
+    state = states[0]
+    assert state["version"] == 2 and state["step"] == 1 and state["world_size"] == 4
+
+    after = []
+    for r in range(3):
+        ld = make(r, 3, 3)
+        ld.load_state_dict(state)
+        assert ld.state_dict() == state, "a loaded state is what the loader reports until iter()"
+        it = iter(ld)
+        batches = [np.from_dlpack(y).copy() for _, y in it]
+        assert len(batches) == len(it) < len(ld), "len() of a resumed epoch's iterator: the batches left"
+        after += [int(v) for y in batches for v in y]
+    delivered = before + after
+    assert sorted(set(delivered)) == list(range(n)), "every sample"
+    assert len(delivered) - n <= 3 + 2, f"{len(delivered) - n} padded copies"
+    # Padding copies are the only repeats: without them every sample appears once.
+    counts = np.bincount(delivered, minlength=n)
+    assert counts.max() <= 2 and (counts == 2).sum() == len(delivered) - n
+
+    v1 = {k: state[k] for k in ("epoch", "step", "seed", "world_size", "batch_size")}
+    v1.update(version=1, rank=0, stream_group=state["stream_group"])
+    ld = make(0, 3, 3)
+    ld.load_state_dict(v1)
+    converted = ld.state_dict()
+    assert (converted["remaining"], converted["next_pad"]) == (state["remaining"], state["next_pad"])
+
+    with pytest.raises(ValueError, match="seed 3, this pipeline has seed 4"):
+        make(0, 3, 3, seed=4).load_state_dict(state)
+
+
+def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, tmp_path):
+    """stream=True over local tar shards (whole-shard reads, shard-level order): every sample
+    exactly once per epoch (each sample has its own label, so labels identify samples), a
+    different order in the next epoch, and a state_dict resume gives the same batches as the
+    uninterrupted run."""
+    files, shards = numbered_shards(folder, tmp_path)
 
     def make(**kw):
         return loader(shards, stream=True, stream_group=2, read_ahead_bytes=1, size=16, seed=3, batch_size=5, **kw)
@@ -506,7 +564,7 @@ def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, t
     for (xa, ya), (xb, yb) in zip(epoch0[2:], rest):
         assert np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes()
 
-    with pytest.raises(ValueError, match="stream_group=2.*stream_group=0"):
+    with pytest.raises(ValueError, match="stream_group.* 2, this pipeline has stream_group.* 0"):
         loader(shards, size=16, seed=3, batch_size=5).load_state_dict(state)
     with pytest.raises(ValueError, match="stream"):
         loader(shards, stream_group=2)
