@@ -74,6 +74,9 @@ pub struct Stats {
     pub pinned_bytes: u64,
     /// Stream mode: the most bytes of whole shards held at once (read ahead plus in use).
     pub read_ahead_peak: u64,
+    /// Stream mode: shards the epochs started with already read (by the previous epoch's read
+    /// ahead).
+    pub shards_read_ahead: u64,
 }
 
 // A batch is moved through the channel by value once per batch (224 bytes); boxing it would
@@ -175,7 +178,7 @@ impl Pipeline {
         let spec = config.stream.clone().unwrap_or_default();
         config.stream = Some(spec.clone());
         Self::set_mixup_classes(&mut config, source.classes())?;
-        let backend = AnyBackend::for_stream(&config)?;
+        let backend = AnyBackend::for_stream(&config, &source.set)?;
         let order = crate::sampler::shards::ShardOrderConfig {
             seed: config.seed,
             shuffle: config.shuffle,
@@ -527,6 +530,13 @@ impl Reading {
             Reading::Stream(r) => r.peak_held(),
         }
     }
+
+    fn shards_read_ahead(&self) -> u64 {
+        match self {
+            Reading::Index(_) => 0,
+            Reading::Stream(r) => r.shards_read_ahead(),
+        }
+    }
 }
 
 struct Producer {
@@ -582,6 +592,7 @@ impl Producer {
                         s.gpu_stages += times.gpu;
                         (s.device_bytes, s.pinned_bytes) = self.backend.held_bytes();
                         s.read_ahead_peak = self.reader.peak_held();
+                        s.shards_read_ahead = self.reader.shards_read_ahead();
                         batch
                     })
                 }

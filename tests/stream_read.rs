@@ -12,6 +12,7 @@ use stoke::pipeline::Pipeline;
 use stoke::reader::stream::{StreamReader, StreamSource};
 use stoke::reader::ReaderConfig;
 use stoke::sampler::shards::{ShardOrder, ShardOrderConfig};
+use stoke::source::shards::{sidecar_json, ShardSet, SIDECAR};
 use stoke::source::tar::TarWriter;
 use stoke::source::{Dataset, IndexOptions};
 
@@ -151,6 +152,57 @@ fn worst_working_set(source: &StreamSource, order: &ShardOrder, epoch: u64) -> u
         .unwrap()
 }
 
+/// Polls until the epoch running has read ahead `want` shards of the next one (10 s at most).
+fn wait_ahead(r: &StreamReader, want: usize) -> usize {
+    let t = std::time::Instant::now();
+    while r.next_epoch_ready() < want && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    r.next_epoch_ready()
+}
+
+/// The next epoch's first shards are read while the current one ends, within the budget; the
+/// epoch after starts with them and delivers the same batches as a reader that did not read
+/// ahead; a start other than the next epoch's fresh one does not use them.
+fn next_epoch_read_ahead(dir: &Path, source: &Arc<StreamSource>, reader_cfg: &ReaderConfig, order_cfg: &ShardOrderConfig, sizes: &[u64]) {
+    let all: u64 = sizes.iter().sum();
+    let run = |r: &mut StreamReader, e: u64, start: u64| -> Vec<(Vec<u8>, Vec<usize>)> {
+        r.start_epoch(e, start).unwrap();
+        let mut out = Vec::new();
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            out.push((b.data.clone(), b.samples.iter().map(|s| s.index).collect()));
+        }
+        out
+    };
+    // A budget of every shard: the whole next epoch is read ahead, once this one's are.
+    let mut r = StreamReader::new(source.clone(), order_cfg.clone(), reader_cfg, all).unwrap();
+    run(&mut r, 0, 0);
+    assert_eq!(wait_ahead(&r, sizes.len()), sizes.len(), "the next epoch's shards are read ahead");
+    let fresh = |e, start| run(&mut StreamReader::new(source.clone(), order_cfg.clone(), reader_cfg, all).unwrap(), e, start);
+    assert_eq!(run(&mut r, 1, 0), fresh(1, 0), "epoch 1 from the shards read ahead: the same batches");
+    assert_eq!(r.shards_read_ahead(), sizes.len() as u64, "it started with all of them");
+    assert!(r.peak_held() <= all, "within the budget: {} > {all}", r.peak_held());
+    // Another start than the next epoch's fresh one: nothing carried, the same batches.
+    wait_ahead(&r, sizes.len());
+    assert_eq!(run(&mut r, 3, 2), fresh(3, 2), "epoch 3 from step 2");
+    assert_eq!(r.shards_read_ahead(), sizes.len() as u64, "epoch 3 is not the one read ahead for");
+    // A budget of the largest shard and a byte: at most one next-epoch shard, and only when it
+    // fits beside what is held.
+    let tight = sizes.iter().max().unwrap() + 1;
+    let mut r = StreamReader::new(source.clone(), order_cfg.clone(), reader_cfg, tight).unwrap();
+    run(&mut r, 0, 0);
+    wait_ahead(&r, 1);
+    assert!(r.next_epoch_ready() <= 1, "{} shards read ahead within {tight} bytes", r.next_epoch_ready());
+    assert_eq!(run(&mut r, 1, 0), fresh(1, 0));
+    // Through the pipeline: the count is in the stats.
+    let mut p = Pipeline::new(config(dir, OnError::Fail, 0, 1, all)).unwrap();
+    epoch(&mut p, 0, 0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    epoch(&mut p, 1, 0);
+    assert!(p.stats().shards_read_ahead > 0, "{:?}", p.stats());
+}
+
 #[test]
 fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
     let tmp = tempfile::tempdir().unwrap();
@@ -192,6 +244,7 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
         }
     }
     // Through the pipeline: the peak is reported in the stats.
+    next_epoch_read_ahead(tmp.path(), &source, &reader_cfg, &order_cfg, &sizes);
     let mut p = Pipeline::new(config(tmp.path(), OnError::Fail, 0, 1, roomy)).unwrap();
     epoch(&mut p, 0, 0);
     let peak = p.stats().read_ahead_peak;
@@ -246,7 +299,7 @@ fn a_truncated_or_corrupt_shard_is_named_and_replaced_under_skip_and_fails_under
 }
 
 #[test]
-fn stream_options_are_checked_and_cuda_is_refused_with_the_reason() {
+fn stream_options_are_checked_and_cuda_without_shard_bounds_is_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
     write_shards(tmp.path());
     let mut c = config(tmp.path(), OnError::Skip, 0, 1, 1 << 30);
@@ -258,7 +311,18 @@ fn stream_options_are_checked_and_cuda_is_refused_with_the_reason() {
     let e = Pipeline::new(c.clone()).err().unwrap().to_string();
     assert!(e.contains("cache_bytes") && e.contains("5"), "{e}");
     c.cache_bytes = 0;
+    // A version 1 sidecar (no shard's largest sample): the CUDA backend cannot size its
+    // buffers and says so; auto takes the CPU backend.
+    let mut set = ShardSet::open(tmp.path(), 1).unwrap();
+    assert!(set.facts.iter().all(|f| f.largest.is_some_and(|l| l.bytes > 0 && l.pixels > 0)), "facts read from the shards");
+    for f in &mut set.facts {
+        f.largest = None;
+    }
+    std::fs::write(tmp.path().join(SIDECAR), sidecar_json(&set.facts)).unwrap();
+    assert!(ShardSet::open(tmp.path(), 1).unwrap().from_sidecar, "a version 1 sidecar is still read");
     c.backend = BackendKind::Cuda;
-    let e = Pipeline::new(c).err().unwrap().to_string();
-    assert!(e.contains("stream mode runs on the CPU backend"), "{e}");
+    let e = Pipeline::new(c.clone()).err().unwrap().to_string();
+    assert!(e.contains("version 1") && e.contains(SIDECAR) && e.contains("cannot size its buffers"), "{e}");
+    c.backend = BackendKind::Auto;
+    assert!(!Pipeline::new(c).unwrap().is_cuda());
 }

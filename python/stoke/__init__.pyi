@@ -47,7 +47,9 @@ class Loader:
     ``stream_group`` shards, default 4) and whole shards are read ahead, at most
     ``read_ahead_bytes`` of them held at once (default 1 GiB; a shard the next batch needs is
     read even past it). Exact epochs, equal rank lengths and ``state_dict`` resume hold as
-    without it; the CPU backend decodes.
+    without it, and ``state_dict`` resumes at another world size too. Both backends decode: the
+    CUDA backend sizes its buffers from each shard's largest sample (in the shards'
+    ``stoke-shards.json`` from ``stoke pack``, or read from the shards).
     """
 
     def __init__(

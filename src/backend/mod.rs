@@ -86,11 +86,15 @@ impl AnyBackend {
     /// Build the backend `config` asks for (`auto`: CUDA when a usable GPU is there, else the
     /// CPU, with a warning that says why).
     pub fn new(config: &PipelineConfig, dataset: &Dataset) -> Result<Self> {
+        Self::choose(config, || cuda::pipeline::CudaBackend::new(config, dataset))
+    }
+
+    fn choose(config: &PipelineConfig, cuda: impl FnOnce() -> Result<cuda::pipeline::CudaBackend>) -> Result<Self> {
         use crate::config::BackendKind;
         match config.backend {
             BackendKind::Cpu => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
-            BackendKind::Cuda => Ok(Self::Cuda(Box::new(cuda::pipeline::CudaBackend::new(config, dataset)?))),
-            BackendKind::Auto => match cuda::pipeline::CudaBackend::new(config, dataset) {
+            BackendKind::Cuda => Ok(Self::Cuda(Box::new(cuda()?))),
+            BackendKind::Auto => match cuda() {
                 Ok(b) => Ok(Self::Cuda(Box::new(b))),
                 Err(Error::Gpu(e)) => {
                     log::warn!("backend auto: no usable GPU, using the CPU backend ({e})");
@@ -101,18 +105,27 @@ impl AnyBackend {
         }
     }
 
-    /// The backend for stream mode: the CPU backend. The CUDA backend sizes its staging and
-    /// decode arenas from the per-sample index's sizes and dimensions, which stream mode does
-    /// not have: `cuda` is refused with that reason, `auto` takes the CPU with a warning.
-    pub fn for_stream(config: &PipelineConfig) -> Result<Self> {
+    /// The backend for stream mode over shards with these facts. The CUDA backend sizes its
+    /// staging and decode arenas from each shard's largest sample
+    /// ([`cuda::pipeline::IndexBounds::from_shards`]); facts without them (a version 1
+    /// sidecar) leave only the CPU backend: `cuda` is refused saying so, `auto` takes the CPU
+    /// with a warning.
+    pub fn for_stream(config: &PipelineConfig, set: &crate::source::shards::ShardSet) -> Result<Self> {
         use crate::config::BackendKind;
-        const WHY: &str =
-            "stream mode runs on the CPU backend: the CUDA backend sizes its staging and decode arenas from the per-sample index";
-        match config.backend {
-            BackendKind::Cpu => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
-            BackendKind::Cuda => Err(Error::config(format!("backend cuda: {WHY}"))),
-            BackendKind::Auto => {
-                log::warn!("backend auto: {WHY}");
+        let bounds = cuda::pipeline::IndexBounds::from_shards(&set.facts, config.batch_size, config.max_decoded_pixels);
+        match (config.backend, bounds) {
+            (BackendKind::Cpu, _) => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
+            (_, Some(b)) => Self::choose(config, || cuda::pipeline::CudaBackend::for_shards(config, b)),
+            (kind, None) => {
+                let why = format!(
+                    "the shard facts of {} do not give each shard's largest sample ({} is version 1, from an older stoke pack): the CUDA backend cannot size its buffers; write it again with stoke pack, or delete it to have the facts read from the shards",
+                    set.root,
+                    crate::source::shards::SIDECAR
+                );
+                if kind == BackendKind::Cuda {
+                    return Err(Error::config(format!("backend cuda in stream mode: {why}")));
+                }
+                log::warn!("backend auto in stream mode: using the CPU backend: {why}");
                 Ok(Self::Cpu(cpu::CpuBackend::new(config)?))
             }
         }

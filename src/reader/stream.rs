@@ -25,6 +25,14 @@
 //! a budget of at least a group's shards (the default 1 GiB is four 256 MB shards) that is the
 //! budget. Give it two groups' worth to read the next group while the current one is cut.
 //!
+//! # Epochs that do not start cold
+//! Once every shard of the epoch is read or being read, the fetch threads go on to the shards
+//! the next epoch reads first (its fresh start on this rank, in first-need order), each only
+//! while it fits in the budget beside the shards held, never past it: as the epoch's last
+//! shards are released, the next epoch's first group is read. When that epoch starts (the one
+//! after, from its first batch), its feed begins with them; any other start drops them. A shard
+//! that fails to read ahead is read again, and named, by its own epoch.
+//!
 //! # Samples
 //! Sample `index` in shard `s` of the epoch's order becomes a [`ReadSample`] with dataset index
 //! `first[s] + index` (the index the per-sample index gives the same sample: shards in listed
@@ -199,6 +207,11 @@ struct FeedState {
     waiting: Option<usize>,
     /// Read shards not yet taken by the consumer, by first-need index.
     ready: Vec<Option<std::result::Result<Arc<Loaded>, String>>>,
+    /// The next epoch's first-need index of the next shard to read ahead (once every shard of
+    /// this epoch is read or being read).
+    ahead_next: usize,
+    /// The next epoch's shards read ahead, by its first-need index.
+    ahead: Vec<Option<Arc<Loaded>>>,
     cancelled: bool,
 }
 
@@ -211,22 +224,56 @@ fn lock(s: &Mutex<FeedState>) -> MutexGuard<'_, FeedState> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The shards an epoch reads, in first-need order: this epoch's, and the next one's (read ahead
+/// within the budget once this epoch's are all read).
+struct Needs {
+    now: Vec<usize>,
+    next: Vec<usize>,
+}
+
 impl Feed {
-    fn start(source: Arc<StreamSource>, need: Arc<Vec<usize>>, budget: u64, threads: usize, peak: Arc<Mutex<u64>>) -> Result<Feed> {
-        let state = Arc::new((
-            Mutex::new(FeedState { next: 0, held: 0, waiting: None, ready: (0..need.len()).map(|_| None).collect(), cancelled: false }),
-            Condvar::new(),
-        ));
+    /// Fetch threads for `needs`, the first shards of `needs.now` already read (`carried`,
+    /// read ahead by the previous epoch's feed; their bytes count as held).
+    fn start(
+        source: Arc<StreamSource>,
+        needs: Arc<Needs>,
+        carried: Vec<Arc<Loaded>>,
+        budget: u64,
+        threads: usize,
+        peak: Arc<Mutex<u64>>,
+    ) -> Result<Feed> {
+        let held = carried.iter().map(|l| l.bytes.as_slice().len() as u64).sum();
+        let next = carried.len();
+        let mut ready: Vec<_> = carried.into_iter().map(|l| Some(Ok(l))).collect();
+        ready.resize_with(needs.now.len(), || None);
+        let ahead = (0..needs.next.len()).map(|_| None).collect();
+        let state =
+            Arc::new((Mutex::new(FeedState { next, held, waiting: None, ready, ahead_next: 0, ahead, cancelled: false }), Condvar::new()));
         let mut handles = Vec::with_capacity(threads);
-        for t in 0..threads.min(need.len()).max(1) {
-            let (st, src, need, peak) = (state.clone(), source.clone(), need.clone(), peak.clone());
+        for t in 0..threads.min(needs.now.len() + needs.next.len()).max(1) {
+            let (st, src, needs, peak) = (state.clone(), source.clone(), needs.clone(), peak.clone());
             let h = std::thread::Builder::new()
                 .name(format!("stoke-stream-{t}"))
-                .spawn(move || fetch(&st, &src, &need, budget, &peak))
+                .spawn(move || fetch(&st, &src, &needs, budget, &peak))
                 .map_err(|e| Error::config(format!("cannot start stream reader thread {t}: {e}")))?;
             handles.push(h);
         }
         Ok(Feed { state, threads: handles })
+    }
+
+    /// The next epoch's shards read ahead so far that begin `need` (the first-need order of
+    /// the epoch starting now), up to the first one not (yet, or successfully) read: what a feed
+    /// for that epoch starts with.
+    fn take_ahead(&self, need: &[usize], needs: &Needs) -> Vec<Arc<Loaded>> {
+        let mut st = lock(&self.state.0);
+        let mut out = Vec::new();
+        for (k, slot) in st.ahead.iter_mut().enumerate() {
+            match (need.get(k), needs.next.get(k), slot.take()) {
+                (Some(a), Some(b), Some(l)) if a == b => out.push(l),
+                _ => break,
+            }
+        }
+        out
     }
 }
 
@@ -241,28 +288,39 @@ impl Drop for Feed {
 }
 
 /// One fetch thread: reserve the next shard in first-need order when the budget allows (or
-/// the consumer waits for it), read it, hand it over.
-fn fetch(state: &(Mutex<FeedState>, Condvar), source: &StreamSource, need: &[usize], budget: u64, peak: &Mutex<u64>) {
+/// the consumer waits for it), read it, hand it over. Once every shard of the epoch is read or
+/// being read, the next epoch's first shards, only while they fit in the budget beside the
+/// shards held (so that the next epoch does not start cold: its first batch finds them read).
+fn fetch(state: &(Mutex<FeedState>, Condvar), source: &StreamSource, needs: &Needs, budget: u64, peak: &Mutex<u64>) {
     let (m, cv) = state;
     loop {
-        let (k, shard) = {
+        let (ahead, k, shard) = {
             let mut st = lock(m);
-            loop {
-                if st.cancelled || st.next >= need.len() {
+            let (ahead, k) = loop {
+                if st.cancelled {
                     return;
                 }
-                let size = source.set.facts[need[st.next]].bytes;
-                if st.held == 0 || st.held + size <= budget || st.waiting.is_some_and(|w| w >= st.next) {
-                    break;
+                if st.next < needs.now.len() {
+                    let size = source.set.facts[needs.now[st.next]].bytes;
+                    if st.held == 0 || st.held + size <= budget || st.waiting.is_some_and(|w| w >= st.next) {
+                        st.next += 1;
+                        break (false, st.next - 1);
+                    }
+                } else if st.ahead_next < needs.next.len() {
+                    if st.held + source.set.facts[needs.next[st.ahead_next]].bytes <= budget {
+                        st.ahead_next += 1;
+                        break (true, st.ahead_next - 1);
+                    }
+                } else {
+                    return;
                 }
                 st = cv.wait(st).unwrap_or_else(|p| p.into_inner());
-            }
-            let k = st.next;
-            st.next += 1;
-            st.held += source.set.facts[need[k]].bytes;
+            };
+            let shard = if ahead { needs.next[k] } else { needs.now[k] };
+            st.held += source.set.facts[shard].bytes;
             let mut p = peak.lock().unwrap_or_else(|p| p.into_inner());
             *p = (*p).max(st.held);
-            (k, need[k])
+            (ahead, k, shard)
         };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source.load(shard)));
         let r = match r {
@@ -277,7 +335,12 @@ fn fetch(state: &(Mutex<FeedState>, Condvar), source: &StreamSource, need: &[usi
         if st.cancelled {
             return;
         }
-        st.ready[k] = Some(r);
+        match (ahead, r) {
+            (false, r) => st.ready[k] = Some(r),
+            (true, Ok(l)) => st.ahead[k] = Some(l),
+            // A shard that failed to read ahead is read again (and named) by its own epoch.
+            (true, Err(_)) => st.held -= source.set.facts[shard].bytes,
+        }
         cv.notify_all();
     }
 }
@@ -291,7 +354,9 @@ struct EpochPlan {
     remaining: Vec<u64>,
     /// Taken from the feed, per first-need index, until released.
     open: Vec<Option<std::result::Result<Arc<Loaded>, String>>>,
-    feed: Feed,
+    /// The feed's state (the feed itself lives in the [`EpochRun`], so that it goes on reading
+    /// the next epoch's first shards after this epoch's last batch).
+    state: Arc<(Mutex<FeedState>, Condvar)>,
 }
 
 /// The thread that cuts an epoch's batches out of the shards, `prefetch_batches` ahead of
@@ -308,7 +373,7 @@ struct Assembler {
 
 impl Assembler {
     fn run(mut self, out: Sender<Result<ReadBatch>>, free: Receiver<ReadBatch>) {
-        let state = self.plan.feed.state.clone();
+        let state = self.plan.state.clone();
         while self.step < self.steps && !lock(&state.0).cancelled {
             let b = free.try_recv().unwrap_or_default();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batch(b)));
@@ -369,7 +434,7 @@ impl Assembler {
             plan.remaining[j] -= 1;
             if plan.remaining[j] == 0 {
                 plan.open[j] = None;
-                let (m, cv) = &*plan.feed.state;
+                let (m, cv) = &*plan.state;
                 lock(m).held -= self.source.set.facts[at.shard].bytes;
                 cv.notify_all();
             }
@@ -384,12 +449,15 @@ struct EpochRun {
     free: Sender<ReadBatch>,
     state: Arc<(Mutex<FeedState>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    /// The fetch threads: dropped (stopped) after the batch thread.
+    feed: Feed,
+    needs: Arc<Needs>,
 }
 
 impl Drop for EpochRun {
     fn drop(&mut self) {
         // Wake the assembler wherever it waits (a shard: cancelled; a full channel: closed),
-        // then wait for it; it drops the plan, whose feed joins the fetch threads.
+        // then wait for it; the feed (a field, dropped after this) then joins the fetch threads.
         lock(&self.state.0).cancelled = true;
         self.state.1.notify_all();
         self.batches = None;
@@ -406,6 +474,7 @@ pub struct StreamReader {
     cfg: ReaderConfig,
     budget: u64,
     peak: Arc<Mutex<u64>>,
+    carried: u64,
     run: Option<EpochRun>,
 }
 
@@ -421,7 +490,15 @@ impl StreamReader {
             )));
         }
         let order = ShardOrder::new(source.set.counts(), order).map_err(|e| Error::dataset(&source.set.root, e.to_string()))?;
-        Ok(Self { source, order: Arc::new(order), cfg: config.clone(), budget: read_ahead_bytes, peak: Arc::new(Mutex::new(0)), run: None })
+        Ok(Self {
+            source,
+            order: Arc::new(order),
+            cfg: config.clone(),
+            budget: read_ahead_bytes,
+            peak: Arc::new(Mutex::new(0)),
+            carried: 0,
+            run: None,
+        })
     }
 
     /// The epoch order.
@@ -444,6 +521,17 @@ impl StreamReader {
         *self.peak.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Shards the epochs started so far began with already read (read ahead while the epoch
+    /// before them ended).
+    pub fn shards_read_ahead(&self) -> u64 {
+        self.carried
+    }
+
+    /// Shards of the next epoch read ahead so far by the epoch running.
+    pub fn next_epoch_ready(&self) -> usize {
+        self.run.as_ref().map_or(0, |r| lock(&r.state.0).ahead.iter().filter(|a| a.is_some()).count())
+    }
+
     /// Begin `epoch` at batch `start_step`, abandoning the epoch in flight: the shards the rank
     /// needs from there, in first-need order with their sample counts, are computed
     /// ([`crate::sampler::shards::ShardEpoch::needs`]: no sample is read, no position replayed),
@@ -456,7 +544,6 @@ impl StreamReader {
     /// Begin `epoch` with this rank's `share` of the rest of it ([`crate::sampler::rest`]), at
     /// its batch `start_step`, as [`Self::start_epoch`] does for a whole epoch.
     pub fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> Result<()> {
-        self.run = None;
         let steps = share.steps(self.cfg.batch_size);
         let step = start_step.min(steps);
         let needs = self.order.epoch(epoch).needs_in(&share.ranges_from(step * self.cfg.batch_size as u64));
@@ -465,10 +552,21 @@ impl StreamReader {
             need_of[s] = j;
         }
         let (need, remaining): (Vec<usize>, Vec<u64>) = needs.into_iter().unzip();
+        // The shards the previous epoch's feed read ahead for this one, if it starts as that
+        // feed expected (the epoch after, from its start), then that feed stops.
+        let carried = match self.run.take() {
+            Some(run) => run.feed.take_ahead(&need, &run.needs),
+            None => Vec::new(),
+        };
+        self.carried += carried.len() as u64;
+        // What the epoch after this one reads first, should it start fresh after this one.
+        let whole = self.order.layout().share(self.order.whole())?;
+        let next = self.order.epoch(epoch + 1).needs_in(&whole.ranges_from(0)).into_iter().map(|(s, _)| s).collect();
         let open = (0..need.len()).map(|_| None).collect();
-        let feed = Feed::start(self.source.clone(), Arc::new(need), self.budget, self.cfg.threads, self.peak.clone())?;
+        let needs = Arc::new(Needs { now: need, next });
+        let feed = Feed::start(self.source.clone(), needs.clone(), carried, self.budget, self.cfg.threads, self.peak.clone())?;
         let state = feed.state.clone();
-        let plan = EpochPlan { epoch, need_of, remaining, open, feed };
+        let plan = EpochPlan { epoch, need_of, remaining, open, state: state.clone() };
         let a = Assembler { source: self.source.clone(), order: self.order.clone(), share, cfg: self.cfg.clone(), plan, step, steps };
         let (tx, rx) = bounded(self.cfg.prefetch_batches.max(1));
         let (free_tx, free_rx) = unbounded();
@@ -476,7 +574,7 @@ impl StreamReader {
             .name("stoke-stream-batches".into())
             .spawn(move || a.run(tx, free_rx))
             .map_err(|e| Error::config(format!("cannot start the stream reader's batch thread: {e}")))?;
-        self.run = Some(EpochRun { batches: Some(rx), free: free_tx, state, thread: Some(thread) });
+        self.run = Some(EpochRun { batches: Some(rx), free: free_tx, state, thread: Some(thread), feed, needs });
         Ok(())
     }
 
@@ -498,7 +596,7 @@ impl StreamReader {
 /// yet; kept in the plan until its last sample is delivered. An abandoned epoch gives an error.
 fn take(plan: &mut EpochPlan, j: usize) -> std::result::Result<Arc<Loaded>, String> {
     if plan.open[j].is_none() {
-        let (m, cv) = &*plan.feed.state;
+        let (m, cv) = &*plan.state;
         let mut st = lock(m);
         while st.ready[j].is_none() {
             if st.cancelled {

@@ -28,6 +28,44 @@ pub struct ShardFacts {
     pub samples: u64,
     /// Smallest and largest label (`[-1, -1]` when unlabeled).
     pub labels: [i64; 2],
+    /// Its largest image sample, what the CUDA backend sizes its buffers by in stream mode
+    /// (absent in a version 1 sidecar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest: Option<Largest>,
+}
+
+/// The largest image sample of a shard, each measure on its own (they may be different samples).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Largest {
+    /// Compressed bytes.
+    pub bytes: u64,
+    /// Stored width × height.
+    pub pixels: u64,
+    /// Stored width.
+    pub width: u32,
+    /// Stored height.
+    pub height: u32,
+    /// Image samples whose header did not parse (no size known: sized at the decode guard).
+    pub headerless: u64,
+}
+
+impl Largest {
+    /// The largest of `(bytes, stored width and height or None)` per sample.
+    pub fn of(samples: impl IntoIterator<Item = (u64, Option<(u32, u32)>)>) -> Self {
+        let mut l = Largest::default();
+        for (bytes, dims) in samples {
+            l.bytes = l.bytes.max(bytes);
+            match dims {
+                Some((w, h)) => {
+                    l.pixels = l.pixels.max(w as u64 * h as u64);
+                    l.width = l.width.max(w);
+                    l.height = l.height.max(h);
+                }
+                None => l.headerless += 1,
+            }
+        }
+        l
+    }
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -58,15 +96,29 @@ fn name_of(p: &str) -> String {
 
 /// The facts of one shard from its members.
 pub(crate) fn facts_of(shard: &Path, reader: &(impl tar::ReadAt + ?Sized), len: u64) -> Result<ShardFacts> {
-    let (entries, _) = tar::scan_members(shard, reader, len, false)?;
+    let (entries, _) = tar::scan_members(shard, reader, len, true)?;
+    let largest = Largest::of(entries.iter().map(|e| {
+        let dims = match &e.header {
+            Some(Ok(i)) => Some((i.width, i.height)),
+            _ => None,
+        };
+        (e.len, dims)
+    }));
     let lo = entries.iter().map(|e| e.label).min().unwrap_or(-1);
     let hi = entries.iter().map(|e| e.label).max().unwrap_or(-1);
-    Ok(ShardFacts { name: name_of(&shard.to_string_lossy()), bytes: len, samples: entries.len() as u64, labels: [lo, hi] })
+    Ok(ShardFacts {
+        name: name_of(&shard.to_string_lossy()),
+        bytes: len,
+        samples: entries.len() as u64,
+        labels: [lo, hi],
+        largest: Some(largest),
+    })
 }
 
 /// The sidecar's text for `facts`.
 pub fn sidecar_json(facts: &[ShardFacts]) -> String {
-    let s = Sidecar { format: FORMAT.into(), version: 1, shards: facts.to_vec() };
+    let version = if facts.iter().all(|f| f.largest.is_some()) { 2 } else { 1 };
+    let s = Sidecar { format: FORMAT.into(), version, shards: facts.to_vec() };
     serde_json::to_string(&s).expect("plain data serializes")
 }
 
@@ -74,7 +126,7 @@ pub fn sidecar_json(facts: &[ShardFacts]) -> String {
 fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
     let s: Sidecar = serde_json::from_slice(text).ok()?;
     let ok = s.format == FORMAT
-        && s.version == 1
+        && (s.version == 1 || s.version == 2)
         && s.shards.len() == listed.len()
         && s.shards.iter().zip(listed).all(|(f, (path, size))| f.name == name_of(path) && f.bytes == *size);
     ok.then_some(s.shards)
@@ -151,8 +203,8 @@ mod tests {
     #[test]
     fn a_sidecar_is_used_only_when_it_lists_the_same_shards_and_sizes() {
         let facts = vec![
-            ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2] },
-            ShardFacts { name: "b.tar".into(), bytes: 20, samples: 5, labels: [-1, -1] },
+            ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2], largest: None },
+            ShardFacts { name: "b.tar".into(), bytes: 20, samples: 5, labels: [-1, -1], largest: None },
         ];
         let text = sidecar_json(&facts);
         let listed = |b: u64| vec![("/d/a.tar".to_string(), 10), ("/d/b.tar".to_string(), b)];
@@ -160,5 +212,20 @@ mod tests {
         assert_eq!(matching(text.as_bytes(), &listed(21)), None, "a shard rewritten since");
         assert_eq!(matching(text.as_bytes(), &listed(20)[..1]), None, "a shard set that changed");
         assert_eq!(matching(b"{not json", &listed(20)), None);
+    }
+
+    #[test]
+    fn a_version_2_sidecar_carries_each_shards_largest_sample_and_version_1_still_reads() {
+        let largest = Largest::of([(500, Some((640, 480))), (900, Some((300, 200))), (20, None)]);
+        assert_eq!(largest, Largest { bytes: 900, pixels: 307_200, width: 640, height: 480, headerless: 1 });
+        let facts = vec![ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2], largest: Some(largest) }];
+        let text = sidecar_json(&facts);
+        assert!(text.contains("\"version\":2") && text.contains("\"headerless\":1"), "{text}");
+        let listed = vec![("/d/a.tar".to_string(), 10)];
+        assert_eq!(matching(text.as_bytes(), &listed), Some(facts.clone()));
+        let v1 = r#"{"format":"stoke-shards","version":1,"shards":[{"name":"a.tar","bytes":10,"samples":3,"labels":[0,2]}]}"#;
+        assert_eq!(matching(v1.as_bytes(), &listed).unwrap()[0].largest, None, "a version 1 sidecar: no largest sample");
+        let v3 = v1.replace("\"version\":1", "\"version\":3");
+        assert_eq!(matching(v3.as_bytes(), &listed), None, "a version this build does not know");
     }
 }

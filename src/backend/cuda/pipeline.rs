@@ -31,6 +31,7 @@ use crate::batch::{Batch, DecoderCounts, Images};
 use crate::codec::{DecodeError, DecodeErrorKind};
 use crate::config::{CropMode, PipelineConfig};
 use crate::error::{Error, Result, SlotError};
+use crate::source::shards::{Largest, ShardFacts};
 use crate::source::Dataset;
 use cudarc::driver::{CudaEvent, PushKernelArg};
 use std::sync::Arc;
@@ -54,6 +55,27 @@ pub struct IndexBounds {
 }
 
 impl IndexBounds {
+    /// Bounds for batches of `batch` over stream mode's per-shard facts: each shard counted as
+    /// `min(samples, batch)` copies of its largest sample (in bytes, and in pixels; its samples
+    /// without a readable header at the guard `max_pixels`), so a batch of any of its samples
+    /// fits. `None` when a shard's facts do not say its largest sample (a version 1 sidecar).
+    pub fn from_shards(facts: &[ShardFacts], batch: usize, max_pixels: u64) -> Option<Self> {
+        let shards: Vec<(u64, Largest)> = facts.iter().map(|f| f.largest.map(|l| (f.samples, l))).collect::<Option<_>>()?;
+        let k = |n: u64| n.min(batch as u64) as usize;
+        let bytes = shards.iter().flat_map(|&(n, l)| std::iter::repeat_n(l.bytes, k(n)));
+        let pixels = shards.iter().flat_map(|&(n, l)| {
+            let headerless = l.headerless.min(n);
+            std::iter::repeat_n(l.pixels, k(n - headerless)).chain(std::iter::repeat_n(max_pixels, k(headerless)))
+        });
+        let (mw, mh) = shards.iter().fold((1u32, 1u32), |(w, h), (_, l)| (w.max(l.width), h.max(l.height)));
+        Some(Self {
+            staging: StagingPlan::new(bytes, batch, 2),
+            arena: ArenaPlan::new(pixels, batch, max_pixels),
+            max_dims: (mw, mh),
+            max_side: mw.max(mh),
+        })
+    }
+
     /// Bounds for batches of `batch` over `(compressed bytes, stored w, stored h)` per sample
     /// (`w = h = 0` when the header could not be read: the CPU decoder's guard then bounds it
     /// by `max_pixels`).
@@ -105,6 +127,18 @@ impl CudaBackend {
             (s.len, w, h)
         });
         let bounds = IndexBounds::new(samples, config.batch_size, config.max_decoded_pixels);
+        Self::with_bounds(gpu, config, bounds)
+    }
+
+    /// As [`CudaBackend::new`] for stream mode, sized by the per-shard facts
+    /// ([`IndexBounds::from_shards`]); a sample larger than its shard's facts say goes to the
+    /// policy as any sample that does not fit (named, substituted), never past a buffer.
+    pub fn for_shards(config: &PipelineConfig, bounds: IndexBounds) -> Result<Self> {
+        config.validate()?;
+        if config.mixup.enabled() && config.mixup.num_classes == 0 {
+            return Err(Error::config("mixup/cutmix needs mixup.num_classes (the Pipeline sets it from the shards)"));
+        }
+        let gpu = super::open_for_pipeline(config.device)?;
         Self::with_bounds(gpu, config, bounds)
     }
 
@@ -318,7 +352,7 @@ impl Backend for CudaBackend {
                 Some(SlotError::Decode(DecodeError::new(DecodeErrorKind::Truncated, "the file is empty")))
             } else if self.ranges[i].is_none() {
                 Some(SlotError::Capacity(format!(
-                    "{} compressed bytes do not fit the staging slot sized from the index (did the file grow?)",
+                    "{} compressed bytes do not fit the staging slot sized from the index or the shard facts (did the file grow?)",
                     s.bytes.len()
                 )))
             } else {
@@ -490,5 +524,38 @@ mod tests {
         assert_eq!(b.arena.bytes, 2 * 3_000_000u64.next_multiple_of(256), "two guard-capped images");
         assert_eq!(b.max_dims, (4000, 3000));
         assert_eq!(b.max_side, 4000);
+    }
+
+    /// The per-shard bounds cover what the per-sample bounds of the same samples cover.
+    #[test]
+    fn shard_bounds_cover_the_per_sample_bounds() {
+        use crate::source::shards::{Largest, ShardFacts};
+        // Two shards of (bytes, w, h) samples; one header unreadable in the second.
+        let shards: [&[(u64, u32, u32)]; 2] = [&[(1000, 500, 375), (9000, 400, 300), (700, 640, 480)], &[(10, 0, 0), (500, 375, 500)]];
+        let facts: Vec<ShardFacts> = shards
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ShardFacts {
+                name: format!("{i}.tar"),
+                bytes: 0,
+                samples: s.len() as u64,
+                labels: [-1, -1],
+                largest: Some(Largest::of(s.iter().map(|&(b, w, h)| (b, (w > 0).then_some((w, h)))))),
+            })
+            .collect();
+        for batch in [1, 2, 3, 5] {
+            let per_sample = IndexBounds::new(shards.iter().flat_map(|s| s.iter().copied()), batch, 1_000_000);
+            let per_shard = IndexBounds::from_shards(&facts, batch, 1_000_000).unwrap();
+            assert!(per_shard.staging.slot_bytes >= per_sample.staging.slot_bytes, "batch {batch}");
+            assert!(per_shard.arena.bytes >= per_sample.arena.bytes, "batch {batch}");
+            assert_eq!((per_shard.max_dims, per_shard.max_side), (per_sample.max_dims, per_sample.max_side));
+        }
+        // Batch 2: the largest shard counted twice at its largest (9000 bytes, 640 × 480).
+        let b = IndexBounds::from_shards(&facts, 2, 1_000_000).unwrap();
+        assert_eq!(b.staging.slot_bytes, 2 * 9024);
+        assert_eq!(b.arena.bytes, 3_000_000u64.next_multiple_of(256) + 921_600, "the headerless sample at the guard, then 640 × 480");
+        let mut old = facts.clone();
+        old[1].largest = None;
+        assert!(IndexBounds::from_shards(&old, 2, 1_000_000).is_none(), "a version 1 sidecar says nothing of sizes");
     }
 }

@@ -336,6 +336,11 @@ pub struct StreamReport {
     pub read_ahead_bytes: u64,
     /// The most bytes of whole shards held at once.
     pub peak_held_bytes: u64,
+    /// Milliseconds the trainer waited for the first batch of each epoch started (warm-up
+    /// included; the first epoch starts cold, later ones with what the one before read ahead).
+    pub epoch_start_wait_ms: Vec<f64>,
+    /// Shards the epochs started with already read (read ahead by the epoch before).
+    pub shards_read_ahead: u64,
 }
 
 fn secs(d: Duration) -> f64 {
@@ -418,8 +423,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     let mut uncounted = 0usize;
     let (mut peak_device, mut peak_pinned) = (stats0.device_bytes, stats0.pinned_bytes);
     let mut t_last = t0;
+    let mut epoch_starts = Vec::new();
     'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
         pipeline.start_epoch(epoch, 0);
+        let mut first = true;
         loop {
             // Batches the backend has finished that the trainer has not taken yet.
             let stats = pipeline.stats();
@@ -434,6 +441,9 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
                 d.synchronize()?;
             }
             let now = Instant::now();
+            if std::mem::take(&mut first) {
+                epoch_starts.push(secs(now - asked) * 1e3);
+            }
             done += 1;
             if done > m.warmup_batches {
                 if uncounted > 0 {
@@ -549,6 +559,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             group: s.group,
             read_ahead_bytes: s.read_ahead_bytes,
             peak_held_bytes: stats.read_ahead_peak,
+            epoch_start_wait_ms: epoch_starts,
+            shards_read_ahead: stats.shards_read_ahead,
         }),
         dataset: config.dataset.display().to_string(),
     })
@@ -647,6 +659,12 @@ impl Report {
                 s.group,
                 s.read_ahead_bytes as f64 / (1u64 << 20) as f64,
                 s.peak_held_bytes as f64 / (1u64 << 20) as f64
+            );
+            let waits: Vec<String> = s.epoch_start_wait_ms.iter().map(|w| format!("{w:.1}")).collect();
+            println!(
+                "epoch start  first-batch wait per epoch [{}] ms; {} shards read ahead for the next epoch",
+                waits.join(", "),
+                s.shards_read_ahead
             );
         }
         println!("errors       {} samples replaced by substitutes", self.errors);
