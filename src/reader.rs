@@ -79,6 +79,8 @@ struct Shared {
     seed: u64,
     batch_size: usize,
     on_error: OnError,
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    store_in_flight: usize,
     /// Bumped by `start_epoch` and on drop: jobs of an older generation stop early.
     generation: AtomicU64,
     cache: Vec<OnceLock<Box<[u8]>>>,
@@ -128,24 +130,46 @@ impl Shared {
         let order = self.sampler.epoch(job.epoch);
         let first = job.step * self.batch_size as u64;
         let last = (first + self.batch_size as u64).min(job.share.len());
-        for i in first..last {
+        // (position, dataset index, cached bytes) of the batch's samples.
+        let items: Vec<(u64, usize, Option<&[u8]>)> = (first..last)
+            .map(|i| {
+                let position = job.share.position(i);
+                let index = order.index(position);
+                (position, index, self.cache.get(index).and_then(OnceLock::get).map(|b| &b[..]))
+            })
+            .collect();
+        // In a store, the samples not cached are fetched together, `store_in_flight` at once.
+        #[cfg(feature = "remote")]
+        let mut fetched = {
+            let need: Vec<usize> = items.iter().filter(|it| it.2.is_none()).map(|it| it.1).collect();
+            if need.is_empty() {
+                None
+            } else {
+                self.dataset.read_remote(&need, self.store_in_flight).map(Vec::into_iter)
+            }
+        };
+        for (position, index, cached) in items {
             if self.generation.load(Ordering::Relaxed) != job.generation {
                 return Ok(false);
             }
-            let position = job.share.position(i);
-            let index = order.index(position);
             let meta = self.dataset.sample(index);
             let (w, h, o) = match meta.info {
                 Some(info) => (info.width as i32, info.height as i32, info.orientation as u32),
                 None => (1, 1, 1),
             };
             let params = draw(&self.spec, self.seed, job.epoch, position, w, h, o);
-            let read = match self.cache.get(index).and_then(OnceLock::get) {
-                Some(bytes) => {
-                    let start = b.data.len();
-                    b.data.extend_from_slice(bytes);
-                    Ok(start..b.data.len())
-                }
+            let append = |b: &mut ReadBatch, bytes: &[u8]| {
+                let start = b.data.len();
+                b.data.extend_from_slice(bytes);
+                start..b.data.len()
+            };
+            let read = match cached {
+                Some(bytes) => Ok(append(b, bytes)),
+                #[cfg(feature = "remote")]
+                None if fetched.is_some() => match fetched.as_mut().and_then(Iterator::next).expect("one per sample not cached") {
+                    Ok(bytes) => Ok(append(b, &bytes)),
+                    Err(e) => Err(e),
+                },
                 None => self.dataset.read_append(index, &mut b.data),
             };
             match read {
@@ -219,6 +243,8 @@ pub struct ReaderConfig {
     pub prefetch_batches: usize,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
+    /// Ranged GETs in flight at once per reader thread, for a data set in a store.
+    pub store_in_flight: usize,
 }
 
 impl ReaderConfig {
@@ -232,6 +258,7 @@ impl ReaderConfig {
             threads: c.reader_threads,
             prefetch_batches: c.prefetch_batches,
             cache_bytes: c.cache_bytes,
+            store_in_flight: c.store_in_flight,
         }
     }
 }
@@ -305,6 +332,7 @@ impl Reader {
             seed: config.seed,
             batch_size: config.batch_size,
             on_error: config.on_error,
+            store_in_flight: config.store_in_flight,
             generation: AtomicU64::new(0),
             cache,
             cache_budget: config.cache_bytes,

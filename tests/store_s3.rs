@@ -243,6 +243,55 @@ fn elastic_resume_over_s3_delivers_every_sample_once() {
     }
 }
 
+/// One index for all nodes: `stoke index URL` (node 1) writes the index beside the shards; a
+/// second node (its own cache folder) reads that one object, one GET, instead of every shard,
+/// and the same samples as a local index of the same shards; then its cache. A shard rewritten
+/// makes it stale: the next node reads every shard itself, and `stoke index` writes a current
+/// one, which the node after reads with one GET again.
+#[test]
+fn the_index_beside_the_shards_serves_every_node_with_one_get_until_a_shard_changes() {
+    use stoke::source::IndexOrigin;
+    let Some(server) = shared_moto("the_index_beside_the_shards_serves_every_node_with_one_get_until_a_shard_changes") else { return };
+    let f = fixture(server, "shared-index", 4, 6);
+    let url = format!("s3://{}/train/", f.bucket);
+    let node = |name: &str| Dataset::open(Path::new(&url), &opts(&f.cache.join(name))).unwrap();
+    let index_cli = || {
+        let out = stoke_cli(&["index", &url], server, &f.cache.join("node1"));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = index_cli();
+    assert!(err.contains(&format!("index written to s3://{}/train/.stoke-index", f.bucket)), "{err}");
+
+    let two = node("node2");
+    assert_eq!((two.index_origin(), two.store().unwrap().gets(), two.len()), (IndexOrigin::Store, 1, 24), "one GET, not 4");
+    let local = Dataset::open(&f.local.join("shard-{0..3}.tar"), &opts(&f.cache.join("local"))).unwrap();
+    for i in 0..local.len() {
+        let (l, r) = (local.sample(i), two.sample(i));
+        assert_eq!((&l.key, l.label, l.len, l.info), (&r.key, r.label, r.len, r.info), "sample {i}");
+    }
+    let again = node("node2");
+    assert_eq!((again.index_origin(), again.store().unwrap().gets()), (IndexOrigin::Saved, 0), "then the node's own cache");
+
+    // Shard 1 rewritten with 3 samples: the index beside the shards is stale.
+    let fewer = f.cache.join("fewer");
+    write_shards(&fewer, 1, 3);
+    let shard1 = format!("s3://{}/train/shard-1.tar", f.bucket);
+    Store::for_url(&shard1).unwrap().put(&shard1, std::fs::read(fewer.join("shard-0.tar")).unwrap().into()).unwrap();
+    let three = node("node3");
+    assert_eq!(
+        (three.index_origin(), three.store().unwrap().gets(), three.len()),
+        (IndexOrigin::Built, 1 + 4 + 1, 21),
+        "stale: the index, every shard and classes.txt read"
+    );
+    let err = index_cli();
+    assert!(err.contains("index written to"), "{err}");
+    let four = node("node4");
+    assert_eq!((four.index_origin(), four.store().unwrap().gets(), four.len()), (IndexOrigin::Store, 1, 21));
+    let out = stoke_cli(&["index", &url], server, &f.cache.join("node5"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is current"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn a_missing_bucket_or_shard_is_named() {
     let Some(_server) = shared_moto("a_missing_bucket_or_shard_is_named") else { return };
@@ -363,7 +412,9 @@ fn pack_writes_shards_and_the_sidecar_to_the_store_and_plan_streams_them_by_rank
     all.dedup();
     assert_eq!(all.len(), 14, "every sample delivered; only the one padding sample repeats: {ranks:?}");
     assert_eq!(plan(1, "7"), ranks[1], "same seed, same order");
-    // The same shards read from the store as a per-sample data set hold the same 14 samples.
-    let d = Dataset::open(Path::new("s3://packed/train/"), &opts(&cache)).unwrap();
+    // The same shards read from the store as a per-sample data set hold the same 14 samples,
+    // from the index pack wrote beside them (one GET).
+    let d = Dataset::open(Path::new("s3://packed/train/"), &opts(&tmp.path().join("node2"))).unwrap();
     assert_eq!((d.len(), d.classes()), (14, &["ant".to_string(), "bee".to_string()][..]));
+    assert_eq!((d.index_origin(), d.store().unwrap().gets()), (stoke::source::IndexOrigin::Store, 1));
 }

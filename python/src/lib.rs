@@ -238,6 +238,7 @@ const OPTIONS: &[&str] = &[
     "world_size",
     "threads",
     "reader_threads",
+    "store_in_flight",
     "prefetch",
     "decoders",
     "decode_only",
@@ -360,6 +361,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     (o.rank, o.world_size) = (opt!("rank", usize), opt!("world_size", usize));
     o.threads = opt!("threads", usize);
     o.reader_threads = opt!("reader_threads", usize);
+    o.store_in_flight = opt!("store_in_flight", usize);
     o.prefetch = opt!("prefetch", usize);
     o.gpu_memory_budget = opt!("gpu_memory_budget", u64);
     o.decode_only = opt!("decode_only", bool).unwrap_or(false);

@@ -71,6 +71,7 @@ class Loader:
         world_size: Optional[int] = None,
         threads: Optional[int] = None,
         reader_threads: Optional[int] = None,
+        store_in_flight: Optional[int] = None,
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
         decode_only: bool = False,

@@ -179,6 +179,9 @@ pub struct PipelineConfig {
     pub on_error: OnError,
     /// Reader threads (compressed bytes only).
     pub reader_threads: usize,
+    /// A data set in a store, per-sample mode: ranged GETs in flight at once per reader thread
+    /// (a batch's samples are fetched concurrently, this many at a time).
+    pub store_in_flight: usize,
     /// Decode/augment threads for the CPU backend (0 = all cores).
     pub cpu_threads: usize,
     /// Batches read ahead.
@@ -270,6 +273,7 @@ impl PipelineConfig {
             backend: BackendKind::Auto,
             on_error: OnError::Skip,
             reader_threads: 2,
+            store_in_flight: 16,
             cpu_threads: 0,
             prefetch_batches: 2,
             cache_bytes: 0,
@@ -340,6 +344,9 @@ impl PipelineConfig {
         }
         if self.reader_threads == 0 {
             return bad("reader threads must be at least 1".into());
+        }
+        if self.store_in_flight == 0 {
+            return bad("store_in_flight (ranged GETs at once per reader thread) must be at least 1, got 0".into());
         }
         if self.prefetch_batches == 0 {
             return bad("prefetch must be at least 1 batch".into());

@@ -96,6 +96,8 @@ pub struct PipelineOptions {
     pub threads: Option<usize>,
     /// Reader threads.
     pub reader_threads: Option<usize>,
+    /// Ranged GETs in flight per reader thread (data sets in a store).
+    pub store_in_flight: Option<usize>,
     /// Batches read ahead.
     pub prefetch: Option<usize>,
     /// This process's rank (default `$RANK` or 0).
@@ -337,6 +339,7 @@ impl PipelineOptions {
         set(&mut c.on_error, self.on_error);
         set(&mut c.cpu_threads, self.threads);
         set(&mut c.reader_threads, self.reader_threads);
+        set(&mut c.store_in_flight, self.store_in_flight);
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);

@@ -24,8 +24,8 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"STOKEIX\0";
@@ -377,7 +377,7 @@ fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
     w.0
 }
 
-fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
+pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
     if b.len() < 8 + 8 || &b[..8] != MAGIC {
         return None;
     }
@@ -589,7 +589,8 @@ pub(crate) enum Lock {
 /// A lock file `<index>.lock`, kept fresh by a heartbeat thread while the index is built.
 pub(crate) struct BuildLock {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the heartbeat thread at once (it waits on the other end).
+    stop: Option<std::sync::mpsc::Sender<()>>,
     beat: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -606,22 +607,17 @@ impl BuildLock {
             match fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
                 Ok(mut f) => {
                     let _ = writeln!(f, "{}", std::process::id());
-                    let stop = Arc::new(AtomicBool::new(false));
-                    let (s, path) = (stop.clone(), lock.clone());
+                    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+                    let path = lock.clone();
                     let beat = std::thread::spawn(move || {
-                        let mut since = Duration::ZERO;
-                        while !s.load(Ordering::Relaxed) {
-                            std::thread::sleep(LOCK_POLL);
-                            since += LOCK_POLL;
-                            if since >= LOCK_HEARTBEAT {
-                                since = Duration::ZERO;
-                                if let Ok(f) = File::options().write(true).open(&path) {
-                                    let _ = f.set_modified(SystemTime::now());
-                                }
+                        // Touch the lock every LOCK_HEARTBEAT until the guard is dropped.
+                        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(LOCK_HEARTBEAT) {
+                            if let Ok(f) = File::options().write(true).open(&path) {
+                                let _ = f.set_modified(SystemTime::now());
                             }
                         }
                     });
-                    return Lock::Acquired(BuildLock { path: lock, stop, beat: Some(beat) });
+                    return Lock::Acquired(BuildLock { path: lock, stop: Some(stop), beat: Some(beat) });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let age = fs::metadata(&lock).and_then(|m| m.modified()).ok().and_then(|m| m.elapsed().ok());
@@ -640,7 +636,7 @@ impl BuildLock {
 
 impl Drop for BuildLock {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop = None;
         if let Some(h) = self.beat.take() {
             let _ = h.join();
         }

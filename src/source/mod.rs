@@ -159,7 +159,7 @@ pub struct Dataset {
     open_shards: AtomicUsize,
     samples: Vec<SampleMeta>,
     index_path: Option<PathBuf>,
-    index_reused: bool,
+    index_origin: IndexOrigin,
     /// Where remote shards are read from.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     store: Option<StoreRef>,
@@ -193,22 +193,39 @@ fn detect(path: &Path) -> Result<SourceKind> {
     }
 }
 
-/// Load a current index from `candidates`, else build one with `build` (and save it), holding
-/// a lock beside it so that ranks started together (torchrun) build it once while the others
-/// wait and then load it. Returns the index, where it is, and whether it was reused.
+/// Where a data set's index came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexOrigin {
+    /// Built now (every sample's header read).
+    Built,
+    /// A saved index file, beside the data or in the cache folder.
+    Saved,
+    /// The index another process wrote beside the shards in the store ([`Dataset::publish_index`]).
+    Store,
+}
+
+/// The index's object name beside shards in a store, written by [`Dataset::publish_index`]
+/// (`stoke index URL`, `stoke pack` to a store).
+pub const STORE_INDEX: &str = ".stoke-index";
+
+/// Load a current index from `candidates`, else one `fetch` finds current (the one beside shards
+/// in a store), else build one with `build` (and save it), holding a lock beside it so that
+/// ranks started together (torchrun) fetch or build it once while the others wait and then load
+/// it. Returns the index, where it is, and where it came from.
 fn load_or_build(
     kind: SourceKind,
     candidates: &[PathBuf],
     fingerprint: u64,
     opts: &IndexOptions,
+    mut fetch: Option<impl FnMut() -> Option<index::Saved>>,
     mut build: impl FnMut() -> Result<Listing>,
-) -> Result<(index::Saved, Option<PathBuf>, bool)> {
+) -> Result<(index::Saved, Option<PathBuf>, IndexOrigin)> {
     let mut may_load = !opts.rebuild;
     let mut waited = false;
     loop {
         if may_load {
             if let Some((s, p)) = index::load(candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
-                return Ok((s, Some(p), true));
+                return Ok((s, Some(p), IndexOrigin::Saved));
             }
         }
         let lock = if opts.save { index::BuildLock::acquire(candidates) } else { index::Lock::Unavailable };
@@ -226,19 +243,24 @@ fn load_or_build(
                 // Another process may have saved the index between our load and our lock.
                 if !opts.rebuild || waited {
                     if let Some((s, p)) = index::load(candidates, fingerprint).filter(|(s, _)| s.kind == kind) {
-                        return Ok((s, Some(p), true));
+                        return Ok((s, Some(p), IndexOrigin::Saved));
                     }
                 }
                 Some(g)
             }
             index::Lock::Unavailable => None,
         };
+        if let Some(s) = fetch.as_mut().filter(|_| !opts.rebuild).and_then(|f| f()) {
+            let p = if opts.save { index::save(candidates, fingerprint, &s) } else { None };
+            drop(guard);
+            return Ok((s, p, IndexOrigin::Store));
+        }
         let l = build()?;
         let samples = index::build(&l.root, &l.shards, l.entries, opts.threads, opts.progress)?;
         let saved = index::Saved { kind, classes: l.classes, ignored: l.ignored, shards: l.shards, samples };
         let p = if opts.save { index::save(candidates, fingerprint, &saved) } else { None };
         drop(guard);
-        return Ok((saved, p, false));
+        return Ok((saved, p, IndexOrigin::Built));
     }
 }
 
@@ -295,13 +317,15 @@ impl Dataset {
             Some(l) => Ok(l),
             None => tar::list(&root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress),
         };
-        let (saved, index_path, reused) = load_or_build(kind, &candidates, fingerprint, opts, build)?;
-        Self::from_saved(path, root, saved, index_path, reused, opts, None)
+        let (saved, index_path, origin) = load_or_build(kind, &candidates, fingerprint, opts, None::<fn() -> Option<index::Saved>>, build)?;
+        Self::from_saved(path, root, saved, index_path, origin, opts, None)
     }
 
     /// Open tar shards in a store (`s3://…`, `gs://…`, `http(s)://…`): a brace pattern, one
-    /// `.tar`, or a prefix whose `.tar` objects are the shards. The index is built by reading
-    /// each shard once and kept in the cache folder (the store is not written to).
+    /// `.tar`, or a prefix whose `.tar` objects are the shards. The index is the cache folder's
+    /// when it is current, else the one written beside the shards ([`STORE_INDEX`], one GET)
+    /// when it is current, else built by reading each shard once; it is kept in the cache
+    /// folder. The store is written to only by [`Dataset::publish_index`].
     #[cfg(feature = "remote")]
     fn open_remote(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
         let url = path.to_str().ok_or_else(|| Error::dataset(path, "URL is not valid UTF-8"))?;
@@ -315,11 +339,30 @@ impl Dataset {
         }
         let fingerprint = fp.finish();
         let candidates: Vec<PathBuf> = index::cache_path_for_url(opts.cache_dir.as_deref(), url).into_iter().collect();
+        // The index another node wrote beside the shards (`publish_index`): one GET.
+        let published = format!("{root}/{STORE_INDEX}");
+        let fetch = || match store.get_if_present(&published) {
+            Ok(Some(bytes)) => {
+                let s = index::decode(&bytes, fingerprint).filter(|s| s.kind == SourceKind::Tar);
+                match &s {
+                    Some(_) => log::info!("index read from {published}"),
+                    None => log::warn!(
+                        "{published} does not describe these shards (one was added, removed or rewritten since it was written, or another set was indexed): indexing them here; `stoke index {url}` writes a current one"
+                    ),
+                }
+                s
+            }
+            Ok(None) => None,
+            Err(e) => {
+                log::warn!("cannot read {published} ({e}): indexing the shards here");
+                None
+            }
+        };
         let root = PathBuf::from(root);
         let mut shards = Some(objects.into_iter().map(|o| PathBuf::from(o.url)).collect::<Vec<_>>());
         let build = || tar::list_remote(&store, &root, shards.take().unwrap_or_default(), fingerprint, opts.threads, opts.progress);
-        let (saved, index_path, reused) = load_or_build(SourceKind::Tar, &candidates, fingerprint, opts, build)?;
-        Self::from_saved(path, root, saved, index_path, reused, opts, Some(store))
+        let (saved, index_path, origin) = load_or_build(SourceKind::Tar, &candidates, fingerprint, opts, Some(fetch), build)?;
+        Self::from_saved(path, root, saved, index_path, origin, opts, Some(store))
     }
 
     fn from_saved(
@@ -327,7 +370,7 @@ impl Dataset {
         root: PathBuf,
         saved: index::Saved,
         index_path: Option<PathBuf>,
-        reused: bool,
+        index_origin: IndexOrigin,
         opts: &IndexOptions,
         store: Option<StoreRef>,
     ) -> Result<Dataset> {
@@ -351,7 +394,7 @@ impl Dataset {
             open_shards: AtomicUsize::new(0),
             samples: saved.samples,
             index_path,
-            index_reused: reused,
+            index_origin,
             store,
         })
     }
@@ -414,7 +457,30 @@ impl Dataset {
 
     /// True when the saved index was reused rather than rebuilt.
     pub fn index_reused(&self) -> bool {
-        self.index_reused
+        self.index_origin != IndexOrigin::Built
+    }
+
+    /// Where the index came from.
+    pub fn index_origin(&self) -> IndexOrigin {
+        self.index_origin
+    }
+
+    /// Write this data set's index beside its shards in the store
+    /// (`{root}/`[`STORE_INDEX`]): every node that opens the same shards then reads that one
+    /// object instead of every shard (checked against the shards' sizes and versions, as the
+    /// local index is). Returns the object's URL. Errors for local data (its index is already
+    /// beside it) and when the index could not be kept locally.
+    #[cfg(feature = "remote")]
+    pub fn publish_index(&self) -> Result<String> {
+        let store = self.store.as_ref().ok_or_else(|| Error::dataset(&self.path, "not in a store: its index is kept beside it already"))?;
+        let p = self
+            .index_path
+            .as_ref()
+            .ok_or_else(|| Error::dataset(&self.path, "the index could not be saved locally, so there is nothing to write to the store"))?;
+        let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
+        let url = format!("{}/{STORE_INDEX}", self.root.display());
+        store.put(&url, bytes.into())?;
+        Ok(url)
     }
 
     /// Where sample `i`'s bytes are, for messages: `path/to/file.jpg` or
@@ -444,6 +510,33 @@ impl Dataset {
                 f(&file)
             }
         }
+    }
+
+    /// Samples `indices`' compressed bytes read from the store, `in_flight` ranged GETs at once
+    /// (a batch's samples concurrently); `None` when the data set is not in a store (read those
+    /// with [`Self::read_append`]). Each error names its sample's key and location, as
+    /// `read_append`'s do.
+    #[cfg(feature = "remote")]
+    pub fn read_remote(&self, indices: &[usize], in_flight: usize) -> Option<Vec<Result<bytes::Bytes>>> {
+        let store = self.store.as_ref()?;
+        let urls: Vec<std::borrow::Cow<'_, str>> = self.shards.iter().map(|p| p.to_string_lossy()).collect();
+        let reqs: Vec<(&str, Range<u64>)> = indices
+            .iter()
+            .map(|&i| {
+                let m = &self.samples[i];
+                match m.location {
+                    Location::Tar { shard, offset } => (&*urls[shard as usize], offset..offset + m.len),
+                    Location::File => unreachable!("a data set in a store is tar shards"),
+                }
+            })
+            .collect();
+        let got = store.get_ranges(&reqs, in_flight);
+        Some(
+            got.into_iter()
+                .zip(indices)
+                .map(|(r, &i)| r.map_err(|e| Error::sample(&self.samples[i].key, self.location(i), store_reason(e))))
+                .collect(),
+        )
     }
 
     /// Append sample `i`'s compressed bytes to `buf` (positioned reads; nothing else is

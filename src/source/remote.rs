@@ -106,6 +106,8 @@ pub struct Store {
     /// `s3://bucket`, `gs://bucket`, `https://host:port`: what object paths are relative to.
     base: String,
     policy: Policy,
+    /// GET requests made (whole and ranged), for tests and reports.
+    gets: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -177,12 +179,21 @@ impl Store {
             .enable_all()
             .build()
             .map_err(|e| bad(format!("cannot start the store's runtime: {e}")))?;
-        Ok(Store { inner, rt, base: base.to_string(), policy })
+        Ok(Store { inner, rt, base: base.to_string(), policy, gets: Default::default() })
     }
 
     /// The request policy in force.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// GET requests made so far (whole objects and ranges; retries inside one call not counted).
+    pub fn gets(&self) -> u64 {
+        self.gets.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_get(&self) {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn key(&self, url: &str) -> Result<ObjPath> {
@@ -298,6 +309,7 @@ impl Store {
         let what = format!("GET of bytes {}..{}", range.start, range.end);
         let want = range.end - range.start;
         let inner = &self.inner;
+        self.count_get();
         let b = self.run(url, &what, async {
             let opts = GetOptions { range: Some(GetRange::Bounded(range)), ..Default::default() };
             inner.get_opts(&key, opts).await?.bytes().await
@@ -308,10 +320,52 @@ impl Store {
         Ok(b)
     }
 
+    /// Byte ranges of objects, `in_flight` ranged GETs at once (at least 1), each as
+    /// [`Self::get_range`] alone would give it (its own time limit, retries and error): the
+    /// samples of a batch read concurrently rather than one after another.
+    pub fn get_ranges(&self, reqs: &[(&str, Range<u64>)], in_flight: usize) -> Vec<Result<Bytes>> {
+        let limit = self.policy.call_limit();
+        let inner = &self.inner;
+        let one = |(url, range): &(&str, Range<u64>)| {
+            let (url, range) = (url.to_string(), range.clone());
+            let key = self.key(&url);
+            let what = format!("GET of bytes {}..{}", range.start, range.end);
+            let want = range.end - range.start;
+            self.count_get();
+            async move {
+                let key = key?;
+                let opts = GetOptions { range: Some(GetRange::Bounded(range)), ..Default::default() };
+                let got = tokio::time::timeout(limit, async { inner.get_opts(&key, opts).await?.bytes().await }).await;
+                let b = match got {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(e)) => {
+                        return Err(Error::dataset(Path::new(&url), format!("{what} failed ({}): {}", self.policy.tried(), describe(&e))))
+                    }
+                    Err(_) => {
+                        return Err(Error::dataset(
+                            Path::new(&url),
+                            format!(
+                                "{what} gave no answer within {:.3}s ({}): the store stopped answering",
+                                limit.as_secs_f64(),
+                                self.policy.tried()
+                            ),
+                        ))
+                    }
+                };
+                if b.len() as u64 != want {
+                    return Err(Error::dataset(Path::new(&url), format!("{what}: the store returned {} bytes, expected {want}", b.len())));
+                }
+                Ok(b)
+            }
+        };
+        self.rt.block_on(futures::stream::iter(reqs.iter().map(one)).buffered(in_flight.max(1)).collect::<Vec<_>>())
+    }
+
     /// A whole object (one GET).
     pub fn get(&self, url: &str) -> Result<Bytes> {
         let key = self.key(url)?;
         let inner = &self.inner;
+        self.count_get();
         self.run(url, "GET", async { inner.get(&key).await?.bytes().await })
     }
 
@@ -319,11 +373,14 @@ impl Store {
     pub fn get_if_present(&self, url: &str) -> Result<Option<Bytes>> {
         let key = self.key(url)?;
         let inner = &self.inner;
+        self.count_get();
         let r = self
             .rt
             .block_on(async { tokio::time::timeout(self.policy.call_limit(), async { inner.get(&key).await?.bytes().await }).await });
         match r {
+            Ok(Ok(b)) => Ok(Some(b)),
             Ok(Err(object_store::Error::NotFound { .. })) => Ok(None),
+            // Anything else again through `get`, for its error (naming what was tried).
             _ => self.get(url).map(Some),
         }
     }

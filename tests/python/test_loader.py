@@ -225,6 +225,7 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(scale=(0.5, 0.1)), ValueError, "scale"),
         (dict(batchsize=4), TypeError, "batchsize"),
         (dict(max_held_batches=0), ValueError, "max_held_batches"),
+        (dict(store_in_flight=0), ValueError, "store_in_flight"),
     ]
     for kw, exc, word in cases:
         with pytest.raises(exc, match=word):

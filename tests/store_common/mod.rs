@@ -1,6 +1,7 @@
-//! Real servers on loopback for the object-store tests, started by the tests themselves: an
-//! S3-compatible server (moto's server mode, `moto_server` from PyPI's `moto[server]`) and an
-//! HTTP server with range support (nginx). Nothing in-process stands in for a store.
+//! Real servers on loopback for the object-store tests, started by the tests themselves: two
+//! S3-compatible servers (moto's server mode, `moto_server` from PyPI's `moto[server]`; s3s-fs
+//! from crates.io, backed by a folder) and an HTTP server with range support (nginx). Nothing
+//! in-process stands in for a store.
 //!
 //! A test whose server binary is missing prints why and returns, unless `STOKE_REQUIRE_STORE=1`
 //! (CI sets it after installing both), where it fails.
@@ -37,7 +38,9 @@ pub fn find(binary: &str, test: &str) -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(binary)).find(|p| p.is_file()));
     let found = found.or_else(|| ["/usr/sbin", "/usr/local/sbin"].iter().map(|d| Path::new(d).join(binary)).find(|p| p.is_file()));
     if found.is_none() {
-        let why = format!("{test}: skipped: {binary} is not installed (pip install 'moto[server]'; apt-get install nginx)");
+        let why = format!(
+            "{test}: skipped: {binary} is not installed (pip install 'moto[server]'; apt-get install nginx; cargo install s3s-fs --version 0.14.1 --features binary)"
+        );
         assert!(std::env::var("STOKE_REQUIRE_STORE").as_deref() != Ok("1"), "{why}, and STOKE_REQUIRE_STORE=1");
         eprintln!("{why}");
     }
@@ -101,6 +104,27 @@ pub fn moto(test: &str, auth: bool) -> Option<Server> {
     let mut child = c.spawn().expect("start moto_server");
     wait_listening(port, &mut child, "moto_server");
     Some(Server { child: Some(child), port, _dir: None })
+}
+
+/// s3s-fs (crates.io: `cargo install s3s-fs --version 0.14.1 --features binary`), a second
+/// S3-compatible server, backed by a folder: buckets are its subfolders (made here, before
+/// start), credentials `testing`/`testing` checked on every request.
+pub fn s3s_fs(test: &str, buckets: &[&str]) -> Option<Server> {
+    let bin = find("s3s-fs", test)?;
+    let dir = tempfile::tempdir().unwrap();
+    for b in buckets {
+        std::fs::create_dir_all(dir.path().join(b)).unwrap();
+    }
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--access-key", "testing", "--secret-key", "testing"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start s3s-fs");
+    wait_listening(port, &mut child, "s3s-fs");
+    Some(Server { child: Some(child), port, _dir: Some(dir) })
 }
 
 /// One plain HTTP/1.1 request to a loopback server (bucket creation, which the store API has

@@ -1,6 +1,10 @@
 //! `stoke index DATASET [--json]`: index a dataset (or reuse its saved index) and report what
 //! it holds: counts per class, size and resolution histograms, subsampling / coding / CMYK /
 //! gray counts, files ignored, and the samples whose headers are not decodable JPEG (by key).
+//!
+//! For shards in a store, the index is also written beside them (`.stoke-index`, unless
+//! `--no-publish`): every node that opens the same shards then reads that one object instead of
+//! every shard.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -25,6 +29,10 @@ pub struct Args {
     /// Check that every label is below this.
     #[arg(long)]
     pub num_classes: Option<usize>,
+    /// Shards in a store: do not write the index beside them (it is kept in the local cache
+    /// folder either way).
+    #[arg(long)]
+    pub no_publish: bool,
 }
 
 #[derive(Serialize)]
@@ -244,6 +252,15 @@ pub fn run(args: Args) -> stoke::Result<()> {
         ..IndexOptions::default()
     };
     let d = Dataset::open(&args.dataset, &opts)?;
+    #[cfg(feature = "remote")]
+    if d.store().is_some() && !args.no_publish {
+        if d.index_origin() == stoke::source::IndexOrigin::Store {
+            eprintln!("the index beside the shards ({}) is current", stoke::source::STORE_INDEX);
+        } else {
+            let url = d.publish_index()?;
+            eprintln!("index written to {url}: other nodes read it instead of every shard");
+        }
+    }
     let r = report(&d);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -3,7 +3,8 @@
 //! the shards' index built beside them, and the streaming index's sidecar (`stoke-shards.json`:
 //! per-shard sample counts, sizes, label ranges). OUT may be a store prefix (`s3://bucket/train`):
 //! each shard is built in memory and written with one PUT (multipart when large), then
-//! `classes.txt` and the sidecar.
+//! `classes.txt`, the sidecar and the per-sample index (`.stoke-index`, what every node reads
+//! instead of every shard).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -237,6 +238,11 @@ pub fn run(args: Args) -> stoke::Result<()> {
     let packed = Dataset::open(&args.out, &IndexOptions { progress: true, ..IndexOptions::default() })?;
     if packed.len() != src.len() {
         return Err(Error::dataset(&args.out, format!("packed {} samples but the shards index {}", src.len(), packed.len())));
+    }
+    // In a store, the index beside the shards too: nodes read it instead of every shard.
+    #[cfg(feature = "remote")]
+    if out.is_remote() {
+        packed.publish_index()?;
     }
     println!(
         "packed {} samples ({:.1} MiB) from {} into {} shard(s) in {}",

@@ -92,6 +92,10 @@ pub struct PipelineArgs {
     /// Reader threads.
     #[arg(long, default_value_t = 2)]
     pub reader_threads: usize,
+    /// A data set in a store (per-sample mode): ranged GETs in flight at once per reader
+    /// thread (a batch's samples are fetched concurrently).
+    #[arg(long, default_value_t = 16)]
+    pub store_in_flight: usize,
     /// Batches read ahead.
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
@@ -315,6 +319,7 @@ impl PipelineArgs {
             on_error: Some(self.on_error),
             threads: Some(self.threads),
             reader_threads: Some(self.reader_threads),
+            store_in_flight: Some(self.store_in_flight),
             prefetch: Some(self.prefetch),
             rank: self.shard.rank,
             world_size: self.shard.world_size,
