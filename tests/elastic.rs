@@ -224,6 +224,17 @@ fn plan_resume_prints_what_each_rank_of_the_new_world_delivers() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains("state-") && err.contains("seed 5"), "{err}");
     }
+    // A file that is not a resume state: named, with what is wrong.
+    let bad = dir.join("bad.json");
+    for (text, why) in [("{\"version\": 2, \"epoch\": 1}", "malformed"), ("[1, 2", "not JSON"), ("{}", "no version")] {
+        std::fs::write(&bad, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+            .args(["plan", &pattern(shards()).to_string_lossy(), "--resume", &bad.to_string_lossy()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("bad.json") && err.contains(why), "{text}: {err}");
+    }
 }
 
 fn tempfile_dir(name: &str) -> PathBuf {
