@@ -70,16 +70,41 @@ pub struct Server {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// Start `c` as a server: in a process group of its own (nginx's workers too), killed with the
+/// group when the [`Server`] is dropped or killed, and at the test process's exit for servers
+/// kept in statics (which Rust never drops): a test run leaves no server behind.
+fn spawn_server(c: &mut Command, what: &str) -> Child {
+    use std::os::unix::process::CommandExt;
+    static LIVE: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+    extern "C" fn kill_live() {
+        if let Ok(live) = LIVE.lock() {
+            for &pid in live.iter() {
+                // SAFETY: signals the process group this binary started (pid = group id).
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+        }
+    }
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain extern "C" function with no captured state.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(kill_live);
+    });
+    let child = c.process_group(0).spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
+    LIVE.lock().unwrap_or_else(|p| p.into_inner()).push(child.id() as i32);
+    child
+}
+
 impl Server {
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Stop the server now (SIGKILL), as a crashed store would.
+    /// Stop the server now (SIGKILL to its process group), as a crashed store would.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
+            // SAFETY: signals the process group spawn_server made for this child.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
             let _ = c.wait();
         }
     }
@@ -101,7 +126,7 @@ pub fn moto(test: &str, auth: bool) -> Option<Server> {
     if auth {
         c.env("INITIAL_NO_AUTH_ACTION_COUNT", "0");
     }
-    let mut child = c.spawn().expect("start moto_server");
+    let mut child = spawn_server(&mut c, "moto_server");
     wait_listening(port, &mut child, "moto_server");
     Some(Server { child: Some(child), port, _dir: None })
 }
@@ -116,13 +141,14 @@ pub fn s3s_fs(test: &str, buckets: &[&str]) -> Option<Server> {
         std::fs::create_dir_all(dir.path().join(b)).unwrap();
     }
     let port = free_port();
-    let mut child = Command::new(bin)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--access-key", "testing", "--secret-key", "testing"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start s3s-fs");
+    let mut child = spawn_server(
+        Command::new(bin)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--access-key", "testing", "--secret-key", "testing"])
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "s3s-fs",
+    );
     wait_listening(port, &mut child, "s3s-fs");
     Some(Server { child: Some(child), port, _dir: Some(dir) })
 }
@@ -171,12 +197,13 @@ pub fn nginx(test: &str, root: &Path) -> Option<Server> {
         ),
     )
     .unwrap();
-    let mut child = Command::new(bin)
-        .args(["-c", &conf.to_string_lossy(), "-p", &dir.path().to_string_lossy()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nginx");
+    let mut child = spawn_server(
+        Command::new(bin)
+            .args(["-c", &conf.to_string_lossy(), "-p", &dir.path().to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "nginx",
+    );
     wait_listening(port, &mut child, "nginx");
     Some(Server { child: Some(child), port, _dir: Some(dir) })
 }
