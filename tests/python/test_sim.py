@@ -246,3 +246,58 @@ def test_the_protocols_special_streams_with_batches_released_on_another_thread(d
         got.append((box["x"], box["y"]))
         del box, images, labels
     check_against_cpu(got, cpu_batches(folder))
+
+
+def numbered_shards(folder, out):
+    """The folder's images in tar shards of 4, sample n labelled n (labels identify samples)."""
+    import tarfile
+
+    files = sorted(p for p in folder.rglob("*.jpg"))
+    out.mkdir()
+    for s in range(0, len(files), 4):
+        with tarfile.open(out / f"shard-{s // 4:03d}.tar", "w") as t:
+            for n in range(s, min(s + 4, len(files))):
+                t.add(files[n], arcname=f"{n:03d}.jpg")
+                cls = out.parent / f"{n:03d}.cls"
+                cls.write_text(str(n))
+                t.add(cls, arcname=f"{n:03d}.cls")
+    return len(files)
+
+
+def test_stream_mode_on_the_device_and_an_elastic_resume(drv, folder, tmp_path):
+    """stream=True on the CUDA backend (buffers sized from the shards' facts): a consumer stream
+    sees the CPU backend's samples in the same order; then 2 ranks deliver a batch each on the
+    device, save their (equal) states, and 3 ranks finish the epoch from one: every sample
+    once, plus padding."""
+    n = numbered_shards(folder, tmp_path / "shards")
+    kw = dict(KW, stream=True, stream_group=2)
+    drv.make_current()
+    s = drv.stream()
+    ld = stoke.Loader(str(tmp_path / "shards"), BATCH, device="cuda", **kw)
+    assert ld.backend == "cuda"
+    got = []
+    for x, y in ld:
+        got.append((read(drv, x, s)[0], read(drv, y, s)[0]))
+    del x, y
+    ref = []
+    for x, y in stoke.Loader(str(tmp_path / "shards"), BATCH, device="cpu", threads=1, **kw):
+        ref.append((np.from_dlpack(x).copy(), np.from_dlpack(y).copy()))
+    check_against_cpu(got, ref)
+    before, states = [], []
+    for r in range(2):
+        ld = stoke.Loader(str(tmp_path / "shards"), BATCH, device="cuda", rank=r, world_size=2, **kw)
+        x, y = next(iter(ld))
+        before += [int(v) for v in read(drv, y, s)[0]]
+        del x, y
+        states.append(ld.state_dict())
+    assert states[0] == states[1], "every rank saves the same state"
+    after = []
+    for r in range(3):
+        ld = stoke.Loader(str(tmp_path / "shards"), 3, device="cuda", rank=r, world_size=3, **kw)
+        ld.load_state_dict(states[0])
+        for x, y in ld:
+            after += [int(v) for v in read(drv, y, s)[0]]
+        del x, y
+    delivered = before + after
+    assert sorted(set(delivered)) == list(range(n)) and len(delivered) - n <= 1 + 2, delivered
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
