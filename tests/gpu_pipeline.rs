@@ -220,9 +220,14 @@ fn memory_is_flat_over_six_epochs() {
         "STOKE-Q memory: (device free, host rss) after each epoch: {marks:?}; backend holds {} device + {} pinned bytes",
         held.0, held.1
     );
+    // No less free device memory after any epoch than after the first. On the stand-in it is
+    // exactly the same; on an H200 (driver 580) it rose by 12-17 MB after every other epoch and
+    // came back (memory the driver or nvJPEG frees and takes again), never below epoch 1's.
     let (f1, _) = marks[0];
+    let simulated = gpu_common::sim_stats().is_some();
     for (e, (f, _)) in marks.iter().enumerate().skip(1) {
-        assert_eq!(*f, f1, "device free memory moved from epoch 1 to epoch {}: {f1} -> {f}", e + 1);
+        assert!(*f >= f1, "device free memory fell from epoch 1 to epoch {}: {f1} -> {f}", e + 1);
+        assert!(!simulated || *f == f1, "the stand-in's free memory moved from epoch 1 to epoch {}: {f1} -> {f}", e + 1);
     }
     // Host memory is measured from epoch 2 on: the first epochs still grow the allocator's
     // per-thread arenas and thread stacks (10-17 MB on the stand-in, whose stream threads are

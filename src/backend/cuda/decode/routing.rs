@@ -79,8 +79,21 @@ pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<
         return Ok(None);
     }
     // The engine takes single-scan baseline without 4:1:1 / 4:1:0 (nvjpeg.h); nvJPEG's own
-    // check (`nvjpegDecodeBatchedSupportedEx`) has the last word.
-    Ok(Some(f.coding == Coding::Baseline && !matches!(f.subsampling, Subsampling::S411 | Subsampling::S410)))
+    // check (`nvjpegDecodeBatchedSupportedEx`) has the last word. Not grayscale: on an H200
+    // (driver 580, nvJPEG 13.0) the engine accepted a 1-component baseline JPEG (sampling
+    // 2×2) and returned a mean error of 50 levels against libjpeg-turbo (tests/gpu_decode.rs,
+    // inet_dev_0046), where 3-component images matched.
+    Ok(Some(f.components == 3 && f.coding == Coding::Baseline && !matches!(f.subsampling, Subsampling::S411 | Subsampling::S410)))
+}
+
+/// Whether a JPEG's bytes end with an EOI marker (in their last KiB: what follows it, if
+/// anything, is padding or appended data). nvJPEG decodes a stream cut short without an error
+/// (on an H200 it returned pixels for a file cut to a third); libjpeg-turbo reports it, so a
+/// stream without one goes to the CPU decoder, which names it (`truncated`). Inside
+/// entropy-coded data `FF D9` cannot occur (an `FF` there is followed by `00` or a restart
+/// marker).
+pub fn has_eoi(bytes: &[u8]) -> bool {
+    bytes[bytes.len().saturating_sub(1024)..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
 /// Pick the decoder: `candidate` from [`gpu_candidate`], `hw_supported` nvJPEG's answer for

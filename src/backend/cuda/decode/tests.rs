@@ -35,7 +35,7 @@ fn routing_table() {
         (info(Baseline, S::S420, 3), Some(true), Route::Hardware),
         (info(Baseline, S::S420, 3), Some(false), Route::Cuda), // engine refused
         (info(Baseline, S::S420, 3), None, Route::Cuda),        // no engine on this GPU
-        (info(Baseline, S::Gray, 1), Some(true), Route::Hardware),
+        (info(Baseline, S::Gray, 1), Some(true), Route::Cuda),  // the engine got gray wrong (H200)
         (info(Baseline, S::S440, 3), Some(true), Route::Hardware),
         (info(Baseline, S::S411, 3), Some(true), Route::Cuda), // engine lacks 4:1:1
         (info(Baseline, S::S410, 3), Some(true), Route::Cuda),
@@ -62,6 +62,20 @@ fn routing_table() {
     dnl.dnl = true;
     assert_eq!(route_of(&dnl, Some(true)), Route::Cpu);
     assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
+}
+
+#[test]
+fn a_stream_without_an_eoi_in_its_tail_is_cut_short() {
+    let mut jpeg = vec![0xFF, 0xD8, 0xFF, 0xDB];
+    jpeg.extend(std::iter::repeat_n(0x12u8, 5000));
+    assert!(!has_eoi(&jpeg), "cut short");
+    jpeg.extend([0xFF, 0xD9]);
+    assert!(has_eoi(&jpeg));
+    jpeg.extend([0u8; 100]);
+    assert!(has_eoi(&jpeg), "padding after the EOI");
+    jpeg.extend([0u8; 2000]);
+    assert!(!has_eoi(&jpeg), "an EOI only far from the end does not count");
+    assert!(!has_eoi(&[]) && !has_eoi(&[0xFF]));
 }
 
 #[test]
