@@ -595,7 +595,9 @@ def test_cuda_libraries_from_pips_nvidia_wheels_are_found(tmp_path):
     (lib / "libnvjpeg.so.13").write_bytes(b"")
     (lib / "libnvrtc.so.13").write_bytes(b"")
     env = {k: v for k, v in os.environ.items() if k != "STOKE_NVJPEG"}
-    env["PYTHONPATH"] = str(tmp_path)
+    # Ahead of what is there: where stoke itself is found through PYTHONPATH (the GPU bundle),
+    # it must stay importable.
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     code = "import os, json, stoke; print(json.dumps([stoke.CUDA_LIBRARIES, os.environ.get('STOKE_NVJPEG')]))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     libs, nvjpeg = json.loads(out.strip().splitlines()[-1])
