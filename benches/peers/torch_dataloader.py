@@ -5,7 +5,8 @@ v2.RandomHorizontalFlip, v2.PILToTensor (uint8 CHW). Collated uint8 batches go t
 pinned memory (pin_memory=True) to the GPU with non_blocking copies; there they are normalized
 and cast to float16 NCHW (doing that on the GPU is the faster, tuned variant: the usual
 ToTensor+Normalize in the workers moves 4x the bytes). persistent_workers=True so epochs do
-not re-fork.
+not re-fork. The timed window starts after max(--warmup-batches, workers x prefetch_factor)
+batches: the ones the workers made before it are not counted in it.
 
 `--recipe deit` is DeiT's training recipe as timm builds it, the same work as `stoke bench
 --preset deit`: in the workers timm's `create_transform(size, is_training=True,
@@ -107,7 +108,12 @@ def run_one(samples, args, workers, device):
 
         classes = max(l for _, l in samples) + 1
         mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=classes)
-    timer = common.Timer(args.warmup_batches, args.batches)
+    # The workers start together and each prefetches `prefetch_factor` batches: the first
+    # workers x prefetch_factor batches were made before (or while) the warm-up was consumed, so
+    # a window that began earlier would count work done outside it (16 workers on an epoch of 12
+    # batches once read as 7.6x their rate at 8). The window starts once they are consumed.
+    warmup = max(args.warmup_batches, workers * args.prefetch_factor if workers > 0 else 0)
+    timer = common.Timer(warmup, args.batches)
     done = False
     for _epoch in range(args.epochs):
         it = iter(loader)
@@ -137,6 +143,7 @@ def run_one(samples, args, workers, device):
     return timer.result(
         "torch-dataloader",
         {"recipe": args.recipe, "workers": workers, "pin_memory": device.type == "cuda", "prefetch_factor": args.prefetch_factor,
+         "warmup_batches": warmup,
          "batch_size": args.batch_size, "dtype": str(out_dtype).replace("torch.", ""), "device": str(device)},
     )
 
