@@ -68,6 +68,9 @@ pub struct DecoderCounts {
     pub cuda: u64,
     /// Decoded on the CPU (the CPU backend, or the CUDA backend's CPU route and retries).
     pub cpu: u64,
+    /// GPU decodes that failed, or reported success but left canaries unwritten, and were
+    /// decoded again on the CPU (counted in `cpu` when that succeeded). Never on the CPU backend.
+    pub retried: u64,
 }
 
 impl DecoderCounts {
@@ -82,6 +85,7 @@ impl std::ops::AddAssign for DecoderCounts {
         self.hardware += o.hardware;
         self.cuda += o.cuda;
         self.cpu += o.cpu;
+        self.retried += o.retried;
     }
 }
 

@@ -340,8 +340,12 @@ impl Backend for CudaBackend {
         release?;
         let decode_time = t_dec.elapsed();
         let after = self.decoder.stats();
-        batch.decoders =
-            DecoderCounts { hardware: after.hardware - before.hardware, cuda: after.cuda - before.cuda, cpu: after.cpu - before.cpu };
+        batch.decoders = DecoderCounts {
+            hardware: after.hardware - before.hardware,
+            cuda: after.cuda - before.cuda,
+            cpu: after.cpu - before.cpu,
+            retried: after.retried - before.retried,
+        };
 
         // 3. Status per slot and the policy.
         let mut status = Vec::with_capacity(n);

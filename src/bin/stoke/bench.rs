@@ -603,7 +603,10 @@ impl Report {
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
         let d = &self.decoders;
-        println!("decoders     hardware {}, cuda {}, cpu {} (images decoded by each)", d.hardware, d.cuda, d.cpu);
+        println!(
+            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU",
+            d.hardware, d.cuda, d.cpu, d.retried
+        );
         println!(
             "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
             self.seconds
