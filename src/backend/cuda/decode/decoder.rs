@@ -463,25 +463,48 @@ impl GpuDecoder {
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
         let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<(), GpuError> {
-            if !hw_list.is_empty() {
-                self.timers[0].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
-                self.decode_hardware(&hw_list, jobs, arena, out, &mut gpu_failed)?;
-                self.timers[1].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
-            }
-            if !cuda_list.is_empty() {
-                self.timers[2].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
-            }
-            for &i in &cuda_list {
-                let d = *out[i].as_ref().expect("placed above");
-                let gpu_hybrid = matches!(self.routes[i], Ok((_, _, _, true)));
-                if let Err(e) = self.decode_cuda(jobs[i].0, &d, arena, gpu_hybrid) {
-                    gpu_failed.push((i, e.to_string()));
+            let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, canaries_set, timers, routes, .. } = &mut *self;
+            // The CUDA decoders' images, on their stream: their host phase (the Huffman decode
+            // runs on the CPU for the hybrid decoder) takes milliseconds per batch.
+            let mut cuda_route = || -> Result<Vec<(usize, String)>, GpuError> {
+                let mut failed = Vec::new();
+                if cuda_list.is_empty() {
+                    return Ok(failed);
                 }
-            }
-            if !cuda_list.is_empty() {
-                self.timers[3].record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
-            }
-            Ok(())
+                gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+                timers[2].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                for &i in &cuda_list {
+                    let d = *out[i].as_ref().expect("placed above");
+                    let gpu_hybrid = matches!(routes[i], Ok((_, _, _, true)));
+                    if let Err(e) = cuda.decode(cuda_stream, jobs[i].0, &d, arena, gpu_hybrid) {
+                        failed.push((i, e.to_string()));
+                    }
+                }
+                timers[3].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                Ok(failed)
+            };
+            let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
+                gpu_failed.extend(cuda_route()?);
+                return Ok(());
+            };
+            // Both routes: the CUDA decoders on a thread of their own, so their host phase
+            // overlaps the engine's calls instead of following them (a thread per batch costs
+            // tens of microseconds against a batch's tens of milliseconds).
+            std::thread::scope(|s| {
+                let cuda_side = (!cuda_list.is_empty()).then(|| s.spawn(cuda_route));
+                let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
+                    hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
+                    timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))
+                });
+                // Joined before returning either way: the CUDA side's work is queued on its
+                // stream, which step 6 joins.
+                let cuda_done = cuda_side.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                hw_done?;
+                if let Some(r) = cuda_done {
+                    gpu_failed.extend(r?);
+                }
+                Ok(())
+            })
         });
         gpu_queued?;
 

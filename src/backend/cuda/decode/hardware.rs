@@ -5,11 +5,16 @@ use crate::augment::params::AugParams;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::driver_err;
 use crate::error::GpuError;
+use cudarc::driver::{CudaEvent, CudaStream};
 
-impl GpuDecoder {
-    /// The hardware route, in calls of `per_call` images on `hw_stream`, two states in turn.
-    pub(super) fn decode_hardware(
+impl HwPath {
+    /// The hardware route, in calls of `per_call` images on `stream`, two states in turn.
+    /// `canaries_set` is the event recorded after the canaries were written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode(
         &mut self,
+        stream: &CudaStream,
+        canaries_set: &CudaEvent,
         list: &[usize],
         jobs: &[(&[u8], AugParams)],
         arena: u64,
@@ -20,8 +25,8 @@ impl GpuDecoder {
         // the outputs when called (torchcodec PR #1634). The canaries were queued on this
         // stream just before; a decode racing them would have its pixels overwritten by a
         // canary (and counted as skipped, or worse, not). The host waits for them first.
-        self.canaries_set.synchronize().map_err(driver_err("cuEventSynchronize"))?;
-        let hw = self.hw.as_mut().expect("hardware route only with an engine");
+        canaries_set.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        let hw = self;
         let mut at = 0;
         for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
             let idx = &list[at..at + size];
@@ -47,9 +52,9 @@ impl GpuDecoder {
                 // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
                 // the done event is waited), `size` destinations inside the arena each sized
                 // for its ROI in RGBI, `size` live params; the stream is ours.
-                unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], self.hw_stream.cu_stream() as _) }
+                unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], stream.cu_stream() as _) }
             });
-            hw.state_done[s].record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
+            hw.state_done[s].record(stream).map_err(driver_err("cuEventRecord"))?;
             if let Err(e) = r {
                 // One bad image fails the whole call: every image of it goes to the CPU.
                 failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));

@@ -6,17 +6,25 @@ use super::*;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::driver_err;
 use crate::error::GpuError;
+use cudarc::driver::CudaStream;
 
-impl GpuDecoder {
+impl CudaPath {
     /// One image through the CUDA decoders' decoupled phases on `cuda_stream`: the
     /// GPU-assisted hybrid decoder first when `gpu_hybrid` ([`gpu_hybrid_first`]), else the
     /// hybrid decoder alone.
-    pub(super) fn decode_cuda(&mut self, bytes: &[u8], d: &Decoded, arena: u64, gpu_hybrid: bool) -> Result<(), GpuError> {
-        let turn = self.cuda.turn;
-        self.cuda.turn = (turn + 1) % CUDA_SLOTS;
-        let stream = self.cuda_stream.cu_stream() as _;
-        let skip = usize::from(!gpu_hybrid && self.cuda.decoders.len() > 1);
-        for (dec, slots) in self.cuda.decoders.iter_mut().skip(skip) {
+    pub(super) fn decode(
+        &mut self,
+        cuda_stream: &CudaStream,
+        bytes: &[u8],
+        d: &Decoded,
+        arena: u64,
+        gpu_hybrid: bool,
+    ) -> Result<(), GpuError> {
+        let turn = self.turn;
+        self.turn = (turn + 1) % CUDA_SLOTS;
+        let stream = cuda_stream.cu_stream() as _;
+        let skip = usize::from(!gpu_hybrid && self.decoders.len() > 1);
+        for (dec, slots) in self.decoders.iter_mut().skip(skip) {
             let slot = &mut slots[turn];
             slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
             slot.stream.parse(bytes)?;
@@ -38,7 +46,7 @@ impl GpuDecoder {
             // Record whatever the decode said: once the async copy out of this slot's pinned
             // buffer is queued, the next use of the slot must wait for it, or the host rewrites
             // the buffer while the DMA may still read it.
-            slot.done.record(&self.cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            slot.done.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
             decoded?;
             return Ok(());
         }
