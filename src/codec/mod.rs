@@ -135,7 +135,7 @@ impl DecodeError {
 
 /// A decoded image, or a region of it, as stored (before EXIF orientation). Buffers are
 /// reused from call to call.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecodedImage {
     /// Stored width of the whole image.
     pub width: u32,
@@ -158,6 +158,61 @@ impl DecodedImage {
     pub(crate) fn set_whole(&mut self, width: u32, height: u32) {
         (self.width, self.height) = (width, height);
         (self.region_x, self.region_y, self.region_w, self.region_h) = (0, 0, width, height);
+    }
+
+    /// Keep only the sub-region `(x, y, w, h)` (stored coordinates) of the decoded region,
+    /// moving its rows to the front of the buffer in place. Returns false, changing nothing,
+    /// when the decoded region does not contain it.
+    pub fn crop_to(&mut self, x: u32, y: u32, w: u32, h: u32) -> bool {
+        let inside = x >= self.region_x
+            && y >= self.region_y
+            && x as u64 + w as u64 <= self.region_x as u64 + self.region_w as u64
+            && y as u64 + h as u64 <= self.region_y as u64 + self.region_h as u64;
+        if !inside || self.rgb.len() < 3 * self.region_w as usize * self.region_h as usize {
+            return false;
+        }
+        let (pitch, row) = (3 * self.region_w as usize, 3 * w as usize);
+        let (dx, dy) = ((x - self.region_x) as usize, (y - self.region_y) as usize);
+        for r in 0..h as usize {
+            // Row r lands at r·row ≤ its source (row ≤ pitch): a forward copy never overwrites
+            // a row still to be moved.
+            let from = (dy + r) * pitch + 3 * dx;
+            self.rgb.copy_within(from..from + row, r * row);
+        }
+        self.rgb.truncate(row * h as usize);
+        (self.region_x, self.region_y, self.region_w, self.region_h) = (x, y, w, h);
+        true
+    }
+}
+
+#[cfg(test)]
+mod crop_tests {
+    use super::DecodedImage;
+
+    #[test]
+    fn crop_to_keeps_exactly_the_sub_region() {
+        // A 7x5 region at (3, 2) of a 20x10 image; each pixel's bytes say where it is.
+        let (rx, ry, rw, rh) = (3u32, 2u32, 7u32, 5u32);
+        let px = |x: u32, y: u32| [x as u8, y as u8, (x * 7 + y) as u8];
+        let mut img = DecodedImage { width: 20, height: 10, region_x: rx, region_y: ry, region_w: rw, region_h: rh, rgb: Vec::new() };
+        for y in ry..ry + rh {
+            for x in rx..rx + rw {
+                img.rgb.extend_from_slice(&px(x, y));
+            }
+        }
+        let whole = img.clone();
+        for (x, y, w, h) in [(3, 2, 7, 5), (4, 3, 2, 2), (9, 6, 1, 1), (3, 6, 7, 1), (5, 2, 5, 5)] {
+            let mut c = whole.clone();
+            assert!(c.crop_to(x, y, w, h), "({x}, {y}, {w}, {h})");
+            let want: Vec<u8> = (y..y + h).flat_map(|yy| (x..x + w).flat_map(move |xx| px(xx, yy))).collect();
+            assert_eq!(c.rgb, want, "({x}, {y}, {w}, {h})");
+            assert_eq!((c.region_x, c.region_y, c.region_w, c.region_h, c.width, c.height), (x, y, w, h, 20, 10));
+        }
+        for (x, y, w, h) in [(2, 2, 2, 2), (3, 1, 2, 2), (9, 2, 2, 1), (3, 6, 1, 2)] {
+            let mut c = whole.clone();
+            assert!(!c.crop_to(x, y, w, h), "({x}, {y}, {w}, {h}) is not inside");
+            assert_eq!(c, whole);
+        }
     }
 }
 

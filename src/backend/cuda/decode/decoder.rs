@@ -546,8 +546,21 @@ impl GpuDecoder {
                 Ok(d) if d.route != Route::Cpu => Some((d.offset, decoded_bytes(d.roi.w, d.roi.h))),
                 _ => None,
             };
-            let result = r.map_err(SlotError::from).and_then(|img| {
+            // The region this image's augment reads (none when its header was unreadable).
+            let asked = match &out[i] {
+                Ok(d) if d.roi.w > 0 && d.roi.h > 0 => Some(d.roi),
+                _ => None,
+            };
+            let result = r.map_err(SlotError::from).and_then(|mut img| {
                 check_params(&jobs[i].1, (img.width, img.height))?;
+                // The CPU decoder adds a margin of an iMCU around the region (and aligns it):
+                // keep the region asked for, so that a retried GPU decode fits the place the GPU
+                // had. Otherwise a hardware call failed by one bad image sends all of its images
+                // here, each needing more than its place, and the arena (sized for the batch)
+                // runs out: good images were substituted for it.
+                if let Some(a) = asked {
+                    img.crop_to(a.x, a.y, a.w, a.h);
+                }
                 let roi = Roi { x: img.region_x, y: img.region_y, w: img.region_w, h: img.region_h };
                 let offset = cursor.place_or_reuse(prev, roi.w, roi.h).ok_or_else(|| arena_full(self.plan.arena.bytes))?;
                 let len = 3 * roi.w as usize * roi.h as usize;
