@@ -15,7 +15,12 @@
 #                  tests/python (test_cuda.py's device tests required), examples/train_torch.py
 #                  (ResNet-50, AMP, channels_last: images/s, data-wait share, GPU utilization,
 #                  the model alone on a fixed batch) on the train and DeiT recipes, and the DeiT
-#                  recipe against timm's transform + Mixup in a tuned DataLoader
+#                  recipe against timm's transform + Mixup in a tuned DataLoader; the GPU
+#                  peers too when the nvImageCodec wheel is carried
+#   run.sh checks  the decoders side by side (decode-only with each decoder set, the engine at
+#                  three call widths), canaries under a GPU another process saturates, malformed
+#                  JPEGs through nvJPEG under a timeout (scripts/malformed-jpegs.py), the
+#                  pipeline and backend tests and memcheck on the pipeline test
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -31,7 +36,7 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python) ;; *) echo "usage: run.sh tests|bench|python" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python | checks) ;; *) echo "usage: run.sh tests|bench|python|checks" >&2; exit 2 ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -227,6 +232,25 @@ ensure_data() {
   fi
 }
 
+# The GPU peers (torchvision's batched GPU decode + transforms v2, nvImageCodec) against stoke on
+# the same set; nvImageCodec from the wheels carried in .whl/peers (bench-peers.sh fetch-wheels).
+gpu_peers() {
+  if [ -f "$p/benches/peers/run_all.py" ]; then
+    local wheels="$bundle/../.whl/peers" deps="$here/peer-deps"
+    if compgen -G "$wheels/*.whl" >/dev/null; then
+      python3 -m pip install -q --no-deps --no-index --target "$deps" "$wheels"/*.whl > "$logs/peer-wheels.log" 2>&1 \
+        && export PYTHONPATH="$deps${PYTHONPATH:+:$PYTHONPATH}"
+    else
+      note "nvImageCodec: no wheel carried in .whl/peers (scripts/bench-peers.sh fetch-wheels, here): its peer fails to import"
+    fi
+    figure='grep -E "images/s|stoke|torchvision|nvImageCodec" | tail -4 | tr -s " " | paste -sd";"' \
+      step "peers (torchvision GPU decode + v2, nvImageCodec)" 200 peers.log \
+      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision,nvimgcodec \
+      --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
+      --benchmarks "$logs/peer-rows.md" --json-out "$logs/peers.json"
+  fi
+}
+
 run_bench() {
   local secs="${BENCH_SECONDS:-10}"
   if [ $gpu = 0 ]; then
@@ -263,20 +287,7 @@ run_bench() {
   done
   figure='' step "tune" 120 tune.json "$bin" tune "$data" --backend cuda --dtype f16 --batch-size 256 --batches 10 \
     --out "$logs/tuned.json" --json
-  if [ -f "$p/benches/peers/run_all.py" ]; then
-    local wheels="$bundle/../.whl/peers" deps="$here/peer-deps"
-    if compgen -G "$wheels/*.whl" >/dev/null; then
-      python3 -m pip install -q --no-deps --no-index --target "$deps" "$wheels"/*.whl > "$logs/peer-wheels.log" 2>&1 \
-        && export PYTHONPATH="$deps${PYTHONPATH:+:$PYTHONPATH}"
-    else
-      note "nvImageCodec: no wheel carried in .whl/peers (scripts/bench-peers.sh fetch-wheels, here): its peer fails to import"
-    fi
-    figure='grep -E "images/s|stoke|torchvision|nvImageCodec" | tail -4 | tr -s " " | paste -sd";"' \
-      step "peers (torchvision GPU decode + v2, nvImageCodec)" 200 peers.log \
-      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 1 --peers torchvision,nvimgcodec \
-      --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
-      --benchmarks "$logs/peer-rows.md" --json-out "$logs/peers.json"
-  fi
+  gpu_peers
 }
 
 train_figure='grep -E "steps of" | tail -1'
@@ -295,22 +306,88 @@ run_python() {
     env STOKE_REQUIRE_GPU=1 python3 -m pytest -q -rs -s -p no:cacheprovider "$p/work/tests/python"
   ensure_data
   figure="$train_figure" step "train_torch resnet50 train preset" 150 train-torch.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 300 --batch-size 256 --json
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 200 --batch-size 256 --json
   figure="$train_figure" step "train_torch resnet50 deit preset" 120 train-torch-deit.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --preset deit --steps 200 --batch-size 256 --json
+    python3 "$p/work/examples/train_torch.py" "$data" --preset deit --steps 120 --batch-size 256 --json
   if [ -f "$p/benches/peers/run_all.py" ]; then
     figure='grep -E "images/s|stoke|torch-dataloader" | tail -3 | tr -s " " | paste -sd";"' \
       step "peers deit: stoke --preset deit vs timm transform + Mixup in a DataLoader" 200 peers-deit.log \
-      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 1 --peers torch --recipe deit \
+      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 6 --peers torch --recipe deit \
       --workers 8,16 --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
       --benchmarks "$logs/peer-rows-deit.md" --json-out "$logs/peers-deit.json"
   fi
+  # The GPU peers here too when the nvImageCodec wheel travelled with this call.
+  if compgen -G "$bundle/../.whl/peers/*.whl" >/dev/null; then gpu_peers; fi
+}
+
+# The targeted checks only hardware answers, and the decoders' rates side by side: decode-only
+# with each decoder set and at three call widths (the engine's calls hold batch/4 images), the
+# engine under a GPU saturated by another process (canaries: `retried` must stay 0), malformed
+# JPEGs through nvJPEG under a timeout (no crash, no hang: named substitutes), and the pipeline
+# and backend tests with memcheck.
+run_checks() {
+  if [ $gpu = 0 ]; then
+    for s in "decode-only sweep" "canary under load" "malformed JPEGs" "gpu_pipeline" "gpu_backends" "peers"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-5}" t
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --seconds "$secs" --json)
+  figure="$bench_json_figure" step "stoke bench e2e" 60 bench-e2e.json "$bin" "${common[@]}" --batch-size 256
+  for dec in all hw cuda; do
+    figure="$bench_json_figure" step "decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
+      "$bin" "${common[@]}" --batch-size 256 --decode-only --decoders "$dec"
+  done
+  for bs in 64 1024; do
+    figure="$bench_json_figure" step "decode-only --decoders hw, batch $bs (calls of $((bs / 4)))" 60 "bench-decode-hw-b$bs.json" \
+      "$bin" "${common[@]}" --batch-size "$bs" --decode-only --decoders hw
+  done
+  # Another process keeps the GPU busy (large half-precision matmuls) while the engine decodes.
+  python3 -c "
+import torch, time
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.half); b = torch.randn_like(a)
+t = time.time()
+while time.time() - t < ${secs} + 12:
+    for _ in range(20): a = (a @ b).clamp_(-1, 1)
+    torch.cuda.synchronize()
+" > "$logs/load.log" 2>&1 &
+  local load=$!
+  sleep 4
+  figure="$bench_json_figure" \
+    step "canary under load: decode-only --decoders hw while another process saturates the GPU" 60 bench-decode-hw-load.json \
+    "$bin" "${common[@]}" --batch-size 256 --decode-only --decoders hw
+  wait "$load" 2>/dev/null
+  local bad="$here/malformed"
+  figure='tail -1' step "malformed JPEGs: make" 60 malformed-make.log python3 "$p/scripts/malformed-jpegs.py" "$data" "$bad" --per-kind 48
+  # The CPU backend on the same files: what a decoder that sees them whole replaces.
+  figure='python3 -c "import json,sys
+r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
+print(\"%d images, %d replaced\" % (r[\"images\"], r[\"errors\"]))"' \
+    step "malformed JPEGs through the CPU backend (reference)" 60 malformed-cpu.json \
+    "$bin" bench "$bad" --backend cpu --batch-size 64 --epochs 2 --warmup-batches 0 --on-error skip --json
+  for dec in all hw; do
+    figure='python3 -c "import json,sys
+r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
+print(\"%d images, %d replaced, decoders %s\" % (r[\"images\"], r[\"errors\"], r[\"decoders\"]))"' \
+      step "malformed JPEGs through --decoders $dec (2 epochs, --on-error skip, 90 s timeout)" 90 "malformed-$dec.json" \
+      "$bin" bench "$bad" --backend cuda --dtype f16 --batch-size 64 --epochs 2 --warmup-batches 0 --on-error skip --decoders "$dec" --json
+  done
+  for t in gpu_pipeline gpu_backends; do
+    [ -x "$p/tests/$t" ] || { note "SKIP $t: not in the bundle"; continue; }
+    figure="$test_figure" step "$t" "$test_timeout" "test-$t.log" env STOKE_REQUIRE_GPU=1 "$p/tests/$t" --test-threads=1 --nocapture
+  done
+  if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$p/tests/gpu_pipeline" ]; then
+    figure='grep -E "ERROR SUMMARY|^test result:"' step "compute-sanitizer memcheck gpu_pipeline" 90 sanitizer-memcheck-gpu_pipeline.log \
+      env STOKE_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
+  fi
+  gpu_peers
 }
 
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
   python) run_python ;;
+  checks) run_checks ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

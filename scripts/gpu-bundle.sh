@@ -21,6 +21,9 @@
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
+#   bundle/checks.tar.gz       `run.sh checks`: tests/gpu_pipeline and tests/gpu_backends (the
+#                              decode-only sweep, canaries under load and the malformed-JPEG
+#                              sweep use bin/stoke and scripts/malformed-jpegs.py from core)
 # Then, with the device tool, three calls (carry as printed at the end):
 #   bundle/run.sh tests; bundle/run.sh bench (carry .whl/peers too for nvImageCodec:
 #   scripts/bench-peers.sh fetch-wheels); bundle/run.sh python.
@@ -88,7 +91,7 @@ cp examples/train_torch.py $P/work/examples/
 
 cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
 cp -r "$cu13/include" $P/include
-cp scripts/bundle-questions.py $P/scripts/
+cp scripts/bundle-questions.py scripts/malformed-jpegs.py $P/scripts/
 cp -r benches/peers $P/benches/
 rm -rf $P/benches/peers/__pycache__
 git rev-parse --short HEAD > $P/COMMIT 2>/dev/null || echo unknown > $P/COMMIT
@@ -121,10 +124,11 @@ corpus=(); [ -d $P/corpus ] && corpus=(corpus)
 part tests tests "${corpus[@]}"
 part bench bench-bin examples
 part python python work/tests/python work/examples
+part checks tests/gpu_pipeline tests/gpu_backends
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
-for mode in tests bench python; do
+for mode in tests bench python checks; do
   size=0
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$mode.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'
