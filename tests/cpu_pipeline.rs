@@ -112,7 +112,11 @@ fn a_broken_file_is_substituted_and_named() {
     }
     assert_eq!(n, 11);
     assert_eq!(subs.len(), 1, "{subs:?}");
-    assert_eq!(p.stats().decoders, stoke::batch::DecoderCounts { hardware: 0, cuda: 0, cpu: 10, retried: 0 }, "the broken file is not counted");
+    assert_eq!(
+        p.stats().decoders,
+        stoke::batch::DecoderCounts { hardware: 0, cuda: 0, cpu: 10, retried: 0 },
+        "the broken file is not counted"
+    );
     assert!(subs[0].key.contains("02") && subs[0].location.ends_with("02.jpg"), "{:?}", subs[0]);
     // Under `fail` the same epoch stops with an error naming the file.
     c.on_error = OnError::Fail;
