@@ -79,7 +79,9 @@ fn decoder(
         arena: ArenaPlan::new(pixels, batch, DEFAULT_MAX_DECODED_PIXELS),
         max_pixels: DEFAULT_MAX_DECODED_PIXELS,
         max_dims: (max_w, max_h),
-        slot_bytes: stoke::backend::cuda::decode::cuda_slot_bytes((max_w, max_h)),
+        slot_bytes: stoke::backend::cuda::decode::cuda_slot_bytes(
+            refs.iter().map(|r| r.2.width as u64 * r.2.height as u64).max().unwrap_or(1),
+        ),
         hw_max_per_call: batch,
         cpu_threads: 2,
         use_hardware,

@@ -48,8 +48,14 @@ pub struct IndexBounds {
     pub staging: StagingPlan,
     /// Bytes of one decode arena (the `batch` largest decoded images, capped by the guard).
     pub arena: ArenaPlan,
-    /// Largest stored width and height.
+    /// Largest stored width and largest stored height (of any samples: for the hardware
+    /// engine's pre-allocation, which is scaled to an arena anyway).
     pub max_dims: (u32, u32),
+    /// Most stored pixels of one image whose header was read, capped at the guard: the CUDA
+    /// decoders' slot buffers are sized from it. Not `max_dims`' product: a 4000 × 600
+    /// panorama beside a 600 × 4000 portrait would size them for a 4000 × 4000 image nobody
+    /// has, and a budget would then cut the arenas to pay for it.
+    pub max_image_pixels: u64,
     /// Longest stored side.
     pub max_side: u32,
 }
@@ -68,11 +74,13 @@ impl IndexBounds {
             std::iter::repeat_n(l.pixels, k(n - headerless)).chain(std::iter::repeat_n(max_pixels, k(headerless)))
         });
         let (mw, mh) = shards.iter().fold((1u32, 1u32), |(w, h), (_, l)| (w.max(l.width), h.max(l.height)));
+        let most = shards.iter().map(|(_, l)| l.pixels).max().unwrap_or(0).clamp(1, max_pixels.max(1));
         Some(Self {
             staging: StagingPlan::new(bytes, batch, 2),
             arena: ArenaPlan::new(pixels, batch, max_pixels),
             max_dims: (mw, mh),
             max_side: mw.max(mh),
+            max_image_pixels: most,
         })
     }
 
@@ -83,12 +91,13 @@ impl IndexBounds {
         let staging = StagingPlan::new(samples.clone().map(|s| s.0), batch, 2);
         let pixels = samples.clone().map(|(_, w, h)| if w == 0 || h == 0 { max_pixels } else { w as u64 * h as u64 });
         let arena = ArenaPlan::new(pixels, batch, max_pixels);
-        let (mut mw, mut mh) = (1u32, 1u32);
+        let (mut mw, mut mh, mut most) = (1u32, 1u32, 1u64);
         for (_, w, h) in samples {
             mw = mw.max(w);
             mh = mh.max(h);
+            most = most.max(w as u64 * h as u64);
         }
-        Self { staging, arena, max_dims: (mw, mh), max_side: mw.max(mh) }
+        Self { staging, arena, max_dims: (mw, mh), max_side: mw.max(mh), max_image_pixels: most.min(max_pixels.max(1)) }
     }
 }
 
@@ -173,7 +182,7 @@ impl CudaBackend {
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
         // that fits is kept as the index made it (module docs of `decode::budget`).
-        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_dims), budget);
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_image_pixels), budget);
         if memory.arena != bounds.arena || memory.staging != bounds.staging {
             log::warn!(
                 "GPU memory budget: {budget} bytes for the decoder ({} fixed: output ring and augment scratch); decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
@@ -528,6 +537,24 @@ mod tests {
         assert_eq!(b.arena.bytes, 2 * 3_000_000u64.next_multiple_of(256), "two guard-capped images");
         assert_eq!(b.max_dims, (4000, 3000));
         assert_eq!(b.max_side, 4000);
+        assert_eq!(b.max_image_pixels, 1_000_000, "the 12-megapixel image at the guard");
+    }
+
+    /// A panorama and a portrait beside ImageNet-sized photos: the slot buffers are sized for
+    /// the larger of the two (2.4 megapixels), not for a 4000 × 4000 image made of the widest
+    /// and the tallest, so the default budget leaves the arenas as the index made them.
+    #[test]
+    fn one_wide_and_one_tall_image_do_not_make_a_square_one() {
+        let mut s: Vec<(u64, u32, u32)> = (0..5000).map(|i| (110_000 + (i % 97) * 1000, 500, 375)).collect();
+        s.extend([(900_000, 4000, 600), (900_000, 600, 4000)]);
+        let b = IndexBounds::new(s.iter().copied(), 256, crate::config::DEFAULT_MAX_DECODED_PIXELS);
+        assert_eq!((b.max_dims, b.max_image_pixels), ((4000, 4000), 2_400_000));
+        let budget = crate::config::default_gpu_memory_budget(256);
+        let plan = MemoryPlan::fit(b.staging, b.arena, cuda_slot_bytes(b.max_image_pixels), budget);
+        assert_eq!((plan.arena, plan.staging), (b.arena, b.staging), "nothing cut");
+        // What the phantom square asked for: over the budget, so the arenas were cut.
+        let square = MemoryPlan::fit(b.staging, b.arena, 6 * 4000 * 4000, budget);
+        assert!(square.arena.bytes < b.arena.bytes * 3 / 4, "{square:?} against {:?}", b.arena);
     }
 
     /// The per-shard bounds cover what the per-sample bounds of the same samples cover.
@@ -552,7 +579,10 @@ mod tests {
             let per_shard = IndexBounds::from_shards(&facts, batch, 1_000_000).unwrap();
             assert!(per_shard.staging.slot_bytes >= per_sample.staging.slot_bytes, "batch {batch}");
             assert!(per_shard.arena.bytes >= per_sample.arena.bytes, "batch {batch}");
-            assert_eq!((per_shard.max_dims, per_shard.max_side), (per_sample.max_dims, per_sample.max_side));
+            assert_eq!(
+                (per_shard.max_dims, per_shard.max_side, per_shard.max_image_pixels),
+                (per_sample.max_dims, per_sample.max_side, per_sample.max_image_pixels)
+            );
         }
         // Batch 2: the largest shard counted twice at its largest (9000 bytes, 640 × 480).
         let b = IndexBounds::from_shards(&facts, 2, 1_000_000).unwrap();

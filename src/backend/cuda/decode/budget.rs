@@ -146,8 +146,8 @@ mod tests {
     fn index_plan(samples: &[(u64, u32, u32)], batch: usize) -> (StagingPlan, ArenaPlan, u64) {
         let staging = StagingPlan::new(samples.iter().map(|s| s.0), batch, 2);
         let arena = ArenaPlan::new(samples.iter().map(|&(_, w, h)| w as u64 * h as u64), batch, 100_000_000);
-        let max = samples.iter().map(|&(_, w, h)| (w, h)).max_by_key(|&(w, h)| w as u64 * h as u64).unwrap_or((1, 1));
-        (staging, arena, super::super::cuda_slot_bytes(max))
+        let most = samples.iter().map(|&(_, w, h)| w as u64 * h as u64).max().unwrap_or(1);
+        (staging, arena, super::super::cuda_slot_bytes(most))
     }
 
     #[test]

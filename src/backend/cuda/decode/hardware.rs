@@ -76,10 +76,11 @@ pub fn prealloc_dims(max_dims: (u32, u32), per_call: usize, arena_bytes: u64) ->
 
 /// Bytes each CUDA-decoder slot's nvJPEG buffers (one pinned, one device) are sized to at
 /// start-up, so decodes allocate nothing (contract 5): the DCT coefficients of the index's
-/// largest image, 2 bytes per sample of 3 full-resolution components (4:4:4, the worst case).
+/// largest image (`pixels`, stored), 2 bytes per sample of 3 full-resolution components
+/// (4:4:4, the worst case).
 /// A memory budget may cut it ([`super::MemoryPlan::fit`]); an image whose coefficients then
 /// need more makes nvJPEG grow that slot's buffers during the decode, as it does unasked:
 /// bounded by this figure per buffer.
-pub fn cuda_slot_bytes(max_dims: (u32, u32)) -> u64 {
-    6 * max_dims.0 as u64 * max_dims.1 as u64
+pub fn cuda_slot_bytes(pixels: u64) -> u64 {
+    6 * pixels
 }
