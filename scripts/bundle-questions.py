@@ -122,7 +122,7 @@ def answer(key, mode, logs, gpu):
         if not g:
             return f"not measured: bench ran on the {r.get('backend')} backend"
         n = max(g.get("batches", 0), 1)
-        parts = [(k, g[k]) for k in ("classify", "hw_decode", "cuda_decode", "cpu_route", "augment")]
+        parts = [(k, g[k]) for k in ("classify", "hw_decode", "hw_host", "cuda_decode", "cpu_route", "augment") if k in g]
         if all(v == 0 for _, v in parts):
             return "not measured: the CUDA backend does not fill Stats.gpu_stages yet (all zero)"
         return ", ".join(f"{k} {v * 1e3 / n:.2f} ms" for k, v in parts) + f" per batch (over {n} batches)"

@@ -173,6 +173,10 @@ pub struct GpuStageTimes {
     pub classify: f64,
     /// Hardware JPEG engine calls (CUDA events).
     pub hw_decode: f64,
+    /// Host seconds spent inside the hardware engine's calls (until each returned): near
+    /// `hw_decode` when a call holds the host until the engine is done, small when it only
+    /// queues the work.
+    pub hw_host: f64,
     /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
     pub cuda_decode: f64,
     /// CPU route: libjpeg-turbo decode + upload (host wall).
@@ -183,10 +187,11 @@ pub struct GpuStageTimes {
 
 impl GpuStageTimes {
     /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 5] {
+    pub fn rows(&self) -> [(&'static str, f64); 6] {
         [
             ("classify", self.classify),
             ("hw decode", self.hw_decode),
+            ("hw in calls", self.hw_host),
             ("cuda decode", self.cuda_decode),
             ("cpu route", self.cpu_route),
             ("augment", self.augment),
@@ -198,6 +203,7 @@ impl GpuStageTimes {
         Self {
             classify: f(self.classify, o.classify),
             hw_decode: f(self.hw_decode, o.hw_decode),
+            hw_host: f(self.hw_host, o.hw_host),
             cuda_decode: f(self.cuda_decode, o.cuda_decode),
             cpu_route: f(self.cpu_route, o.cpu_route),
             augment: f(self.augment, o.augment),

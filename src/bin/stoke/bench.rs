@@ -647,7 +647,10 @@ impl Report {
         match &self.gpu_stages {
             Some(g) => {
                 let n = g.batches.max(1) as f64;
-                println!("gpu stages   (over {} batches; CUDA events, host wall time for host work)", g.batches);
+                println!(
+                    "gpu stages   (over {} batches; CUDA events, host wall time for host work; hw in calls: host time inside the engine's calls)",
+                    g.batches
+                );
                 for (name, t) in g.seconds.rows() {
                     println!("  {name:<11}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
                 }
@@ -740,9 +743,9 @@ mod tests {
 
     #[test]
     fn gpu_stages_are_the_difference_over_the_window() {
-        let a = GpuStageTimes { classify: 1.0, hw_decode: 2.0, cuda_decode: 3.0, cpu_route: 4.0, augment: 5.0 };
-        let b = GpuStageTimes { classify: 1.5, hw_decode: 4.0, cuda_decode: 3.25, cpu_route: 4.0, augment: 6.0 };
-        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.25, 0.0, 1.0]);
+        let a = GpuStageTimes { classify: 1.0, hw_decode: 2.0, hw_host: 1.0, cuda_decode: 3.0, cpu_route: 4.0, augment: 5.0 };
+        let b = GpuStageTimes { classify: 1.5, hw_decode: 4.0, hw_host: 1.75, cuda_decode: 3.25, cpu_route: 4.0, augment: 6.0 };
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.25, 0.0, 1.0]);
         let mut sum = a;
         sum += b - a;
         assert_eq!(sum, b, "sums over batches and differences over windows agree");

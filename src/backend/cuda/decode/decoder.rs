@@ -462,7 +462,7 @@ impl GpuDecoder {
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
-        let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<(), GpuError> {
+        let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<f64, GpuError> {
             let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, canaries_set, timers, routes, .. } = &mut *self;
             // The CUDA decoders' images, on their stream: their host phase (the Huffman decode
             // runs on the CPU for the hybrid decoder) takes milliseconds per batch.
@@ -485,7 +485,7 @@ impl GpuDecoder {
             };
             let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
                 gpu_failed.extend(cuda_route()?);
-                return Ok(());
+                return Ok(0.0);
             };
             // Both routes: the CUDA decoders on a thread of their own, so their host phase
             // overlaps the engine's calls instead of following them (a thread per batch costs
@@ -493,20 +493,21 @@ impl GpuDecoder {
             std::thread::scope(|s| {
                 let cuda_side = (!cuda_list.is_empty()).then(|| s.spawn(cuda_route));
                 let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
-                    hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
-                    timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))
+                    let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
+                    timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                    Ok(in_calls)
                 });
                 // Joined before returning either way: the CUDA side's work is queued on its
                 // stream, which step 6 joins.
                 let cuda_done = cuda_side.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-                hw_done?;
+                let in_calls = hw_done?;
                 if let Some(r) = cuda_done {
                     gpu_failed.extend(r?);
                 }
-                Ok(())
+                Ok(in_calls)
             })
         });
-        gpu_queued?;
+        self.stage_times.hw_host = gpu_queued?;
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
