@@ -323,8 +323,8 @@ run_python() {
 # The targeted checks only hardware answers, and the decoders' rates side by side: decode-only
 # with each decoder set and at three call widths (the engine's calls hold batch/4 images), the
 # engine under a GPU saturated by another process (canaries: `retried` must stay 0), malformed
-# JPEGs through nvJPEG under a timeout (no crash, no hang: named substitutes), and the pipeline
-# and backend tests with memcheck.
+# JPEGs through nvJPEG under a timeout (no crash, no hang: named substitutes; by kind and file
+# with scripts/malformed-report.py), and the pipeline and backend tests with memcheck.
 run_checks() {
   if [ $gpu = 0 ]; then
     for s in "decode-only sweep" "canary under load" "malformed JPEGs" "gpu_pipeline" "gpu_backends" "peers"; do note "SKIP $s: no GPU"; done
@@ -372,6 +372,12 @@ print(\"%d images, %d replaced, decoders %s\" % (r[\"images\"], r[\"errors\"], r
       step "malformed JPEGs through --decoders $dec (2 epochs, --on-error skip, 90 s timeout)" 90 "malformed-$dec.json" \
       "$bin" bench "$bad" --backend cuda --dtype f16 --batch-size 64 --epochs 2 --warmup-batches 0 --on-error skip --decoders "$dec" --json
   done
+  # The same files through stoke.Loader on each backend: which ones each replaces, by kind, and
+  # the files one delivers where the other replaces them (with both reasons).
+  if [ -d "$p/python/stoke" ]; then
+    figure='tail -1 | cut -c1-150' step "malformed JPEGs by kind: CPU and CUDA backends (stoke.Loader)" 90 malformed-report.log \
+      env PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" python3 "$p/scripts/malformed-report.py" "$bad"
+  fi
   for t in gpu_pipeline gpu_backends; do
     [ -x "$p/tests/$t" ] || { note "SKIP $t: not in the bundle"; continue; }
     figure="$test_figure" step "$t" "$test_timeout" "test-$t.log" env STOKE_REQUIRE_GPU=1 "$p/tests/$t" --test-threads=1 --nocapture

@@ -21,9 +21,10 @@
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
-#   bundle/checks.tar.gz       `run.sh checks`: tests/gpu_pipeline and tests/gpu_backends (the
-#                              decode-only sweep, canaries under load and the malformed-JPEG
-#                              sweep use bin/stoke and scripts/malformed-jpegs.py from core)
+#   bundle/checks.tar.gz       `run.sh checks`: tests/gpu_pipeline and tests/gpu_backends and the
+#                              Python package (the decode-only sweep, canaries under load and
+#                              the malformed-JPEG sweep use bin/stoke and scripts/malformed-*.py
+#                              from core; malformed-report.py runs stoke.Loader on both backends)
 # Then, with the device tool, three calls (carry as printed at the end):
 #   bundle/run.sh tests; bundle/run.sh bench (carry .whl/peers too for nvImageCodec:
 #   scripts/bench-peers.sh fetch-wheels); bundle/run.sh python.
@@ -91,7 +92,7 @@ cp examples/train_torch.py $P/work/examples/
 
 cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
 cp -r "$cu13/include" $P/include
-cp scripts/bundle-questions.py scripts/malformed-jpegs.py $P/scripts/
+cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py $P/scripts/
 cp -r benches/peers $P/benches/
 rm -rf $P/benches/peers/__pycache__
 git rev-parse --short HEAD > $P/COMMIT 2>/dev/null || echo unknown > $P/COMMIT
@@ -124,7 +125,7 @@ corpus=(); [ -d $P/corpus ] && corpus=(corpus)
 part tests tests "${corpus[@]}"
 part bench bench-bin examples
 part python python work/tests/python work/examples
-part checks tests/gpu_pipeline tests/gpu_backends
+part checks tests/gpu_pipeline tests/gpu_backends python
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
