@@ -115,6 +115,10 @@ def main(argv=None):
     ap.add_argument("--synthetic-steps", type=int, default=None,
                     help="then time the model alone on one fixed device batch (default 50 on a GPU, 0 otherwise)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    ap.add_argument("--side-stream", action="store_true",
+                    help="train on a CUDA stream of its own instead of the legacy default stream (which "
+                         "synchronizes with every blocking stream): tells whether the model waits on "
+                         "stoke's work through it")
     args = ap.parse_args(argv)
 
     on_gpu = torch.cuda.is_available() and not args.smoke
@@ -128,6 +132,9 @@ def main(argv=None):
         args.synthetic_steps = 50 if on_gpu else 0
 
     device = torch.device("cuda" if on_gpu else "cpu")
+    if on_gpu and args.side_stream:
+        # Everything after this (the model, torch.from_dlpack's stream, synchronize) uses it.
+        torch.cuda.set_stream(torch.cuda.Stream())
     if on_gpu:
         torch.backends.cudnn.benchmark = True
     classes = 4 if args.smoke else args.classes
@@ -241,12 +248,15 @@ def main(argv=None):
     )
     if gpu_util is not None:
         line += f", GPU utilization {gpu_util:.0f}%"
+    if on_gpu:
+        line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
     if alone:
         line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
     if args.json:
         print(json.dumps({
             "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
+            "side_stream": bool(on_gpu and args.side_stream),
             "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
             "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
             "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),

@@ -131,14 +131,14 @@ def answer(key, mode, logs, gpu):
         return hits[-1] if hits else None
     if key == "trainer":
         parts = []
-        for name in ("train-torch.log", "train-torch-deit.log"):
+        for name in ("train-torch.log", "train-torch-deit.log", "train-torch-side.log"):
             r = last_json(os.path.join(logs, name))
             if not r:
                 continue
             alone = r.get("model_alone_images_per_sec")
             util = r.get("gpu_utilization_pct")
             parts.append(
-                f"{r.get('preset')}: {r['images_per_sec']:.0f} images/s, data wait {100 * r['data_wait_share']:.1f}%"
+                f"{r.get('preset')}{' (side stream)' if r.get('side_stream') else ''}: {r['images_per_sec']:.0f} images/s, data wait {100 * r['data_wait_share']:.1f}%"
                 + (f", GPU utilization {util:.0f}%" if util is not None else ", GPU utilization not read (no NVML)")
                 + (f", model alone {alone:.0f} images/s (fed/alone {r['images_per_sec'] / alone:.2f})" if alone else "")
             )

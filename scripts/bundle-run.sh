@@ -299,7 +299,7 @@ run_python() {
   figure='tail -1' step "python: import stoke" 60 python-import.log python3 -c \
     "import importlib.util as u, stoke; print('stoke', stoke.__file__, 'dlpack', stoke.DLPACK_VERSION, 'torch', 'importable' if u.find_spec('torch') else 'absent')"
   if [ $gpu = 0 ]; then
-    for s in "pytest tests/python" "train_torch resnet50 train" "train_torch resnet50 deit" "peers deit"; do note "SKIP $s: no GPU"; done
+    for s in "pytest tests/python" "train_torch resnet50 train" "train_torch resnet50 deit" "train_torch resnet50 side stream" "peers deit"; do note "SKIP $s: no GPU"; done
     return
   fi
   figure="$pytest_figure" step "pytest tests/python (device tests required)" 240 pytest.log \
@@ -309,6 +309,10 @@ run_python() {
     python3 "$p/work/examples/train_torch.py" "$data" --steps 200 --batch-size 256 --json
   figure="$train_figure" step "train_torch resnet50 deit preset" 120 train-torch-deit.log \
     python3 "$p/work/examples/train_torch.py" "$data" --preset deit --steps 120 --batch-size 256 --json
+  # The same on a stream of the trainer's own: a fed/alone that rises here says the model waited
+  # on stoke's work through the legacy default stream.
+  figure="$train_figure" step "train_torch resnet50 train preset, side stream" 120 train-torch-side.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --side-stream --json
   if [ -f "$p/benches/peers/run_all.py" ]; then
     figure='grep -E "images/s|stoke|torch-dataloader" | tail -3 | tr -s " " | paste -sd";"' \
       step "peers deit: stoke --preset deit vs timm transform + Mixup in a DataLoader" 200 peers-deit.log \
