@@ -331,6 +331,27 @@ fn a_file_only_the_cpu_decoder_accepts_is_delivered(kind: BackendKind) {
     }
 }
 
+/// A file whose Huffman table libjpeg-turbo refuses while reading the header (more codes than
+/// its segment holds) is replaced under `skip`, named by the CPU decoder. On the CUDA backend
+/// it never reaches nvJPEG (whose handling of it is not documented): the reason is the CPU
+/// decoder's alone, with no nvJPEG failure before it.
+fn a_bad_huffman_table_is_named_by_the_cpu_decoder(kind: BackendKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(folder(&dir.path().join("src"), 1, &[]).1.read_dir().unwrap().flatten().next().unwrap().path()).unwrap();
+    let dht = good.windows(2).position(|w| w == [0xFF, 0xC4]).expect("a DHT segment");
+    let mut bad = good.clone();
+    bad[dht + 5..dht + 21].fill(0xFF); // 16 code counts of 255: 4080 codes
+    let (root, _) = folder(dir.path(), 5, &[("zz_dht.JPEG", &bad)]);
+    let ds = index(&root);
+    let Some((mut b, c, _g)) = backend(kind, &ds, OnError::Skip) else { return };
+    let (_, batch) = one_batch(&mut b, &ds, &c);
+    let batch = batch.unwrap();
+    assert_eq!(batch.substitutes.len(), 1, "{:?}", batch.substitutes);
+    let s = &batch.substitutes[0];
+    assert!(s.key.ends_with("zz_dht.JPEG") && s.reason.to_lowercase().contains("huffman"), "{s:?}");
+    assert!(!s.reason.contains("nvJPEG"), "went to nvJPEG first: {s:?}");
+}
+
 /// binary16 → f32 for the test's own reading of f16 outputs.
 fn half_to_f32(h: u16) -> f32 {
     let (s, e, m) = ((h >> 15) as u32, ((h >> 10) & 0x1f) as i32, (h & 0x3ff) as f32);
@@ -363,4 +384,5 @@ on_each_backend!(
     a_png_under_a_jpeg_name_is_delivered,
     mixup_gives_soft_targets_and_mixes_the_unmixed_pairs,
     a_file_only_the_cpu_decoder_accepts_is_delivered,
+    a_bad_huffman_table_is_named_by_the_cpu_decoder,
 );

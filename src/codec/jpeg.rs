@@ -511,3 +511,131 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
         i = next;
     }
 }
+
+/// Whether every Huffman table defined before the first scan passes libjpeg-turbo's header
+/// checks (`get_dht`): at most 256 codes, no more codes than the segment holds, a table index
+/// below 4, and no bytes left over in the segment. libjpeg-turbo refuses such a file while
+/// reading its header ("bogus Huffman table definition"); nvJPEG's handling of it is not
+/// documented (on an H200 it delivered files libjpeg-turbo refuses), so the CUDA backend sends
+/// it to the CPU decoder, which names it. A stream this cannot walk (cut short, no SOS) says
+/// `true`: [`parse`] and the decoders report those.
+pub fn huffman_tables_ok(b: &[u8]) -> bool {
+    if b.len() < 4 || b[0] != 0xFF || b[1] != 0xD8 {
+        return true;
+    }
+    let mut i = 2usize;
+    loop {
+        let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) else { return true };
+        i += rel;
+        while b.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&m) = b.get(i + 1) else { return true };
+        match m {
+            0x00 | 0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
+            }
+            0xD9 | 0xDA => return true,
+            _ => {}
+        }
+        let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return true };
+        if len < 2 {
+            i += 4;
+            continue;
+        }
+        if m == 0xC4 {
+            let Some(seg) = b.get(i + 4..i + 2 + len) else { return true };
+            if !dht_ok(seg) {
+                return false;
+            }
+        }
+        i += 2 + len;
+    }
+}
+
+/// libjpeg-turbo's `get_dht` checks on one DHT segment's payload (after its length).
+fn dht_ok(mut seg: &[u8]) -> bool {
+    while seg.len() > 16 {
+        let index = seg[0] & !0x10;
+        let count: usize = seg[1..17].iter().map(|&c| c as usize).sum();
+        let rest = seg.len() - 17;
+        if count > 256 || count > rest || index >= 4 {
+            return false;
+        }
+        seg = &seg[17 + count..];
+    }
+    seg.is_empty()
+}
+
+#[cfg(test)]
+mod huffman_tests {
+    use super::huffman_tables_ok;
+
+    /// A JPEG with one DHT segment holding one table of `counts` (and as many symbols), plus
+    /// `extra` bytes at the segment's end.
+    fn with_dht(class_index: u8, counts: [u8; 16], symbols: usize, extra: usize) -> Vec<u8> {
+        let payload = 1 + 16 + symbols + extra;
+        let mut b = vec![0xFF, 0xD8, 0xFF, 0xC4];
+        b.extend_from_slice(&((payload + 2) as u16).to_be_bytes());
+        b.push(class_index);
+        b.extend_from_slice(&counts);
+        b.extend(std::iter::repeat_n(0u8, symbols + extra));
+        b.extend_from_slice(&[0xFF, 0xDA, 0x00, 0x02, 0x12, 0x34, 0xFF, 0xD9]);
+        b
+    }
+
+    #[test]
+    fn huffman_tables_are_checked_as_libjpeg_turbo_checks_them() {
+        let mut counts = [0u8; 16];
+        counts[1] = 3;
+        counts[2] = 2;
+        assert!(huffman_tables_ok(&with_dht(0x00, counts, 5, 0)), "a DC table");
+        assert!(huffman_tables_ok(&with_dht(0x13, counts, 5, 0)), "AC table 3");
+        assert!(!huffman_tables_ok(&with_dht(0x04, counts, 5, 0)), "DC table 4");
+        assert!(!huffman_tables_ok(&with_dht(0x20, counts, 5, 0)), "class 2");
+        assert!(!huffman_tables_ok(&with_dht(0x00, counts, 4, 0)), "fewer symbols than codes");
+        assert!(!huffman_tables_ok(&with_dht(0x00, counts, 5, 3)), "bytes left over");
+        assert!(!huffman_tables_ok(&with_dht(0x10, [17; 16], 260, 0)), "more than 256 codes");
+        // Two tables in one segment.
+        let mut two = with_dht(0x00, counts, 5, 0);
+        let mut table = vec![0x11];
+        table.extend_from_slice(&counts);
+        table.extend([0u8; 5]);
+        two.splice(4 + 2 + 22..4 + 2 + 22, table);
+        let len = (u16::from_be_bytes([two[4], two[5]]) + 22).to_be_bytes();
+        two[4..6].copy_from_slice(&len);
+        assert!(huffman_tables_ok(&two));
+        // Not walkable: left to the parser and the decoders.
+        assert!(huffman_tables_ok(&[0xFF, 0xD8, 0xFF, 0xC4, 0x00]) && huffman_tables_ok(b"not a jpeg"));
+    }
+
+    #[test]
+    fn the_generators_jpegs_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::gen::GenConfig::new(40);
+        cfg.seed = 3;
+        crate::gen::generate(dir.path(), &cfg, &|_| {}).unwrap();
+        let mut n = 0;
+        for f in walk(dir.path()) {
+            let b = std::fs::read(&f).unwrap();
+            if b.starts_with(&[0xFF, 0xD8]) {
+                assert!(huffman_tables_ok(&b), "{}", f.display());
+                n += 1;
+            }
+        }
+        assert!(n >= 30, "{n} JPEGs");
+    }
+
+    fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                v.extend(walk(&e.path()));
+            } else {
+                v.push(e.path());
+            }
+        }
+        v
+    }
+}
