@@ -144,6 +144,13 @@ pub struct JpegInfo {
     pub restart_interval: u16,
     /// The height came from a DNL marker (the SOF said 0).
     pub dnl: bool,
+    /// A Huffman table before the first scan fails libjpeg-turbo's header checks (`get_dht`:
+    /// over 256 codes, more codes than the segment holds, a table index of 4 or more, bytes
+    /// left over). libjpeg-turbo refuses such a file while reading its header ("bogus Huffman
+    /// table definition"); nvJPEG's handling of it is not documented (on an H200 it delivered
+    /// malformed files libjpeg-turbo refuses), so the CUDA backend sends it to the CPU decoder.
+    #[serde(default)]
+    pub bad_huffman: bool,
 }
 
 impl JpegInfo {
@@ -412,6 +419,7 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
     let mut orientation = None;
     let (mut jfif, mut icc) = (false, false);
     let mut restart_interval = 0u16;
+    let mut bad_huffman = false;
     loop {
         // Markers start with 0xFF; libjpeg skips (and warns about) junk bytes before one.
         let rel = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF));
@@ -453,6 +461,7 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
         let seg = c.slice(i + 4, len - 2, segment_name(m))?;
         let next = i + 2 + len;
         match m {
+            0xC4 => bad_huffman |= !dht_ok(seg),
             0xC0..=0xCF if frame.is_none() => {
                 if let Some(coding) = Coding::from_sof(m) {
                     let f = parse_frame(seg, at, &format!("SOF{}", m - 0xC0))?;
@@ -504,53 +513,12 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                     icc,
                     restart_interval,
                     dnl,
+                    bad_huffman,
                 });
             }
             _ => {}
         }
         i = next;
-    }
-}
-
-/// Whether every Huffman table defined before the first scan passes libjpeg-turbo's header
-/// checks (`get_dht`): at most 256 codes, no more codes than the segment holds, a table index
-/// below 4, and no bytes left over in the segment. libjpeg-turbo refuses such a file while
-/// reading its header ("bogus Huffman table definition"); nvJPEG's handling of it is not
-/// documented (on an H200 it delivered files libjpeg-turbo refuses), so the CUDA backend sends
-/// it to the CPU decoder, which names it. A stream this cannot walk (cut short, no SOS) says
-/// `true`: [`parse`] and the decoders report those.
-pub fn huffman_tables_ok(b: &[u8]) -> bool {
-    if b.len() < 4 || b[0] != 0xFF || b[1] != 0xD8 {
-        return true;
-    }
-    let mut i = 2usize;
-    loop {
-        let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) else { return true };
-        i += rel;
-        while b.get(i + 1) == Some(&0xFF) {
-            i += 1;
-        }
-        let Some(&m) = b.get(i + 1) else { return true };
-        match m {
-            0x00 | 0x01 | 0xD0..=0xD8 => {
-                i += 2;
-                continue;
-            }
-            0xD9 | 0xDA => return true,
-            _ => {}
-        }
-        let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return true };
-        if len < 2 {
-            i += 4;
-            continue;
-        }
-        if m == 0xC4 {
-            let Some(seg) = b.get(i + 4..i + 2 + len) else { return true };
-            if !dht_ok(seg) {
-                return false;
-            }
-        }
-        i += 2 + len;
     }
 }
 
@@ -570,13 +538,14 @@ fn dht_ok(mut seg: &[u8]) -> bool {
 
 #[cfg(test)]
 mod huffman_tests {
-    use super::huffman_tables_ok;
+    use super::parse;
 
-    /// A JPEG with one DHT segment holding one table of `counts` (and as many symbols), plus
-    /// `extra` bytes at the segment's end.
+    /// A baseline JPEG header (16 × 16, three components) with one DHT segment holding one
+    /// table of `counts` (and as many symbols), plus `extra` bytes at the segment's end.
     fn with_dht(class_index: u8, counts: [u8; 16], symbols: usize, extra: usize) -> Vec<u8> {
+        let mut b = vec![0xFF, 0xD8, 0xFF, 0xC0, 0x00, 0x11, 8, 0, 16, 0, 16, 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1];
         let payload = 1 + 16 + symbols + extra;
-        let mut b = vec![0xFF, 0xD8, 0xFF, 0xC4];
+        b.extend_from_slice(&[0xFF, 0xC4]);
         b.extend_from_slice(&((payload + 2) as u16).to_be_bytes());
         b.push(class_index);
         b.extend_from_slice(&counts);
@@ -585,29 +554,32 @@ mod huffman_tests {
         b
     }
 
+    fn bad(b: &[u8]) -> bool {
+        parse(b).unwrap().bad_huffman
+    }
+
     #[test]
     fn huffman_tables_are_checked_as_libjpeg_turbo_checks_them() {
         let mut counts = [0u8; 16];
         counts[1] = 3;
         counts[2] = 2;
-        assert!(huffman_tables_ok(&with_dht(0x00, counts, 5, 0)), "a DC table");
-        assert!(huffman_tables_ok(&with_dht(0x13, counts, 5, 0)), "AC table 3");
-        assert!(!huffman_tables_ok(&with_dht(0x04, counts, 5, 0)), "DC table 4");
-        assert!(!huffman_tables_ok(&with_dht(0x20, counts, 5, 0)), "class 2");
-        assert!(!huffman_tables_ok(&with_dht(0x00, counts, 4, 0)), "fewer symbols than codes");
-        assert!(!huffman_tables_ok(&with_dht(0x00, counts, 5, 3)), "bytes left over");
-        assert!(!huffman_tables_ok(&with_dht(0x10, [17; 16], 260, 0)), "more than 256 codes");
-        // Two tables in one segment.
+        assert!(!bad(&with_dht(0x00, counts, 5, 0)), "a DC table");
+        assert!(!bad(&with_dht(0x13, counts, 5, 0)), "AC table 3");
+        assert!(bad(&with_dht(0x04, counts, 5, 0)), "DC table 4");
+        assert!(bad(&with_dht(0x20, counts, 5, 0)), "class 2");
+        assert!(bad(&with_dht(0x00, counts, 4, 0)), "fewer symbols than codes");
+        assert!(bad(&with_dht(0x00, counts, 5, 3)), "bytes left over");
+        assert!(bad(&with_dht(0x10, [17; 16], 260, 0)), "more than 256 codes");
+        // Two tables in one segment (after the 21-byte SOI + SOF, the DHT's 4 bytes of marker
+        // and length, then its first table of 22 bytes).
         let mut two = with_dht(0x00, counts, 5, 0);
         let mut table = vec![0x11];
         table.extend_from_slice(&counts);
         table.extend([0u8; 5]);
-        two.splice(4 + 2 + 22..4 + 2 + 22, table);
-        let len = (u16::from_be_bytes([two[4], two[5]]) + 22).to_be_bytes();
-        two[4..6].copy_from_slice(&len);
-        assert!(huffman_tables_ok(&two));
-        // Not walkable: left to the parser and the decoders.
-        assert!(huffman_tables_ok(&[0xFF, 0xD8, 0xFF, 0xC4, 0x00]) && huffman_tables_ok(b"not a jpeg"));
+        two.splice(21 + 4 + 22..21 + 4 + 22, table);
+        let len = (u16::from_be_bytes([two[23], two[24]]) + 22).to_be_bytes();
+        two[23..25].copy_from_slice(&len);
+        assert!(!bad(&two));
     }
 
     #[test]
@@ -620,7 +592,7 @@ mod huffman_tests {
         for f in walk(dir.path()) {
             let b = std::fs::read(&f).unwrap();
             if b.starts_with(&[0xFF, 0xD8]) {
-                assert!(huffman_tables_ok(&b), "{}", f.display());
+                assert!(!bad(&b), "{}", f.display());
                 n += 1;
             }
         }

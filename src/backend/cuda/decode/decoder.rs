@@ -619,9 +619,8 @@ impl GpuDecoder {
             _ => None,
         };
         let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(SlotError::from)?;
-        // A stream cut short (no EOI), or with a Huffman table libjpeg-turbo refuses, goes to the
-        // CPU decoder too, which reports it (nvJPEG's handling of either is not documented).
-        let cand = cand.filter(|_| has_eoi(bytes) && crate::codec::jpeg::huffman_tables_ok(bytes));
+        // A stream cut short (no EOI) goes to the CPU decoder too, which reports it.
+        let cand = cand.filter(|_| has_eoi(bytes));
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;

@@ -19,6 +19,7 @@ fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
         icc: false,
         restart_interval: 0,
         dnl: false,
+        bad_huffman: false,
     }
 }
 
@@ -61,6 +62,9 @@ fn routing_table() {
     let mut dnl = info(Baseline, S::S420, 3);
     dnl.dnl = true;
     assert_eq!(route_of(&dnl, Some(true)), Route::Cpu);
+    let mut huffman = info(Baseline, S::S420, 3);
+    huffman.bad_huffman = true;
+    assert_eq!(route_of(&huffman, Some(true)), Route::Cpu);
     assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
 }
 
