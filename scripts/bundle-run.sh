@@ -251,6 +251,25 @@ gpu_peers() {
   fi
 }
 
+# decode_only BENCH-ARGS...: `stoke bench BENCH-ARGS --decode-only` with each decoder set (both,
+# the hardware engine alone, the CUDA decoders alone), logged as bench-decode-<set>.json.
+decode_only() {
+  if ! "$bin" bench --help 2>/dev/null | grep -q -- '--decode-only'; then
+    note "SKIP stoke bench decode-only: this stoke has no --decode-only/--decoders flags yet"
+    return
+  fi
+  local dec
+  for dec in all hw cuda; do
+    figure="$bench_json_figure" step "stoke bench decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
+      "$bin" "$@" --decode-only --decoders "$dec"
+  done
+}
+
+# What `stoke bench --json` says of a malformed set: images, replaced, and which decoders.
+malformed_figure='python3 -c "import json,sys
+r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
+print(\"%d images, %d replaced, decoders %s\" % (r[\"images\"], r[\"errors\"], r[\"decoders\"]))"'
+
 run_bench() {
   local secs="${BENCH_SECONDS:-10}"
   if [ $gpu = 0 ]; then
@@ -268,14 +287,7 @@ run_bench() {
   # About a ResNet-50 step on one H100 per batch of 256: the trainer's wait should be ~0.
   figure="$bench_json_figure" step "stoke bench e2e + consumer 40 ms" 90 bench-consumer.json \
     "$bin" "${common[@]}" --consumer-us 40000
-  if "$bin" bench --help 2>/dev/null | grep -q -- '--decode-only'; then
-    for dec in all hw cuda; do
-      figure="$bench_json_figure" step "stoke bench decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
-        "$bin" "${common[@]}" --decode-only --decoders "$dec"
-    done
-  else
-    note "SKIP stoke bench decode-only: this stoke has no --decode-only/--decoders flags yet"
-  fi
+  decode_only "${common[@]}"
   if [ -x "$p/examples/train_loop" ]; then
     figure='tail -1' step "train_loop" 120 train_loop.log "$p/examples/train_loop" "$data" --batches 200 --batch-size 256
   fi
@@ -338,10 +350,7 @@ run_checks() {
   local secs="${BENCH_SECONDS:-5}" t
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --seconds "$secs" --json)
   figure="$bench_json_figure" step "stoke bench e2e" 60 bench-e2e.json "$bin" "${common[@]}" --batch-size 256
-  for dec in all hw cuda; do
-    figure="$bench_json_figure" step "decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
-      "$bin" "${common[@]}" --batch-size 256 --decode-only --decoders "$dec"
-  done
+  decode_only "${common[@]}" --batch-size 256
   for bs in 64 1024; do
     figure="$bench_json_figure" step "decode-only --decoders hw, batch $bs (calls of $((bs / 4)))" 60 "bench-decode-hw-b$bs.json" \
       "$bin" "${common[@]}" --batch-size "$bs" --decode-only --decoders hw
@@ -364,15 +373,11 @@ while time.time() - t < ${secs} + 12:
   local bad="$here/malformed"
   figure='tail -1' step "malformed JPEGs: make" 60 malformed-make.log python3 "$p/scripts/malformed-jpegs.py" "$data" "$bad" --per-kind 48
   # The CPU backend on the same files: what a decoder that sees them whole replaces.
-  figure='python3 -c "import json,sys
-r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
-print(\"%d images, %d replaced\" % (r[\"images\"], r[\"errors\"]))"' \
+  figure="$malformed_figure" \
     step "malformed JPEGs through the CPU backend (reference)" 60 malformed-cpu.json \
     "$bin" bench "$bad" --backend cpu --batch-size 64 --epochs 2 --warmup-batches 0 --on-error skip --json
   for dec in all hw; do
-    figure='python3 -c "import json,sys
-r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
-print(\"%d images, %d replaced, decoders %s\" % (r[\"images\"], r[\"errors\"], r[\"decoders\"]))"' \
+    figure="$malformed_figure" \
       step "malformed JPEGs through --decoders $dec (2 epochs, --on-error skip, 90 s timeout)" 90 "malformed-$dec.json" \
       "$bin" bench "$bad" --backend cuda --dtype f16 --batch-size 64 --epochs 2 --warmup-batches 0 --on-error skip --decoders "$dec" --json
   done
