@@ -144,13 +144,22 @@ pub struct JpegInfo {
     pub restart_interval: u16,
     /// The height came from a DNL marker (the SOF said 0).
     pub dnl: bool,
-    /// A Huffman table before the first scan fails libjpeg-turbo's header checks (`get_dht`:
-    /// over 256 codes, more codes than the segment holds, a table index of 4 or more, bytes
-    /// left over). libjpeg-turbo refuses such a file while reading its header ("bogus Huffman
-    /// table definition"); nvJPEG's handling of it is not documented (on an H200 it delivered
-    /// malformed files libjpeg-turbo refuses), so the CUDA backend sends it to the CPU decoder.
-    #[serde(default)]
-    pub bad_huffman: bool,
+    /// The header has something libjpeg-turbo refuses when it reads the header or starts the
+    /// first scan, which nvJPEG 13.0 decodes anyway (on an H200 it delivered such malformed
+    /// files; what it makes of them is not documented), so the CUDA backend sends the file to
+    /// the CPU decoder, which names the fault:
+    /// - a Huffman table failing `get_dht`'s checks (over 256 codes, more codes than the
+    ///   segment holds, a table index of 4 or more, bytes left over) or not making a prefix
+    ///   code (`jpeg_make_d_derived_tbl`: the codes of some length overflow it; a DC symbol over
+    ///   15 in a lossy file) — "bogus Huffman table definition";
+    /// - a first scan (SOS) naming a component the frame does not have, or one twice, or whose
+    ///   length does not match its component count — "invalid component ID in SOS";
+    /// - a width or height over 65500 (`JPEG_MAX_DIMENSION`).
+    ///
+    /// libjpeg-turbo checks only the tables a scan uses; this checks every table before the
+    /// first scan, so a file it flags is at worst decoded whole on the CPU.
+    #[serde(default, alias = "bad_huffman")]
+    pub turbo_refuses: bool,
 }
 
 impl JpegInfo {
@@ -277,6 +286,8 @@ struct Frame {
     width: u16,
     components: u8,
     sampling: [(u8, u8); 4],
+    /// Component identifiers (the SOS names components by them), in frame order.
+    ids: Vec<u8>,
 }
 
 fn parse_frame(seg: &[u8], at: usize, name: &str) -> Result<Frame, HeaderError> {
@@ -311,7 +322,8 @@ fn parse_frame(seg: &[u8], at: usize, name: &str) -> Result<Frame, HeaderError> 
             sampling[c] = (h, v);
         }
     }
-    Ok(Frame { precision, height, width, components: nc, sampling })
+    let ids = (0..nc as usize).map(|c| seg[6 + 3 * c]).collect();
+    Ok(Frame { precision, height, width, components: nc, sampling, ids })
 }
 
 fn subsampling_of(nc: u8, s: &[(u8, u8); 4]) -> Subsampling {
@@ -420,6 +432,12 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
     let (mut jfif, mut icc) = (false, false);
     let mut restart_interval = 0u16;
     let mut bad_huffman = false;
+    // The largest DC table symbol (a coefficient difference's bit count, at most 15; lossless
+    // files use other tables, which libjpeg-turbo decodes: the corpus's lossless files have
+    // 256 DC symbols).
+    let mut max_dc_symbol = 0u8;
+    // libjpeg-turbo's JPEG_MAX_DIMENSION: it refuses a larger side while reading the header.
+    const TURBO_MAX_DIMENSION: u32 = 65500;
     loop {
         // Markers start with 0xFF; libjpeg skips (and warns about) junk bytes before one.
         let rel = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF));
@@ -461,7 +479,10 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
         let seg = c.slice(i + 4, len - 2, segment_name(m))?;
         let next = i + 2 + len;
         match m {
-            0xC4 => bad_huffman |= !dht_ok(seg),
+            0xC4 => match dht_check(seg) {
+                Some(dc) => max_dc_symbol = max_dc_symbol.max(dc),
+                None => bad_huffman = true,
+            },
             0xC0..=0xCF if frame.is_none() => {
                 if let Some(coding) = Coding::from_sof(m) {
                     let f = parse_frame(seg, at, &format!("SOF{}", m - 0xC0))?;
@@ -483,11 +504,11 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
             0xE2 if seg.starts_with(b"ICC_PROFILE\0") => icc = true,
             0xEE if seg.starts_with(b"Adobe") && seg.len() >= 12 => adobe_transform = Some(seg[11]),
             0xDA => {
-                let Some((f, sof, coding)) = frame else {
+                let Some((f, sof, coding)) = &frame else {
                     return Err(HeaderError::Invalid { at, message: "start of scan (SOS) before any frame header (SOF)".into() });
                 };
-                let coding = if dhp.is_some() { Coding::Hierarchical } else { coding };
-                let outer = dhp.as_ref().unwrap_or(&f);
+                let coding = if dhp.is_some() { Coding::Hierarchical } else { *coding };
+                let outer = dhp.as_ref().unwrap_or(f);
                 let (width, mut height, mut dnl) = (outer.width as u32, outer.height as u32, false);
                 if height == 0 {
                     height = find_dnl(b, next).map_err(|e| match e {
@@ -503,7 +524,7 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                     height,
                     components: f.components,
                     precision: f.precision,
-                    sof,
+                    sof: *sof,
                     coding,
                     sampling: f.sampling,
                     subsampling: subsampling_of(f.components, &f.sampling),
@@ -513,7 +534,10 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
                     icc,
                     restart_interval,
                     dnl,
-                    bad_huffman,
+                    turbo_refuses: bad_huffman
+                        || (max_dc_symbol > 15 && !matches!(coding, Coding::Lossless | Coding::ArithmeticLossless))
+                        || !sos_ok(seg, &f.ids)
+                        || width.max(height) > TURBO_MAX_DIMENSION,
                 });
             }
             _ => {}
@@ -522,18 +546,47 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
     }
 }
 
-/// libjpeg-turbo's `get_dht` checks on one DHT segment's payload (after its length).
-fn dht_ok(mut seg: &[u8]) -> bool {
+/// libjpeg-turbo's checks on one DHT segment's payload (after its length): `get_dht`'s on the
+/// segment, then `jpeg_make_d_derived_tbl`'s on each table (a prefix code whose codes of each
+/// length fit it, with the all-ones code of that length left unused). `None` when one fails,
+/// else the largest DC symbol (the caller checks it against 15 for the lossy codings).
+fn dht_check(mut seg: &[u8]) -> Option<u8> {
+    let mut max_dc = 0u8;
     while seg.len() > 16 {
-        let index = seg[0] & !0x10;
-        let count: usize = seg[1..17].iter().map(|&c| c as usize).sum();
+        let (class, index) = (seg[0] >> 4, seg[0] & !0x10);
+        let counts = &seg[1..17];
+        let count: usize = counts.iter().map(|&c| c as usize).sum();
         let rest = seg.len() - 17;
         if count > 256 || count > rest || index >= 4 {
-            return false;
+            return None;
+        }
+        // Canonical codes: after the codes of length l, the next code must still be below 2^l.
+        let mut code = 0u32;
+        for (l, &c) in counts.iter().enumerate() {
+            code += c as u32;
+            if code >= 1 << (l + 1) {
+                return None;
+            }
+            code <<= 1;
+        }
+        if class == 0 {
+            max_dc = seg[17..17 + count].iter().fold(max_dc, |m, &sym| m.max(sym));
         }
         seg = &seg[17 + count..];
     }
-    seg.is_empty()
+    seg.is_empty().then_some(max_dc)
+}
+
+/// libjpeg-turbo's `get_sos` checks on the first scan header's payload: 1 to 4 components, a
+/// length that matches them, each one a component of the frame (`ids`), none twice.
+fn sos_ok(seg: &[u8], ids: &[u8]) -> bool {
+    let Some(&n) = seg.first() else { return false };
+    let n = n as usize;
+    if !(1..=4).contains(&n) || seg.len() != 1 + 2 * n + 3 {
+        return false;
+    }
+    let named: Vec<u8> = (0..n).map(|k| seg[1 + 2 * k]).collect();
+    named.iter().enumerate().all(|(k, id)| ids.contains(id) && !named[..k].contains(id))
 }
 
 #[cfg(test)]
@@ -550,36 +603,89 @@ mod huffman_tests {
         b.push(class_index);
         b.extend_from_slice(&counts);
         b.extend(std::iter::repeat_n(0u8, symbols + extra));
-        b.extend_from_slice(&[0xFF, 0xDA, 0x00, 0x02, 0x12, 0x34, 0xFF, 0xD9]);
+        b.extend_from_slice(&SOS);
+        b.extend_from_slice(&[0x12, 0x34, 0xFF, 0xD9]);
         b
     }
 
+    /// A scan header naming the frame's three components (1, 2, 3), then Ss, Se, Ah/Al.
+    const SOS: [u8; 14] = [0xFF, 0xDA, 0x00, 0x0C, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0];
+
     fn bad(b: &[u8]) -> bool {
-        parse(b).unwrap().bad_huffman
+        parse(b).unwrap().turbo_refuses
     }
 
     #[test]
     fn huffman_tables_are_checked_as_libjpeg_turbo_checks_them() {
+        // Three codes of 2 bits (00, 01, 10), one of 3 (110): 111 stays unused, as JPEG asks.
         let mut counts = [0u8; 16];
         counts[1] = 3;
-        counts[2] = 2;
-        assert!(!bad(&with_dht(0x00, counts, 5, 0)), "a DC table");
-        assert!(!bad(&with_dht(0x13, counts, 5, 0)), "AC table 3");
-        assert!(bad(&with_dht(0x04, counts, 5, 0)), "DC table 4");
-        assert!(bad(&with_dht(0x20, counts, 5, 0)), "class 2");
-        assert!(bad(&with_dht(0x00, counts, 4, 0)), "fewer symbols than codes");
-        assert!(bad(&with_dht(0x00, counts, 5, 3)), "bytes left over");
+        counts[2] = 1;
+        assert!(!bad(&with_dht(0x00, counts, 4, 0)), "a DC table");
+        assert!(!bad(&with_dht(0x13, counts, 4, 0)), "AC table 3");
+        assert!(bad(&with_dht(0x04, counts, 4, 0)), "DC table 4");
+        assert!(bad(&with_dht(0x20, counts, 4, 0)), "class 2");
+        assert!(bad(&with_dht(0x00, counts, 3, 0)), "fewer symbols than codes");
+        assert!(bad(&with_dht(0x00, counts, 4, 3)), "bytes left over");
         assert!(bad(&with_dht(0x10, [17; 16], 260, 0)), "more than 256 codes");
+        // jpeg_make_d_derived_tbl: codes that do not fit their length, the all-ones code used.
+        let mut over = counts;
+        over[2] = 2;
+        assert!(bad(&with_dht(0x10, over, 5, 0)), "111 used");
+        let mut two_of_one = [0u8; 16];
+        two_of_one[0] = 2;
+        assert!(bad(&with_dht(0x10, two_of_one, 2, 0)), "two 1-bit codes");
+        let mut last = [0u8; 16];
+        last[15] = 255;
+        assert!(!bad(&with_dht(0x10, last, 255, 0)), "255 codes of 16 bits fit");
+        // A DC symbol is a bit count, 0..=15; an AC symbol is any byte.
+        let mut dc16 = with_dht(0x00, counts, 4, 0);
+        let sym = 21 + 4 + 17;
+        dc16[sym + 3] = 16;
+        assert!(bad(&dc16), "DC symbol 16");
+        dc16[21 + 4] = 0x10;
+        assert!(!bad(&dc16), "AC symbol 16");
         // Two tables in one segment (after the 21-byte SOI + SOF, the DHT's 4 bytes of marker
-        // and length, then its first table of 22 bytes).
-        let mut two = with_dht(0x00, counts, 5, 0);
+        // and length, then its first table of 21 bytes).
+        let mut two = with_dht(0x00, counts, 4, 0);
         let mut table = vec![0x11];
         table.extend_from_slice(&counts);
-        table.extend([0u8; 5]);
-        two.splice(21 + 4 + 22..21 + 4 + 22, table);
-        let len = (u16::from_be_bytes([two[23], two[24]]) + 22).to_be_bytes();
+        table.extend([0u8; 4]);
+        two.splice(21 + 4 + 21..21 + 4 + 21, table);
+        let len = (u16::from_be_bytes([two[23], two[24]]) + 21).to_be_bytes();
         two[23..25].copy_from_slice(&len);
         assert!(!bad(&two));
+    }
+
+    /// `get_sos`: every component the first scan names is one of the frame's, none twice, and
+    /// the length matches the count; and `JPEG_MAX_DIMENSION`.
+    #[test]
+    fn scan_headers_and_sides_are_checked_as_libjpeg_turbo_checks_them() {
+        let mut counts = [0u8; 16];
+        counts[0] = 1;
+        let good = with_dht(0x00, counts, 1, 0);
+        assert!(!bad(&good));
+        let sos = good.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+        let with = |at: usize, v: u8| {
+            let mut b = good.clone();
+            b[sos + at] = v;
+            b
+        };
+        assert!(bad(&with(4 + 2 * 2 + 1, 4)), "component 4 is not in the frame");
+        assert!(bad(&with(4 + 2 * 2 + 1, 1)), "component 1 twice");
+        assert!(bad(&with(4, 2)), "two components in a segment sized for three");
+        assert!(bad(&with(4, 0)), "no components");
+        // The SOF's height and width (bytes 5..9 of the file, after SOI and the SOF's length).
+        let side = |w: u16, h: u16| {
+            let mut b = good.clone();
+            b[7..9].copy_from_slice(&h.to_be_bytes());
+            b[9..11].copy_from_slice(&w.to_be_bytes());
+            b
+        };
+        assert!(!bad(&side(65500, 16)));
+        assert!(bad(&side(65501, 16)));
+        assert!(bad(&side(16, 65535)));
+        assert_eq!(parse(&side(65535, 16)).unwrap().width, 65535);
     }
 
     #[test]

@@ -362,7 +362,7 @@ fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
                 w.u8(SUBSAMPLINGS.iter().position(|c| *c == i.subsampling).unwrap_or(7) as u8);
                 w.u16(i.adobe_transform.map(|t| t as u16).unwrap_or(0x100));
                 w.u8(i.orientation);
-                w.u8(i.jfif as u8 | (i.icc as u8) << 1 | (i.dnl as u8) << 2 | (i.bad_huffman as u8) << 3);
+                w.u8(i.jfif as u8 | (i.icc as u8) << 1 | (i.dnl as u8) << 2 | (i.turbo_refuses as u8) << 3);
                 w.u16(i.restart_interval);
             }
             (None, Some(e)) => {
@@ -446,7 +446,7 @@ pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
                     icc: flags & 2 != 0,
                     restart_interval,
                     dnl: flags & 4 != 0,
-                    bad_huffman: flags & 8 != 0,
+                    turbo_refuses: flags & 8 != 0,
                 };
                 (Some(ImageInfo::from(info)), None)
             }

@@ -75,8 +75,9 @@ pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<
     };
     let gpu_css = !matches!(f.subsampling, Subsampling::Other);
     let gpu_coding = matches!(f.coding, Coding::Baseline | Coding::Extended | Coding::Progressive);
-    // A Huffman table libjpeg-turbo refuses: the CPU decoder names it (`JpegInfo::bad_huffman`).
-    if !colour_ok || f.precision != 8 || !gpu_css || !gpu_coding || f.dnl || f.bad_huffman {
+    // A header libjpeg-turbo refuses (Huffman tables, the scan header, a side over 65500): the
+    // CPU decoder names it (`JpegInfo::turbo_refuses`).
+    if !colour_ok || f.precision != 8 || !gpu_css || !gpu_coding || f.dnl || f.turbo_refuses {
         return Ok(None);
     }
     // The engine takes single-scan baseline without 4:1:1 / 4:1:0 (nvjpeg.h); nvJPEG's own

@@ -19,7 +19,7 @@ fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
         icc: false,
         restart_interval: 0,
         dnl: false,
-        bad_huffman: false,
+        turbo_refuses: false,
     }
 }
 
@@ -63,7 +63,7 @@ fn routing_table() {
     dnl.dnl = true;
     assert_eq!(route_of(&dnl, Some(true)), Route::Cpu);
     let mut huffman = info(Baseline, S::S420, 3);
-    huffman.bad_huffman = true;
+    huffman.turbo_refuses = true;
     assert_eq!(route_of(&huffman, Some(true)), Route::Cpu);
     assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
 }
