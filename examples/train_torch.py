@@ -119,8 +119,6 @@ def main(argv=None):
                     help="train on a CUDA stream of its own instead of the legacy default stream (which "
                          "synchronizes with every blocking stream): tells whether the model waits on "
                          "stoke's work through it")
-    ap.add_argument("--stream-priority", choices=["high", "normal"], default="high",
-                    help="priority of stoke's CUDA streams against the trainer's (stoke's default: high)")
     args = ap.parse_args(argv)
 
     on_gpu = torch.cuda.is_available() and not args.smoke
@@ -149,7 +147,6 @@ def main(argv=None):
         drop_last=True,
         preset=args.preset,
         **({"num_classes": classes} if args.preset == "deit" else {}),
-        **({"stream_priority": args.stream_priority} if on_gpu else {}),
     )
     if args.smoke:
         model = tiny_model(classes)
@@ -253,7 +250,6 @@ def main(argv=None):
         line += f", GPU utilization {gpu_util:.0f}%"
     if on_gpu:
         line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
-        line += f", stoke's streams at {args.stream_priority} priority"
     if alone:
         line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
@@ -261,7 +257,6 @@ def main(argv=None):
         print(json.dumps({
             "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
             "side_stream": bool(on_gpu and args.side_stream),
-            "stream_priority": args.stream_priority if on_gpu else None,
             "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
             "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
             "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),

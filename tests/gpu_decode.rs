@@ -86,8 +86,6 @@ fn decoder(
         cpu_threads: 2,
         use_hardware,
         use_cuda,
-        stream_priority: stoke::config::StreamPriority::High,
-        hw_threads: 1,
     };
     GpuDecoder::new(gpu, plan).unwrap()
 }

@@ -173,63 +173,6 @@ fn same_seed_gives_bit_identical_batches() {
     assert!(a != collect(22), "seed 22 gave seed 21's batches");
 }
 
-/// stoke's streams (augment, hardware decode, CUDA decode) get the device's greatest
-/// priority by default, so its small kernels start before a trainer's queued blocks, and the
-/// default one with `gpu_stream_priority = normal`. The trainer's default stream is the
-/// reference: its priority is the least of the range.
-#[test]
-fn the_streams_have_the_configured_priority() {
-    let _g = serial();
-    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let ds = generated(dir.path(), 48, 2);
-    let (least, greatest) = cudarc::driver::result::stream::get_priority_range().unwrap();
-    let mut c = config(&ds, 1);
-    assert_eq!(c.gpu_stream_priority, stoke::config::StreamPriority::High);
-    let high = CudaBackend::new(&c, &ds).unwrap();
-    assert_eq!(high.stream_priorities().unwrap(), [greatest; 3]);
-    c.gpu_stream_priority = stoke::config::StreamPriority::Normal;
-    let normal = CudaBackend::new(&c, &ds).unwrap();
-    assert_eq!(normal.stream_priorities().unwrap(), [least; 3]);
-    // Both ends of the range are real priorities here: a device reporting one value would make
-    // this test say nothing about the difference.
-    assert!(greatest < least, "priority range ({least}, {greatest})");
-}
-
-/// Two threads calling the hardware engine (`gpu_hw_threads = 2`, calls alternating between
-/// them, each on its own state and stream) give the batches one thread gives, bit for bit, and
-/// the engine decodes images in both runs (else this compares the CUDA decoders with
-/// themselves).
-#[test]
-fn two_threads_calling_the_engine_give_the_batches_one_thread_gives() {
-    let _serial = serial();
-    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let ds = generated(dir.path(), 160, 4);
-    let collect = |threads: usize| {
-        let mut c = config(&ds, 5);
-        c.batch_size = 64;
-        c.gpu_hw_threads = threads;
-        let mut all = Vec::new();
-        let backend = run(&gpu, &ds, &c, 0..2, |b, _| all.extend(host(b)));
-        (all, backend.decode_stats(), backend.hardware_width())
-    };
-    let (one, one_stats, width) = collect(1);
-    let (two, two_stats, _) = collect(2);
-    assert!(!one.is_empty());
-    // A GPU without the engine (most) compares the CUDA decoders with themselves: say so.
-    match width {
-        Some(_) => assert!(one_stats.hardware > 0 && two_stats.hardware > 0, "{one_stats:?} {two_stats:?}"),
-        None => eprintln!("no hardware JPEG engine on this device: both runs used the CUDA decoders"),
-    }
-    assert_eq!((one_stats.hardware, one_stats.cuda, one_stats.cpu), (two_stats.hardware, two_stats.cuda, two_stats.cpu));
-    assert!(one == two, "one and two engine-calling threads gave different batches");
-    let mut c = config(&ds, 5);
-    c.gpu_hw_threads = 3;
-    let e = c.validate().unwrap_err().to_string();
-    assert!(e.contains("gpu_hw_threads") && e.contains("got 3"), "{e}");
-}
-
 /// The process's resident memory after glibc has handed its free heap pages back
 /// (`malloc_trim`), so the figure follows live memory, not where the allocator's per-thread
 /// arenas happen to stand (the stand-in's stream threads and the decode threads each get one).

@@ -26,7 +26,7 @@ use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOA
 use stoke::batch::{Batch, Images};
 use stoke::config::{
     BackendKind, DType, EraseMode, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset,
-    RotateInterp, StreamPriority, TrainInterpolation,
+    RotateInterp, TrainInterpolation,
 };
 use stoke::pipeline::Pipeline;
 use stoke::ResumeState;
@@ -241,7 +241,6 @@ const OPTIONS: &[&str] = &[
     "store_in_flight",
     "prefetch",
     "decoders",
-    "stream_priority",
     "decode_only",
     "gpu_memory_budget",
     "exif",
@@ -347,8 +346,6 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.decoders = Some(
         [GpuDecoders::All, GpuDecoders::Hw, GpuDecoders::Cuda][choice("decoders", "all", &[("all", 0), ("hw", 1), ("cuda", 2)])? as usize],
     );
-    o.stream_priority =
-        Some([StreamPriority::High, StreamPriority::Normal][choice("stream_priority", "high", &[("high", 0), ("normal", 1)])? as usize]);
     if get("filter")?.is_some() {
         o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);
     }

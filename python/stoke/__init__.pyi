@@ -74,7 +74,6 @@ class Loader:
         store_in_flight: Optional[int] = None,
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
-        stream_priority: Literal["high", "normal"] = "high",
         decode_only: bool = False,
         gpu_memory_budget: Optional[int] = None,
         exif: bool = True,

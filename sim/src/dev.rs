@@ -342,10 +342,6 @@ pub struct Stream {
     q: Mutex<Queue>,
     cv: Condvar,
     completed: AtomicU64,
-    /// Its priority (`cuStreamCreateWithPriority`, clamped to [`PRIORITY_RANGE`]; 0, the
-    /// default, otherwise). Recorded only: the stand-in's streams each have a worker thread,
-    /// so there is no block scheduler for it to order.
-    pub priority: std::sync::atomic::AtomicI32,
     /// Events this stream was made to wait on (handles), for tests that observe a consumer.
     pub waited: Mutex<Vec<usize>>,
     /// Events recorded on this stream (handles, in order), for the same tests.
@@ -376,7 +372,6 @@ impl Stream {
             q: Mutex::new(Queue { ops: VecDeque::new(), enqueued: 0, shutdown: false }),
             cv: Condvar::new(),
             completed: AtomicU64::new(0),
-            priority: std::sync::atomic::AtomicI32::new(0),
             waited: Mutex::new(Vec::new()),
             recorded: Mutex::new(Vec::new()),
             worker: Mutex::new(None),
@@ -478,10 +473,6 @@ fn streams_of(ctx: usize) -> Vec<Arc<Stream>> {
 pub fn create_stream(ctx: usize, non_blocking: bool) -> Arc<Stream> {
     Stream::new(ctx, !non_blocking, StreamKind::Created)
 }
-
-/// `(least, greatest)` stream priority, as `cuCtxGetStreamPriorityRange` reports it: the
-/// range of the GPUs stoke targets (lower numbers are higher priorities).
-pub const PRIORITY_RANGE: (i32, i32) = (0, -5);
 
 fn legacy() -> Arc<Stream> {
     static L: OnceLock<Arc<Stream>> = OnceLock::new();

@@ -294,40 +294,9 @@ pub unsafe extern "C" fn cuStreamCreate(s: *mut usize, flags: c_uint) -> CUresul
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: c_uint, priority: c_int) -> CUresult {
+pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: c_uint, _priority: c_int) -> CUresult {
     // SAFETY: forwarded with the same contract.
-    let r = unsafe { cuStreamCreate(s, flags) };
-    if r == SUCCESS {
-        // The driver clamps a priority outside the range to it.
-        let (least, greatest) = dev::PRIORITY_RANGE;
-        // SAFETY: written by cuStreamCreate just above.
-        let st = try_cu!(dev::stream(unsafe { *s }, "cuStreamCreateWithPriority"));
-        st.priority.store(priority.clamp(greatest, least), std::sync::atomic::Ordering::Relaxed);
-    }
-    r
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> CUresult {
-    try_cu!(dev::require("cuCtxGetStreamPriorityRange"));
-    let (l, g) = dev::PRIORITY_RANGE;
-    // SAFETY: caller's out-pointers (either may be null, as the driver allows).
-    unsafe {
-        if !least.is_null() {
-            *least = l;
-        }
-        if !greatest.is_null() {
-            *greatest = g;
-        }
-    }
-    SUCCESS
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuStreamGetPriority(s: usize, priority: *mut c_int) -> CUresult {
-    let st = try_cu!(dev::stream(s, "cuStreamGetPriority"));
-    // SAFETY: caller's out-pointer.
-    unsafe { out(priority, st.priority.load(std::sync::atomic::Ordering::Relaxed)) }
+    unsafe { cuStreamCreate(s, flags) }
 }
 
 #[no_mangle]

@@ -55,26 +55,6 @@ pub enum GpuDecoders {
     Cuda,
 }
 
-/// The scheduling priority of stoke's CUDA streams (decode, canaries, augment) against the
-/// trainer's, which are created at the default (lowest) priority. `high` (the default) asks for
-/// the device's greatest priority: when the trainer's kernels fill the GPU, the block scheduler
-/// starts stoke's few small kernels first instead of behind a step's worth of them. `normal`
-/// leaves them at the default, competing on equal terms (a measurement knob, and for trainers
-/// that want their own streams first).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum StreamPriority {
-    /// The device's greatest stream priority.
-    #[default]
-    High,
-    /// The default priority, as the trainer's streams.
-    Normal,
-}
-
-/// Host threads calling the hardware JPEG engine when the config says 0.
-pub const DEFAULT_GPU_HW_THREADS: usize = 1;
-
 /// The device + pinned host bytes the CUDA decoder may hold by default for a batch of
 /// `batch_size`: 256 MiB fixed (nvJPEG states, staging of the compressed bytes) plus 4 MiB per
 /// sample, room for a 1.3-megapixel RGB decode per sample and both decode arenas, so an
@@ -223,14 +203,6 @@ pub struct PipelineConfig {
     /// CUDA backend: which nvJPEG decoders it may use (default: all).
     #[serde(default)]
     pub gpu_decoders: GpuDecoders,
-    /// CUDA backend: the priority of stoke's streams against the trainer's (default: high).
-    #[serde(default)]
-    pub gpu_stream_priority: StreamPriority,
-    /// CUDA backend: host threads making the hardware JPEG engine's calls at once, 1 or 2
-    /// (0 = the default, [`DEFAULT_GPU_HW_THREADS`]). The engine's batched call holds its
-    /// thread until the engine is done, so with one the engines idle between calls.
-    #[serde(default)]
-    pub gpu_hw_threads: usize,
     /// CUDA backend: decode every batch but skip the augment kernel (decoder-only
     /// measurement; the batches then hold no output).
     #[serde(default)]
@@ -310,8 +282,6 @@ impl PipelineConfig {
             device: 0,
             ring_depth: 2,
             gpu_decoders: GpuDecoders::All,
-            gpu_stream_priority: StreamPriority::High,
-            gpu_hw_threads: 0,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -408,12 +378,6 @@ impl PipelineConfig {
                 return bad(format!("stream mode reads whole shards and keeps none: cache_bytes must be 0, got {}", self.cache_bytes));
             }
         }
-        if self.gpu_hw_threads > 2 {
-            return bad(format!(
-                "gpu_hw_threads is 1 or 2 (0: the default, {DEFAULT_GPU_HW_THREADS}), got {}: the engine has two pre-allocated states",
-                self.gpu_hw_threads
-            ));
-        }
         for (i, s) in self.output.std.iter().enumerate() {
             if !(*s > 0.0 && s.is_finite()) {
                 return bad(format!("std[{i}] must be positive and finite, got {s}"));
@@ -438,15 +402,11 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "gpu_stream_priority", "decode_only", "gpu_memory_budget"] {
+        for k in ["gpu_decoders", "decode_only", "gpu_memory_budget"] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
-        assert_eq!(c.gpu_stream_priority, StreamPriority::High);
-        let normal = PipelineConfig { gpu_stream_priority: StreamPriority::Normal, ..c.clone() };
-        let back: PipelineConfig = serde_json::from_str(&serde_json::to_string(&normal).unwrap()).unwrap();
-        assert_eq!(back.gpu_stream_priority, StreamPriority::Normal);
         assert_eq!(default_gpu_memory_budget(c.batch_size), (256 << 20) + 256 * (4 << 20));
         let c: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap()).unwrap();

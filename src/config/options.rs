@@ -7,7 +7,7 @@
 
 use super::{
     rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders, Layout,
-    MixupMode, OnError, PipelineConfig, RotateInterp, Sampling, StreamPriority,
+    MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -116,10 +116,6 @@ pub struct PipelineOptions {
     pub epoch_length: Option<u64>,
     /// CUDA backend: which nvJPEG decoders.
     pub decoders: Option<GpuDecoders>,
-    /// CUDA backend: the priority of stoke's streams against the trainer's.
-    pub stream_priority: Option<StreamPriority>,
-    /// CUDA backend: host threads calling the hardware JPEG engine at once (1 or 2).
-    pub hw_threads: Option<usize>,
     /// CUDA backend: decode but skip the augment kernel.
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -346,8 +342,6 @@ impl PipelineOptions {
         set(&mut c.store_in_flight, self.store_in_flight);
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
-        set(&mut c.gpu_stream_priority, self.stream_priority);
-        set(&mut c.gpu_hw_threads, self.hw_threads);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

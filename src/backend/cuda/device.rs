@@ -10,7 +10,6 @@
 //! documentation; on this project's machines only the no-driver path has run.
 
 use super::module::Kernels;
-use crate::config::StreamPriority;
 use crate::error::GpuError;
 pub(crate) use crate::error::{alloc_err, cuda_err};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, DriverError};
@@ -207,20 +206,6 @@ impl Gpu {
     /// stoke's stream on this device (non-blocking with respect to the legacy stream).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
-    }
-
-    /// A new stream for one of stoke's pipelines (non-blocking with respect to the legacy
-    /// stream) at `priority`: [`StreamPriority::High`] is the greatest priority the device
-    /// reports (`cuCtxGetStreamPriorityRange`), [`StreamPriority::Normal`] the default one the
-    /// trainer's streams have. Devices without priorities report one value, and get it.
-    pub fn new_stream(&self, priority: StreamPriority) -> Result<Arc<CudaStream>, GpuError> {
-        self.ctx.bind_to_thread().map_err(|e| cuda_err("cuCtxSetCurrent", e))?;
-        let (least, greatest) = result::stream::get_priority_range().map_err(|e| cuda_err("cuCtxGetStreamPriorityRange", e))?;
-        let p = match priority {
-            StreamPriority::High => greatest,
-            StreamPriority::Normal => least,
-        };
-        self.ctx.new_stream_with_priority(p).map_err(|e| cuda_err("cuStreamCreateWithPriority", e))
     }
 
     /// Driver version and device count seen when opening.

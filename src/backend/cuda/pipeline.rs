@@ -104,8 +104,6 @@ impl IndexBounds {
 /// The producer side of the GPU pipeline for one device.
 pub struct CudaBackend {
     gpu: Arc<Gpu>,
-    /// The augment kernels' stream (the ring slots' producer side), at the config's priority.
-    stream: Arc<cudarc::driver::CudaStream>,
     config: PipelineConfig,
     staging: PinnedStaging,
     decoder: GpuDecoder,
@@ -213,20 +211,13 @@ impl CudaBackend {
                 cpu_threads,
                 use_hardware,
                 use_cuda,
-                stream_priority: config.gpu_stream_priority,
-                hw_threads: match config.gpu_hw_threads {
-                    0 => crate::config::DEFAULT_GPU_HW_THREADS,
-                    n => n,
-                },
             },
         )?;
-        // The augment stream: the kernels writing the ring slots, at the config's priority.
-        let stream = gpu.new_stream(config.gpu_stream_priority)?;
-        let augmenter = Augmenter::new(&gpu, &stream, tables, &config.output)?;
+        let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
         if let Some(out) = auto_out {
             augmenter.reserve_auto(out)?;
         }
-        let ring = OutputRing::new(&stream, slot, config.ring_depth)?;
+        let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
             log::info!(
                 "ring depth {} < prefetch {} + 2: the producer will wait for the trainer to drop batches before running ahead",
@@ -237,7 +228,6 @@ impl CudaBackend {
         let aug_events = [timing_pair(&gpu)?, timing_pair(&gpu)?];
         Ok(Self {
             gpu,
-            stream,
             config: config.clone(),
             staging,
             decoder,
@@ -294,20 +284,6 @@ impl CudaBackend {
     /// Engines × cores of the hardware JPEG decoder, `None` without one.
     pub fn hardware_width(&self) -> Option<usize> {
         self.decoder.hardware_width()
-    }
-
-    /// The priorities the driver reports for this backend's streams (augment, hardware
-    /// decode, CUDA decode; `cuStreamGetPriority`): the config's `gpu_stream_priority`.
-    pub fn stream_priorities(&self) -> Result<[i32; 3]> {
-        let [hw, cuda] = self.decoder.streams();
-        let mut out = [0i32; 3];
-        for (o, s) in out.iter_mut().zip([&self.stream, hw, cuda]) {
-            // SAFETY: a live stream of this backend; `o` is a valid out-pointer.
-            unsafe { cudarc::driver::sys::cuStreamGetPriority(s.cu_stream(), o) }
-                .result()
-                .map_err(crate::error::driver_err("cuStreamGetPriority"))?;
-        }
-        Ok(out)
     }
 }
 
@@ -442,7 +418,7 @@ impl Backend for CudaBackend {
         }
         debug_assert!(self.augmenter.plan().fits(&tables), "per-sample checks bound the batch");
         let kind = AugmentKind::of(&self.params);
-        let stream = self.stream.clone();
+        let stream = self.gpu.stream().clone();
         let slot = self.ring.acquire()?;
         gpu_times.augment = self.take_augment_time()?;
         let k = self.aug_turn;

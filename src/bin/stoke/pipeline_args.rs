@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use stoke::config::{
     BackendKind, DType, Filter, GpuDecoders, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, RotateInterp, Sampling,
-    StreamPriority,
 };
 
 pub use stoke::config::Preset;
@@ -113,15 +112,6 @@ pub struct PipelineArgs {
     /// refuses goes to the CPU; cuda: never the engine).
     #[arg(long, value_enum, default_value = "all")]
     pub decoders: GpuDecoders,
-    /// CUDA backend: priority of stoke's streams against the trainer's (high: the device's
-    /// greatest, so stoke's small kernels start before a training step's queued blocks;
-    /// normal: the default, as the trainer's).
-    #[arg(long, value_enum, default_value = "high")]
-    pub stream_priority: StreamPriority,
-    /// CUDA backend: host threads calling the hardware JPEG engine at once, 1 or 2 (0: the
-    /// default). Its batched call holds the calling thread until the engine is done.
-    #[arg(long, default_value_t = 0)]
-    pub hw_threads: usize,
     /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
     #[arg(long)]
     pub decode_only: bool,
@@ -339,8 +329,6 @@ impl PipelineArgs {
             class_weights: self.sampling.class_weights.clone(),
             epoch_length: self.sampling.epoch_length,
             decoders: Some(self.decoders),
-            stream_priority: Some(self.stream_priority),
-            hw_threads: Some(self.hw_threads),
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,

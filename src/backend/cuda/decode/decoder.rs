@@ -12,7 +12,7 @@ use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
 use crate::backend::GpuStageTimes;
-use crate::config::{GpuDecoders, StreamPriority};
+use crate::config::GpuDecoders;
 use crate::error::alloc_err;
 use crate::error::GpuError;
 use crate::error::{cuda_err, driver_err};
@@ -47,12 +47,6 @@ pub struct DecoderPlan {
     pub use_hardware: bool,
     /// Use the CUDA decoders (off: their images go to the CPU).
     pub use_cuda: bool,
-    /// Priority of the decoders' streams (the config's `gpu_stream_priority`).
-    pub stream_priority: StreamPriority,
-    /// Host threads making the hardware engine's calls at once, 1 or 2 (the config's
-    /// `gpu_hw_threads`): the engine's batched call holds its thread until the engine is
-    /// done (measured on an H200), so one thread leaves the engines idle between calls.
-    pub hw_threads: usize,
 }
 
 impl DecoderPlan {
@@ -117,12 +111,9 @@ pub(super) struct HwPath {
     pub(super) _handle: Arc<NvjpegHandle>,
     pub(super) parse: JpegStream,
     pub(super) params: Vec<DecodeParams>,
-    // Two states, each guarded by the event recorded after its last call: used in turn by one
-    // thread, or one per thread with two.
+    // Two states used in turn, each guarded by the event recorded after its last call.
     pub(super) states: [JpegState; 2],
     pub(super) state_done: [CudaEvent; 2],
-    // The second thread's stream (joined into the first's after every batch); `None` with one.
-    pub(super) second: Option<Arc<CudaStream>>,
     pub(super) unit: usize,
     pub(super) per_call: usize,
     // Image size the engine's buffers were reserved for (per call slot, per state).
@@ -180,8 +171,7 @@ pub struct GpuDecoder {
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
-// at a time (`&mut self`); inside a decode, the threads it starts each take objects of their
-// own (a hardware state and stream, the CUDA decoders' slots), joined before it returns.
+// at a time (`&mut self`).
 unsafe impl Send for GpuDecoder {}
 
 impl Drop for GpuDecoder {
@@ -196,8 +186,7 @@ impl Drop for GpuDecoder {
                 }
             }
         }
-        let second = self.hw.as_ref().and_then(|h| h.second.as_ref());
-        for s in [Some(&self.cuda_stream), second, Some(&self.hw_stream)].into_iter().flatten() {
+        for s in [&self.cuda_stream, &self.hw_stream] {
             if let Err(e) = s.synchronize() {
                 log::error!("waiting for a decode stream before freeing the arenas: {e}");
             }
@@ -210,7 +199,6 @@ impl HwPath {
     /// call of the plan's size, one params object per batch slot, a parse stream.
     fn new(
         handle: Arc<NvjpegHandle>,
-        gpu: &Gpu,
         plan: &DecoderPlan,
         engines: u32,
         cores: u32,
@@ -235,22 +223,8 @@ impl HwPath {
         }
         let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
         let state_done = [ev()?, ev()?];
-        let second = if plan.hw_threads >= 2 { Some(gpu.new_stream(plan.stream_priority)?) } else { None };
-        log::info!(
-            "nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call, {} thread(s) calling",
-            1 + usize::from(second.is_some())
-        );
-        Ok(HwPath {
-            parse: JpegStream::new(&handle)?,
-            _handle: handle,
-            params,
-            states,
-            state_done,
-            second,
-            unit,
-            per_call,
-            prealloc: (pw, ph),
-        })
+        log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
+        Ok(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done, unit, per_call, prealloc: (pw, ph) })
     }
 }
 
@@ -259,8 +233,8 @@ impl GpuDecoder {
     pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
         let ctx = gpu.ctx();
         ctx.bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-        let hw_stream = gpu.new_stream(plan.stream_priority)?;
-        let cuda_stream = gpu.new_stream(plan.stream_priority)?;
+        let hw_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let cuda_stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
         let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
         let timer = || timing_event(ctx);
 
@@ -288,7 +262,7 @@ impl GpuDecoder {
                 }
                 // Anything the engine's route needs that cannot be made (its states, params,
                 // parse stream) drops that route; the CUDA decoders and the CPU take its images.
-                Ok((engines, cores)) => match HwPath::new(handle, gpu, &plan, engines, cores, &ev) {
+                Ok((engines, cores)) => match HwPath::new(handle, &plan, engines, cores, &ev) {
                     Ok(hw) => Some(hw),
                     Err(e) => {
                         log::warn!("nvJPEG hardware decoder: setting up its route failed ({e}); running without it");
@@ -381,11 +355,6 @@ impl GpuDecoder {
     /// every [`Self::decode`]): recording on it covers every read of the staged bytes.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.hw_stream
-    }
-
-    /// Both decode streams: the hardware engine's, the CUDA decoders'.
-    pub fn streams(&self) -> [&Arc<CudaStream>; 2] {
-        [&self.hw_stream, &self.cuda_stream]
     }
 
     /// Counters so far.
@@ -524,7 +493,7 @@ impl GpuDecoder {
             std::thread::scope(|s| {
                 let cuda_side = (!cuda_list.is_empty()).then(|| s.spawn(cuda_route));
                 let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
-                    let in_calls = hw.decode(gpu, hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
+                    let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
                     timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
                     Ok(in_calls)
                 });
