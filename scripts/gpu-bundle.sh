@@ -11,6 +11,10 @@
 #     include/                   the CUDA 13.0 headers NVRTC needs (STOKE_CUDA_INCLUDE)
 #     work/tests/golden          test data the tests read relative to the working directory
 #     scripts/bundle-questions.py, benches/peers/, COMMIT
+#     bin/nvjpeg-hw-load         scripts/nvjpeg-hw-load.cu: nvJPEG's hardware engine alone (rate
+#                                by output format, under spinning SMs, and `ablate`: what of
+#                                stoke's call settings costs what); scripts/gpu-under-load.py:
+#                                stoke.Loader's rate with fp16 matmuls in the same process
 #   bundle/tests.tar.gz        `run.sh tests`:
 #     tests/gpu_*, tests/lib-stoke   the GPU test executables and the library's (for its CUDA
 #                                unit tests); CPU-only tests stay out (CI runs them)
@@ -91,8 +95,9 @@ rm -rf $P/work/tests/python/__pycache__
 cp examples/train_torch.py $P/work/examples/
 
 cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
+"$NVCC" -O2 -std=c++17 -o $P/bin/nvjpeg-hw-load scripts/nvjpeg-hw-load.cu -I"$cu13/include" -L"$cu13/lib" -l:libnvjpeg.so.13 -lpthread
 cp -r "$cu13/include" $P/include
-cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py $P/scripts/
+cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py scripts/gpu-under-load.py $P/scripts/
 cp -r benches/peers $P/benches/
 rm -rf $P/benches/peers/__pycache__
 git rev-parse --short HEAD > $P/COMMIT 2>/dev/null || echo unknown > $P/COMMIT
