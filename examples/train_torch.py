@@ -119,6 +119,8 @@ def main(argv=None):
                     help="train on a CUDA stream of its own instead of the legacy default stream (which "
                          "synchronizes with every blocking stream): tells whether the model waits on "
                          "stoke's work through it")
+    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth",
+                    help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
     args = ap.parse_args(argv)
 
     on_gpu = torch.cuda.is_available() and not args.smoke
@@ -147,6 +149,7 @@ def main(argv=None):
         drop_last=True,
         preset=args.preset,
         **({"num_classes": classes} if args.preset == "deit" else {}),
+        **({"gpu_upsampling": args.gpu_upsampling} if on_gpu else {}),
     )
     if args.smoke:
         model = tiny_model(classes)
@@ -250,6 +253,7 @@ def main(argv=None):
         line += f", GPU utilization {gpu_util:.0f}%"
     if on_gpu:
         line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
+        line += f", {args.gpu_upsampling} chroma upsampling"
     if alone:
         line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
@@ -257,6 +261,7 @@ def main(argv=None):
         print(json.dumps({
             "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
             "side_stream": bool(on_gpu and args.side_stream),
+            "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
             "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
             "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
             "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),

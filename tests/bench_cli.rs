@@ -41,7 +41,10 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     assert_eq!(w["images_per_sec"].as_array().unwrap().len(), 3, "{w}");
     let (lo, mid, hi) = (w["min"].as_f64().unwrap(), w["median"].as_f64().unwrap(), w["max"].as_f64().unwrap());
     assert!(lo <= mid && mid <= hi && hi > 0.0, "{w}");
-    assert!(r["gpu_stages"].is_null() && r["peak_device_bytes"].is_null() && r["peak_pinned_bytes"].is_null(), "{r}");
+    assert!(
+        r["gpu_stages"].is_null() && r["gpu_upsampling"].is_null() && r["peak_device_bytes"].is_null() && r["peak_pinned_bytes"].is_null(),
+        "{r}"
+    );
     assert_eq!((r["decoders"]["hardware"].as_u64(), r["decoders"]["cuda"].as_u64()), (Some(0), Some(0)), "{r}");
     assert!(r["images_per_sec"].as_f64().unwrap() > 0.0);
     assert!(r["compressed_mb_per_sec"].as_f64().unwrap() > 0.0);

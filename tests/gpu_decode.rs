@@ -2,9 +2,10 @@
 //! the CPU decoder (libjpeg-turbo, bit-exact with Pillow): per-image mean absolute difference
 //! below MAX_MEAN_ABS_DIFF on photos.
 //!
-//! Upsampling choice: the nvJPEG handles are created with
-//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" chroma upsampling, libjpeg-turbo's
-//! default); torchvision's tolerance for GPU vs CPU decode is the same 2.
+//! Both chroma upsamplings (`gpu_upsampling`): smooth (the backend's default,
+//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`, libjpeg-turbo's "fancy" upsampling, as the CPU
+//! decoder) within torchvision's GPU-vs-CPU tolerance per picture; nearest (nvJPEG's default,
+//! replicated chroma) within its own, looser bounds.
 //!
 //! Images: a generated ImageNet-like set (every kind the generator makes) always, and the
 //! corpus photos (`$STOKE_CORPUS/imagenet_like`, e.g. `STOKE_CORPUS=../shared/corpus/dev`)
@@ -20,8 +21,23 @@ use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
 use stoke::backend::cuda::decode::{ArenaPlan, DecoderPlan, GpuDecoder, Route};
 use stoke::config::{AugmentSpec, CropMode, GpuDecoders, DEFAULT_MAX_DECODED_PIXELS};
 
-/// torchvision's tolerance for GPU vs CPU JPEG decode (SEMANTICS/corpus README), per image.
+/// torchvision's tolerance for GPU vs CPU JPEG decode (SEMANTICS/corpus README), per image:
+/// smooth upsampling.
 const MAX_MEAN_ABS_DIFF: f64 = 2.0;
+/// Nearest (replicated) chroma against the CPU decoder's interpolated chroma, per image and
+/// over all images. On the stand-in, which models it with libjpeg-turbo's replicated
+/// upsampling: 0.56 on average, worst generated image 3.41, worst corpus photo 2.26.
+const NEAREST_MAX_MEAN_ABS_DIFF: f64 = 4.0;
+const NEAREST_MAX_SET_MEAN: f64 = 1.0;
+
+/// The per-image bound for `interpolated` (smooth) or replicated chroma.
+fn bound(interpolated: bool) -> f64 {
+    if interpolated {
+        MAX_MEAN_ABS_DIFF
+    } else {
+        NEAREST_MAX_MEAN_ABS_DIFF
+    }
+}
 
 fn files() -> Vec<(String, Vec<u8>)> {
     let mut v = Vec::new();
@@ -69,6 +85,7 @@ fn decoder(
     refs: &[(String, Vec<u8>, DecodedImage)],
     batch: usize,
     which: GpuDecoders,
+    interpolated: bool,
 ) -> GpuDecoder {
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
@@ -86,6 +103,7 @@ fn decoder(
         cpu_threads: 2,
         use_hardware,
         use_cuda,
+        interpolated,
     };
     GpuDecoder::new(gpu, plan).unwrap()
 }
@@ -110,43 +128,57 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
     let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
     let refs = references();
     let batch = 32;
-    let mut dec = decoder(&gpu, &refs, batch, GpuDecoders::All);
-    eprintln!("hardware decoder width: {:?}", dec.hardware_width());
-    // Whole-image resize: the region decoded is the whole image.
-    let mut spec = AugmentSpec::train(64);
-    spec.crop = CropMode::Resize;
-    let mut out = Vec::new();
-    let (mut worst, mut gpu_images) = (0.0f64, 0usize);
-    for chunk in refs.chunks(batch) {
-        let jobs: Vec<(&[u8], _)> =
-            chunk.iter().map(|(_, b, img)| (&b[..], draw(&spec, 0, 0, 0, img.width as i32, img.height as i32, 1))).collect();
-        let arena = dec.decode(&jobs, &mut out).unwrap();
-        gpu.ctx().bind_to_thread().unwrap();
-        for ((name, _, want), got) in chunk.iter().zip(&out) {
-            let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
-            assert_eq!((d.roi.x, d.roi.y, d.roi.w, d.roi.h), (0, 0, want.width, want.height), "{name}: region");
-            if d.route == Route::Cpu {
-                continue;
+    for interpolated in [false, true] {
+        let mut dec = decoder(&gpu, &refs, batch, GpuDecoders::All, interpolated);
+        eprintln!("hardware decoder width: {:?}", dec.hardware_width());
+        // Whole-image resize: the region decoded is the whole image.
+        let mut spec = AugmentSpec::train(64);
+        spec.crop = CropMode::Resize;
+        let mut out = Vec::new();
+        let (mut worst, mut gpu_images, mut sum) = (0.0f64, 0usize, 0.0f64);
+        for chunk in refs.chunks(batch) {
+            let jobs: Vec<(&[u8], _)> =
+                chunk.iter().map(|(_, b, img)| (&b[..], draw(&spec, 0, 0, 0, img.width as i32, img.height as i32, 1))).collect();
+            let arena = dec.decode(&jobs, &mut out).unwrap();
+            gpu.ctx().bind_to_thread().unwrap();
+            for ((name, _, want), got) in chunk.iter().zip(&out) {
+                let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
+                assert_eq!((d.roi.x, d.roi.y, d.roi.w, d.roi.h), (0, 0, want.width, want.height), "{name}: region");
+                if d.route == Route::Cpu {
+                    continue;
+                }
+                gpu_images += 1;
+                let mut px = vec![0u8; want.rgb.len()];
+                // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
+                // the decode finished (decode() waits for it).
+                unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
+                let mad =
+                    px.iter().zip(&want.rgb).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>() / px.len() as f64;
+                worst = worst.max(mad);
+                sum += mad;
+                assert!(
+                    mad < bound(interpolated),
+                    "{name} ({:?}, interpolated upsampling {interpolated}): mean abs diff {mad:.3} vs the CPU decoder",
+                    d.route
+                );
             }
-            gpu_images += 1;
-            let mut px = vec![0u8; want.rgb.len()];
-            // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
-            // the decode finished (decode() waits for it).
-            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
-            let mad = px.iter().zip(&want.rgb).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>() / px.len() as f64;
-            worst = worst.max(mad);
-            assert!(mad < MAX_MEAN_ABS_DIFF, "{name} ({:?}): mean abs diff {mad:.3} vs the CPU decoder", d.route);
         }
+        let s = dec.stats();
+        println!(
+        "STOKE-Q pixel-error: whole image, {} upsampling: {gpu_images} images on the GPU, mean abs diff {:.3}, worst image {worst:.3}; {s:?}",
+        if interpolated { "smooth" } else { "nearest" },
+        sum / gpu_images.max(1) as f64
+    );
+        assert!(gpu_images > refs.len() / 2, "most photos should decode on the GPU: {s:?}");
+        let mean = sum / gpu_images as f64;
+        assert!(interpolated || mean < NEAREST_MAX_SET_MEAN, "nearest upsampling: mean abs diff {mean:.3} over all images");
     }
-    let s = dec.stats();
-    println!("STOKE-Q pixel-error: whole image: {gpu_images} images on the GPU, worst mean abs diff {worst:.3}; {s:?}");
-    assert!(gpu_images > refs.len() / 2, "most photos should decode on the GPU: {s:?}");
 }
 
-/// Region decode with interpolated chroma upsampling (whose region-edge handling nvJPEG 13.0
-/// gets wrong; the decoder widens every inner edge by a block): random-resized crops of every
-/// photo, each route's decoded region against the same region of the CPU decoder's whole
-/// picture. Prints the max and mean error per route; the per-image mean must stay within
+/// Region decode with each chroma upsampling (interpolated: whose region-edge handling nvJPEG
+/// 13.0 gets wrong, so the decoder widens every inner edge by a block): random-resized crops of
+/// every photo, each route's decoded region against the same region of the CPU decoder's
+/// whole picture. Prints the max and mean error per route; the per-image mean must stay within
 /// the whole-image tolerance.
 #[test]
 fn region_decodes_match_the_cpu_decoder_on_random_crops() {
@@ -154,8 +186,11 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
     let refs = references();
     let batch = 32;
     let spec = AugmentSpec::train(64);
-    for which in [GpuDecoders::All, GpuDecoders::Cuda] {
-        let mut dec = decoder(&gpu, &refs, batch, which);
+    for (which, interpolated) in
+        [(GpuDecoders::All, false), (GpuDecoders::Cuda, false), (GpuDecoders::All, true), (GpuDecoders::Cuda, true)]
+    {
+        let mut dec = decoder(&gpu, &refs, batch, which, interpolated);
+        let up = if interpolated { "smooth" } else { "nearest" };
         let mut out = Vec::new();
         // Per route: images, sum of per-image means, worst per-image mean, worst pixel.
         let mut per_route: Vec<(Route, usize, f64, f64, u8)> = Vec::new();
@@ -176,7 +211,11 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
                 // and the decode finished (decode() waits for it).
                 unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
                 let (mean, max) = region_diff(want, r, &px);
-                assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, region {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
+                assert!(
+                    mean < bound(interpolated),
+                    "{name} ({:?}, {up} upsampling, region {r:?}): mean abs diff {mean:.3} vs the CPU decoder",
+                    d.route
+                );
                 let i = match per_route.iter().position(|p| p.0 == d.route) {
                     Some(i) => i,
                     None => {
@@ -191,13 +230,13 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
         for (route, n, sum, worst, max) in &per_route {
             // STOKE-Q: the GPU bundle's summary answers its open questions from these lines.
             println!(
-                "STOKE-Q pixel-error: region, decoders {which:?}, route {route:?}: {n} regions, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
+                "STOKE-Q pixel-error: region, decoders {which:?}, {up} upsampling, route {route:?}: {n} regions, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
                 sum / *n as f64
             );
         }
         let hw = per_route.iter().find(|p| p.0 == Route::Hardware).map_or(0, |p| p.1);
         if which == GpuDecoders::All {
-            println!("STOKE-Q roi: the hardware engine decoded {hw} random-crop regions with interpolated upsampling ({:?})", dec.stats());
+            println!("STOKE-Q roi: the hardware engine decoded {hw} random-crop regions with {up} upsampling ({:?})", dec.stats());
         }
         assert!(per_route.iter().any(|p| p.0 != Route::Cpu), "no region decoded on the GPU with {which:?}: {:?}", dec.stats());
     }

@@ -156,6 +156,42 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
     assert_ne!(backend.hardware_width(), Some(0), "a hardware route with no engine");
 }
 
+/// `gpu_upsampling = nearest` reaches nvJPEG (its batches differ from the default smooth ones)
+/// and stays within the per-sample bound of the CPU backend, which always interpolates.
+#[test]
+fn nearest_upsampling_changes_the_pictures_and_stays_within_the_bound() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 120, 5);
+    let collect = |up: stoke::config::GpuUpsampling| {
+        let mut c = config(&ds, 4);
+        c.gpu_upsampling = up;
+        let mut cpu = CpuBackend::new(&c).unwrap();
+        let mut cpu_batch = Batch::new_host(c.output.dtype, c.output.layout);
+        let (mut all, mut worst) = (Vec::new(), 0f32);
+        run(&gpu, &ds, &c, 0..1, |b, rb| {
+            let got = host(b);
+            cpu_reference(&mut cpu, &ds, rb, &mut cpu_batch);
+            let want = cpu_batch.host_bytes().unwrap();
+            let n = want.len() / b.len() / 2;
+            let f = |v: &[u8], k: usize| half::f16::from_le_bytes([v[2 * k], v[2 * k + 1]]).to_f32();
+            for i in 0..b.len() {
+                let mad = (0..n).map(|k| (f(&got, i * n + k) - f(want, i * n + k)).abs()).sum::<f32>() / n as f32;
+                worst = worst.max(mad);
+            }
+            all.extend(got);
+        });
+        (all, worst)
+    };
+    let (smooth, worst_smooth) = collect(stoke::config::GpuUpsampling::Smooth);
+    let (nearest, worst_nearest) = collect(stoke::config::GpuUpsampling::Nearest);
+    eprintln!("worst per-sample mean difference from the CPU backend: smooth {worst_smooth}, nearest {worst_nearest}");
+    assert!(smooth != nearest, "gpu_upsampling = nearest gave the smooth batches");
+    assert!(worst_nearest < MAX_SAMPLE_MEAN_DIFF, "nearest: worst per-sample mean difference {worst_nearest}");
+    assert!(worst_smooth <= worst_nearest, "smooth {worst_smooth} is further from the CPU backend than nearest {worst_nearest}");
+}
+
 #[test]
 fn same_seed_gives_bit_identical_batches() {
     let _serial = serial();

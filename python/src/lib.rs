@@ -25,8 +25,8 @@ use pyo3::types::{PyDict, PyList};
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT, KDL_UINT};
 use stoke::batch::{Batch, Images};
 use stoke::config::{
-    BackendKind, DType, EraseMode, Filter, GpuDecoders, Layout, MixupMode, OnError, OptionNames, PipelineConfig, PipelineOptions, Preset,
-    RotateInterp, TrainInterpolation,
+    BackendKind, DType, EraseMode, Filter, GpuDecoders, GpuUpsampling, Layout, MixupMode, OnError, OptionNames, PipelineConfig,
+    PipelineOptions, Preset, RotateInterp, TrainInterpolation,
 };
 use stoke::pipeline::Pipeline;
 use stoke::ResumeState;
@@ -241,6 +241,7 @@ const OPTIONS: &[&str] = &[
     "store_in_flight",
     "prefetch",
     "decoders",
+    "gpu_upsampling",
     "decode_only",
     "gpu_memory_budget",
     "exif",
@@ -345,6 +346,9 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.on_error = Some([OnError::Skip, OnError::Fail][choice("on_error", "skip", &[("skip", 0), ("fail", 1)])? as usize]);
     o.decoders = Some(
         [GpuDecoders::All, GpuDecoders::Hw, GpuDecoders::Cuda][choice("decoders", "all", &[("all", 0), ("hw", 1), ("cuda", 2)])? as usize],
+    );
+    o.gpu_upsampling = Some(
+        [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "smooth", &[("smooth", 0), ("nearest", 1)])? as usize],
     );
     if get("filter")?.is_some() {
         o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);

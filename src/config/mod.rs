@@ -55,6 +55,29 @@ pub enum GpuDecoders {
     Cuda,
 }
 
+/// How the CUDA backend's decoders (nvJPEG) upsample chroma (4:2:0 and 4:2:2 JPEGs).
+///
+/// `smooth` (the default) interpolates between chroma samples
+/// (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`), as libjpeg-turbo, Pillow and the CPU backend
+/// do: one convention for both backends (the GPU's pictures within 0.04 levels of the CPU's on
+/// average on an H200). `nearest` replicates each chroma sample, nvJPEG's own default and what
+/// torchvision's, DALI's and nvImageCodec's GPU decoders do: on an H200 it let the hardware
+/// engine decode 12–15k images/s of 500 × 375 photos against 6.0k with interpolation
+/// (scripts/nvjpeg-hw-load.cu, BENCHMARKS.md "Third GPU session"), at the price of pictures
+/// further from the CPU backend's (libjpeg-turbo's replicated upsampling, the stand-in's model
+/// of it: 0.56 levels on average, 2.3 on the worst corpus photo, 3.4 on the worst generated
+/// image; tests/gpu_decode.rs holds each mode to its bound).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum GpuUpsampling {
+    /// Chroma interpolated, as libjpeg-turbo's default ("fancy") upsampling and the CPU backend.
+    #[default]
+    Smooth,
+    /// Chroma samples replicated: nvJPEG's default, the hardware engine's fast path.
+    Nearest,
+}
+
 /// The device + pinned host bytes the CUDA decoder may hold by default for a batch of
 /// `batch_size`: 256 MiB fixed (nvJPEG states, staging of the compressed bytes) plus 4 MiB per
 /// sample, room for a 1.3-megapixel RGB decode per sample and both decode arenas, so an
@@ -203,6 +226,9 @@ pub struct PipelineConfig {
     /// CUDA backend: which nvJPEG decoders it may use (default: all).
     #[serde(default)]
     pub gpu_decoders: GpuDecoders,
+    /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: smooth, as the CPU).
+    #[serde(default)]
+    pub gpu_upsampling: GpuUpsampling,
     /// CUDA backend: decode every batch but skip the augment kernel (decoder-only
     /// measurement; the batches then hold no output).
     #[serde(default)]
@@ -282,6 +308,7 @@ impl PipelineConfig {
             device: 0,
             ring_depth: 2,
             gpu_decoders: GpuDecoders::All,
+            gpu_upsampling: GpuUpsampling::Smooth,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -402,11 +429,16 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "decode_only", "gpu_memory_budget"] {
+        for k in ["gpu_decoders", "gpu_upsampling", "decode_only", "gpu_memory_budget"] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
+        assert_eq!(c.gpu_upsampling, GpuUpsampling::Smooth);
+        let nearest: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Nearest, ..c.clone() }).unwrap())
+                .unwrap();
+        assert_eq!(nearest.gpu_upsampling, GpuUpsampling::Nearest);
         assert_eq!(default_gpu_memory_budget(c.batch_size), (256 << 20) + 256 * (4 << 20));
         let c: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap()).unwrap();

@@ -6,8 +6,8 @@
 //! spells it ([`OptionNames`]).
 
 use super::{
-    rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders, Layout,
-    MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
+    rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders,
+    GpuUpsampling, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -116,6 +116,8 @@ pub struct PipelineOptions {
     pub epoch_length: Option<u64>,
     /// CUDA backend: which nvJPEG decoders.
     pub decoders: Option<GpuDecoders>,
+    /// CUDA backend: chroma upsampling of the nvJPEG decoders.
+    pub gpu_upsampling: Option<GpuUpsampling>,
     /// CUDA backend: decode but skip the augment kernel.
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -342,6 +344,7 @@ impl PipelineOptions {
         set(&mut c.store_in_flight, self.store_in_flight);
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
+        set(&mut c.gpu_upsampling, self.gpu_upsampling);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

@@ -226,6 +226,8 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(batchsize=4), TypeError, "batchsize"),
         (dict(max_held_batches=0), ValueError, "max_held_batches"),
         (dict(store_in_flight=0), ValueError, "store_in_flight"),
+        (dict(gpu_upsampling="bilinear"), ValueError, "gpu_upsampling"),
+        (dict(decoders="nvjpeg"), ValueError, "decoders"),
     ]
     for kw, exc, word in cases:
         with pytest.raises(exc, match=word):

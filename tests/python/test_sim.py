@@ -185,8 +185,9 @@ def check_against_cpu(got, ref, dtype="float32", layout="nchw"):
 
 @pytest.mark.parametrize(
     "kw",
-    [{}, {"dtype": "float16", "layout": "nhwc"}, {"dtype": "uint8"}, {"mixup": 0.8, "cutmix": 1.0, "num_classes": CLASSES}],
-    ids=["f32-nchw", "f16-nhwc", "u8-nchw", "mixup-soft-targets"],
+    [{}, {"dtype": "float16", "layout": "nhwc"}, {"dtype": "uint8"}, {"mixup": 0.8, "cutmix": 1.0, "num_classes": CLASSES},
+     {"gpu_upsampling": "nearest"}],
+    ids=["f32-nchw", "f16-nhwc", "u8-nchw", "mixup-soft-targets", "nearest-upsampling"],
 )
 def test_a_consumer_stream_waits_for_each_batch_and_sees_the_cpu_backends_pixels(drv, folder, kw):
     drv.make_current()

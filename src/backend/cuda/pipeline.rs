@@ -211,6 +211,7 @@ impl CudaBackend {
                 cpu_threads,
                 use_hardware,
                 use_cuda,
+                interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
             },
         )?;
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;

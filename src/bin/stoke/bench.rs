@@ -297,6 +297,8 @@ pub struct Report {
     /// JPEG engine), `cuda` (nvJPEG's CUDA decoders), `cpu` (the CPU backend, or the CUDA
     /// backend's CPU route and retries). Failed samples (substitutes) are not counted.
     pub decoders: DecoderCounts,
+    /// The CUDA backend's chroma upsampling, "smooth" or "nearest" (absent on the CPU).
+    pub gpu_upsampling: Option<String>,
     /// Time the trainer waited for each batch (inside `next_batch`).
     pub latency_ms: Option<LatencyMs>,
     /// Batches finished and waiting when the trainer asked for one: mean, min and max over
@@ -539,6 +541,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             config.augment.size.1
         ),
         decoders: rec.decoders,
+        gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
@@ -604,8 +607,12 @@ impl Report {
         println!("cpu          {:.2} cores busy", self.cpu_cores_used);
         let d = &self.decoders;
         println!(
-            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU",
-            d.hardware, d.cuda, d.cpu, d.retried
+            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
+            d.hardware,
+            d.cuda,
+            d.cpu,
+            d.retried,
+            self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
         );
         println!(
             "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",

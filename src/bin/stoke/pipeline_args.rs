@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, RotateInterp, Sampling,
+    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, RotateInterp,
+    Sampling,
 };
 
 pub use stoke::config::Preset;
@@ -112,6 +113,11 @@ pub struct PipelineArgs {
     /// refuses goes to the CPU; cuda: never the engine).
     #[arg(long, value_enum, default_value = "all")]
     pub decoders: GpuDecoders,
+    /// CUDA backend: chroma upsampling of the nvJPEG decoders (smooth: interpolated, as
+    /// libjpeg-turbo and the CPU backend; nearest: replicated, nvJPEG's default and the GPU
+    /// peers', about twice the hardware engine's rate, pictures further from the CPU's).
+    #[arg(long, value_enum, default_value = "smooth")]
+    pub gpu_upsampling: GpuUpsampling,
     /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
     #[arg(long)]
     pub decode_only: bool,
@@ -329,6 +335,7 @@ impl PipelineArgs {
             class_weights: self.sampling.class_weights.clone(),
             epoch_length: self.sampling.epoch_length,
             decoders: Some(self.decoders),
+            gpu_upsampling: Some(self.gpu_upsampling),
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,

@@ -19,9 +19,14 @@ use crate::error::{cuda_err, driver_err};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::Arc;
 
-/// The nvJPEG handles are created with interpolated ("fancy") chroma upsampling, as
-/// libjpeg-turbo's default (module doc).
-pub const NVJPEG_FLAGS: u32 = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+/// The nvJPEG handles' flags for `plan.interpolated` chroma upsampling (module doc).
+pub fn nvjpeg_flags(interpolated: bool) -> u32 {
+    if interpolated {
+        NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+    } else {
+        0
+    }
+}
 pub(super) const RGBI: nvjpegOutputFormat_t = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
 
 /// Sizes the decoder is built for, from the config and the index.
@@ -47,6 +52,9 @@ pub struct DecoderPlan {
     pub use_hardware: bool,
     /// Use the CUDA decoders (off: their images go to the CPU).
     pub use_cuda: bool,
+    /// Interpolated ("smooth") chroma upsampling instead of replication (the config's
+    /// `gpu_upsampling`); regions then get [`super::widen_for_upsampling`]'s margin.
+    pub interpolated: bool,
 }
 
 impl DecoderPlan {
@@ -239,9 +247,13 @@ impl GpuDecoder {
         let timer = || timing_event(ctx);
 
         // Hardware engine: absent on most GPUs (nvJPEG refuses the backend), which is fine.
-        // Interpolated upsampling first; if this nvJPEG refuses the flag for the engine, the
-        // engine without it beats no engine (tests/gpu_decode.rs measures the difference).
-        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS).or_else(|e| {
+        // If this nvJPEG refuses interpolated upsampling for the engine, the engine without it
+        // beats no engine (tests/gpu_decode.rs measures the difference).
+        let flags = nvjpeg_flags(plan.interpolated);
+        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, flags).or_else(|e| {
+            if flags == 0 {
+                return Err(e);
+            }
             NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, 0).inspect(|_| {
                 log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
             })
@@ -276,7 +288,7 @@ impl GpuDecoder {
             }
         };
 
-        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS)?;
+        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, flags)?;
         let slot_bytes = plan.slot_bytes as usize;
         let mut decoders = Vec::new();
         for backend in [nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, nvjpegBackend_t::NVJPEG_BACKEND_HYBRID] {
@@ -624,8 +636,12 @@ impl GpuDecoder {
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
         let stored = (info.width, info.height);
         check_params(p, stored)?;
-        // A block of margin for interpolated upsampling at region edges (widen_for_upsampling).
-        let mut roi = widen_for_upsampling(decode_roi(p, stored.0, stored.1, 16), stored, 16);
+        // A block of margin for interpolated upsampling at region edges (widen_for_upsampling);
+        // replicated chroma reads no sample outside its block.
+        let mut roi = decode_roi(p, stored.0, stored.1, 16);
+        if self.plan.interpolated {
+            roi = widen_for_upsampling(roi, stored, 16);
+        }
         let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
         let use_hw = self.plan.use_hardware;
         let hw_ok = match (&mut self.hw, cand) {

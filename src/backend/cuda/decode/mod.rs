@@ -24,9 +24,11 @@
 //! (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at an [`ARENA_ALIGN`]-aligned offset of one of
 //! two device arenas used in turn, each sized once ([`ArenaPlan`]).
 //!
-//! Chroma upsampling: the handles are created with
-//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's default),
-//! so GPU- and CPU-decoded pictures agree to the corpus tolerance (mean abs diff < 2).
+//! Chroma upsampling (`PipelineConfig::gpu_upsampling`): by default the handles are created
+//! with `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's
+//! default), so GPU- and CPU-decoded pictures agree to the corpus tolerance (mean abs diff < 2;
+//! 0.04 on an H200); `nearest` creates them without it (replicated chroma, nvJPEG's default:
+//! about twice the hardware engine's rate on an H200).
 //!
 //! | file | what it holds |
 //! |---|---|
