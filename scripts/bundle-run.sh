@@ -21,6 +21,11 @@
 #                  three call widths), canaries under a GPU another process saturates, malformed
 #                  JPEGs through nvJPEG under a timeout (scripts/malformed-jpegs.py), the
 #                  pipeline and backend tests and memcheck on the pipeline test
+#   run.sh upsampling  (carries the checks part) smooth against nearest chroma upsampling:
+#                  nvJPEG's engine alone one setting at a time (bin/nvjpeg-hw-load ablate),
+#                  stoke bench end to end and engine-only with each (interleaved, twice),
+#                  tests/gpu_decode's error per mode, ResNet-50 fed with each, and the rates
+#                  with fp16 matmuls in the same process (scripts/gpu-under-load.py, nearest)
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -36,7 +41,9 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python | checks) ;; *) echo "usage: run.sh tests|bench|python|checks" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python | checks | upsampling) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling" >&2; exit 2 ;; esac
+# The part of the bundle each mode carries besides core.
+part="$mode"; [ "$mode" = upsampling ] && part=checks
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -118,9 +125,9 @@ step() {
 
 note "stoke GPU bundle, run.sh $mode: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 # core.tar.gz and this mode's part (scripts/gpu-bundle.sh: the device tool carries 64 MiB a call).
-for part in core "$mode"; do
-  if ! tar -xzf "$bundle/$part.tar.gz" -C "$p" 2>> "$logs/unpack.log"; then
-    note "FAIL unpack: $bundle/$part.tar.gz (carry bundle/run.sh, bundle/core.tar.gz and bundle/$mode.tar.gz)"; failed=1; exit 1
+for pt in core "$part"; do
+  if ! tar -xzf "$bundle/$pt.tar.gz" -C "$p" 2>> "$logs/unpack.log"; then
+    note "FAIL unpack: $bundle/$pt.tar.gz (carry bundle/run.sh, bundle/core.tar.gz and bundle/$part.tar.gz)"; failed=1; exit 1
   fi
 done
 bin="$p/bin/stoke"
@@ -398,11 +405,48 @@ while time.time() - t < ${secs} + 12:
   gpu_peers
 }
 
+# smooth (the default) against nearest chroma upsampling (PipelineConfig::gpu_upsampling): what
+# the engine gains, what the pictures lose, what a trainer gets.
+run_upsampling() {
+  if [ $gpu = 0 ]; then
+    for s in "nvjpeg-hw-load ablate" "stoke bench per upsampling" gpu_decode "train_torch per upsampling" gpu-under-load; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  figure='grep -E "^[A-G] |^A again" | sed -E "s/ +/ /g; s/;.*//" | paste -sd";"' \
+    step "nvjpeg-hw-load ablate: the engine alone, one of stoke's settings at a time" 60 hw-ablate.log \
+    sh -c "find '$data' -type f | sort | head -2048 | '$p/bin/nvjpeg-hw-load' 64 2 ablate"
+  local secs="${BENCH_SECONDS:-5}" up rep
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
+  for rep in 1 2; do
+    for up in smooth nearest; do
+      figure="$bench_json_figure" step "stoke bench e2e, $up upsampling ($rep)" 60 "bench-e2e-$up-$rep.json" \
+        "$bin" "${common[@]}" --gpu-upsampling "$up"
+      figure="$bench_json_figure" step "decode-only --decoders hw, $up upsampling ($rep)" 60 "bench-decode-hw-$up-$rep.json" \
+        "$bin" "${common[@]}" --gpu-upsampling "$up" --decode-only --decoders hw
+    done
+  done
+  if [ -x "$p/tests/gpu_decode" ]; then
+    figure='grep "STOKE-Q pixel-error: whole" | sed "s/; DecodeStats.*//" | paste -sd";"' \
+      step "gpu_decode: each upsampling against libjpeg-turbo (generated images)" "$test_timeout" test-gpu_decode.log \
+      env STOKE_REQUIRE_GPU=1 "$p/tests/gpu_decode" --test-threads=1 --nocapture
+  fi
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  for up in smooth nearest; do
+    figure="$train_figure" step "train_torch resnet50, $up upsampling" 120 "train-torch-$up.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --gpu-upsampling "$up" --json
+  done
+  figure='grep "images/s" | sed -E "s/, host decode.*//" | paste -sd";"' \
+    step "gpu-under-load.py: fp16 matmuls in the same process, nearest" 120 under-load.log \
+    python3 "$p/scripts/gpu-under-load.py" "$data" --gpu-upsampling nearest --seconds 4
+}
+
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
   python) run_python ;;
   checks) run_checks ;;
+  upsampling) run_upsampling ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

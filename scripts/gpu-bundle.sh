@@ -25,7 +25,8 @@
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
-#   bundle/checks.tar.gz       `run.sh checks`: tests/gpu_pipeline and tests/gpu_backends and the
+#   bundle/checks.tar.gz       `run.sh checks` and `run.sh upsampling`: tests/gpu_pipeline,
+#                              tests/gpu_backends, tests/gpu_decode, examples/train_torch.py and the
 #                              Python package (the decode-only sweep, canaries under load and
 #                              the malformed-JPEG sweep use bin/stoke and scripts/malformed-*.py
 #                              from core; malformed-report.py runs stoke.Loader on both backends)
@@ -130,15 +131,16 @@ corpus=(); [ -d $P/corpus ] && corpus=(corpus)
 part tests tests "${corpus[@]}"
 part bench bench-bin examples
 part python python work/tests/python work/examples
-part checks tests/gpu_pipeline tests/gpu_backends python
+part checks tests/gpu_pipeline tests/gpu_backends tests/gpu_decode python work/examples
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
-for mode in tests bench python checks; do
+for mode in tests bench python checks upsampling; do
+  pt="$mode"; [ "$mode" = upsampling ] && pt=checks
   size=0
-  for f in bundle/run.sh bundle/core.tar.gz "bundle/$mode.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
+  for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'
-  echo "gpu-bundle: run.sh $mode carries $((size / 1024 / 1024)) MiB: carry [\"bundle/run.sh\", \"bundle/core.tar.gz\", \"bundle/$mode.tar.gz\"$extra]" >&2
+  echo "gpu-bundle: run.sh $mode carries $((size / 1024 / 1024)) MiB: carry [\"bundle/run.sh\", \"bundle/core.tar.gz\", \"bundle/$pt.tar.gz\"$extra]" >&2
   [ "$size" -gt "$limit" ] && { echo "gpu-bundle: the $mode call's parts exceed 64 MiB" >&2; over=1; }
 done
 size=$(du -sb bundle | cut -f1)
