@@ -53,6 +53,13 @@ fn host(batch: &Batch) -> Vec<u8> {
     v
 }
 
+/// Per sample of a batch of `samples` f16 images: the mean |got − want| over its elements.
+fn sample_mean_diffs(got: &[u8], want: &[u8], samples: usize) -> Vec<f32> {
+    let f = |v: &[u8], k: usize| half::f16::from_le_bytes([v[2 * k], v[2 * k + 1]]).to_f32();
+    let n = want.len() / samples / 2;
+    (0..samples).map(|i| (0..n).map(|k| (f(got, i * n + k) - f(want, i * n + k)).abs()).sum::<f32>() / n as f32).collect()
+}
+
 /// Run `epochs` over the reader, calling `check` on every device batch.
 fn run(
     gpu: &Arc<Gpu>,
@@ -132,11 +139,7 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
         cpu_reference(&mut cpu, &ds, rb, &mut cpu_batch);
         assert_eq!(cpu_batch.labels, b.labels);
         let want = cpu_batch.host_bytes().unwrap();
-        let per = want.len() / b.len();
-        for i in 0..b.len() {
-            let f = |v: &[u8], k: usize| half::f16::from_le_bytes([v[2 * k], v[2 * k + 1]]).to_f32();
-            let n = per / 2;
-            let mad: f32 = (0..n).map(|k| (f(&got, i * n + k) - f(want, i * n + k)).abs()).sum::<f32>() / n as f32;
+        for (i, mad) in sample_mean_diffs(&got, want, b.len()).into_iter().enumerate() {
             assert!(
                 mad < MAX_SAMPLE_MEAN_DIFF,
                 "epoch {} step {} sample {i} ({}): mean diff {mad}",
@@ -174,12 +177,7 @@ fn nearest_upsampling_changes_the_pictures_and_stays_within_the_bound() {
             let got = host(b);
             cpu_reference(&mut cpu, &ds, rb, &mut cpu_batch);
             let want = cpu_batch.host_bytes().unwrap();
-            let n = want.len() / b.len() / 2;
-            let f = |v: &[u8], k: usize| half::f16::from_le_bytes([v[2 * k], v[2 * k + 1]]).to_f32();
-            for i in 0..b.len() {
-                let mad = (0..n).map(|k| (f(&got, i * n + k) - f(want, i * n + k)).abs()).sum::<f32>() / n as f32;
-                worst = worst.max(mad);
-            }
+            worst = sample_mean_diffs(&got, want, b.len()).into_iter().fold(worst, f32::max);
             all.extend(got);
         });
         (all, worst)
