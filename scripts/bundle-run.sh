@@ -23,7 +23,8 @@
 #                  pipeline and backend tests and memcheck on the pipeline test
 #   run.sh upsampling  (carries the checks part) smooth against nearest chroma upsampling:
 #                  nvJPEG's engine alone one setting at a time (bin/nvjpeg-hw-load ablate),
-#                  stoke bench end to end and engine-only with each (interleaved, twice),
+#                  stoke bench end to end and engine-only with each (interleaved, twice; then
+#                  end to end without NVML sampling),
 #                  tests/gpu_decode's error per mode, ResNet-50 fed with each, and the rates
 #                  with fp16 matmuls in the same process (scripts/gpu-under-load.py, nearest)
 #
@@ -425,6 +426,11 @@ run_upsampling() {
       figure="$bench_json_figure" step "decode-only --decoders hw, $up upsampling ($rep)" 60 "bench-decode-hw-$up-$rep.json" \
         "$bin" "${common[@]}" --gpu-upsampling "$up" --decode-only --decoders hw
     done
+  done
+  # NVML sampling off: stoke.Loader (no sampling) ran 7.2k images/s where `stoke bench` ran 5.8k.
+  for up in smooth nearest; do
+    figure="$bench_json_figure" step "stoke bench e2e, $up upsampling, --no-gpu-util" 60 "bench-e2e-$up-nonvml.json" \
+      "$bin" "${common[@]}" --gpu-upsampling "$up" --no-gpu-util
   done
   if [ -x "$p/tests/gpu_decode" ]; then
     figure='grep "STOKE-Q pixel-error: whole" | sed "s/; DecodeStats.*//" | paste -sd";"' \

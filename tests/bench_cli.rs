@@ -26,7 +26,7 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     ok(&stoke(&["gen", d, "--count", "40", "--classes", "4"], dir.path()));
     // 40 samples, batch 8: 5 batches per epoch; 2 epochs; 3 warm-up → 7 batches after the
     // warm-up, of which those finished during it (queued when the clock started) are not counted.
-    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--epochs", "2", "--warmup-batches", "3", "--json"];
+    let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--epochs", "2", "--warmup-batches", "3", "--json", "--no-gpu-util"];
     let r = json(&stoke(&args, dir.path()));
     let (batches, queued) = (r["batches"].as_u64().unwrap(), r["queued_at_start"].as_u64().unwrap());
     assert_eq!(batches + queued, 7, "{r}");
@@ -42,7 +42,11 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let (lo, mid, hi) = (w["min"].as_f64().unwrap(), w["median"].as_f64().unwrap(), w["max"].as_f64().unwrap());
     assert!(lo <= mid && mid <= hi && hi > 0.0, "{w}");
     assert!(
-        r["gpu_stages"].is_null() && r["gpu_upsampling"].is_null() && r["peak_device_bytes"].is_null() && r["peak_pinned_bytes"].is_null(),
+        r["gpu_stages"].is_null()
+            && r["gpu_upsampling"].is_null()
+            && r["gpu"].is_null()
+            && r["peak_device_bytes"].is_null()
+            && r["peak_pinned_bytes"].is_null(),
         "{r}"
     );
     assert_eq!((r["decoders"]["hardware"].as_u64(), r["decoders"]["cuda"].as_u64()), (Some(0), Some(0)), "{r}");

@@ -63,6 +63,11 @@ pub struct Args {
     /// Images in the built-in dataset (when no DATASET is given).
     #[arg(long, default_value_t = stoke::gen::DEFAULT_COUNT)]
     pub gen_count: usize,
+    /// Do not sample GPU utilization with NVML (every 100 ms, where the driver is there): to
+    /// check the sampling costs nothing (on an H200 `stoke bench` measured 5.8k images/s where
+    /// stoke.Loader, which does not sample, ran 7.2k on the same data).
+    #[arg(long)]
+    pub no_gpu_util: bool,
 }
 
 mod gpu;
@@ -227,6 +232,8 @@ pub struct Measure {
     pub windows: usize,
     /// Synthetic trainer step per batch (host busy-wait).
     pub consumer: Option<Duration>,
+    /// Sample GPU utilization with NVML over the window.
+    pub gpu_util: bool,
 }
 
 /// Per-stage time over the measured window, in seconds (thread time for decode/augment,
@@ -395,7 +402,7 @@ pub struct GpuStages {
 
 /// Run `config` as a trainer would and measure it (see the module docs for the clock).
 pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
-    let monitor = GpuMonitor::start(config.device as u32);
+    let monitor = if m.gpu_util { GpuMonitor::start(config.device as u32) } else { None };
     // With no warm-up the clock starts before the pipeline does, so the queue is empty.
     let (mut t0, mut cpu0) = (Instant::now(), process_cpu_time());
     let mut pipeline = Pipeline::new(config.clone())?;
@@ -708,6 +715,7 @@ pub fn run(a: Args) -> stoke::Result<()> {
         seconds,
         windows: a.windows,
         consumer: a.consumer_us.map(Duration::from_micros),
+        gpu_util: !a.no_gpu_util,
     };
     let pb = progress(None, a.json);
     let report = measure(config, &m, &pb)?;

@@ -130,6 +130,8 @@ pub fn run(a: Args) -> stoke::Result<()> {
         seconds: None,
         windows: 1,
         consumer: None,
+        // tune compares rates and reports no utilization: no NVML sampling beside them.
+        gpu_util: false,
     };
     // `auto` runs on CUDA when a usable GPU is there, so sweep what that backend would run.
     let on_cuda = match base.backend {
