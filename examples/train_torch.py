@@ -121,6 +121,8 @@ def main(argv=None):
                          "stoke's work through it")
     ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth",
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
+    ap.add_argument("--no-gpu-util", action="store_true",
+                    help="do not sample GPU utilization with NVML during the timed steps (to check the sampling costs nothing)")
     args = ap.parse_args(argv)
 
     on_gpu = torch.cuda.is_available() and not args.smoke
@@ -187,7 +189,7 @@ def main(argv=None):
         scaler.update()
         return loss
 
-    util = UtilSampler() if on_gpu else None
+    util = UtilSampler() if on_gpu and not args.no_gpu_util else None
     step, waits, steps_t, losses = 0, [], [], []
     epoch = 0
     t_step = time.perf_counter()

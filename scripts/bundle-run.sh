@@ -442,6 +442,9 @@ run_upsampling() {
     figure="$train_figure" step "train_torch resnet50, $up upsampling" 120 "train-torch-$up.log" \
       python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --gpu-upsampling "$up" --json
   done
+  # NVML sampling (every 50 ms over the timed steps) off: does it cost the trainer anything?
+  figure="$train_figure" step "train_torch resnet50, smooth upsampling, no NVML sampling" 120 train-torch-smooth-nonvml.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --no-gpu-util --json
   figure='grep "images/s" | sed -E "s/, host decode.*//" | paste -sd";"' \
     step "gpu-under-load.py: fp16 matmuls in the same process, nearest" 120 under-load.log \
     python3 "$p/scripts/gpu-under-load.py" "$data" --gpu-upsampling nearest --seconds 4
