@@ -22,7 +22,8 @@
 #                  JPEGs through nvJPEG under a timeout (scripts/malformed-jpegs.py), the
 #                  pipeline and backend tests and memcheck on the pipeline test
 #   run.sh upsampling  (carries the checks part) smooth against nearest chroma upsampling:
-#                  nvJPEG's engine alone one setting at a time (bin/nvjpeg-hw-load ablate),
+#                  nvJPEG's engine alone one setting at a time (bin/nvjpeg-hw-load ablate) and
+#                  called from 1, 2, 4 threads with and without a busy GPU (… threads),
 #                  stoke bench end to end and engine-only with each (interleaved, twice; then
 #                  end to end without NVML sampling),
 #                  tests/gpu_decode's error per mode, ResNet-50 fed with each, and the rates
@@ -417,6 +418,10 @@ run_upsampling() {
   figure='grep -E "^[A-G] |^A again" | sed -E "s/ +/ /g; s/;.*//" | paste -sd";"' \
     step "nvjpeg-hw-load ablate: the engine alone, one of stoke's settings at a time" 60 hw-ablate.log \
     sh -c "find '$data' -type f | sort | head -2048 | '$p/bin/nvjpeg-hw-load' 64 2 ablate"
+  # Do concurrent engine calls overlap the conversion kernels' waits under a busy GPU?
+  figure='grep "thread(s) calling" | sed -E "s/ +/ /g; s/;.*//" | paste -sd";"' \
+    step "nvjpeg-hw-load threads: 1, 2, 4 threads calling the engine, without and with spinning SMs" 60 hw-threads.log \
+    sh -c "find '$data' -type f | sort | head -2048 | '$p/bin/nvjpeg-hw-load' 64 2 threads"
   local secs="${BENCH_SECONDS:-5}" up rep
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
   for rep in 1 2; do

@@ -12,8 +12,8 @@
 #     work/tests/golden          test data the tests read relative to the working directory
 #     scripts/bundle-questions.py, benches/peers/, COMMIT
 #     bin/nvjpeg-hw-load         scripts/nvjpeg-hw-load.cu: nvJPEG's hardware engine alone (rate
-#                                by output format, under spinning SMs, and `ablate`: what of
-#                                stoke's call settings costs what); scripts/gpu-under-load.py:
+#                                by output format, under spinning SMs, `ablate`: what of
+#                                stoke's call settings costs what, `threads`: concurrent calls); scripts/gpu-under-load.py:
 #                                stoke.Loader's rate with fp16 matmuls in the same process
 #   bundle/tests.tar.gz        `run.sh tests`:
 #     tests/gpu_*, tests/lib-stoke   the GPU test executables and the library's (for its CUDA

@@ -14,7 +14,7 @@
 //   "$NVCC" -O2 -std=c++17 -o nvjpeg-hw-load scripts/nvjpeg-hw-load.cu -I"$cu/include" \
 //       -L"$cu/lib" -l:libnvjpeg.so.13 -lpthread
 // Run (on the GPU machine, libnvjpeg.so.13 on LD_LIBRARY_PATH):
-//   find DATA -type f | head -2048 | ./nvjpeg-hw-load BATCH SECONDS [first|ablate]
+//   find DATA -type f | head -2048 | ./nvjpeg-hw-load BATCH SECONDS [first|ablate|threads]
 #include <cuda_runtime.h>
 #include <nvjpeg.h>
 
@@ -176,6 +176,84 @@ int main(int argc, char** argv) {
     CK(cudaStreamDestroy(s));
     CK(cudaStreamDestroy(ls));
   };
+  if (argc > 3 && std::string(argv[3]) == "threads") {
+    // Several host threads calling the engine at once, each with its own state and stream
+    // (the handle is shared, as nvJPEG allows), without and with the spinning-SM load: the
+    // batched call holds its thread until its images are converted, so under a load a call is
+    // bound by the conversion kernels' waits, which concurrent calls might overlap.
+    int khz = 0;
+    CK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    for (bool load : {false, true}) {
+      for (int threads : {1, 2, 4}) {
+        std::atomic<bool> stop{false};
+        cudaStream_t ls;
+        CK(cudaStreamCreateWithPriority(&ls, cudaStreamNonBlocking, least));
+        std::thread loader;
+        if (load) {
+          loader = std::thread([&] {
+            CK(cudaSetDevice(0));
+            while (!stop.load()) {
+              for (int k = 0; k < 10; k++) spin<<<prop.multiProcessorCount * 8, 256, 0, ls>>>((long long)khz);
+              CK(cudaStreamSynchronize(ls));
+            }
+          });
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        std::atomic<size_t> decoded{0}, failed{0};
+        std::atomic<bool> go{false}, done{false};
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; t++) {
+          ts.emplace_back([&, t] {
+            CK(cudaSetDevice(0));
+            nvjpegJpegState_t ts_state;
+            NJ(nvjpegJpegStateCreate(h, &ts_state));
+            cudaStream_t s;
+            CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            NJ(nvjpegDecodeBatchedInitialize(h, ts_state, batch, 1, NVJPEG_OUTPUT_RGBI));
+            std::vector<const unsigned char*> data(batch);
+            std::vector<size_t> lens(batch);
+            std::vector<nvjpegImage_t> out(batch);
+            // Each thread decodes its own images (disjoint destinations: indices t mod threads).
+            size_t usable = kept.size() / threads * threads;
+            size_t next = t;
+            while (!go.load()) std::this_thread::yield();
+            while (!done.load()) {
+              for (int i = 0; i < batch; i++) {
+                Image& im = kept[next % usable];
+                next += threads;
+                data[i] = im.bytes.data();
+                lens[i] = im.bytes.size();
+                out[i] = nvjpegImage_t{};
+                out[i].channel[0] = im.dev;
+                out[i].pitch[0] = 3 * im.w;
+              }
+              if (nvjpegDecodeBatched(h, ts_state, data.data(), lens.data(), out.data(), s) != NVJPEG_STATUS_SUCCESS) failed++;
+              CK(cudaStreamSynchronize(s));
+              decoded += batch;
+            }
+            CK(cudaStreamDestroy(s));
+            nvjpegJpegStateDestroy(ts_state);
+          });
+        }
+        go = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // warm-up, not counted
+        size_t d0 = decoded.load();
+        auto t0 = Clock::now();
+        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+        size_t d1 = decoded.load();
+        double el = std::chrono::duration<double>(Clock::now() - t0).count();
+        done = true;
+        for (auto& th : ts) th.join();
+        stop = true;
+        if (loader.joinable()) loader.join();
+        CK(cudaStreamDestroy(ls));
+        std::printf("%d thread(s) calling, %-24s %7.0f images/s; %zu failed calls\n", threads,
+                    load ? "spinning SMs:" : "no load:", (d1 - d0) / el, failed.load());
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  }
   if (argc > 3 && std::string(argv[3]) == "ablate") {
     // What of stoke's engine calls costs what, one change at a time from nvjpegDecodeBatched
     // (default flags, whole images, initialised once): the interpolated-upsampling flag,
