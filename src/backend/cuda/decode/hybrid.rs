@@ -1,17 +1,41 @@
 //! The CUDA decoders' part of a batch (GPU-assisted hybrid, then hybrid): one image at a
-//! time through the decoupled phases, [`CUDA_SLOTS`] slots used in turn: the host waits for an
-//! image's decode only when its slot comes round again, that many images later.
+//! time per lane through the decoupled phases, [`CUDA_LANES`] lanes on threads of their own,
+//! each with [`CUDA_SLOTS`]` / CUDA_LANES` slots used in turn: the host waits for an image's
+//! decode only when its slot comes round again.
 
 use super::*;
+use crate::backend::cuda::nvjpeg::safe::Decoder;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::CudaStream;
 
+/// One lane of the CUDA decoders: every decoder with this lane's slots (disjoint from the
+/// other lanes'), and the lane's turn. nvJPEG's thread-safety rules ask for a state, a
+/// bitstream and buffers per thread: each slot has its own; the decoders are shared.
+pub(super) struct CudaLane<'a> {
+    decoders: Vec<(&'a Decoder, &'a mut [CudaSlot])>,
+    turn: &'a mut usize,
+}
+
 impl CudaPath {
-    /// One image through the CUDA decoders' decoupled phases on `cuda_stream`: the
-    /// GPU-assisted hybrid decoder first when `gpu_hybrid` ([`gpu_hybrid_first`]), else the
-    /// hybrid decoder alone.
+    /// The [`CUDA_LANES`] lanes, each with its share of every decoder's slots.
+    pub(super) fn lanes(&mut self) -> Vec<CudaLane<'_>> {
+        let per = CUDA_SLOTS / CUDA_LANES;
+        let mut lanes: Vec<CudaLane<'_>> = self.turn.iter_mut().map(|turn| CudaLane { decoders: Vec::new(), turn }).collect();
+        for (dec, slots) in &mut self.decoders {
+            for (lane, chunk) in lanes.iter_mut().zip(slots.chunks_mut(per)) {
+                lane.decoders.push((&*dec, chunk));
+            }
+        }
+        lanes
+    }
+}
+
+impl CudaLane<'_> {
+    /// One image through the CUDA decoders' decoupled phases on `cuda_stream` (this lane's):
+    /// the GPU-assisted hybrid decoder first when `gpu_hybrid` ([`gpu_hybrid_first`]), else
+    /// the hybrid decoder alone.
     pub(super) fn decode(
         &mut self,
         cuda_stream: &CudaStream,
@@ -20,8 +44,9 @@ impl CudaPath {
         arena: u64,
         gpu_hybrid: bool,
     ) -> Result<(), GpuError> {
-        let turn = self.turn;
-        self.turn = (turn + 1) % CUDA_SLOTS;
+        let turn = *self.turn;
+        let per = CUDA_SLOTS / CUDA_LANES;
+        *self.turn = (turn + 1) % per;
         let stream = cuda_stream.cu_stream() as _;
         let skip = usize::from(!gpu_hybrid && self.decoders.len() > 1);
         for (dec, slots) in self.decoders.iter_mut().skip(skip) {

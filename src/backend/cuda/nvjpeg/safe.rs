@@ -335,6 +335,12 @@ fn to_int(v: usize) -> Result<c_int, GpuError> {
     })
 }
 
+// SAFETY: nvJPEG's thread-safety section asks for a bitstream (`nvjpegJpegStream_t`), a state
+// and buffers of each thread's own; a decoder (`nvjpegJpegDecoder_t`) is not among them, and
+// every call here that takes one takes it by `&self` beside a state or bitstream passed `&mut`
+// or owned per thread (the CUDA backend's lanes: decode/hybrid.rs).
+unsafe impl Sync for Decoder {}
+
 impl Decoder {
     /// A decoder for `backend` ([nvjpegDecoderCreate]).
     ///
