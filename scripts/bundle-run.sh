@@ -453,6 +453,14 @@ run_upsampling() {
   figure='grep "images/s" | sed -E "s/, host decode.*//" | paste -sd";"' \
     step "gpu-under-load.py: fp16 matmuls in the same process, nearest" 120 under-load.log \
     python3 "$p/scripts/gpu-under-load.py" "$data" --gpu-upsampling nearest --seconds 4
+  # The GPU peers decode with nvJPEG's default (nearest): stoke the same way beside them.
+  if [ -f "$p/benches/peers/run_all.py" ]; then
+    figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
+      step "peers with stoke at nearest upsampling (torchvision GPU decode + v2)" 120 peers-nearest.log \
+      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision \
+      --gpu-upsampling nearest --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
+      --benchmarks "$logs/peer-rows-nearest.md" --json-out "$logs/peers-nearest.json"
+  fi
 }
 
 case "$mode" in

@@ -156,6 +156,8 @@ def main():
     ap.add_argument("--benchmarks", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--json-out")
     ap.add_argument("--commit")
+    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth",
+                    help="stoke's chroma upsampling on the GPU (nearest: nvJPEG's default, what the GPU peers decode with)")
     ap.add_argument("--recipe", default="train", choices=["train", "deit"],
                     help="train: RandomResizedCrop + flip + normalize; deit: DeiT's recipe (stoke --preset deit vs timm)")
     args = ap.parse_args()
@@ -178,7 +180,8 @@ def main():
 
     common = ["--epochs", str(args.epochs), "--warmup-batches", str(args.warmup_batches),
               "--batch-size", str(args.batch_size)]
-    backend = ["--backend", "cuda", "--dtype", "f16"] if on_gpu else ["--backend", "cpu", "--dtype", "f32"]
+    backend = (["--backend", "cuda", "--dtype", "f16", "--gpu-upsampling", args.gpu_upsampling] if on_gpu
+               else ["--backend", "cpu", "--dtype", "f32"])
     if "pillow" in peers:
         common[common.index("--warmup-batches") + 1] = "0"
     stoke_cmd = [args.stoke, "bench", dataset, "--preset", args.recipe, "--size", "224", "--layout", "nchw",
@@ -214,7 +217,8 @@ def main():
         note = r.get("error") or r.get("skipped") or ""
         if name == "torch" and "sweep" in r:
             note = "workers " + ", ".join(f"{s['workers']}: {s['images_per_sec']:.0f}" for s in r["sweep"])
-        label = f"stoke ({r.get('backend', backend[1])})" if name == "stoke" else r.get("peer", LABELS.get(name, name))
+        up = f", {r['gpu_upsampling']} upsampling" if name == "stoke" and r.get("gpu_upsampling") else ""
+        label = f"stoke ({r.get('backend', backend[1])}{up})" if name == "stoke" else r.get("peer", LABELS.get(name, name))
         cpu_s = r.get("command_cpu_seconds")
         per_cpu = r["images"] / cpu_s if cpu_s and r.get("images") else float("nan")
         print(f"{label:<46} {ips if ips is not None else float('nan'):>10.1f} "
