@@ -411,7 +411,7 @@ while time.time() - t < ${secs} + 12:
 # the engine gains, what the pictures lose, what a trainer gets.
 run_upsampling() {
   if [ $gpu = 0 ]; then
-    for s in "nvjpeg-hw-load ablate" "stoke bench per upsampling" gpu_decode "train_torch per upsampling" gpu-under-load; do note "SKIP $s: no GPU"; done
+    for s in "nvjpeg-hw-load ablate" "nvjpeg-hw-load threads" "stoke bench per upsampling" gpu_decode "train_torch per upsampling" gpu-under-load "peers at nearest"; do note "SKIP $s: no GPU"; done
     return
   fi
   ensure_data

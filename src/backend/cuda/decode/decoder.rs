@@ -140,6 +140,9 @@ pub const CUDA_SLOTS: usize = 4;
 /// share outlasts only with interpolated upsampling.
 pub const CUDA_LANES: usize = 2;
 
+/// Each lane's share of every CUDA decoder's slots.
+pub(super) const SLOTS_PER_LANE: usize = CUDA_SLOTS / CUDA_LANES;
+
 pub(super) struct CudaSlot {
     pub(super) state: JpegState,
     pub(super) stream: JpegStream,
@@ -150,7 +153,7 @@ pub(super) struct CudaSlot {
 pub(super) struct CudaPath {
     // [GPU-assisted hybrid, hybrid]: the first that supports an image decodes it.
     pub(super) decoders: Vec<(Decoder, Vec<CudaSlot>)>,
-    // Each lane's next slot (of its own CUDA_SLOTS / CUDA_LANES).
+    // Each lane's next slot (of its own SLOTS_PER_LANE).
     pub(super) turn: [usize; CUDA_LANES],
 }
 
@@ -522,17 +525,9 @@ impl GpuDecoder {
                     // The other lanes on threads of their own, when they have images.
                     let others: Vec<_> =
                         lanes.filter(|(l, _)| lane_list(*l).next().is_some()).map(|(l, lane)| s.spawn(move || run_lane(lane, l))).collect();
-                    let mut failed = run_lane(first, 0);
-                    for h in others {
-                        let r = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                        failed = failed.and_then(|mut f| {
-                            r.map(|r| {
-                                f.extend(r);
-                                f
-                            })
-                        });
-                    }
-                    failed
+                    let mine = run_lane(first, 0);
+                    let theirs = others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                    std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat())
                 });
                 for s in cuda_lane_streams.iter() {
                     cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;

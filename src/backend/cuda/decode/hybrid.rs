@@ -1,6 +1,6 @@
 //! The CUDA decoders' part of a batch (GPU-assisted hybrid, then hybrid): one image at a
 //! time per lane through the decoupled phases, [`CUDA_LANES`] lanes on threads of their own,
-//! each with [`CUDA_SLOTS`]` / CUDA_LANES` slots used in turn: the host waits for an image's
+//! each with `SLOTS_PER_LANE` of every decoder's slots used in turn: the host waits for an image's
 //! decode only when its slot comes round again.
 
 use super::*;
@@ -21,10 +21,9 @@ pub(super) struct CudaLane<'a> {
 impl CudaPath {
     /// The [`CUDA_LANES`] lanes, each with its share of every decoder's slots.
     pub(super) fn lanes(&mut self) -> Vec<CudaLane<'_>> {
-        let per = CUDA_SLOTS / CUDA_LANES;
         let mut lanes: Vec<CudaLane<'_>> = self.turn.iter_mut().map(|turn| CudaLane { decoders: Vec::new(), turn }).collect();
         for (dec, slots) in &mut self.decoders {
-            for (lane, chunk) in lanes.iter_mut().zip(slots.chunks_mut(per)) {
+            for (lane, chunk) in lanes.iter_mut().zip(slots.chunks_mut(SLOTS_PER_LANE)) {
                 lane.decoders.push((&*dec, chunk));
             }
         }
@@ -45,8 +44,7 @@ impl CudaLane<'_> {
         gpu_hybrid: bool,
     ) -> Result<(), GpuError> {
         let turn = *self.turn;
-        let per = CUDA_SLOTS / CUDA_LANES;
-        *self.turn = (turn + 1) % per;
+        *self.turn = (turn + 1) % SLOTS_PER_LANE;
         let stream = cuda_stream.cu_stream() as _;
         let skip = usize::from(!gpu_hybrid && self.decoders.len() > 1);
         for (dec, slots) in self.decoders.iter_mut().skip(skip) {

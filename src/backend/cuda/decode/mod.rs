@@ -12,8 +12,8 @@
 //!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
 //! - what nvJPEG cannot represent faithfully (CMYK/YCCK and Adobe no-transform RGB, whose
 //!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; hierarchical; DNL;
-//!   odd sampling factors; unreadable headers; streams without an EOI; Huffman tables
-//!   libjpeg-turbo's header checks refuse) goes to the CPU decoder
+//!   odd sampling factors; unreadable headers; streams without an EOI; headers libjpeg-turbo
+//!   refuses, `JpegInfo::turbo_refuses`) goes to the CPU decoder
 //!   (`backend::cpu::decode::decode_rgb_region`, on worker threads, concurrently);
 //! - every GPU decode is checked twice: nvJPEG's status, and canaries written into its
 //!   destination before the decode ([`CANARIES`]); a failure is retried on the CPU decoder,

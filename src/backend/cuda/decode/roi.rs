@@ -70,10 +70,10 @@ pub fn decode_roi(p: &AugParams, stored_w: u32, stored_h: u32, mcu: u32) -> Roi 
 ///
 /// With `gpu_upsampling = smooth` the GPU decoders upsample chroma with interpolation
 /// (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`), which reads the chroma samples on both sides
-/// of every output pixel (replicated chroma reads none outside its block: no margin then). nvJPEG 13.0 mishandles
-/// the boundary of a region decoded that way (fixed in 13.3, per its release notes), and
-/// [`decode_roi`]'s filter reach can leave as little as one pixel between the taps and the
-/// region's edge. A whole block of margin puts every pixel the augment reads at least one
+/// of every output pixel (replicated chroma reads none outside its block: no margin then).
+/// nvJPEG 13.0 mishandles the boundary of a region decoded that way (fixed in 13.3, per its
+/// release notes), and [`decode_roi`]'s filter reach can leave as little as one pixel between
+/// the taps and the region's edge. A whole block of margin puts every pixel the augment reads at least one
 /// block away from a region edge that is not also the image's, so the faulty edge pixels are
 /// never read. Widening costs at most two blocks per axis; decoding whole images instead
 /// would undo region decode, which is what keeps large photos within the GPU memory budget.
