@@ -119,7 +119,7 @@ def main(argv=None):
                     help="train on a CUDA stream of its own instead of the legacy default stream (which "
                          "synchronizes with every blocking stream): tells whether the model waits on "
                          "stoke's work through it")
-    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth",
+    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="nearest",
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
     ap.add_argument("--no-gpu-util", action="store_true",
                     help="do not sample GPU utilization with NVML during the timed steps (to check the sampling costs nothing)")

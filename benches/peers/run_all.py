@@ -156,8 +156,9 @@ def main():
     ap.add_argument("--benchmarks", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--json-out")
     ap.add_argument("--commit")
-    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth",
-                    help="stoke's chroma upsampling on the GPU (nearest: nvJPEG's default, what the GPU peers decode with)")
+    ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="nearest",
+                    help="stoke's chroma upsampling on the GPU (nearest, the default: nvJPEG's, what the GPU peers decode with; "
+                         "smooth: interpolated, as the CPU backend)")
     ap.add_argument("--recipe", default="train", choices=["train", "deit"],
                     help="train: RandomResizedCrop + flip + normalize; deit: DeiT's recipe (stoke --preset deit vs timm)")
     args = ap.parse_args()

@@ -348,7 +348,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
         [GpuDecoders::All, GpuDecoders::Hw, GpuDecoders::Cuda][choice("decoders", "all", &[("all", 0), ("hw", 1), ("cuda", 2)])? as usize],
     );
     o.gpu_upsampling = Some(
-        [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "smooth", &[("smooth", 0), ("nearest", 1)])? as usize],
+        [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "nearest", &[("smooth", 0), ("nearest", 1)])? as usize],
     );
     if get("filter")?.is_some() {
         o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);

@@ -74,7 +74,7 @@ class Loader:
         store_in_flight: Optional[int] = None,
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
-        gpu_upsampling: Literal["smooth", "nearest"] = "smooth",
+        gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
         decode_only: bool = False,
         gpu_memory_budget: Optional[int] = None,
         exif: bool = True,

@@ -57,24 +57,23 @@ pub enum GpuDecoders {
 
 /// How the CUDA backend's decoders (nvJPEG) upsample chroma (4:2:0 and 4:2:2 JPEGs).
 ///
-/// `smooth` (the default) interpolates between chroma samples
-/// (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`), as libjpeg-turbo, Pillow and the CPU backend
-/// do: one convention for both backends (the GPU's pictures within 0.04 levels of the CPU's on
-/// average on an H200). `nearest` replicates each chroma sample, nvJPEG's own default and what
-/// torchvision's, DALI's and nvImageCodec's GPU decoders do: on an H200 it let the hardware
-/// engine decode 12–15k images/s of 500 × 375 photos against 6.0k with interpolation
-/// (scripts/nvjpeg-hw-load.cu, BENCHMARKS.md "Third GPU session"), at the price of pictures
-/// further from the CPU backend's (libjpeg-turbo's replicated upsampling, the stand-in's model
-/// of it: 0.56 levels on average, 2.3 on the worst corpus photo, 3.4 on the worst generated
-/// image; tests/gpu_decode.rs holds each mode to its bound).
+/// `nearest` (the default) replicates each chroma sample: nvJPEG's own default and what
+/// torchvision's, DALI's and nvImageCodec's GPU decoders do. On an H200 it doubled stoke end to
+/// end (12.4k against 6.3k images/s, BENCHMARKS.md "Fourth GPU session") and took a ResNet-50
+/// trainer from 0.64 to 0.86 of its speed on a fixed batch; its pictures are 0.67 levels from
+/// libjpeg-turbo's on average (worst generated image 3.4, tests/gpu_decode.rs on the H200).
+/// `smooth` interpolates between chroma samples (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`),
+/// as libjpeg-turbo, Pillow and the CPU backend do — pictures within 0.04 levels of the CPU
+/// backend's — at half the hardware engine's rate (6.5k against 20.0k images/s for the engine
+/// alone, scripts/nvjpeg-hw-load.cu). tests/gpu_decode.rs holds each mode to its bound.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum GpuUpsampling {
     /// Chroma interpolated, as libjpeg-turbo's default ("fancy") upsampling and the CPU backend.
-    #[default]
     Smooth,
     /// Chroma samples replicated: nvJPEG's default, the hardware engine's fast path.
+    #[default]
     Nearest,
 }
 
@@ -226,7 +225,7 @@ pub struct PipelineConfig {
     /// CUDA backend: which nvJPEG decoders it may use (default: all).
     #[serde(default)]
     pub gpu_decoders: GpuDecoders,
-    /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: smooth, as the CPU).
+    /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: nearest, nvJPEG's own).
     #[serde(default)]
     pub gpu_upsampling: GpuUpsampling,
     /// CUDA backend: decode every batch but skip the augment kernel (decoder-only
@@ -434,11 +433,11 @@ mod tests {
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
-        assert_eq!(c.gpu_upsampling, GpuUpsampling::Smooth);
-        let nearest: PipelineConfig =
-            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Nearest, ..c.clone() }).unwrap())
+        assert_eq!(c.gpu_upsampling, GpuUpsampling::Nearest);
+        let smooth: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();
-        assert_eq!(nearest.gpu_upsampling, GpuUpsampling::Nearest);
+        assert_eq!(smooth.gpu_upsampling, GpuUpsampling::Smooth);
         assert_eq!(default_gpu_memory_budget(c.batch_size), (256 << 20) + 256 * (4 << 20));
         let c: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_decoders: GpuDecoders::Hw, ..c }).unwrap()).unwrap();

@@ -113,10 +113,10 @@ pub struct PipelineArgs {
     /// refuses goes to the CPU; cuda: never the engine).
     #[arg(long, value_enum, default_value = "all")]
     pub decoders: GpuDecoders,
-    /// CUDA backend: chroma upsampling of the nvJPEG decoders (smooth: interpolated, as
-    /// libjpeg-turbo and the CPU backend; nearest: replicated, nvJPEG's default and the GPU
-    /// peers', about twice the hardware engine's rate, pictures further from the CPU's).
-    #[arg(long, value_enum, default_value = "smooth")]
+    /// CUDA backend: chroma upsampling of the nvJPEG decoders (nearest: replicated, nvJPEG's
+    /// default and the GPU peers'; smooth: interpolated, as libjpeg-turbo and the CPU backend,
+    /// pictures within 0.04 levels of the CPU's at half the hardware engine's rate).
+    #[arg(long, value_enum, default_value = "nearest")]
     pub gpu_upsampling: GpuUpsampling,
     /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
     #[arg(long)]
