@@ -28,6 +28,11 @@
 #                  end to end without NVML sampling),
 #                  tests/gpu_decode's error per mode, ResNet-50 fed with each, and the rates
 #                  with fp16 matmuls in the same process (scripts/gpu-under-load.py, nearest)
+#   run.sh ahead   (carries the checks part) the producer's head start: `stoke bench` end to
+#                  end and engine-only of this build against BASE_BIN (a stoke binary of an
+#                  earlier commit, carried beside the bundle) interleaved three times, the
+#                  pipeline and backend tests (batches prepared ahead equal those made in
+#                  turn) and memcheck on the pipeline test, ResNet-50 fed, the torchvision peer
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -43,9 +48,9 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python | checks | upsampling) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python | checks | upsampling | ahead) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; [ "$mode" = upsampling ] && part=checks
+part="$mode"; case "$mode" in upsampling | ahead) part=checks ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -463,12 +468,55 @@ run_upsampling() {
   fi
 }
 
+# This build against BASE_BIN (an earlier commit's stoke), interleaved, then the checks that
+# the batches prepared ahead (Backend::run_ahead) are the batches made in turn.
+run_ahead() {
+  if [ $gpu = 0 ]; then
+    for s in "stoke bench against BASE_BIN" gpu_pipeline gpu_backends "memcheck gpu_pipeline" "train_torch" "peers"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-5}" rep
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  local base="${BASE_BIN:-}"
+  [ -n "$base" ] && [ ! -x "$base" ] && { note "SKIP base: BASE_BIN=$base is not an executable"; base=""; }
+  for rep in 1 2 3; do
+    if [ -n "$base" ]; then
+      figure="$bench_json_figure" step "base: stoke bench e2e ($rep)" 60 "bench-e2e-base-$rep.json" "$base" "${common[@]}"
+    fi
+    figure="$bench_json_figure" step "this build: stoke bench e2e ($rep)" 60 "bench-e2e-new-$rep.json" "$bin" "${common[@]}"
+  done
+  if [ -n "$base" ]; then
+    figure="$bench_json_figure" step "base: decode-only --decoders hw" 60 bench-decode-hw-base.json "$base" "${common[@]}" --decode-only --decoders hw
+  fi
+  figure="$bench_json_figure" step "this build: decode-only --decoders hw" 60 bench-decode-hw-new.json "$bin" "${common[@]}" --decode-only --decoders hw
+  for t in gpu_pipeline gpu_backends; do
+    [ -x "$p/tests/$t" ] || { note "SKIP $t: not in the bundle"; continue; }
+    figure="$test_figure" step "$t" "$test_timeout" "test-$t.log" env STOKE_REQUIRE_GPU=1 "$p/tests/$t" --test-threads=1 --nocapture
+  done
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  figure="$train_figure" step "train_torch resnet50 (defaults: nearest upsampling)" 120 train-torch.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --json
+  if [ -f "$p/benches/peers/run_all.py" ]; then
+    figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
+      step "peers (torchvision GPU decode + v2)" 120 peers.log \
+      python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision \
+      --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
+      --benchmarks "$logs/peer-rows.md" --json-out "$logs/peers.json"
+  fi
+  if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$p/tests/gpu_pipeline" ]; then
+    figure='grep -E "ERROR SUMMARY|^test result:"' step "compute-sanitizer memcheck gpu_pipeline" 120 sanitizer-memcheck-gpu_pipeline.log \
+      env STOKE_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
+  fi
+}
+
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
   python) run_python ;;
   checks) run_checks ;;
   upsampling) run_upsampling ;;
+  ahead) run_ahead ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

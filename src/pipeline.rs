@@ -517,6 +517,13 @@ impl Reading {
         }
     }
 
+    fn try_next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        match self {
+            Reading::Index(r) => r.try_next_batch(),
+            Reading::Stream(r) => r.try_next_batch(),
+        }
+    }
+
     fn recycle(&mut self, b: ReadBatch) {
         match self {
             Reading::Index(r) => r.recycle(b),
@@ -567,16 +574,23 @@ impl Producer {
         if let Err(e) = self.reader.start(epoch, share, start_step) {
             return self.out.send(Msg { generation, item: Item::Batch(Err(e)) }).is_ok();
         }
+        // The reader's next batch, when it was already read as the last one ran: the backend
+        // prepares it during that run (`Backend::run_ahead`).
+        let mut ahead: Option<Result<ReadBatch>> = None;
+        let looks_ahead = self.backend.as_backend().looks_ahead();
         loop {
             if !self.current(generation) {
                 return true; // superseded by a newer start_epoch (or shutting down)
             }
             let t0 = Instant::now();
-            let Some(read) = self.reader.next_batch() else { break };
+            let Some(read) = ahead.take().or_else(|| self.reader.next_batch()) else { break };
             let read_wait = t0.elapsed();
             let item = match read {
                 Ok(rb) => {
-                    let r = self.process(&rb);
+                    if looks_ahead {
+                        ahead = self.reader.try_next_batch();
+                    }
+                    let r = self.process(&rb, ahead.as_ref().and_then(|a| a.as_ref().ok()));
                     self.reader.recycle(rb);
                     r.map(|(batch, times, bytes)| {
                         let mut s = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());
@@ -609,10 +623,10 @@ impl Producer {
         self.out.send(Msg { generation, item: Item::End }).is_ok()
     }
 
-    fn process(&mut self, rb: &ReadBatch) -> Result<(Batch, BatchTimes, u64)> {
+    fn process(&mut self, rb: &ReadBatch, ahead: Option<&ReadBatch>) -> Result<(Batch, BatchTimes, u64)> {
         let bytes = rb.samples.iter().map(|s| s.bytes.len() as u64).sum();
         let mut batch = self.free.try_recv().unwrap_or_else(|_| Batch::new_host(self.config.output.dtype, self.config.output.layout));
-        let times = run_read_batch(self.backend.as_backend(), rb, self.dataset.as_deref(), &mut batch)?;
+        let times = run_read_batch_ahead(self.backend.as_backend(), rb, ahead, self.dataset.as_deref(), &mut batch)?;
         Ok((batch, times, bytes))
     }
 }
@@ -622,25 +636,22 @@ impl Producer {
 /// are then also put in [`Batch::keys`]). The one place a [`ReadBatch`] becomes a
 /// backend's input: the pipeline's producer and the tests both call it.
 pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: Option<&Dataset>, batch: &mut Batch) -> Result<BatchTimes> {
+    run_read_batch_ahead(backend, rb, None, dataset, batch)
+}
+
+/// [`run_read_batch`], telling the backend which batch comes next (`ahead`, the reader's next
+/// batch when it is already read: [`Backend::run_ahead`]).
+pub fn run_read_batch_ahead(
+    backend: &mut dyn Backend,
+    rb: &ReadBatch,
+    ahead: Option<&ReadBatch>,
+    dataset: Option<&Dataset>,
+    batch: &mut Batch,
+) -> Result<BatchTimes> {
     // One small vector per batch (it borrows the batch's bytes); nothing per sample.
-    let samples: Vec<SampleIn<'_>> = rb
-        .samples
-        .iter()
-        .map(|s| SampleIn {
-            index: s.index,
-            position: s.position,
-            label: s.label,
-            bytes: &rb.data[s.bytes.clone()],
-            params: s.params,
-            // The reason only: the key and location are added below.
-            read_error: s.error.as_ref().map(|e| {
-                SlotError::Read(match e {
-                    Error::Sample { message, .. } => message.clone(),
-                    e => e.to_string(),
-                })
-            }),
-        })
-        .collect();
+    let samples = sample_inputs(rb);
+    let next = ahead.map(sample_inputs);
+    let next = next.as_deref().zip(ahead).map(|(samples, rb)| BatchInput { epoch: rb.epoch, step: rb.step, samples });
     let name = |i: usize| match dataset {
         Some(d) => {
             let idx = rb.samples[i].index;
@@ -648,7 +659,7 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: Option
         }
         None => rb.names[i].clone(),
     };
-    let times = run_batch(backend, BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, &name, batch)?;
+    let times = run_batch_ahead(backend, BatchInput { epoch: rb.epoch, step: rb.step, samples: &samples }, next, &name, batch)?;
     batch.keys.clear();
     if dataset.is_none() {
         // Each slot's key: the sample whose pixels it holds (a substitute's source).
@@ -658,6 +669,27 @@ pub fn run_read_batch(backend: &mut dyn Backend, rb: &ReadBatch, dataset: Option
         }
     }
     Ok(times)
+}
+
+/// The backend's view of a reader's batch: labels, bytes, params, and read failures as the
+/// reader reported them (the reason only: the pipeline adds the key and location).
+fn sample_inputs(rb: &ReadBatch) -> Vec<SampleIn<'_>> {
+    rb.samples
+        .iter()
+        .map(|s| SampleIn {
+            index: s.index,
+            position: s.position,
+            label: s.label,
+            bytes: &rb.data[s.bytes.clone()],
+            params: s.params,
+            read_error: s.error.as_ref().map(|e| {
+                SlotError::Read(match e {
+                    Error::Sample { message, .. } => message.clone(),
+                    e => e.to_string(),
+                })
+            }),
+        })
+        .collect()
 }
 
 /// At most this many failed samples are spelled out (location and reason) in the error of a
@@ -702,7 +734,19 @@ pub fn run_batch(
     name: &dyn Fn(usize) -> (String, String),
     batch: &mut Batch,
 ) -> Result<BatchTimes> {
-    let run = backend.run(input, batch)?;
+    run_batch_ahead(backend, input, None, name, batch)
+}
+
+/// [`run_batch`] through [`Backend::run_ahead`]: the backend may prepare `ahead`, the batch
+/// that comes next, while it runs `input`.
+pub fn run_batch_ahead(
+    backend: &mut dyn Backend,
+    input: BatchInput<'_, '_>,
+    ahead: Option<BatchInput<'_, '_>>,
+    name: &dyn Fn(usize) -> (String, String),
+    batch: &mut Batch,
+) -> Result<BatchTimes> {
+    let run = backend.run_ahead(input, ahead, batch)?;
     let samples = input.samples;
     match &run.plan {
         SlotPlan::Fail { slot } => {

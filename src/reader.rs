@@ -450,6 +450,32 @@ impl Reader {
         }
     }
 
+    /// [`Self::next_batch`] if it is already read, without waiting; `None` when it is not
+    /// (or the epoch is over: the next [`Self::next_batch`] says which).
+    pub fn try_next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        if !self.active || self.next_deliver >= self.steps {
+            return None;
+        }
+        loop {
+            if let Some(r) = self.pending.remove(&self.next_deliver) {
+                self.next_deliver += 1;
+                self.top_up();
+                return Some(r);
+            }
+            match self.results.try_recv() {
+                Ok(d) if d.generation == self.generation => {
+                    self.pending.insert(d.step, d.result);
+                }
+                Ok(d) => {
+                    if let Ok(b) = d.result {
+                        self.free.push(b);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// Give a batch's buffers back for reuse.
     pub fn recycle(&mut self, batch: ReadBatch) {
         if self.free.len() < self.window as usize + 2 {

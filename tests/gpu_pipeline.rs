@@ -159,7 +159,7 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
     assert_ne!(backend.hardware_width(), Some(0), "a hardware route with no engine");
 }
 
-/// `gpu_upsampling = nearest` reaches nvJPEG (its batches differ from the default smooth ones)
+/// `gpu_upsampling = nearest` (the default) reaches nvJPEG (its batches differ from the smooth ones)
 /// and stays within the per-sample bound of the CPU backend, which always interpolates.
 #[test]
 fn nearest_upsampling_changes_the_pictures_and_stays_within_the_bound() {
@@ -333,6 +333,71 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
         seen += b.len();
     }
     assert!(seen >= ds.len(), "{seen} samples for {} in the dataset", ds.len());
+}
+
+/// A batch staged and routed while the one before it decoded (`Backend::run_ahead`) is the
+/// batch staged in its turn, bit for bit: run in order with each next batch announced; with
+/// a wrong batch announced (what was prepared must be dropped, and the staging slots still
+/// cycle); and through `Pipeline`, whose producer announces the reader's next batch — which
+/// must have happened (`ahead_batches`), or this test would prove nothing.
+#[test]
+fn batches_prepared_ahead_are_the_batches_made_in_turn() {
+    use stoke::pipeline::run_read_batch_ahead;
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 120, 4);
+    let mut c = config(&ds, 8);
+    c.backend = stoke::config::BackendKind::Cuda;
+    let mut reader = Reader::new(ds.clone(), &c).unwrap();
+    reader.start_epoch(0, 0);
+    let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
+    assert!(rbs.len() >= 4, "{} batches", rbs.len());
+    let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+    let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    let in_turn: Vec<Vec<u8>> = rbs
+        .iter()
+        .map(|rb| {
+            let t = stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
+            assert_eq!((t.gpu.ahead, t.gpu.ahead_batches), (0.0, 0.0), "nothing announced, nothing prepared");
+            host(&batch)
+        })
+        .collect();
+
+    let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    for (i, rb) in rbs.iter().enumerate() {
+        let t = run_read_batch_ahead(&mut backend, rb, rbs.get(i + 1), Some(&ds), &mut batch).unwrap();
+        assert_eq!(t.gpu.ahead_batches, if i == 0 { 0.0 } else { 1.0 }, "step {i}: prepared while step {} decoded", i.saturating_sub(1));
+        assert_eq!(t.gpu.ahead > 0.0, i + 1 < rbs.len(), "step {i}: time preparing the next");
+        assert!(host(&batch) == in_turn[i], "step {i} prepared ahead differs from the batch made in turn");
+    }
+
+    // Step 2 announced while step 0 runs, then step 1 comes: dropped, made in turn; the
+    // announcements after it are right again.
+    let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    let order = [(0, Some(2)), (1, Some(2)), (2, Some(3)), (3, None), (0, Some(1)), (1, None)];
+    for (k, &(i, next)) in order.iter().enumerate() {
+        let t = run_read_batch_ahead(&mut backend, &rbs[i], next.map(|j| &rbs[j]), Some(&ds), &mut batch).unwrap();
+        let was_announced = k > 0 && order[k - 1].1 == Some(i);
+        assert_eq!(t.gpu.ahead_batches, if was_announced { 1.0 } else { 0.0 }, "call {k} (step {i})");
+        assert!(host(&batch) == in_turn[i], "call {k}: step {i} differs from the batch made in turn");
+    }
+
+    // Through the pipeline, two epochs: every batch as made in turn.
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();
+    for epoch in 0..2 {
+        p.start_epoch(0, 0);
+        let mut step = 0;
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            assert!(host(&b) == in_turn[step], "epoch {epoch}: pipeline step {step} differs from the batch made in turn");
+            step += 1;
+        }
+        assert_eq!(step, rbs.len());
+    }
+    let prepared = p.stats().gpu_stages.ahead_batches;
+    assert!(prepared >= 1.0, "the producer never announced a batch already read ({prepared} of {} prepared ahead)", 2 * rbs.len());
+    eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());
 }
 
 /// Holding a device batch in every ring slot and asking for the next is an error that names

@@ -64,6 +64,22 @@ pub trait Backend {
     /// the batch, its pixels are unspecified.
     fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchRun>;
 
+    /// [`Backend::run`], told which batch comes next (`ahead`), so that the backend may
+    /// prepare it while this one runs: the CUDA backend stages and routes it while the
+    /// hardware engine decodes this one. The next call is expected to be for `ahead`; if it is
+    /// not (a new epoch started), what was prepared is dropped, never used. The batch made is
+    /// the one `run` makes, bit for bit. By default `ahead` is ignored.
+    fn run_ahead(&mut self, input: BatchInput<'_, '_>, ahead: Option<BatchInput<'_, '_>>, batch: &mut Batch) -> Result<BatchRun> {
+        let _ = ahead;
+        self.run(input, batch)
+    }
+
+    /// Whether [`Backend::run_ahead`] uses `ahead` (the pipeline then hands it the reader's
+    /// next batch when that is already read).
+    fn looks_ahead(&self) -> bool {
+        false
+    }
+
     /// CPU worker threads (decode/augment on the CPU backend, CPU-route decodes on CUDA).
     fn threads(&self) -> usize;
 
@@ -169,7 +185,8 @@ impl AnyBackend {
 /// stage times over several batches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct GpuStageTimes {
-    /// Host: header parse, routing and staging of the batch.
+    /// Host, on the producer's thread: header parse and routing of the batch (when it was not
+    /// prepared ahead) and the placing of its images in the decode arena.
     pub classify: f64,
     /// Hardware JPEG engine calls (CUDA events).
     pub hw_decode: f64,
@@ -183,11 +200,16 @@ pub struct GpuStageTimes {
     pub cpu_route: f64,
     /// The fused augment kernel(s) (CUDA events).
     pub augment: f64,
+    /// Host, on a thread of its own: staging and routing the next batch while this one
+    /// decoded ([`Backend::run_ahead`]; off the producer's path).
+    pub ahead: f64,
+    /// Batches whose staging and routing were prepared ahead (a count, summed as the times).
+    pub ahead_batches: f64,
 }
 
 impl GpuStageTimes {
     /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 6] {
+    pub fn rows(&self) -> [(&'static str, f64); 7] {
         [
             ("classify", self.classify),
             ("hw decode", self.hw_decode),
@@ -195,6 +217,7 @@ impl GpuStageTimes {
             ("cuda decode", self.cuda_decode),
             ("cpu route", self.cpu_route),
             ("augment", self.augment),
+            ("ahead", self.ahead),
         ]
     }
 
@@ -207,6 +230,8 @@ impl GpuStageTimes {
             cuda_decode: f(self.cuda_decode, o.cuda_decode),
             cpu_route: f(self.cpu_route, o.cpu_route),
             augment: f(self.augment, o.augment),
+            ahead: f(self.ahead, o.ahead),
+            ahead_batches: f(self.ahead_batches, o.ahead_batches),
         }
     }
 }

@@ -584,6 +584,12 @@ impl StreamReader {
         self.run.as_ref()?.batches.as_ref()?.recv().ok()
     }
 
+    /// [`Self::next_batch`] if it is already made, without waiting; `None` when it is not (or
+    /// the epoch is over: the next [`Self::next_batch`] says which).
+    pub fn try_next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        self.run.as_ref()?.batches.as_ref()?.try_recv().ok()
+    }
+
     /// Give a batch's buffers back for reuse.
     pub fn recycle(&mut self, batch: ReadBatch) {
         if let Some(run) = &self.run {

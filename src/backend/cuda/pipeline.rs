@@ -1,8 +1,12 @@
 //! The CUDA backend: one batch through staging → nvJPEG → fused augment → output ring.
 //!
 //! Per batch, on the thread that calls [`CudaBackend::run`]:
-//! 1. the compressed bytes are copied into the next pinned staging slot;
-//! 2. [`GpuDecoder::decode`] routes every image (hardware engine / CUDA decoders / CPU), decodes
+//! 1. the compressed bytes are copied into the next pinned staging slot and every image is
+//!    routed (hardware engine / CUDA decoders / CPU) from its header — unless that was done
+//!    while the previous batch decoded ([`Backend::run_ahead`]: the pipeline says which batch
+//!    comes next, and a thread of the backend's stages and routes it while the hardware
+//!    engine's calls hold this one; on an H200 the two took ~6 ms of a 20 ms batch);
+//! 2. [`GpuDecoder::decode_routed`] decodes
 //!    the region the augment reads into one of two device arenas, retries GPU failures on the
 //!    CPU, and returns where each image's pixels are;
 //! 3. failed samples are replaced by the next good sample of the batch (`skip`) or fail the
@@ -20,13 +24,16 @@
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
-use super::decode::{cuda_slot_bytes, decoder_budget, ArenaPlan, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan};
+use super::decode::{
+    cuda_slot_bytes, decoder_budget, ArenaPlan, Classified, Classifier, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder,
+    MemoryPlan,
+};
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
 use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
 use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
-use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SlotPlan};
+use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SampleIn, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::codec::{DecodeError, DecodeErrorKind};
 use crate::config::{CropMode, PipelineConfig};
@@ -109,6 +116,10 @@ pub struct CudaBackend {
     decoder: GpuDecoder,
     augmenter: Augmenter,
     ring: OutputRing,
+    // Routes the batch that comes next, on a thread of its own, while this one decodes.
+    ahead_classifier: Classifier,
+    // The next batch, staged and routed while the last one decoded.
+    ahead: Option<Prepared>,
     // Per-batch scratch, reused.
     ranges: Vec<Option<StagedRange>>,
     decoded: Vec<std::result::Result<Decoded, SlotError>>,
@@ -227,10 +238,13 @@ impl CudaBackend {
             );
         }
         let aug_events = [timing_pair(&gpu)?, timing_pair(&gpu)?];
+        let ahead_classifier = decoder.new_classifier()?;
         Ok(Self {
             gpu,
             config: config.clone(),
             staging,
+            ahead_classifier,
+            ahead: None,
             decoder,
             augmenter,
             ring,
@@ -297,10 +311,20 @@ impl Backend for CudaBackend {
         (self.device_bytes(), self.pinned_bytes())
     }
 
+    fn looks_ahead(&self) -> bool {
+        true
+    }
+
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
     /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
     /// which returns its slot). A replaced slot's kernel reads its source slot's decoded image.
     fn run(&mut self, input: BatchInput<'_, '_>, batch: &mut Batch) -> Result<BatchRun> {
+        self.run_ahead(input, None, batch)
+    }
+
+    /// [`Backend::run`], staging and routing `ahead` on a thread of its own while the decoders
+    /// work on `input` (the engine's calls hold this thread: module doc).
+    fn run_ahead(&mut self, input: BatchInput<'_, '_>, ahead: Option<BatchInput<'_, '_>>, batch: &mut Batch) -> Result<BatchRun> {
         let BatchInput { epoch, step, samples } = input;
         let t0 = Instant::now();
         // A device batch this `Batch` still holds gives its ring slot back first (its release
@@ -310,7 +334,12 @@ impl Backend for CudaBackend {
         }
         let n = samples.len();
         let (ow, oh) = self.config.augment.size;
-        if n == 0 || n > self.config.batch_size {
+        let fits = |s: &[SampleIn<'_>]| (1..=self.config.batch_size).contains(&s.len());
+        if !fits(samples) {
+            // What was prepared for this call is dropped with it (nothing read its slot).
+            if let Some(stale) = self.ahead.take() {
+                self.staging.release(stale.slot, &[])?;
+            }
             return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
         }
         for s in samples {
@@ -322,29 +351,50 @@ impl Backend for CudaBackend {
             }
         }
 
-        // 1. Staging.
-        let slot = self.staging.acquire()?;
-        let slot_index = slot.slot;
-        layout(samples.iter().map(|s| s.bytes.len() as u64), slot.bytes.len() as u64, &mut self.ranges);
-        for (s, r) in samples.iter().zip(&self.ranges) {
-            if let Some(r) = r {
-                slot.bytes[r.offset as usize..(r.offset + r.len) as usize].copy_from_slice(s.bytes);
+        // 1. Staging and routing: prepared while the last batch decoded, or now.
+        let (slot_index, routes, was_ahead) = match self.ahead.take() {
+            Some(p) if p.key.is_for(epoch, step, samples) => {
+                self.ranges = p.ranges;
+                (p.slot, Some(p.routes), true)
             }
-        }
-        let base = self.staging.slot_ptr(slot_index);
-        // SAFETY: the slot is held until `release` below; the ranges lie inside it and were
-        // just written; nothing writes the slot while these slices live.
-        let staged: Vec<&[u8]> = self
-            .ranges
-            .iter()
-            .map(|r| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) }))
-            .collect();
+            stale => {
+                if let Some(p) = stale {
+                    // Prepared for a batch that did not come (a new epoch started): nothing
+                    // read its slot.
+                    self.staging.release(p.slot, &[])?;
+                }
+                (stage(&mut self.staging, samples, &mut self.ranges)?, None, false)
+            }
+        };
+        let staged = staged_slices(&self.staging, slot_index, &self.ranges);
         let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(samples).map(|(b, s)| (*b, s.params)).collect();
 
-        // 2. Decode.
+        // 2. Decode; meanwhile the next batch is staged and routed on a thread of its own.
         let t_dec = Instant::now();
         let before = self.decoder.stats();
-        let decoded = self.decoder.decode(&jobs, &mut self.decoded);
+        let ahead = ahead.filter(|a| fits(a.samples));
+        let (decoded, next) = std::thread::scope(|s| {
+            let helper = ahead.map(|a| {
+                let (gpu, staging, classifier) = (&self.gpu, &mut self.staging, &mut self.ahead_classifier);
+                s.spawn(move || prepare(gpu, staging, classifier, a))
+            });
+            let decoded = match &routes {
+                Some(r) => self.decoder.decode_routed(&jobs, r, &mut self.decoded),
+                None => self.decoder.decode(&jobs, &mut self.decoded),
+            };
+            (decoded, helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+        });
+        let mut ahead_secs = 0.0;
+        match next {
+            Some(Ok(p)) => {
+                ahead_secs = p.secs;
+                self.ahead = Some(p);
+            }
+            // Only a lost head start: the next call stages and routes it itself, and meets
+            // the error again if it lasts.
+            Some(Err(e)) => log::warn!("staging the next batch ahead failed ({e}); it is staged when it runs"),
+            None => {}
+        }
         let release = self.staging.release(slot_index, &[self.decoder.stream()]);
         let arena = decoded?;
         release?;
@@ -393,6 +443,8 @@ impl Backend for CudaBackend {
         crate::backend::fill_records(samples, source, batch);
 
         let mut gpu_times = self.decoder.stage_times();
+        gpu_times.ahead = ahead_secs;
+        gpu_times.ahead_batches = if was_ahead { 1.0 } else { 0.0 };
         if self.config.decode_only {
             // Decoder-only measurement (`--decode-only`): the batch's records are settled, its
             // pixels stay in the arena and no output is written.
@@ -482,6 +534,78 @@ impl Backend for CudaBackend {
         let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
         Ok(BatchRun { times, status, plan })
     }
+}
+
+/// A batch staged and routed ahead ([`Backend::run_ahead`]), for the call whose input it is.
+struct Prepared {
+    key: AheadKey,
+    slot: usize,
+    ranges: Vec<Option<StagedRange>>,
+    routes: Vec<std::result::Result<Classified, SlotError>>,
+    secs: f64,
+}
+
+/// Which batch was prepared: its place in the epoch and, per sample, the bytes' address and
+/// length, the dataset index and the params. The pipeline hands the very batch it announced
+/// (the same buffers, unchanged while it holds them); a batch that differs in any of these is
+/// another, and what was prepared is dropped.
+struct AheadKey {
+    epoch: u64,
+    step: u64,
+    samples: Vec<(usize, usize, usize, AugParams)>,
+}
+
+impl AheadKey {
+    fn of(epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> Self {
+        Self { epoch, step, samples: samples.iter().map(|s| (s.bytes.as_ptr() as usize, s.bytes.len(), s.index, s.params)).collect() }
+    }
+
+    fn is_for(&self, epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> bool {
+        (self.epoch, self.step, self.samples.len()) == (epoch, step, samples.len())
+            && self.samples.iter().zip(samples).all(|(&(ptr, len, index, p), s)| {
+                (ptr, len, index) == (s.bytes.as_ptr() as usize, s.bytes.len(), s.index)
+                    && bytemuck::bytes_of(&p) == bytemuck::bytes_of(&s.params)
+            })
+    }
+}
+
+/// Copy `samples`' bytes into the next staging slot (`ranges[i]`: where sample `i` went,
+/// `None` when it does not fit); returns the slot, held until released.
+fn stage(staging: &mut PinnedStaging, samples: &[SampleIn<'_>], ranges: &mut Vec<Option<StagedRange>>) -> Result<usize> {
+    let slot = staging.acquire()?;
+    layout(samples.iter().map(|s| s.bytes.len() as u64), slot.bytes.len() as u64, ranges);
+    for (s, r) in samples.iter().zip(ranges.iter()) {
+        if let Some(r) = r {
+            slot.bytes[r.offset as usize..(r.offset + r.len) as usize].copy_from_slice(s.bytes);
+        }
+    }
+    Ok(slot.slot)
+}
+
+/// The staged bytes of each sample of `slot` (empty where it did not fit).
+fn staged_slices<'a>(staging: &PinnedStaging, slot: usize, ranges: &[Option<StagedRange>]) -> Vec<&'a [u8]> {
+    let base = staging.slot_ptr(slot);
+    // SAFETY: the slot is held until it is released after the decode that reads these
+    // slices; the ranges lie inside it and were written by `stage`; nothing writes the slot
+    // while it is held, and the slices are dropped before the call that released it returns.
+    ranges
+        .iter()
+        .map(|r| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) }))
+        .collect()
+}
+
+/// Stage and route `input` (the batch after the one decoding), on the helper thread.
+fn prepare(gpu: &Gpu, staging: &mut PinnedStaging, classifier: &mut Classifier, input: BatchInput<'_, '_>) -> Result<Prepared> {
+    let t = Instant::now();
+    // The staging guard's wait is a driver call: this device's context on this thread too.
+    gpu.ctx().bind_to_thread().map_err(crate::error::driver_err("cuCtxSetCurrent"))?;
+    let mut ranges = Vec::with_capacity(input.samples.len());
+    let slot = stage(staging, input.samples, &mut ranges)?;
+    let staged = staged_slices(staging, slot, &ranges);
+    let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(input.samples).map(|(b, s)| (*b, s.params)).collect();
+    let mut routes = Vec::with_capacity(jobs.len());
+    classifier.classify_batch(&jobs, &mut routes);
+    Ok(Prepared { key: AheadKey::of(input.epoch, input.step, input.samples), slot, ranges, routes, secs: t.elapsed().as_secs_f64() })
 }
 
 /// A start and an end timing event for one launch.

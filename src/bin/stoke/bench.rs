@@ -668,6 +668,10 @@ impl Report {
                 for (name, t) in g.seconds.rows() {
                     println!("  {name:<11}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
                 }
+                println!(
+                    "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches)",
+                    g.seconds.ahead_batches as u64, g.batches
+                );
             }
             None => println!("gpu stages   n/a (CPU backend)"),
         }
@@ -758,9 +762,28 @@ mod tests {
 
     #[test]
     fn gpu_stages_are_the_difference_over_the_window() {
-        let a = GpuStageTimes { classify: 1.0, hw_decode: 2.0, hw_host: 1.0, cuda_decode: 3.0, cpu_route: 4.0, augment: 5.0 };
-        let b = GpuStageTimes { classify: 1.5, hw_decode: 4.0, hw_host: 1.75, cuda_decode: 3.25, cpu_route: 4.0, augment: 6.0 };
-        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.25, 0.0, 1.0]);
+        let a = GpuStageTimes {
+            classify: 1.0,
+            hw_decode: 2.0,
+            hw_host: 1.0,
+            cuda_decode: 3.0,
+            cpu_route: 4.0,
+            augment: 5.0,
+            ahead: 1.0,
+            ahead_batches: 2.0,
+        };
+        let b = GpuStageTimes {
+            classify: 1.5,
+            hw_decode: 4.0,
+            hw_host: 1.75,
+            cuda_decode: 3.25,
+            cpu_route: 4.0,
+            augment: 6.0,
+            ahead: 3.0,
+            ahead_batches: 5.0,
+        };
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.25, 0.0, 1.0, 2.0]);
+        assert_eq!((b - a).ahead_batches, 3.0);
         let mut sum = a;
         sum += b - a;
         assert_eq!(sum, b, "sums over batches and differences over windows agree");

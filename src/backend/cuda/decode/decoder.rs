@@ -115,10 +115,8 @@ pub struct DecodeStats {
 }
 
 pub(super) struct HwPath {
-    // The engine's handle, held for the life of the path (its states, params and stream hold
-    // it too).
-    pub(super) _handle: Arc<NvjpegHandle>,
-    pub(super) parse: JpegStream,
+    // The engine's handle (its states and params hold it too; classifiers are made on it).
+    pub(super) handle: Arc<NvjpegHandle>,
     pub(super) params: Vec<DecodeParams>,
     // Two states used in turn, each guarded by the event recorded after its last call.
     pub(super) states: [JpegState; 2],
@@ -186,6 +184,8 @@ pub struct GpuDecoder {
     // the last batch's stage times.
     pub(super) timers: [CudaEvent; 4],
     pub(super) stage_times: GpuStageTimes,
+    // Routes the batches `decode` is given unrouted.
+    pub(super) classifier: Classifier,
     // Per-batch scratch, reused.
     pub(super) routes: Vec<Result<Classified, SlotError>>,
     // The CPU route's persistent workers (shared with the closure that queues GPU work).
@@ -246,7 +246,7 @@ impl HwPath {
         let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
         let state_done = [ev()?, ev()?];
         log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-        Ok(HwPath { parse: JpegStream::new(&handle)?, _handle: handle, params, states, state_done, unit, per_call, prealloc: (pw, ph) })
+        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph) })
     }
 }
 
@@ -348,6 +348,7 @@ impl GpuDecoder {
             unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
         let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
         hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        let classifier = Classifier::new(&plan, hw.as_ref().map(|h| &h.handle))?;
         Ok(Self {
             gpu: gpu.clone(),
             plan,
@@ -370,9 +371,16 @@ impl GpuDecoder {
             stats: DecodeStats::default(),
             timers: [timer()?, timer()?, timer()?, timer()?],
             stage_times: GpuStageTimes::default(),
+            classifier,
             routes: Vec::new(),
             cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
         })
+    }
+
+    /// Another classifier routing as this decoder does, to route a batch on another thread
+    /// (its own nvJPEG bitstream handle and params) for [`Self::decode_routed`].
+    pub fn new_classifier(&self) -> Result<Classifier, GpuError> {
+        Classifier::new(&self.plan, self.hw.as_ref().map(|h| &h.handle))
     }
 
     /// Engines × cores of the hardware decoder, or `None` without one.
@@ -419,14 +427,34 @@ impl GpuDecoder {
         (self.cuda.decoders.len() * CUDA_SLOTS) as u64 * self.plan.slot_bytes
     }
 
-    /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (inside the
-    /// pinned staging slot, alive until this returns) and the augment parameters of sample
-    /// `i`; `out[i]` is where its pixels are, or why no decoder could produce them (for the
-    /// policy). Returns the arena's device address. Blocks until the GPU decodes are done (the
-    /// canaries must be read before anything is retried on the CPU).
+    /// Decode one batch into the next arena. `jobs[i]` is the compressed bytes (alive until
+    /// this returns) and the augment parameters of sample `i`; `out[i]` is where its pixels
+    /// are, or why no decoder could produce them (for the policy). Returns the arena's device
+    /// address. Blocks until the GPU decodes are done (the canaries must be read before
+    /// anything is retried on the CPU).
     pub fn decode(&mut self, jobs: &[(&[u8], AugParams)], out: &mut Vec<Result<Decoded, SlotError>>) -> Result<u64, GpuError> {
+        let start = std::time::Instant::now();
+        let mut routes = std::mem::take(&mut self.routes);
+        self.classifier.classify_batch(jobs, &mut routes);
+        let routing = start.elapsed().as_secs_f64();
+        let r = self.decode_routed(jobs, &routes, out);
+        self.routes = routes;
+        self.stage_times.classify += routing;
+        r
+    }
+
+    /// [`Self::decode`] with every job's route already made (`routes[i]` for `jobs[i]`, by
+    /// [`Classifier::classify_batch`] of a classifier from [`Self::new_classifier`]: the CUDA
+    /// backend routes the next batch while the engine decodes this one).
+    pub fn decode_routed(
+        &mut self,
+        jobs: &[(&[u8], AugParams)],
+        routes: &[Result<Classified, SlotError>],
+        out: &mut Vec<Result<Decoded, SlotError>>,
+    ) -> Result<u64, GpuError> {
         let n = jobs.len();
         assert!(n <= self.plan.batch, "batch of {n} over the planned {}", self.plan.batch);
+        assert_eq!(routes.len(), n, "one route per job");
         // nvJPEG and the raw copies work on the thread's current context: this device's (one
         // pipeline per device in a process, each on its own thread).
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
@@ -442,16 +470,11 @@ impl GpuDecoder {
         let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
         out.clear();
 
-        // 1. Route every image and give it its place (ROI-sized for the GPU decoders).
-        self.routes.clear();
-        for (bytes, p) in jobs {
-            let r = self.classify(bytes, p);
-            self.routes.push(r);
-        }
+        // 1. Give every image its place (ROI-sized for the GPU decoders).
         let mut hw_list = Vec::new();
         let mut cuda_list = Vec::new();
         let mut cpu_list = Vec::new();
-        out.extend(self.routes.iter().enumerate().map(|(i, r)| match r {
+        out.extend(routes.iter().enumerate().map(|(i, r)| match r {
             Err(e) => Err(e.clone()),
             // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
             Ok((Route::Cpu, roi, stored, _)) => {
@@ -494,7 +517,7 @@ impl GpuDecoder {
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
         let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<f64, GpuError> {
-            let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, routes, .. } = &mut *self;
+            let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, .. } = &mut *self;
             // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
             // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
             // hybrid decoder) takes milliseconds per image.
@@ -661,56 +684,6 @@ impl GpuDecoder {
         Ok(())
     }
 
-    /// Route one image from its header (and nvJPEG's hardware check), and the region to decode.
-    pub(super) fn classify(&mut self, bytes: &[u8], p: &AugParams) -> Result<Classified, SlotError> {
-        // The format comes from the bytes, never the name: only JPEG goes to nvJPEG; a PNG
-        // (ImageNet holds one under a .JPEG name) or anything else takes the CPU route, which
-        // decodes what the codec knows and names what it does not.
-        let info = match crate::codec::sniff(bytes) {
-            Some(crate::codec::ImageFormat::Jpeg) => crate::codec::jpeg::parse(bytes).ok(),
-            _ => None,
-        };
-        let cand = gpu_candidate(info.as_ref(), self.plan.max_pixels).map_err(SlotError::from)?;
-        // A stream cut short (no EOI) goes to the CPU decoder too, which reports it.
-        let cand = cand.filter(|_| has_eoi(bytes));
-        let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };
-        let stored = (info.width, info.height);
-        check_params(p, stored)?;
-        // A block of margin for interpolated upsampling at region edges (widen_for_upsampling);
-        // replicated chroma reads no sample outside its block.
-        let mut roi = decode_roi(p, stored.0, stored.1, 16);
-        if self.plan.interpolated {
-            roi = widen_for_upsampling(roi, stored, 16);
-        }
-        let full = Roi { x: 0, y: 0, w: stored.0, h: stored.1 };
-        let use_hw = self.plan.use_hardware;
-        let hw_ok = match (&mut self.hw, cand) {
-            (Some(hw), Some(true)) if use_hw => {
-                hw.parse.parse_header(bytes).is_ok() && {
-                    // Ask with the region the engine would decode (the decode pass sets the
-                    // params for real); when it refuses the region, ask for the whole image.
-                    let pr = &mut hw.params[0];
-                    let mut ask = |r: Option<Roi>| {
-                        pr.set_output_format(RGBI).is_ok()
-                            && pr.set_roi(r.map(|r| (r.x, r.y, r.w, r.h))).is_ok()
-                            && hw.parse.batched_supported(Some(pr)).unwrap_or(false)
-                    };
-                    (roi != full && ask(Some(roi)))
-                        || (ask(None) && {
-                            roi = full;
-                            true
-                        })
-                }
-            }
-            _ => false,
-        };
-        let route = match route(cand, cand.and(Some(hw_ok))) {
-            Route::Cuda if !self.plan.use_cuda => Route::Cpu,
-            r => r,
-        };
-        Ok((route, roi, stored, gpu_hybrid_first(&info)))
-    }
-
     pub(super) fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
         let f = self.gpu.kernels()?.function(name)?;
         let mut b = self.hw_stream.launch_builder(&f);
@@ -726,17 +699,3 @@ impl GpuDecoder {
         unsafe { launch(&mut b, name, cfg) }
     }
 }
-
-/// The params were drawn for the header the index saw; refuse them if the image says
-/// otherwise (the kernel would read outside it).
-pub(super) fn check_params(p: &AugParams, stored: (u32, u32)) -> Result<(), SlotError> {
-    let code = crate::augment::host::params_check(p, stored.0 as i32, stored.1 as i32);
-    if code != 0 {
-        return Err(SlotError::Params(crate::augment::host::params_problem(code, p, stored.0 as i32, stored.1 as i32)));
-    }
-    Ok(())
-}
-
-/// A route, the region to decode, the stored size and whether the CUDA route tries the
-/// GPU-assisted hybrid decoder first ([`gpu_hybrid_first`]).
-pub(super) type Classified = (Route, Roi, (u32, u32), bool);

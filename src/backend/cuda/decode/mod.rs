@@ -24,14 +24,15 @@
 //! (`NVJPEG_OUTPUT_RGBI`), pitch `3 · width`, at an [`ARENA_ALIGN`]-aligned offset of one of
 //! two device arenas used in turn, each sized once ([`ArenaPlan`]).
 //!
-//! Chroma upsampling (`PipelineConfig::gpu_upsampling`): by default the handles are created
-//! with `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's
-//! default), so GPU- and CPU-decoded pictures agree to the corpus tolerance (mean abs diff < 2;
-//! 0.04 on an H200); `nearest` creates them without it (replicated chroma, nvJPEG's default:
-//! about twice the hardware engine's rate on an H200).
+//! Chroma upsampling (`PipelineConfig::gpu_upsampling`): by default (`nearest`) the handles
+//! replicate chroma, nvJPEG's default and the GPU peers' (0.67 levels from libjpeg-turbo on
+//! average on an H200, and twice the hardware engine's rate); `smooth` creates them with
+//! `NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION` ("fancy" upsampling, libjpeg-turbo's default),
+//! so GPU- and CPU-decoded pictures agree to 0.04 levels on an H200.
 //!
 //! | file | what it holds |
 //! |---|---|
+//! | `classify.rs` | [`Classifier`]: one image's route and region, on any thread |
 //! | `routing.rs` | [`gpu_candidate`], [`route`], [`hw_calls`]: which decoder, from the header |
 //! | `roi.rs` | [`decode_roi`]: the stored region a sample's augment reads |
 //! | `budget.rs` | [`MemoryPlan`]: arenas and staging cut to the GPU memory budget |
@@ -45,6 +46,7 @@
 mod arena;
 mod budget;
 mod canary;
+mod classify;
 mod cpu_route;
 mod decoder;
 mod hardware;
@@ -56,6 +58,7 @@ use crate::error::SlotError;
 pub use arena::*;
 pub use budget::*;
 pub use canary::*;
+pub use classify::*;
 use cpu_route::*;
 pub use decoder::*;
 pub use hardware::{cuda_slot_bytes, prealloc_dims};
