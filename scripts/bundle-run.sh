@@ -33,6 +33,10 @@
 #                  earlier commit, carried beside the bundle) interleaved three times, the
 #                  pipeline and backend tests (batches prepared ahead equal those made in
 #                  turn) and memcheck on the pipeline test, ResNet-50 fed, the torchvision peer
+#   run.sh tail    (carries the checks part) what makes the slow batches: end to end with the
+#                  CPU route on 2, 4 and 8 threads (`--threads`) interleaved twice, each
+#                  report with its slowest batches' routes and stage times; the DeiT preset;
+#                  the CUDA decoders alone; the engine alone with 8 CPU threads
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -48,9 +52,9 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python | checks | upsampling | ahead) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python | checks | upsampling | ahead | tail) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead|tail" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead) part=checks ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -510,6 +514,28 @@ run_ahead() {
   fi
 }
 
+# The batches far over the median (p99 ~2.4x p50 on an H200): is it the CPU route's threads?
+run_tail() {
+  if [ $gpu = 0 ]; then
+    for s in "stoke bench --threads 2/4/8" "--preset deit" "--decoders cuda" "--decoders hw --threads 8" "train_torch --preset deit"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-5}" rep t
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
+  for rep in 1 2; do
+    for t in 2 4 8; do
+      figure="$bench_json_figure" step "stoke bench e2e --threads $t ($rep)" 60 "bench-e2e-t$t-$rep.json" "$bin" "${common[@]}" --threads "$t"
+    done
+  done
+  figure="$bench_json_figure" step "stoke bench e2e --preset deit" 60 bench-e2e-deit.json "$bin" "${common[@]}" --preset deit
+  figure="$bench_json_figure" step "decode-only --decoders cuda (two lanes)" 60 bench-decode-cuda.json "$bin" "${common[@]}" --decode-only --decoders cuda
+  figure="$bench_json_figure" step "decode-only --decoders hw --threads 8" 60 bench-decode-hw-t8.json "$bin" "${common[@]}" --decode-only --decoders hw --threads 8
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  figure="$train_figure" step "train_torch resnet50 --preset deit" 120 train-torch-deit.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --preset deit --json
+}
+
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
@@ -517,6 +543,7 @@ case "$mode" in
   checks) run_checks ;;
   upsampling) run_upsampling ;;
   ahead) run_ahead ;;
+  tail) run_tail ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

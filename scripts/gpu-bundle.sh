@@ -135,8 +135,8 @@ part checks tests/gpu_pipeline tests/gpu_backends tests/gpu_decode python work/e
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
-for mode in tests bench python checks upsampling ahead; do
-  pt="$mode"; case "$mode" in upsampling | ahead) pt=checks ;; esac
+for mode in tests bench python checks upsampling ahead tail; do
+  pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; esac
   size=0
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'

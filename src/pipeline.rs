@@ -77,6 +77,39 @@ pub struct Stats {
     /// Stream mode: shards the epochs started with already read (by the previous epoch's read
     /// ahead).
     pub shards_read_ahead: u64,
+    /// The slowest batches the backend made (by its elapsed time), slowest first; unused
+    /// entries are zero. Where a batch far over the median went: its routes and stage times.
+    pub slowest: [SlowBatch; SLOWEST],
+}
+
+/// How many of the slowest batches [`Stats::slowest`] keeps.
+pub const SLOWEST: usize = 4;
+
+/// One batch of [`Stats::slowest`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SlowBatch {
+    /// Epoch of the batch.
+    pub epoch: u64,
+    /// Step of the batch.
+    pub step: u64,
+    /// Seconds the backend spent on it.
+    pub wall: f64,
+    /// Seconds the backend waited for its bytes first.
+    pub read_wait: f64,
+    /// Which decoder decoded how many of its samples.
+    pub decoders: DecoderCounts,
+    /// Its GPU stage times (zero on the CPU backend).
+    pub gpu: crate::backend::GpuStageTimes,
+}
+
+impl Stats {
+    /// Keep `b` if it is among the [`SLOWEST`] slowest batches so far.
+    fn note_slow(&mut self, b: SlowBatch) {
+        if let Some(k) = self.slowest.iter().position(|s| b.wall > s.wall) {
+            self.slowest[k..].rotate_right(1);
+            self.slowest[k] = b;
+        }
+    }
 }
 
 // A batch is moved through the channel by value once per batch (224 bytes); boxing it would
@@ -604,6 +637,14 @@ impl Producer {
                         s.augment += times.augment;
                         s.backend += times.wall;
                         s.gpu_stages += times.gpu;
+                        s.note_slow(SlowBatch {
+                            epoch: batch.epoch,
+                            step: batch.step,
+                            wall: times.wall.as_secs_f64(),
+                            read_wait: read_wait.as_secs_f64(),
+                            decoders: batch.decoders,
+                            gpu: times.gpu,
+                        });
                         (s.device_bytes, s.pinned_bytes) = self.backend.held_bytes();
                         s.read_ahead_peak = self.reader.peak_held();
                         s.shards_read_ahead = self.reader.shards_read_ahead();
@@ -782,5 +823,25 @@ pub fn run_batch_ahead(
             }
             Ok(run.times)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The slowest batches are kept slowest first; a faster one than all of them is not kept,
+    /// a slower one pushes the fastest out.
+    #[test]
+    fn the_slowest_batches_are_kept_in_order() {
+        let mut s = Stats::default();
+        for (step, wall) in [(0u64, 3.0), (1, 1.0), (2, 5.0), (3, 2.0), (4, 0.5), (5, 4.0)] {
+            s.note_slow(SlowBatch { step, wall, ..Default::default() });
+        }
+        assert_eq!(s.slowest.map(|b| (b.step, b.wall)), [(2, 5.0), (5, 4.0), (0, 3.0), (3, 2.0)]);
+        let mut few = Stats::default();
+        few.note_slow(SlowBatch { step: 7, wall: 1.0, ..Default::default() });
+        assert_eq!(few.slowest.map(|b| b.step), [7, 0, 0, 0]);
+        assert_eq!(few.slowest[1].wall, 0.0, "unused entries stay zero");
     }
 }

@@ -325,6 +325,9 @@ pub struct Report {
     pub gpu: Option<GpuUtil>,
     /// Per-stage GPU times over the window (CUDA backend only).
     pub gpu_stages: Option<GpuStages>,
+    /// The slowest batches of the whole run, warm-up included (their epoch and step say
+    /// which): elapsed time, routes and stage times of each.
+    pub slowest_batches: Vec<stoke::pipeline::SlowBatch>,
     /// Most device memory the pipeline's backend held, bytes (CUDA backend only).
     pub peak_device_bytes: Option<u64>,
     /// Most pinned host memory the pipeline's backend held, bytes (CUDA backend only).
@@ -563,6 +566,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         consumer_us: m.consumer.map(|c| c.as_micros() as u64),
         gpu,
         gpu_stages: on_gpu.then(|| GpuStages { seconds: stats.gpu_stages - stats0.gpu_stages, batches: stats.batches - stats0.batches }),
+        slowest_batches: stats.slowest.iter().filter(|b| b.wall > 0.0).copied().collect(),
         peak_device_bytes: on_gpu.then_some(peak_device),
         peak_pinned_bytes: on_gpu.then_some(peak_pinned),
         stream: config.stream.as_ref().map(|s| StreamReport {
