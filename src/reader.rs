@@ -423,37 +423,22 @@ impl Reader {
     /// The next batch of the epoch, in order; `None` at the end of the epoch (or before
     /// [`Reader::start_epoch`]).
     pub fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
-        if !self.active || self.next_deliver >= self.steps {
-            self.active = false;
-            return None;
-        }
-        loop {
-            if let Some(r) = self.pending.remove(&self.next_deliver) {
-                self.next_deliver += 1;
-                self.top_up();
-                return Some(r);
-            }
-            match self.results.recv() {
-                Ok(d) if d.generation == self.generation => {
-                    self.pending.insert(d.step, d.result);
-                }
-                Ok(d) => {
-                    if let Ok(b) = d.result {
-                        self.free.push(b);
-                    }
-                }
-                Err(_) => {
-                    self.active = false;
-                    return Some(Err(Error::dataset(self.shared.dataset.path(), "all reader threads have stopped")));
-                }
-            }
-        }
+        self.take(true)
     }
 
     /// [`Self::next_batch`] if it is already read, without waiting; `None` when it is not
     /// (or the epoch is over: the next [`Self::next_batch`] says which).
     pub fn try_next_batch(&mut self) -> Option<Result<ReadBatch>> {
+        self.take(false)
+    }
+
+    /// The next batch in step order; `wait`: block for the readers (and end the epoch when
+    /// it is over), else return `None` when it is not read yet.
+    fn take(&mut self, wait: bool) -> Option<Result<ReadBatch>> {
         if !self.active || self.next_deliver >= self.steps {
+            if wait {
+                self.active = false;
+            }
             return None;
         }
         loop {
@@ -462,16 +447,22 @@ impl Reader {
                 self.top_up();
                 return Some(r);
             }
-            match self.results.try_recv() {
-                Ok(d) if d.generation == self.generation => {
-                    self.pending.insert(d.step, d.result);
-                }
-                Ok(d) => {
-                    if let Ok(b) = d.result {
-                        self.free.push(b);
+            let done = if wait {
+                match self.results.recv() {
+                    Ok(d) => d,
+                    Err(_) => {
+                        self.active = false;
+                        return Some(Err(Error::dataset(self.shared.dataset.path(), "all reader threads have stopped")));
                     }
                 }
-                Err(_) => return None,
+            } else {
+                // Nothing read yet, or the readers are gone (the waiting call reports that).
+                self.results.try_recv().ok()?
+            };
+            if done.generation == self.generation {
+                self.pending.insert(done.step, done.result);
+            } else if let Ok(b) = done.result {
+                self.free.push(b);
             }
         }
     }

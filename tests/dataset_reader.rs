@@ -98,6 +98,44 @@ fn batches_match_the_reference_whatever_the_thread_count() {
     }
 }
 
+/// `try_next_batch` (the pipeline's peek at the next batch, never waiting) interleaved with
+/// `next_batch` delivers the same batches in the same order, none twice, none lost; once the
+/// epoch is over both say `None`.
+#[test]
+fn peeking_never_waits_and_keeps_the_order() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a", "b", "c"], &[7, 5, 6]);
+    let d = dataset(&root, t.path());
+    let want = reference(&d, &config(&root, 1, 1), 0);
+    let mut r = Reader::new(d.clone(), &config(&root, 2, 2)).unwrap();
+    r.start_epoch(0, 0);
+    let (mut got, mut peeked) = (Vec::new(), 0);
+    while let Some(b) = r.next_batch() {
+        got.push(flatten(&b.unwrap()));
+        // Peek until nothing is read yet; what comes is the next batch in order.
+        while let Some(p) = r.try_next_batch() {
+            got.push(flatten(&p.unwrap()));
+            peeked += 1;
+        }
+    }
+    assert_eq!(got, want, "{peeked} batches peeked");
+    assert!(r.try_next_batch().is_none() && r.next_batch().is_none());
+    // Waiting for the readers before each peek makes the peek find the batch.
+    let mut r = Reader::new(d, &config(&root, 2, 4)).unwrap();
+    r.start_epoch(0, 0);
+    let first = r.next_batch().unwrap().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let second = loop {
+        if let Some(b) = r.try_next_batch() {
+            break b.unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "the second batch was never read");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert_eq!((flatten(&first), flatten(&second)), (want[0].clone(), want[1].clone()));
+}
+
 #[test]
 fn ranks_read_their_own_slices() {
     let t = tempfile::tempdir().unwrap();
