@@ -204,7 +204,8 @@ pub struct PipelineConfig {
     /// A data set in a store, per-sample mode: ranged GETs in flight at once per reader thread
     /// (a batch's samples are fetched concurrently, this many at a time).
     pub store_in_flight: usize,
-    /// Decode/augment threads for the CPU backend (0 = all cores).
+    /// Decode/augment threads for the CPU backend (0 = all cores); on the CUDA backend, the
+    /// threads of its CPU route (0 = 4, or the cores when fewer).
     pub cpu_threads: usize,
     /// Batches read ahead.
     pub prefetch_batches: usize,

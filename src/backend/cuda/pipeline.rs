@@ -116,8 +116,9 @@ pub struct CudaBackend {
     decoder: GpuDecoder,
     augmenter: Augmenter,
     ring: OutputRing,
-    // Routes the batch that comes next, on a thread of its own, while this one decodes.
-    ahead_classifier: Classifier,
+    // Routes the batch that comes next, on a thread of its own, while this one decodes
+    // (`None`: it could not be made, and nothing is prepared ahead).
+    ahead_classifier: Option<Classifier>,
     // The next batch, staged and routed while the last one decoded.
     ahead: Option<Prepared>,
     // Per-batch scratch, reused.
@@ -167,7 +168,7 @@ impl CudaBackend {
         config.validate()?;
         check_limits(config)?;
         let (ow, oh) = config.augment.size;
-        let cpu_threads = if config.cpu_threads == 0 { 2 } else { config.cpu_threads };
+        let cpu_threads = if config.cpu_threads == 0 { default_cpu_route_threads() } else { config.cpu_threads };
         // What the batch, output size and recipe fix (the output ring, the augment scratch)
         // comes off a stated budget first; the decoder gets the rest.
         let resize_min = match config.augment.crop {
@@ -238,7 +239,11 @@ impl CudaBackend {
             );
         }
         let aug_events = [timing_pair(&gpu)?, timing_pair(&gpu)?];
-        let ahead_classifier = decoder.new_classifier()?;
+        // Only a head start: without a second classifier every batch is routed in its turn.
+        let ahead_classifier = decoder
+            .new_classifier()
+            .inspect_err(|e| log::warn!("a second nvJPEG parse stream cannot be made ({e}); batches are not prepared ahead"))
+            .ok();
         Ok(Self {
             gpu,
             config: config.clone(),
@@ -304,7 +309,7 @@ impl CudaBackend {
 
 impl Backend for CudaBackend {
     fn threads(&self) -> usize {
-        self.config.cpu_threads.max(1)
+        self.decoder.cpu_threads()
     }
 
     fn held_bytes(&self) -> (u64, u64) {
@@ -312,7 +317,7 @@ impl Backend for CudaBackend {
     }
 
     fn looks_ahead(&self) -> bool {
-        true
+        self.ahead_classifier.is_some()
     }
 
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
@@ -374,8 +379,8 @@ impl Backend for CudaBackend {
         let before = self.decoder.stats();
         let ahead = ahead.filter(|a| fits(a.samples));
         let (decoded, next) = std::thread::scope(|s| {
-            let helper = ahead.map(|a| {
-                let (gpu, staging, classifier) = (&self.gpu, &mut self.staging, &mut self.ahead_classifier);
+            let helper = ahead.zip(self.ahead_classifier.as_mut()).map(|(a, classifier)| {
+                let (gpu, staging) = (&self.gpu, &mut self.staging);
                 s.spawn(move || prepare(gpu, staging, classifier, a))
             });
             let decoded = match &routes {
@@ -611,6 +616,15 @@ fn prepare(gpu: &Gpu, staging: &mut PinnedStaging, classifier: &mut Classifier, 
 /// A start and an end timing event for one launch.
 fn timing_pair(gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
     Ok((timing_event(gpu.ctx())?, timing_event(gpu.ctx())?))
+}
+
+/// Threads of the CUDA backend's CPU route (the images nvJPEG cannot take, and retries) when
+/// the config leaves it to the backend (`cpu_threads = 0`): 4, or the cores when fewer. On an
+/// H200 (16 cores), end to end, 4 threads ran 17.2k / 17.3k images/s against 15.8k / 16.4k
+/// with 2 and 17.4k / 17.1k with 8 (BENCHMARKS.md "Fourth GPU session"): a batch waits for
+/// its slowest CPU-route image, and 2 threads left two of them in turn.
+pub fn default_cpu_route_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4)
 }
 
 /// What the CUDA backend cannot take beyond [`PipelineConfig::validate`]: 32-bit offsets into

@@ -87,7 +87,8 @@ pub struct PipelineArgs {
     /// What to do with a sample that cannot be read or decoded.
     #[arg(long, value_enum, default_value = "skip")]
     pub on_error: OnError,
-    /// Decode/augment threads for the CPU backend (0 = all cores).
+    /// Decode/augment threads for the CPU backend (0 = all cores); on the CUDA backend, the
+    /// threads of its CPU route (0 = 4, or the cores when fewer).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Reader threads.

@@ -348,7 +348,16 @@ impl GpuDecoder {
             unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
         let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
         hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
-        let classifier = Classifier::new(&plan, hw.as_ref().map(|h| &h.handle))?;
+        // The engine's check needs a parse stream of its own on the engine's handle: without
+        // one, no hardware route (as when its states or params cannot be made).
+        let (hw, classifier) = match Classifier::new(&plan, hw.as_ref().map(|h| &h.handle)) {
+            Ok(c) => (hw, c),
+            Err(e) if hw.is_some() => {
+                log::warn!("nvJPEG hardware decoder: its parse stream cannot be made ({e}); running without it");
+                (None, Classifier::new(&plan, None)?)
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             gpu: gpu.clone(),
             plan,
@@ -381,6 +390,11 @@ impl GpuDecoder {
     /// (its own nvJPEG bitstream handle and params) for [`Self::decode_routed`].
     pub fn new_classifier(&self) -> Result<Classifier, GpuError> {
         Classifier::new(&self.plan, self.hw.as_ref().map(|h| &h.handle))
+    }
+
+    /// Threads of the CPU route.
+    pub fn cpu_threads(&self) -> usize {
+        self.plan.cpu_threads
     }
 
     /// Engines × cores of the hardware decoder, or `None` without one.
