@@ -295,6 +295,97 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
 // rounded to uint8, then each op that runs, whole image by whole image (kernels/auto_math.cuh,
 // the same per-pixel functions the GPU's stoke_auto_step runs), the histogram counted first
 // for the ops that need one; the result back into `post` for the color steps.
+// A geometric AutoAugment op over the whole image: stoke_auto_geometric's arithmetic, with
+// the three channels of a tap in one vector of four doubles (the fourth lane unused). Each lane
+// performs the scalar definition's IEEE operations in the same order (no contraction), so the
+// bits are the definition's; only the number of instructions drops (tests/gpu_kernel_host.rs
+// compares this image with stoke_auto_pixel's, pixel for pixel). GCC/Clang vector extensions:
+// four lanes on AVX2, two halves on the baseline build.
+typedef double Lanes __attribute__((vector_size(32)));
+
+// (Vectors go by reference: by value, GCC warns that the baseline build's ABI for them
+// differs from the AVX2 build's; these helpers are inlined either way.)
+inline void load_px(const uint8_t* p, Lanes& v) { v = (Lanes){(double)p[0], (double)p[1], (double)p[2], 0.0}; }
+
+// stoke_pil_cubic on every lane: v[0..4] the four taps.
+inline void cubic_lanes(const Lanes (&v)[4], double d, Lanes& out) {
+    const Lanes p1 = v[1];
+    const Lanes p2 = -v[0] + v[2];
+    const Lanes p3 = ((2.0 * (v[0] - v[1])) + v[2]) - v[3];
+    const Lanes p4 = ((-v[0] + v[1]) - v[2]) + v[3];
+    out = p1 + d * (p2 + d * (p3 + d * p4));
+}
+
+void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t fill[4], const uint8_t* img, int32_t W,
+                     int32_t H, uint8_t* out) {
+    if (!g->affine) {
+        for (int32_t y = 0; y < H; y++)
+            for (int32_t x = 0; x < W; x++) stoke_auto_geometric(o, g, fill, img, W, H, x, y, out + ((size_t)y * W + x) * 3);
+        return;
+    }
+    const double* a = g->m;
+    const int bicubic = (o->flags & STOKE_AUTO_BICUBIC) != 0u;
+    const size_t stride = (size_t)W * 3u;
+    for (int32_t y = 0; y < H; y++) {
+        const double yo = (double)y + 0.5;
+        for (int32_t x = 0; x < W; x++) {
+            uint8_t* px = out + ((size_t)y * W + x) * 3;
+            const double xo = (double)x + 0.5;
+            double xin = (a[0] * xo + a[1] * yo) + a[2];
+            double yin = (a[3] * xo + a[4] * yo) + a[5];
+            if (xin < 0.0 || xin >= (double)W || yin < 0.0 || yin >= (double)H) {
+                px[0] = fill[0];
+                px[1] = fill[1];
+                px[2] = fill[2];
+                continue;
+            }
+            xin = xin - 0.5;
+            yin = yin - 0.5;
+            const int32_t ix = stoke_pil_floor(xin), iy = stoke_pil_floor(yin);
+            const double dx = xin - (double)ix, dy = yin - (double)iy;
+            double v[4];
+            if (!bicubic) {
+                const int32_t x0 = stoke_clip_index(ix, W) * 3, x1 = stoke_clip_index(ix + 1, W) * 3;
+                const uint8_t* r0 = img + (size_t)stoke_clip_index(iy, H) * stride;
+                Lanes a0, b0;
+                load_px(r0 + x0, a0);
+                load_px(r0 + x1, b0);
+                const Lanes v1 = a0 + (b0 - a0) * dx;
+                Lanes v2 = v1;
+                if (iy + 1 >= 0 && iy + 1 < H) {
+                    const uint8_t* r1 = img + (size_t)(iy + 1) * stride;
+                    Lanes a1, b1;
+                    load_px(r1 + x0, a1);
+                    load_px(r1 + x1, b1);
+                    v2 = a1 + (b1 - a1) * dx;
+                }
+                const Lanes r = v1 + (v2 - v1) * dy;
+                memcpy(v, &r, sizeof v);
+                for (int c = 0; c < 3; c++) px[c] = (uint8_t)(int32_t)v[c];
+                continue;
+            }
+            const uint8_t* rp[4];
+            rp[0] = img + (size_t)stoke_clip_index(iy - 1, H) * stride;
+            for (int k = 1; k < 4; k++) {
+                const int32_t yy = iy - 1 + k;
+                rp[k] = (yy >= 0 && yy < H) ? img + (size_t)yy * stride : rp[k - 1];
+            }
+            int32_t xs[4];
+            for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(ix - 1 + k, W) * 3;
+            Lanes rows[4];
+            for (int k = 0; k < 4; k++) {
+                Lanes taps[4];
+                for (int t = 0; t < 4; t++) load_px(rp[k] + xs[t], taps[t]);
+                cubic_lanes(taps, dx, rows[k]);
+            }
+            Lanes r;
+            cubic_lanes(rows, dy, r);
+            memcpy(v, &r, sizeof v);
+            for (int c = 0; c < 3; c++) px[c] = v[c] <= 0.0 ? 0 : (v[c] >= 255.0 ? 255 : (uint8_t)(int32_t)v[c]);
+        }
+    }
+}
+
 void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t px = (size_t)W * H, len = px * 3;
@@ -329,9 +420,13 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
         } else {
             StokeAutoGeom g;
             stoke_auto_prepare(o, W, H, &g);  // a geometric op's matrix once per image, not per pixel
-            for (int32_t y = 0; y < H; y++)
-                for (int32_t x = 0; x < W; x++)
-                    stoke_auto_pixel(o, &g, p->aa.fill, lut, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
+            if (stoke_auto_is_geometric(o->op)) {
+                geometric_image(o, &g, p->aa.fill, cur, W, H, nxt);
+            } else {
+                for (int32_t y = 0; y < H; y++)
+                    for (int32_t x = 0; x < W; x++)
+                        stoke_auto_pixel(o, &g, p->aa.fill, lut, cur, W, H, x, y, nxt + ((size_t)y * W + x) * 3);
+            }
         }
         uint8_t* t = cur;
         cur = nxt;
