@@ -249,16 +249,30 @@ impl MixupSpec {
 }
 
 /// Mix a host batch in place (`data`: `n` samples of `w × h × 3` elements of `dtype` in
-/// `layout`) with the function the CUDA kernel runs.
+/// `layout`) with the function the CUDA kernel runs. The pairs `(i, n-1-i)` are spread over
+/// the current rayon pool (the CPU backend's): each touches only its own two samples, so the
+/// bits do not depend on the thread count.
 pub fn apply_host(data: &mut [u8], dtype: DType, layout: Layout, n: usize, w: u32, h: u32, mix: &[MixParams]) {
+    use rayon::prelude::*;
     assert_eq!(mix.len(), n, "one MixParams per sample");
     assert_eq!(data.len(), n * 3 * w as usize * h as usize * dtype.size(), "batch bytes");
     extern "C" {
-        fn stoke_host_mixup(out: *mut u8, mix: *const MixParams, dtype: u32, layout: u32, n: u32, h: i32, w: i32);
+        fn stoke_host_mixup(out: *mut u8, mix: *const MixParams, dtype: u32, layout: u32, n: u32, h: i32, w: i32, first: u32, last: u32);
     }
-    // SAFETY: `data` holds exactly `n` samples of the given shape and dtype (asserted), `mix`
-    // one entry per sample; the function reads and writes inside them only.
-    unsafe { stoke_host_mixup(data.as_mut_ptr(), mix.as_ptr(), dtype.code(), layout.code(), n as u32, h as i32, w as i32) }
+    /// The batch's base address, shared by the pairs' calls.
+    #[derive(Clone, Copy)]
+    struct Base(*mut u8);
+    // SAFETY: each call writes only the samples of its own pairs (disjoint); the slice outlives
+    // the parallel loop, which joins before `apply_host` returns.
+    unsafe impl Send for Base {}
+    unsafe impl Sync for Base {}
+    let base = Base(data.as_mut_ptr());
+    (0..n / 2).into_par_iter().for_each(|i| {
+        let b = base;
+        // SAFETY: `data` holds exactly `n` samples of the given shape and dtype (asserted), `mix`
+        // one entry per sample; the call reads and writes samples i and n-1-i only.
+        unsafe { stoke_host_mixup(b.0, mix.as_ptr(), dtype.code(), layout.code(), n as u32, h as i32, w as i32, i as u32, i as u32 + 1) }
+    });
 }
 
 /// Gamma(a, 1) by Marsaglia–Tsang (a < 1 through Gamma(a + 1)·U^(1/a)).

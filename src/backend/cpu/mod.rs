@@ -214,7 +214,8 @@ impl Backend for CpuBackend {
                 images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
             }
             super::fill_records(samples, sources, batch);
-            super::mix_host_batch(&self.mixup, self.seed, batch)?;
+            // On the pool's workers: the pairs are independent (same bits whatever the threads).
+            self.pool.install(|| super::mix_host_batch(&self.mixup, self.seed, batch))?;
         }
         let times = BatchTimes {
             decode: Duration::from_nanos(decode_ns.into_inner()),
