@@ -101,7 +101,11 @@ cp -r "$cu13/include" $P/include
 cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py scripts/gpu-under-load.py $P/scripts/
 cp -r benches/peers $P/benches/
 rm -rf $P/benches/peers/__pycache__
-git rev-parse --short HEAD > $P/COMMIT 2>/dev/null || echo unknown > $P/COMMIT
+# The commit the bundle was built from; "+dirty" when tracked files had uncommitted changes (the
+# bundle then holds code no commit has: its figures name HEAD, not what ran).
+{ git rev-parse --short HEAD 2>/dev/null || echo unknown; } | tr -d '\n' > $P/COMMIT
+git diff --quiet HEAD 2>/dev/null || printf '+dirty' >> $P/COMMIT
+echo >> $P/COMMIT
 # The dev corpus's photos (about 20 MB of JPEG, which gzip cannot shrink) for tests/gpu_decode.rs.
 for corpus in ../shared/corpus/dev /work/shared/corpus/dev; do
   if [ -d "$corpus/imagenet_like" ]; then
