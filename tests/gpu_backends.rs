@@ -363,6 +363,48 @@ fn half_to_f32(h: u16) -> f32 {
     }
 }
 
+/// On the CUDA backend, a batch prepared ahead (staged, routed and its CPU-route decodes
+/// started while the batch before it decoded: `Backend::run_ahead`) is handled as the batch
+/// made in its turn: the same pixels and substitute records under `skip`, the same error naming
+/// the same file under `fail`. The bad files (a corrupt one, a truncated one) take the CPU
+/// route, so their failures come from the decodes started ahead.
+#[test]
+fn bad_files_in_a_batch_prepared_ahead_are_handled_as_in_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(folder(&dir.path().join("src"), 1, &[]).1.read_dir().unwrap().flatten().next().unwrap().path()).unwrap();
+    let truncated = &good[..good.len() / 3];
+    let (root, _) = folder(dir.path(), 22, &[("zz_corrupt.JPEG", NOT_A_JPEG), ("zz_truncated.JPEG", truncated)]);
+    let ds = index(&root);
+    for on_error in [OnError::Skip, OnError::Fail] {
+        let Some((mut in_turn, c, _g)) = backend_with(BackendKind::Cuda, &ds, on_error, |c| c.batch_size = 4) else { return };
+        let mut ahead = AnyBackend::new(&c, &ds).unwrap();
+        let mut reader = Reader::new(ds.clone(), &c).unwrap();
+        reader.start_epoch(0, 0);
+        let rbs: Vec<ReadBatch> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
+        // Each batch as (pixels, substitute records) or the error's text.
+        let made = |b: &mut AnyBackend, i: usize, next: Option<&ReadBatch>| {
+            let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+            stoke::pipeline::run_read_batch_ahead(b.as_backend(), &rbs[i], next, Some(&ds), &mut batch)
+                .map(|t| (pixels(&batch), format!("{:?}", batch.substitutes), t.gpu.ahead_batches))
+                .map_err(|e| e.to_string())
+        };
+        let (mut bad_prepared, mut errors) = (0, 0);
+        for i in 0..rbs.len() {
+            let want = made(&mut in_turn, i, None).map(|(px, subs, _)| (px, subs));
+            let got = made(&mut ahead, i, rbs.get(i + 1));
+            if let Ok((_, _, prepared)) = &got {
+                assert_eq!(*prepared, if i == 0 { 0.0 } else { 1.0 }, "{on_error:?} step {i}");
+            }
+            let has_bad = (0..rbs[i].samples.len()).any(|k| key_of(&ds, &rbs[i], k).contains("zz_"));
+            bad_prepared += usize::from(has_bad && i > 0);
+            errors += usize::from(want.is_err());
+            assert_eq!(got.map(|(px, subs, _)| (px, subs)), want, "{on_error:?} step {i}: prepared ahead differs from in turn");
+        }
+        assert!(bad_prepared > 0, "{on_error:?}: no bad file in a prepared batch (the test proves nothing)");
+        assert_eq!(errors > 0, on_error == OnError::Fail, "{on_error:?}: errors only under fail");
+    }
+}
+
 /// One `#[test]` per body and backend: `cpu::name` and `cuda::name`.
 macro_rules! on_each_backend {
     ($($name:ident),* $(,)?) => {

@@ -335,8 +335,8 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
     assert!(seen >= ds.len(), "{seen} samples for {} in the dataset", ds.len());
 }
 
-/// A batch staged and routed while the one before it decoded (`Backend::run_ahead`) is the
-/// batch staged in its turn, bit for bit: run in order with each next batch announced; with
+/// A batch staged and routed (and its CPU-route images decoded) while the one before it
+/// decoded (`Backend::run_ahead`) is the batch made in its turn, bit for bit: run in order with each next batch announced; with
 /// a wrong batch announced (what was prepared must be dropped, and the staging slots still
 /// cycle); and through `Pipeline`, whose producer announces the reader's next batch — which
 /// must have happened (`ahead_batches`), or this test would prove nothing.
@@ -365,12 +365,16 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         .collect();
 
     let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    let mut cpu_ahead = 0;
     for (i, rb) in rbs.iter().enumerate() {
         let t = run_read_batch_ahead(&mut backend, rb, rbs.get(i + 1), Some(&ds), &mut batch).unwrap();
         assert_eq!(t.gpu.ahead_batches, if i == 0 { 0.0 } else { 1.0 }, "step {i}: prepared while step {} decoded", i.saturating_sub(1));
         assert_eq!(t.gpu.ahead > 0.0, i + 1 < rbs.len(), "step {i}: time preparing the next");
         assert!(host(&batch) == in_turn[i], "step {i} prepared ahead differs from the batch made in turn");
+        // Prepared batches' CPU-route images were decoded while the batch before them decoded.
+        cpu_ahead += if i > 0 { batch.decoders.cpu } else { 0 };
     }
+    assert!(cpu_ahead > 0, "no prepared batch had a CPU-route image: the decodes started ahead went untested");
 
     // Step 2 announced while step 0 runs, then step 1 comes: dropped, made in turn; the
     // announcements after it are right again.

@@ -196,7 +196,8 @@ pub struct GpuStageTimes {
     pub hw_host: f64,
     /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
     pub cuda_decode: f64,
-    /// CPU route: libjpeg-turbo decode + upload (host wall).
+    /// CPU route: libjpeg-turbo decode + upload (host wall); for a batch whose CPU decodes
+    /// started while the batch before it decoded, only what it still waited for them.
     pub cpu_route: f64,
     /// The fused augment kernel(s) (CUDA events).
     pub augment: f64,

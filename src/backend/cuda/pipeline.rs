@@ -4,8 +4,9 @@
 //! 1. the compressed bytes are copied into the next pinned staging slot and every image is
 //!    routed (hardware engine / CUDA decoders / CPU) from its header — unless that was done
 //!    while the previous batch decoded ([`Backend::run_ahead`]: the pipeline says which batch
-//!    comes next, and a thread of the backend's stages and routes it while the hardware
-//!    engine's calls hold this one; on an H200 the two took ~6 ms of a 20 ms batch);
+//!    comes next, and a thread of the backend's stages and routes it, and starts its CPU-route
+//!    decodes on the pool, while the hardware engine's calls hold this one; on an H200 staging
+//!    and routing took ~6 ms of a 20 ms batch);
 //! 2. [`GpuDecoder::decode_routed`] decodes
 //!    the region the augment reads into one of two device arenas, retries GPU failures on the
 //!    CPU, and returns where each image's pixels are;
@@ -25,8 +26,8 @@
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
 use super::decode::{
-    cuda_slot_bytes, decoder_budget, ArenaPlan, Classified, Classifier, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder,
-    MemoryPlan,
+    cuda_slot_bytes, decoder_budget, ArenaPlan, Classified, Classifier, CpuAhead, CpuRoute, DecodeStats, Decoded, DecoderPlan, FixedBytes,
+    GpuDecoder, MemoryPlan,
 };
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
@@ -121,6 +122,8 @@ pub struct CudaBackend {
     ahead_classifier: Option<Classifier>,
     // The next batch, staged and routed while the last one decoded.
     ahead: Option<Prepared>,
+    // Where the helper starts the next batch's CPU-route decodes (the decoder's pool).
+    cpu_route: CpuRoute,
     // Per-batch scratch, reused.
     ranges: Vec<Option<StagedRange>>,
     decoded: Vec<std::result::Result<Decoded, SlotError>>,
@@ -250,6 +253,7 @@ impl CudaBackend {
             staging,
             ahead_classifier,
             ahead: None,
+            cpu_route: decoder.cpu_route(),
             decoder,
             augmenter,
             ring,
@@ -357,10 +361,10 @@ impl Backend for CudaBackend {
         }
 
         // 1. Staging and routing: prepared while the last batch decoded, or now.
-        let (slot_index, routes, was_ahead) = match self.ahead.take() {
+        let (slot_index, routes, cpu_started, was_ahead) = match self.ahead.take() {
             Some(p) if p.key.is_for(epoch, step, samples) => {
                 self.ranges = p.ranges;
-                (p.slot, Some(p.routes), true)
+                (p.slot, Some(p.routes), p.cpu, true)
             }
             stale => {
                 if let Some(p) = stale {
@@ -368,7 +372,7 @@ impl Backend for CudaBackend {
                     // read its slot.
                     self.staging.release(p.slot, &[])?;
                 }
-                (stage(&mut self.staging, samples, &mut self.ranges)?, None, false)
+                (stage(&mut self.staging, samples, &mut self.ranges)?, None, None, false)
             }
         };
         let staged = staged_slices(&self.staging, slot_index, &self.ranges);
@@ -380,11 +384,11 @@ impl Backend for CudaBackend {
         let ahead = ahead.filter(|a| fits(a.samples));
         let (decoded, next) = std::thread::scope(|s| {
             let helper = ahead.zip(self.ahead_classifier.as_mut()).map(|(a, classifier)| {
-                let (gpu, staging) = (&self.gpu, &mut self.staging);
-                s.spawn(move || prepare(gpu, staging, classifier, a))
+                let (gpu, staging, cpu_route) = (&self.gpu, &mut self.staging, &self.cpu_route);
+                s.spawn(move || prepare(gpu, staging, classifier, cpu_route, a))
             });
             let decoded = match &routes {
-                Some(r) => self.decoder.decode_routed(&jobs, r, &mut self.decoded),
+                Some(r) => self.decoder.decode_routed(&jobs, r, cpu_started, &mut self.decoded),
                 None => self.decoder.decode(&jobs, &mut self.decoded),
             };
             (decoded, helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
@@ -547,6 +551,8 @@ struct Prepared {
     slot: usize,
     ranges: Vec<Option<StagedRange>>,
     routes: Vec<std::result::Result<Classified, SlotError>>,
+    // Its CPU-route images, decoding on the pool since it was prepared.
+    cpu: Option<CpuAhead>,
     secs: f64,
 }
 
@@ -599,8 +605,15 @@ fn staged_slices<'a>(staging: &PinnedStaging, slot: usize, ranges: &[Option<Stag
         .collect()
 }
 
-/// Stage and route `input` (the batch after the one decoding), on the helper thread.
-fn prepare(gpu: &Gpu, staging: &mut PinnedStaging, classifier: &mut Classifier, input: BatchInput<'_, '_>) -> Result<Prepared> {
+/// Stage and route `input` (the batch after the one decoding) and start its CPU-route decodes,
+/// on the helper thread.
+fn prepare(
+    gpu: &Gpu,
+    staging: &mut PinnedStaging,
+    classifier: &mut Classifier,
+    cpu_route: &CpuRoute,
+    input: BatchInput<'_, '_>,
+) -> Result<Prepared> {
     let t = Instant::now();
     // The staging guard's wait is a driver call: this device's context on this thread too.
     gpu.ctx().bind_to_thread().map_err(crate::error::driver_err("cuCtxSetCurrent"))?;
@@ -610,7 +623,8 @@ fn prepare(gpu: &Gpu, staging: &mut PinnedStaging, classifier: &mut Classifier, 
     let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(input.samples).map(|(b, s)| (*b, s.params)).collect();
     let mut routes = Vec::with_capacity(jobs.len());
     classifier.classify_batch(&jobs, &mut routes);
-    Ok(Prepared { key: AheadKey::of(input.epoch, input.step, input.samples), slot, ranges, routes, secs: t.elapsed().as_secs_f64() })
+    let cpu = cpu_route.start(&jobs, &routes);
+    Ok(Prepared { key: AheadKey::of(input.epoch, input.step, input.samples), slot, ranges, routes, cpu, secs: t.elapsed().as_secs_f64() })
 }
 
 /// A start and an end timing event for one launch.

@@ -392,6 +392,12 @@ impl GpuDecoder {
         Classifier::new(&self.plan, self.hw.as_ref().map(|h| &h.handle))
     }
 
+    /// The CPU route, for starting a routed batch's CPU decodes from another thread
+    /// ([`CpuRoute::start`], then [`Self::decode_routed`]).
+    pub fn cpu_route(&self) -> CpuRoute {
+        CpuRoute { pool: self.cpu_pool.clone(), max_pixels: self.plan.max_pixels }
+    }
+
     /// Threads of the CPU route.
     pub fn cpu_threads(&self) -> usize {
         self.plan.cpu_threads
@@ -451,7 +457,7 @@ impl GpuDecoder {
         let mut routes = std::mem::take(&mut self.routes);
         self.classifier.classify_batch(jobs, &mut routes);
         let routing = start.elapsed().as_secs_f64();
-        let r = self.decode_routed(jobs, &routes, out);
+        let r = self.decode_routed(jobs, &routes, None, out);
         self.routes = routes;
         self.stage_times.classify += routing;
         r
@@ -459,11 +465,14 @@ impl GpuDecoder {
 
     /// [`Self::decode`] with every job's route already made (`routes[i]` for `jobs[i]`, by
     /// [`Classifier::classify_batch`] of a classifier from [`Self::new_classifier`]: the CUDA
-    /// backend routes the next batch while the engine decodes this one).
+    /// backend routes the next batch while the engine decodes this one) and, in `cpu`, its
+    /// CPU-route images' decodes perhaps started already ([`CpuRoute::start`] on the same
+    /// jobs and routes; decoded now when it covers other images).
     pub fn decode_routed(
         &mut self,
         jobs: &[(&[u8], AugParams)],
         routes: &[Result<Classified, SlotError>],
+        cpu: Option<CpuAhead>,
         out: &mut Vec<Result<Decoded, SlotError>>,
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
@@ -530,7 +539,10 @@ impl GpuDecoder {
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
-        let (gpu_queued, mut cpu_out, cpu_secs) = pool.decode_while(&cpu_list, jobs, out, max_pixels, || -> Result<f64, GpuError> {
+        // CPU decodes started ahead are this batch's when they cover its CPU-route images.
+        let cpu_ahead = cpu.filter(|a| a.list() == cpu_list.as_slice());
+        let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
+        let (gpu_queued, mut cpu_out, mut cpu_secs) = pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<f64, GpuError> {
             let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, .. } = &mut *self;
             // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
             // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
@@ -597,6 +609,10 @@ impl GpuDecoder {
             })
         });
         self.stage_times.hw_host = gpu_queued?;
+        if let Some(a) = cpu_ahead {
+            // The CPU route's time is then only what this batch still waited for them.
+            (cpu_out, cpu_secs) = a.finish();
+        }
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;

@@ -60,6 +60,7 @@ pub use budget::*;
 pub use canary::*;
 pub use classify::*;
 use cpu_route::*;
+pub use cpu_route::{CpuAhead, CpuRoute};
 pub use decoder::*;
 pub use hardware::{cuda_slot_bytes, prealloc_dims};
 pub use roi::*;
