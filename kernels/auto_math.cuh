@@ -303,13 +303,45 @@ STOKE_HD double stoke_pil_cubic(double v1, double v2, double v3, double v4, doub
     return p1 + d * (p2 + d * (p3 + d * p4));
 }
 
+// Where output pixel (x, y) of an affine geometric op reads (g->affine set): the top-left tap
+// (*ix, *iy) and the filter's offsets (*dx, *dy) from it, as Pillow's affine transform computes
+// them; 0 when the position falls outside [0, W) × [0, H) (the pixel is the fill colour).
+STOKE_HD int stoke_auto_source(const StokeAutoGeom* g, int32_t W, int32_t H, int32_t x, int32_t y, int32_t* ix, int32_t* iy,
+                               double* dx, double* dy) {
+    const double* a = g->m;
+    const double xo = (double)x + 0.5, yo = (double)y + 0.5;
+    double xin = (a[0] * xo + a[1] * yo) + a[2];
+    double yin = (a[3] * xo + a[4] * yo) + a[5];
+    if (xin < 0.0 || xin >= (double)W || yin < 0.0 || yin >= (double)H) return 0;
+    xin = xin - 0.5;
+    yin = yin - 0.5;
+    *ix = stoke_pil_floor(xin);
+    *iy = stoke_pil_floor(yin);
+    *dx = xin - (double)*ix;
+    *dy = yin - (double)*iy;
+    return 1;
+}
+
+// The 4×4 bicubic taps around (ix, iy): the rows' pointers (Pillow reads row YCLIP(y) for the
+// first, and repeats the previous row's for later rows outside the image: the same pointer
+// gives the same value) and the columns' byte offsets, clamped.
+STOKE_HD void stoke_auto_bicubic_taps(const uint8_t* img, int32_t W, int32_t H, int32_t ix, int32_t iy, const uint8_t* rp[4],
+                                      int32_t xs[4]) {
+    const size_t stride = (size_t)W * 3u;
+    rp[0] = img + (size_t)stoke_clip_index(iy - 1, H) * stride;
+    for (int k = 1; k < 4; k++) {
+        const int32_t yy = iy - 1 + k;
+        rp[k] = (yy >= 0 && yy < H) ? img + (size_t)yy * stride : rp[k - 1];
+    }
+    for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(ix - 1 + k, W) * 3;
+}
+
 // One output pixel of a geometric op: Pillow's generic affine transform with its bilinear
 // (flags without STOKE_AUTO_BICUBIC) or bicubic filter; the fill colour where the position
 // falls outside [0, W) × [0, H).
 // `g` is stoke_auto_prepare's for this op and image size.
 STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t fill[4],
                                    const uint8_t* img, int32_t W, int32_t H, int32_t x, int32_t y, uint8_t out[3]) {
-    const double* a = g->m;
     if (!g->affine) {
         int32_t px, py;
         stoke_rot90_src(g->quarter, x, y, W, H, &px, &py);
@@ -319,19 +351,14 @@ STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const StokeAutoGeom* g,
         out[2] = s[2];
         return;
     }
-    const double xo = (double)x + 0.5, yo = (double)y + 0.5;
-    double xin = (a[0] * xo + a[1] * yo) + a[2];
-    double yin = (a[3] * xo + a[4] * yo) + a[5];
-    if (xin < 0.0 || xin >= (double)W || yin < 0.0 || yin >= (double)H) {
+    int32_t ix, iy;
+    double dx, dy;
+    if (!stoke_auto_source(g, W, H, x, y, &ix, &iy, &dx, &dy)) {
         out[0] = fill[0];
         out[1] = fill[1];
         out[2] = fill[2];
         return;
     }
-    xin = xin - 0.5;
-    yin = yin - 0.5;
-    const int32_t ix = stoke_pil_floor(xin), iy = stoke_pil_floor(yin);
-    const double dx = xin - (double)ix, dy = yin - (double)iy;
     if ((o->flags & STOKE_AUTO_BICUBIC) == 0u) {
         const int32_t x0 = stoke_clip_index(ix, W), x1 = stoke_clip_index(ix + 1, W);
         const uint8_t* r0 = img + (size_t)stoke_clip_index(iy, H) * (size_t)W * 3u;
@@ -350,17 +377,9 @@ STOKE_HD void stoke_auto_geometric(const StokeAutoOp* o, const StokeAutoGeom* g,
         }
         return;
     }
-    // Rows of the 4×4 taps: Pillow reads row YCLIP(y) for the first, and repeats the previous
-    // row's value for later rows outside the image (the same pointer gives the same value).
     const uint8_t* rp[4];
-    const size_t stride = (size_t)W * 3u;
-    rp[0] = img + (size_t)stoke_clip_index(iy - 1, H) * stride;
-    for (int k = 1; k < 4; k++) {
-        const int32_t yy = iy - 1 + k;
-        rp[k] = (yy >= 0 && yy < H) ? img + (size_t)yy * stride : rp[k - 1];
-    }
     int32_t xs[4];
-    for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(ix - 1 + k, W) * 3;
+    stoke_auto_bicubic_taps(img, W, H, ix, iy, rp, xs);
     for (int c = 0; c < 3; c++) {
         double rows[4];
         for (int k = 0; k < 4; k++) {

@@ -323,26 +323,19 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
             for (int32_t x = 0; x < W; x++) stoke_auto_geometric(o, g, fill, img, W, H, x, y, out + ((size_t)y * W + x) * 3);
         return;
     }
-    const double* a = g->m;
     const int bicubic = (o->flags & STOKE_AUTO_BICUBIC) != 0u;
     const size_t stride = (size_t)W * 3u;
     for (int32_t y = 0; y < H; y++) {
-        const double yo = (double)y + 0.5;
         for (int32_t x = 0; x < W; x++) {
             uint8_t* px = out + ((size_t)y * W + x) * 3;
-            const double xo = (double)x + 0.5;
-            double xin = (a[0] * xo + a[1] * yo) + a[2];
-            double yin = (a[3] * xo + a[4] * yo) + a[5];
-            if (xin < 0.0 || xin >= (double)W || yin < 0.0 || yin >= (double)H) {
+            int32_t ix, iy;
+            double dx, dy;
+            if (!stoke_auto_source(g, W, H, x, y, &ix, &iy, &dx, &dy)) {
                 px[0] = fill[0];
                 px[1] = fill[1];
                 px[2] = fill[2];
                 continue;
             }
-            xin = xin - 0.5;
-            yin = yin - 0.5;
-            const int32_t ix = stoke_pil_floor(xin), iy = stoke_pil_floor(yin);
-            const double dx = xin - (double)ix, dy = yin - (double)iy;
             double v[4];
             if (!bicubic) {
                 const int32_t x0 = stoke_clip_index(ix, W) * 3, x1 = stoke_clip_index(ix + 1, W) * 3;
@@ -365,13 +358,8 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
                 continue;
             }
             const uint8_t* rp[4];
-            rp[0] = img + (size_t)stoke_clip_index(iy - 1, H) * stride;
-            for (int k = 1; k < 4; k++) {
-                const int32_t yy = iy - 1 + k;
-                rp[k] = (yy >= 0 && yy < H) ? img + (size_t)yy * stride : rp[k - 1];
-            }
             int32_t xs[4];
-            for (int k = 0; k < 4; k++) xs[k] = stoke_clip_index(ix - 1 + k, W) * 3;
+            stoke_auto_bicubic_taps(img, W, H, ix, iy, rp, xs);
             Lanes rows[4];
             for (int k = 0; k < 4; k++) {
                 Lanes taps[4];
