@@ -375,8 +375,7 @@ impl Backend for CudaBackend {
                 (stage(&mut self.staging, samples, &mut self.ranges)?, None, None, false)
             }
         };
-        let staged = staged_slices(&self.staging, slot_index, &self.ranges);
-        let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(samples).map(|(b, s)| (*b, s.params)).collect();
+        let jobs = staged_jobs(&self.staging, slot_index, &self.ranges, samples);
 
         // 2. Decode; meanwhile the next batch is staged and routed on a thread of its own.
         let t_dec = Instant::now();
@@ -593,16 +592,21 @@ fn stage(staging: &mut PinnedStaging, samples: &[SampleIn<'_>], ranges: &mut Vec
     Ok(slot.slot)
 }
 
-/// The staged bytes of each sample of `slot` (empty where it did not fit).
-fn staged_slices<'a>(staging: &PinnedStaging, slot: usize, ranges: &[Option<StagedRange>]) -> Vec<&'a [u8]> {
+/// The decoder's jobs for `samples` staged in `slot`: each sample's staged bytes (empty where
+/// they did not fit) and its params.
+fn staged_jobs<'a>(
+    staging: &PinnedStaging,
+    slot: usize,
+    ranges: &[Option<StagedRange>],
+    samples: &[SampleIn<'_>],
+) -> Vec<(&'a [u8], AugParams)> {
     let base = staging.slot_ptr(slot);
     // SAFETY: the slot is held until it is released after the decode that reads these
     // slices; the ranges lie inside it and were written by `stage`; nothing writes the slot
     // while it is held, and the slices are dropped before the call that released it returns.
-    ranges
-        .iter()
-        .map(|r| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) }))
-        .collect()
+    let bytes =
+        |r: &Option<StagedRange>| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) });
+    ranges.iter().zip(samples).map(|(r, s)| (bytes(r), s.params)).collect()
 }
 
 /// Stage and route `input` (the batch after the one decoding) and start its CPU-route decodes,
@@ -619,8 +623,7 @@ fn prepare(
     gpu.ctx().bind_to_thread().map_err(crate::error::driver_err("cuCtxSetCurrent"))?;
     let mut ranges = Vec::with_capacity(input.samples.len());
     let slot = stage(staging, input.samples, &mut ranges)?;
-    let staged = staged_slices(staging, slot, &ranges);
-    let jobs: Vec<(&[u8], AugParams)> = staged.iter().zip(input.samples).map(|(b, s)| (*b, s.params)).collect();
+    let jobs = staged_jobs(staging, slot, &ranges, input.samples);
     let mut routes = Vec::with_capacity(jobs.len());
     classifier.classify_batch(&jobs, &mut routes);
     let cpu = cpu_route.start(&jobs, &routes);
