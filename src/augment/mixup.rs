@@ -257,12 +257,12 @@ pub fn apply_host(data: &mut [u8], dtype: DType, layout: Layout, n: usize, w: u3
     assert_eq!(mix.len(), n, "one MixParams per sample");
     assert_eq!(data.len(), n * 3 * w as usize * h as usize * dtype.size(), "batch bytes");
     extern "C" {
-        fn stoke_host_mixup(out: *mut u8, mix: *const MixParams, dtype: u32, layout: u32, n: u32, h: i32, w: i32, first: u32, last: u32);
+        fn stoke_host_mixup(out: *mut u8, mix: *const MixParams, dtype: u32, layout: u32, n: u32, h: i32, w: i32, pair: u32);
     }
     /// The batch's base address, shared by the pairs' calls.
     #[derive(Clone, Copy)]
     struct Base(*mut u8);
-    // SAFETY: each call writes only the samples of its own pairs (disjoint); the slice outlives
+    // SAFETY: each call writes only the two samples of its own pair (disjoint); the slice outlives
     // the parallel loop, which joins before `apply_host` returns.
     unsafe impl Send for Base {}
     unsafe impl Sync for Base {}
@@ -271,7 +271,7 @@ pub fn apply_host(data: &mut [u8], dtype: DType, layout: Layout, n: usize, w: u3
         let b = base;
         // SAFETY: `data` holds exactly `n` samples of the given shape and dtype (asserted), `mix`
         // one entry per sample; the call reads and writes samples i and n-1-i only.
-        unsafe { stoke_host_mixup(b.0, mix.as_ptr(), dtype.code(), layout.code(), n as u32, h as i32, w as i32, i as u32, i as u32 + 1) }
+        unsafe { stoke_host_mixup(b.0, mix.as_ptr(), dtype.code(), layout.code(), n as u32, h as i32, w as i32, i as u32) }
     });
 }
 
