@@ -200,6 +200,59 @@ fn child_entry() {
                 _ => {}
             }
         },
+        // A stream-ordered memory pool: used bytes counted from the allocation to the free call,
+        // a destroy with an allocation outstanding deferred to its free ("pool_ok"); an
+        // allocation from a destroyed pool refused ("pool_destroyed").
+        "pool_ok" | "pool_destroyed" => unsafe {
+            // SAFETY: raw driver calls on a current context with handles created here; the
+            // misuse is what is tested, and the stand-in refuses it before touching anything.
+            let mut props: sys::CUmemPoolProps = std::mem::zeroed();
+            props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+            props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+            let mut pool = std::ptr::null_mut();
+            check(sys::cuMemPoolCreate(&mut pool, &props), "pool");
+            let used = |pool| {
+                let mut v = 0u64;
+                check(
+                    sys::cuMemPoolGetAttribute(
+                        pool,
+                        sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                        &mut v as *mut u64 as *mut _,
+                    ),
+                    "used",
+                );
+                v
+            };
+            let s = stream.cu_stream();
+            let (mut a, mut b) = (0u64, 0u64);
+            check(sys::cuMemAllocFromPoolAsync(&mut a, 1000, pool, s), "alloc a");
+            check(sys::cuMemAllocFromPoolAsync(&mut b, 3000, pool, s), "alloc b");
+            assert_eq!(used(pool), 4000);
+            check(sys::cuMemFreeAsync(a, s), "free a");
+            assert_eq!(used(pool), 3000, "counted at the free call");
+            check(sys::cuMemPoolDestroy(pool), "destroy with b outstanding");
+            if case == "pool_destroyed" {
+                eprintln!("alloc from a destroyed pool: {:?}", sys::cuMemAllocFromPoolAsync(&mut a, 1000, pool, s));
+            }
+            check(sys::cuMemFreeAsync(b, s), "free b: the pool goes with it");
+            check(sys::cuStreamSynchronize(s), "sync");
+        },
+        // cuBLAS/cuRAND handles as a candle device makes them, looked up in the stand-in the way
+        // a linked binary finds them: destroyed once ("handles_ok"), or twice ("handle_twice").
+        "handles_ok" | "handle_twice" => unsafe {
+            // SAFETY: the stand-in's exports with their C signatures; handles created here.
+            let lib = libloading::Library::new("libcuda.so.1").unwrap();
+            let create: libloading::Symbol<unsafe extern "C" fn(*mut usize) -> i32> = lib.get(b"cublasCreate_v2").unwrap();
+            let set_stream: libloading::Symbol<unsafe extern "C" fn(usize, usize) -> i32> = lib.get(b"cublasSetStream_v2").unwrap();
+            let destroy: libloading::Symbol<unsafe extern "C" fn(usize) -> i32> = lib.get(b"cublasDestroy_v2").unwrap();
+            let mut h = 0usize;
+            assert_eq!(create(&mut h), 0);
+            assert_eq!(set_stream(h, stream.cu_stream() as usize), 0);
+            assert_eq!(destroy(h), 0);
+            if case == "handle_twice" {
+                eprintln!("second destroy: {}", destroy(h));
+            }
+        },
         // The CUDA backend on a device of STOKE_SIM_MEMORY bytes (set by the parent).
         "backend" => {
             let dir = tempfile::tempdir().unwrap();
@@ -310,6 +363,24 @@ fn a_double_free_and_a_use_after_free_are_named() {
     expect_finding("double_free", "double free", &["cuMemFree", "device allocation #"]);
     expect_finding("use_after_free", "use after free", &["cuMemsetD8", "freed device allocation"]);
     expect_clean("free_once");
+}
+
+#[test]
+fn an_allocation_from_a_destroyed_memory_pool_is_refused() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("pool_destroyed", "invalid handle", &["cuMemAllocFromPoolAsync", "was destroyed"]);
+    expect_clean("pool_ok");
+}
+
+#[test]
+fn a_cublas_handle_destroyed_twice_is_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("handle_twice", "invalid handle", &["cublasDestroy", "not a live Cublas handle"]);
+    expect_clean("handles_ok");
 }
 
 /// `cuMemGetInfo` and the allocations follow the configured device size: the backend that fits

@@ -437,6 +437,88 @@ pub unsafe extern "C" fn cuMemAllocAsync(p: *mut CUdeviceptr, n: usize, s: usize
     alloc(Kind::Device, p, n, "cuMemAllocAsync")
 }
 
+/// `cuMemPoolCreate`: a pool of pinned device memory on device 0 (`CUmemPoolProps`:
+/// allocation type 1, location type 1 (device), id 0; what else the props say is not modelled).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolCreate(pool: *mut usize, props: *const u32) -> CUresult {
+    try_cu!(initialised("cuMemPoolCreate"));
+    if pool.is_null() || props.is_null() || !crate::config().mempools {
+        return if crate::config().mempools { INVALID_VALUE } else { dev::NOT_SUPPORTED };
+    }
+    // SAFETY: the caller's CUmemPoolProps starts with allocType, handleTypes, location.type,
+    // location.id (four 32-bit fields).
+    let (alloc_type, loc_type, loc_id) = unsafe { (*props, *props.add(2), *props.add(3)) };
+    if alloc_type != 1 || loc_type != 1 || loc_id != 0 {
+        crate::report(
+            "invalid argument",
+            format!("cuMemPoolCreate: allocation type {alloc_type}, location type {loc_type} id {loc_id}: the stand-in has pinned device pools on device 0"),
+        );
+        return INVALID_VALUE;
+    }
+    // SAFETY: caller's out-pointer.
+    unsafe { out(pool, mem::pool_create()) }
+}
+
+fn pool_result<T>(r: Result<T, String>) -> Result<T, CUresult> {
+    r.map_err(|m| {
+        crate::report("invalid handle", m);
+        INVALID_VALUE
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn cuMemPoolDestroy(pool: usize) -> CUresult {
+    try_cu!(initialised("cuMemPoolDestroy"));
+    try_cu!(pool_result(mem::pool_destroy(pool)));
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolGetAttribute(pool: usize, attr: c_int, v: *mut c_void) -> CUresult {
+    try_cu!(initialised("cuMemPoolGetAttribute"));
+    match try_cu!(pool_result(mem::pool_attribute(pool, attr))) {
+        // SAFETY: caller's out-pointer; attributes 4..=8 are cuuint64_t.
+        Some(x) => unsafe { out(v as *mut u64, x) },
+        None => INVALID_VALUE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemPoolSetAttribute(pool: usize, attr: c_int, v: *mut c_void) -> CUresult {
+    try_cu!(initialised("cuMemPoolSetAttribute"));
+    if v.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the caller's value: cuuint64_t for the threshold, int for the reuse flags.
+    let value = unsafe {
+        if attr == 4 {
+            *(v as *const u64)
+        } else {
+            *(v as *const c_int) as u64
+        }
+    };
+    match try_cu!(pool_result(mem::pool_set_attribute(pool, attr, value))) {
+        true => SUCCESS,
+        false => INVALID_VALUE,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocFromPoolAsync(p: *mut CUdeviceptr, n: usize, pool: usize, s: usize) -> CUresult {
+    try_cu!(dev::stream(s, "cuMemAllocFromPoolAsync"));
+    // A destroyed or unknown pool is refused before anything is allocated.
+    try_cu!(pool_result(mem::pool_check(pool, "cuMemAllocFromPoolAsync")));
+    match alloc(Kind::Device, p, n, "cuMemAllocFromPoolAsync") {
+        SUCCESS => {
+            // SAFETY: written by `alloc` just above.
+            let base = unsafe { *p } as usize;
+            try_cu!(pool_result(mem::pool_adopt(pool, base, n, "cuMemAllocFromPoolAsync")));
+            SUCCESS
+        }
+        e => e,
+    }
+}
+
 fn free_now(p: usize, kind: Kind, call: &str) -> CUresult {
     match mem::free(p, kind, call) {
         Ok(a) => {
@@ -455,6 +537,7 @@ pub extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
     let ctx = try_cu!(dev::require("cuMemFree"));
     // cuMemFree synchronises with the device first.
     dev::synchronize_all(ctx.handle());
+    mem::pool_release(p as usize);
     free_now(p as usize, Kind::Device, "cuMemFree")
 }
 
@@ -475,6 +558,8 @@ pub extern "C" fn cuMemFreeAsync(p: CUdeviceptr, s: usize) -> CUresult {
     // there.
     let access = Access::new(a.clone(), a.base, a.end(), true, "cuMemFreeAsync");
     let base = a.base;
+    // A pool stops counting it now, as the driver's bookkeeping does at the call.
+    mem::pool_release(base);
     dev::enqueue(
         &st,
         Enqueue::work(vec![access], move || {

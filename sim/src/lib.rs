@@ -40,6 +40,7 @@
 
 pub mod dev;
 pub mod driver;
+pub mod handles;
 pub mod kernels;
 pub mod mem;
 pub mod nvjpeg;

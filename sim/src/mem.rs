@@ -41,6 +41,8 @@ pub struct Alloc {
     map_len: usize,
     /// Pinned memory: the device's view of the same pages (0 for device memory).
     alias: usize,
+    /// The stream-ordered pool it came from (`cuMemAllocFromPoolAsync`; 0: none).
+    pub pool: usize,
 }
 
 impl Alloc {
@@ -68,6 +70,9 @@ impl Alloc {
 #[derive(Default)]
 struct Registry {
     live: BTreeMap<usize, Alloc>,
+    /// Memory pools by handle (`cuMemPoolCreate`).
+    pools: BTreeMap<usize, Pool>,
+    next_pool: usize,
     freed: BTreeMap<usize, Alloc>,
     freed_order: std::collections::VecDeque<usize>,
     freed_bytes: usize,
@@ -80,6 +85,21 @@ struct Registry {
     peak_pinned: u64,
     total_device_allocs: u64,
     total_pinned_allocs: u64,
+}
+
+/// A stream-ordered memory pool: what it has handed out and not had back.
+#[derive(Default)]
+struct Pool {
+    /// Allocations made from it and not yet freed, by base address.
+    outstanding: BTreeMap<usize, usize>,
+    /// `CU_MEMPOOL_ATTR_USED_MEM_CURRENT`: bytes of `outstanding`, counted when a free is
+    /// *called* (the pages go when the stream reaches it).
+    used: u64,
+    used_high: u64,
+    release_threshold: u64,
+    /// `cuMemPoolDestroy` was called with allocations outstanding: it goes with the last one,
+    /// as the driver's does; nothing may allocate from it meanwhile.
+    destroyed: bool,
 }
 
 static REG: Mutex<Option<Registry>> = Mutex::new(None);
@@ -151,7 +171,7 @@ pub fn alloc(kind: Kind, len: usize, ctx: usize, call: &'static str) -> Result<u
     unsafe { std::ptr::write_bytes(view as *mut u8, UNWRITTEN, len) };
     with(|r| {
         r.next_id += 1;
-        let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len, alias };
+        let a = Alloc { id: r.next_id, base, len, kind, ctx, call, map, map_len, alias, pool: 0 };
         match kind {
             Kind::Device => {
                 r.device_bytes += len as u64;
@@ -229,6 +249,104 @@ pub fn free(ptr: usize, kind: Kind, call: &str) -> Result<Alloc, String> {
             }
         }
         Ok(a)
+    })
+}
+
+/// A new memory pool's handle.
+pub fn pool_create() -> usize {
+    with(|r| {
+        r.next_pool += 1;
+        // Handles that are not small integers, so a pool passed where a stream or pointer is
+        // expected is refused rather than taken for one.
+        let h = 0x5000_0000 + r.next_pool * 0x10;
+        r.pools.insert(h, Pool::default());
+        h
+    })
+}
+
+/// `Err` names what is wrong with `pool` (unknown, or destroyed).
+fn live_pool<'a>(r: &'a mut Registry, pool: usize, call: &str) -> Result<&'a mut Pool, String> {
+    match r.pools.get_mut(&pool) {
+        Some(p) if !p.destroyed => Ok(p),
+        Some(_) => Err(format!("{call}: memory pool {pool:#x} was destroyed")),
+        None => Err(format!("{call}: {pool:#x} is not a memory pool")),
+    }
+}
+
+/// `Err` names why `pool` cannot be used by `call` (unknown, or destroyed).
+pub fn pool_check(pool: usize, call: &str) -> Result<(), String> {
+    with(|r| live_pool(r, pool, call).map(|_| ()))
+}
+
+/// Record that the allocation at `base` (of `len` bytes) came from `pool`.
+pub fn pool_adopt(pool: usize, base: usize, len: usize, call: &str) -> Result<(), String> {
+    with(|r| {
+        let p = live_pool(r, pool, call)?;
+        p.outstanding.insert(base, len);
+        p.used += len as u64;
+        p.used_high = p.used_high.max(p.used);
+        if let Some(a) = r.live.get_mut(&base) {
+            a.pool = pool;
+        }
+        Ok(())
+    })
+}
+
+/// A free of `base` was called: its pool (if any) stops counting it. A destroyed pool goes
+/// with its last allocation.
+pub fn pool_release(base: usize) {
+    with(|r| {
+        let Some(pool) = r.live.get(&base).map(|a| a.pool).filter(|&p| p != 0) else { return };
+        let Some(p) = r.pools.get_mut(&pool) else { return };
+        if let Some(len) = p.outstanding.remove(&base) {
+            p.used -= len as u64;
+        }
+        if p.destroyed && p.outstanding.is_empty() {
+            r.pools.remove(&pool);
+        }
+    })
+}
+
+/// `cuMemPoolDestroy`: gone now, or with its last outstanding allocation.
+pub fn pool_destroy(pool: usize) -> Result<(), String> {
+    with(|r| {
+        let p = live_pool(r, pool, "cuMemPoolDestroy")?;
+        if p.outstanding.is_empty() {
+            r.pools.remove(&pool);
+        } else {
+            p.destroyed = true;
+        }
+        Ok(())
+    })
+}
+
+/// A pool's attribute (`CUmemPool_attribute`): 4 release threshold, 5/6 reserved bytes (the
+/// stand-in reserves exactly what is in use), 7/8 used bytes now / at most.
+pub fn pool_attribute(pool: usize, attr: i32) -> Result<Option<u64>, String> {
+    with(|r| {
+        let p = live_pool(r, pool, "cuMemPoolGetAttribute")?;
+        Ok(match attr {
+            4 => Some(p.release_threshold),
+            5 | 7 => Some(p.used),
+            6 | 8 => Some(p.used_high),
+            _ => None,
+        })
+    })
+}
+
+/// Set the release threshold (attribute 4); the reuse flags (1..=3) are accepted and change
+/// nothing (the stand-in never reuses memory).
+pub fn pool_set_attribute(pool: usize, attr: i32, value: u64) -> Result<bool, String> {
+    with(|r| {
+        let p = live_pool(r, pool, "cuMemPoolSetAttribute")?;
+        Ok(match attr {
+            4 => {
+                p.release_threshold = value;
+                true
+            }
+            1..=3 => true,
+            _ => false,
+        })
     })
 }
 
