@@ -17,10 +17,10 @@ pub enum Error {
     /// The consumer holds a device batch in every output-ring slot and asks for another: the
     /// next batch has nowhere to be written, so waiting would never end.
     #[error(
-        "{held} device batches are still held and the output ring has {depth} slots (ring_depth): the next batch has no slot to be written into; drop one (or give it back with Pipeline::recycle) before asking for the next, or build the pipeline with a larger ring_depth"
+        "{held} device batches are still held and the output ring has {depth} slots (ring_depth): the next batch has no slot to be written into; drop one (or give it back with Pipeline::recycle; a batch taken as tensors counts until its last tensor is dropped) before asking for the next, or build the pipeline with a larger ring_depth"
     )]
     HeldBatches {
-        /// Device batches the consumer holds.
+        /// Device batches the consumer holds (as batches, or as tensors that took their memory).
         held: usize,
         /// The ring's slots (`ring_depth`).
         depth: usize,

@@ -162,7 +162,7 @@ pub struct Pipeline {
     /// Batches of the current share handed out so far (from its start step).
     delivered: u64,
     /// The CUDA backend's count of device batches the consumer holds, and the ring's depth.
-    device_held: Option<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
+    device_held: Option<crate::batch::device::HeldGauge>,
 }
 
 impl Pipeline {
@@ -424,13 +424,13 @@ impl Pipeline {
         if !self.active {
             return None;
         }
-        if let Some((held, depth)) = &self.device_held {
+        if let Some(gauge) = &self.device_held {
             // Every ring slot is in a batch the caller holds: the next batch could only be
             // written after the caller drops one, which it cannot do while it waits here.
             // (At the epoch's end no slot is needed: the end marker comes without one.)
-            let held = held.load(Ordering::SeqCst);
-            if held >= *depth && self.delivered < self.steps_now {
-                return Some(Err(Error::HeldBatches { held, depth: *depth }));
+            let (held, depth) = (gauge.held(), gauge.depth());
+            if held >= depth && self.delivered < self.steps_now {
+                return Some(Err(Error::HeldBatches { held, depth }));
             }
         }
         let rx = self.batches.as_ref()?;

@@ -9,6 +9,7 @@ use crate::error::driver_err as err;
 use crate::error::GpuError;
 use crossbeam_channel::{Receiver, Sender};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, PinnedHostSlice};
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -111,14 +112,141 @@ impl FreeSlots {
     }
 }
 
+/// One ring slot's device memory and its address. Replaced only by
+/// [`DeviceImages::hand_over`] (the memory leaves with a consumer's tensor and the slot gets a
+/// new allocation), through the one value that owns the slot at that moment.
+pub(crate) struct SlotMem(UnsafeCell<(CudaSlice<u8>, sys::CUdeviceptr)>);
+
+// SAFETY: a slot's cell is written only by `DeviceImages::hand_over`, which consumes the
+// `DeviceImages` of that slot: then the slot is in no other place (not in the free channel, not
+// with the producer: contract 6), and no reference into the cell is alive, because every
+// reference handed out (`images_bytes`, `labels`) borrows that `DeviceImages`, and the producer
+// reads a slot's address only between `acquire` and `publish`, when it owns the slot. Reads of
+// other slots' cells touch other cells. `CudaSlice` itself is Send + Sync.
+unsafe impl Sync for SlotMem {}
+
+impl SlotMem {
+    pub(crate) fn new(s: CudaSlice<u8>, ptr: sys::CUdeviceptr) -> Self {
+        Self(UnsafeCell::new((s, ptr)))
+    }
+    fn get(&self) -> &(CudaSlice<u8>, sys::CUdeviceptr) {
+        // SAFETY: see the `Sync` note: no write to this cell can overlap a borrow of it.
+        unsafe { &*self.0.get() }
+    }
+}
+
+/// The pool every ring slot is allocated from where the device has stream-ordered memory
+/// pools: its own pool (`cuMemPoolCreate`), so that a slot's memory handed to a consumer's
+/// tensor ([`DeviceImages::hand_over`]) comes back to it when that tensor frees it, and its
+/// used bytes say how many such batches are still alive.
+pub(crate) struct SlotPool {
+    ctx: Arc<CudaContext>,
+    pool: sys::CUmemoryPool,
+    /// The pool's used bytes per slot allocation (measured once all slots are allocated: it
+    /// includes whatever rounding the driver does).
+    per_slot: std::sync::atomic::AtomicU64,
+}
+
+// SAFETY: a pool handle is usable from any thread of the process (the driver's calls on it are
+// thread-safe); the context is bound before each call.
+unsafe impl Send for SlotPool {}
+// SAFETY: as above; nothing here is mutated without an atomic.
+unsafe impl Sync for SlotPool {}
+
+impl SlotPool {
+    /// A pool of device memory on `ctx`'s device that keeps what is freed to it (release
+    /// threshold: everything) until it is destroyed; `None` where the device has no memory
+    /// pools (then slots are plain allocations and cannot be handed over).
+    pub(crate) fn new(ctx: &Arc<CudaContext>) -> Result<Option<Self>, GpuError> {
+        if !ctx.has_async_alloc() {
+            return Ok(None);
+        }
+        ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
+        // SAFETY: plain-old-data props, zeroed then filled with the documented fields.
+        let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+        props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = ctx.ordinal() as i32;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: out-pointer and props valid for the call.
+        unsafe { sys::cuMemPoolCreate(&mut pool, &props) }.result().map_err(err("cuMemPoolCreate"))?;
+        let p = Self { ctx: ctx.clone(), pool, per_slot: Default::default() };
+        let mut keep = u64::MAX;
+        // SAFETY: a live pool; the threshold is a cuuint64_t.
+        unsafe {
+            sys::cuMemPoolSetAttribute(pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut keep as *mut u64 as *mut _)
+        }
+        .result()
+        .map_err(err("cuMemPoolSetAttribute"))?;
+        Ok(Some(p))
+    }
+
+    /// `bytes` from the pool, stream-ordered on `stream` (freed to the pool when dropped).
+    pub(crate) fn alloc(
+        &self,
+        stream: &Arc<CudaStream>,
+        bytes: usize,
+    ) -> Result<(CudaSlice<u8>, sys::CUdeviceptr), cudarc::driver::DriverError> {
+        self.ctx.bind_to_thread()?;
+        let mut ptr = 0;
+        // SAFETY: out-pointer valid; the pool and stream are live and of this context.
+        unsafe { sys::cuMemAllocFromPoolAsync(&mut ptr, bytes, self.pool, stream.cu_stream()) }.result()?;
+        // SAFETY: a fresh allocation of `bytes` from this context, owned by the returned slice
+        // (its drop frees it, stream-ordered, back to this pool).
+        Ok((unsafe { stream.upgrade_device_ptr::<u8>(ptr, bytes) }, ptr))
+    }
+
+    /// The pool's used bytes now (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`).
+    pub(crate) fn used(&self) -> Result<u64, GpuError> {
+        self.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
+        let mut v = 0u64;
+        // SAFETY: a live pool; the attribute is a cuuint64_t.
+        unsafe {
+            sys::cuMemPoolGetAttribute(self.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &mut v as *mut u64 as *mut _)
+        }
+        .result()
+        .map_err(err("cuMemPoolGetAttribute"))?;
+        Ok(v)
+    }
+
+    /// Measure the used bytes per slot, with `slots` slot allocations (and nothing else) live.
+    pub(crate) fn measure(&self, slots: usize) -> Result<(), GpuError> {
+        let per = self.used()? / slots as u64;
+        self.per_slot.store(per.max(1), Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Allocations alive beyond the ring's own `slots`: batches handed over to tensors.
+    pub(crate) fn handed_over(&self, slots: usize) -> usize {
+        let per = self.per_slot.load(Ordering::SeqCst).max(1);
+        match self.used() {
+            Ok(u) => ((u + per / 2) / per).saturating_sub(slots as u64) as usize,
+            Err(e) => {
+                log::error!("reading the ring pool's used bytes: {e}");
+                0
+            }
+        }
+    }
+}
+
+impl Drop for SlotPool {
+    fn drop(&mut self) {
+        // With allocations still outstanding (tensors holding handed-over batches) the driver
+        // destroys the pool when the last of them is freed.
+        let r = self.ctx.bind_to_thread().and_then(|()| unsafe { sys::cuMemPoolDestroy(self.pool) }.result());
+        if let Err(e) = r {
+            log::error!("destroying the output ring's memory pool: {e}");
+        }
+    }
+}
+
 /// The ring's state, shared by the CUDA backend's output ring (the producer) and every live
 /// [`DeviceImages`]: the slots, their events and the free channel.
 pub(crate) struct RingShared {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) layout: SlotLayout,
     pub(crate) producer: Arc<CudaStream>,
-    pub(crate) slots: Vec<CudaSlice<u8>>,
-    pub(crate) ptrs: Vec<sys::CUdeviceptr>,
+    pub(crate) slots: Vec<SlotMem>,
     pub(crate) tail_host: Vec<Mutex<PinnedHostSlice<u8>>>,
     pub(crate) ready: Vec<CudaEvent>,
     pub(crate) released: Vec<CudaEvent>,
@@ -128,6 +256,38 @@ pub(crate) struct RingShared {
     /// Batches handed to the consumer by `Pipeline::next_batch` and still alive: with every
     /// slot held, the next batch is an error instead of a wait that never ends.
     pub(crate) held: Arc<AtomicUsize>,
+    /// Where the slots come from (`None`: plain allocations, no hand-over). Declared last:
+    /// destroyed after the slots are freed to it.
+    pub(crate) pool: Option<SlotPool>,
+}
+
+/// What `Pipeline::next_batch` checks before asking for the next batch: how many batches of
+/// this ring the consumer holds, and its depth.
+#[derive(Clone)]
+pub(crate) struct HeldGauge(Arc<RingShared>);
+
+impl HeldGauge {
+    /// Batches held now ([`RingShared::held_now`]).
+    pub(crate) fn held(&self) -> usize {
+        self.0.held_now()
+    }
+    /// The ring's slots.
+    pub(crate) fn depth(&self) -> usize {
+        self.0.slots.len()
+    }
+}
+
+impl RingShared {
+    /// Device address of slot `k`.
+    pub(crate) fn ptr(&self, k: usize) -> sys::CUdeviceptr {
+        self.slots[k].get().1
+    }
+
+    /// Batches the consumer holds: live [`DeviceImages`] handed out, and batches handed over
+    /// to tensors whose memory is not freed yet.
+    pub(crate) fn held_now(&self) -> usize {
+        self.held.load(Ordering::SeqCst) + self.pool.as_ref().map_or(0, |p| p.handed_over(self.slots.len()))
+    }
 }
 
 impl Drop for RingShared {
@@ -217,14 +377,56 @@ impl DeviceImages {
     }
 
     /// Count this batch as held by the consumer until it is dropped (once, however often it is
-    /// called); returns the ring's count of held batches and its depth, for the check before
-    /// the next batch (`Pipeline::next_batch`).
-    pub(crate) fn hand_out(&mut self) -> (Arc<AtomicUsize>, usize) {
+    /// called); returns the gauge `Pipeline::next_batch` checks before the next batch.
+    pub(crate) fn hand_out(&mut self) -> HeldGauge {
         if !self.handed {
             self.handed = true;
             self.shared.held.fetch_add(1, Ordering::SeqCst);
         }
-        (self.shared.held.clone(), self.shared.slots.len())
+        HeldGauge(self.shared.clone())
+    }
+
+    /// Whether this batch's memory can leave with a consumer's tensor
+    /// ([`DeviceImages::hand_over`]): the ring's slots come from its own memory pool.
+    pub fn can_hand_over(&self) -> bool {
+        self.shared.pool.is_some()
+    }
+
+    /// Give the slot's memory (the images at its start, then the labels and launch data) to
+    /// the caller, who frees it, and return the slot to the ring with a new allocation from the
+    /// ring's pool (ordered on the producer stream before anything is written into it). The
+    /// batch still counts as held (`Pipeline::next_batch`'s bound) until that memory is freed.
+    ///
+    /// `consumer` must be the stream this batch was last made to wait on ([`Self::wait_on`]):
+    /// the slot's release is recorded there as on drop.
+    ///
+    /// # Safety
+    /// The returned address must be freed exactly once, by `cuMemFreeAsync` on `consumer` (or
+    /// a stream ordered after it) or by `cuMemFree`, after the caller's last use of it.
+    #[cfg_attr(not(feature = "candle-cuda"), allow(dead_code))] // its caller: Batch::take_candle_cuda
+    pub(crate) unsafe fn hand_over(self, consumer: &Arc<CudaStream>) -> Result<sys::CUdeviceptr, (Self, GpuError)> {
+        let Some(pool) = self.shared.pool.as_ref() else {
+            let message = "this device has no stream-ordered memory pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0): its ring slots cannot be handed over".into();
+            return Err((self, GpuError::Cuda { call: "cuMemPoolCreate", message }));
+        };
+        let waited = self.consumer.lock().expect("consumer lock poisoned").stream.as_ref().map(|s| s.cu_stream());
+        assert_eq!(waited, Some(consumer.cu_stream()), "hand_over: the batch must have been made to wait on the consumer's stream");
+        let bytes = self.shared.layout.slot_bytes;
+        let fresh = match pool.alloc(&self.shared.producer, bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                let what = format!("a new output ring slot {} (the old one was handed over) ({e})", self.slot);
+                return Err((self, GpuError::OutOfMemory { kind: "device", bytes, what }));
+            }
+        };
+        // SAFETY: this value owns slot k (see `SlotMem`'s Sync note) and is consumed here; no
+        // reference into the cell is alive (every one borrows `self`).
+        let (old, ptr) = unsafe { std::mem::replace(&mut *self.shared.slots[self.slot].0.get(), fresh) };
+        let leaked = old.leak();
+        debug_assert_eq!(leaked, ptr);
+        // Drop: the release is recorded on `consumer`, the slot goes back to the free channel.
+        drop(self);
+        Ok(ptr)
     }
 
     /// Which ring slot this is (for logging and tests).
@@ -283,12 +485,12 @@ impl DeviceImages {
 
     /// Raw device address of the images tensor (valid under the rules above).
     pub fn images_ptr(&self) -> sys::CUdeviceptr {
-        self.shared.ptrs[self.slot]
+        self.shared.ptr(self.slot)
     }
 
     /// Raw device address of the `i64` labels.
     pub fn labels_ptr(&self) -> sys::CUdeviceptr {
-        self.shared.ptrs[self.slot] + self.shared.layout.labels_offset as u64
+        self.shared.ptr(self.slot) + self.shared.layout.labels_offset as u64
     }
 
     /// Columns of the soft targets (0 when Mixup/CutMix is off).
@@ -298,7 +500,7 @@ impl DeviceImages {
 
     /// Raw device address of the `f32` soft targets `[n, num_classes]` (Mixup/CutMix on).
     pub fn targets_ptr(&self) -> Option<sys::CUdeviceptr> {
-        (self.num_classes() > 0).then(|| self.shared.ptrs[self.slot] + self.shared.layout.targets_offset as u64)
+        (self.num_classes() > 0).then(|| self.shared.ptr(self.slot) + self.shared.layout.targets_offset as u64)
     }
 
     /// Copy the soft targets to the host (waits for ready); empty when Mixup/CutMix is off.
@@ -316,7 +518,7 @@ impl DeviceImages {
     /// The images as raw bytes, a cudarc view. cudarc's own per-allocation tracking does not
     /// see the ring's writes: the rules above still apply.
     pub fn images_bytes(&self) -> CudaView<'_, u8> {
-        self.shared.slots[self.slot].slice(0..self.image_bytes())
+        self.shared.slots[self.slot].get().0.slice(0..self.image_bytes())
     }
 
     /// The images as `f32` (`None` unless the dtype is f32).
@@ -337,7 +539,7 @@ impl DeviceImages {
     /// The labels, a cudarc view.
     pub fn labels(&self) -> CudaView<'_, i64> {
         let l = &self.shared.layout;
-        let v = self.shared.slots[self.slot].slice(l.labels_offset..l.labels_offset + self.n * 8);
+        let v = self.shared.slots[self.slot].get().0.slice(l.labels_offset..l.labels_offset + self.n * 8);
         // SAFETY: `n` i64 written by `upload`, 256-aligned.
         unsafe { v.transmute::<i64>(self.n) }.expect("labels fit their range")
     }

@@ -26,12 +26,20 @@
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation);
 //! `Pipeline::next_batch` counts the batches it hands out (`RingShared::held`) and returns an
 //! error instead of waiting when the consumer holds them all.
+//!
+//! **Hand-over** (`DeviceImages::hand_over`, for tensors that must own their memory: candle's):
+//! where the device has stream-ordered memory pools every slot is allocated from the ring's own
+//! pool. A handed-over slot's memory leaves with the consumer, who frees it (stream-ordered,
+//! after its reads, on the stream it made wait in (4)); the slot gets a new allocation from the
+//! pool on the producer stream and goes back to the free channel as in (5). The pool's used
+//! bytes beyond the ring's own slots count the handed-over batches still alive, and they count
+//! as held in `next_batch`'s bound.
 
 use super::augment::SampleDesc;
 use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
 pub(crate) use crate::batch::device::SlotLayout;
-use crate::batch::device::{FreeSlots, RingShared};
+use crate::batch::device::{FreeSlots, RingShared, SlotMem, SlotPool};
 use crate::batch::DeviceImages;
 use crate::config::{DType, Layout};
 use crate::error::driver_err as err;
@@ -62,22 +70,30 @@ impl OutputRing {
     pub fn new(producer: &Arc<CudaStream>, layout: SlotLayout, depth: usize) -> Result<Self, GpuError> {
         assert!(depth >= 2, "config validation guarantees ring depth >= 2");
         let ctx = producer.context().clone();
+        // The slots come from the ring's own pool where the device has memory pools, so that a
+        // batch's memory can leave with a tensor (`DeviceImages::hand_over`) and come back.
+        let pool = SlotPool::new(&ctx)?;
         let mut slots = Vec::with_capacity(depth);
-        let mut ptrs = Vec::with_capacity(depth);
         let mut tail_host = Vec::with_capacity(depth);
         let (mut ready, mut released, mut used) = (Vec::new(), Vec::new(), Vec::new());
         for k in 0..depth {
             // SAFETY: uninitialised device memory; every element is written by the augment
             // kernel (tests/gpu_ring.rs poisons the slot to check) before `ready[k]`.
-            let s = unsafe { producer.alloc::<u8>(layout.slot_bytes) }.map_err(|e| GpuError::OutOfMemory {
+            let oom = |e| GpuError::OutOfMemory {
                 kind: "device",
                 bytes: layout.slot_bytes,
                 what: format!("output ring slot {k} of {depth} ({e})"),
-            })?;
-            let (p, _rec) = cudarc::driver::DevicePtr::device_ptr(&s, producer);
-            ptrs.push(p);
-            drop(_rec);
-            slots.push(s);
+            };
+            let (s, p) = match &pool {
+                Some(pool) => pool.alloc(producer, layout.slot_bytes).map_err(oom)?,
+                None => {
+                    let s = unsafe { producer.alloc::<u8>(layout.slot_bytes) }.map_err(oom)?;
+                    let (p, _rec) = cudarc::driver::DevicePtr::device_ptr(&s, producer);
+                    drop(_rec);
+                    (s, p)
+                }
+            };
+            slots.push(SlotMem::new(s, p));
             // SAFETY: write-combined is right here: the host only writes the tail, the copy
             // engine reads it. Uninitialised until `upload` writes it.
             let l = unsafe { ctx.alloc_pinned::<u8>(layout.tail_bytes()) }.map_err(|e| GpuError::OutOfMemory {
@@ -91,18 +107,21 @@ impl OutputRing {
             used.push(std::sync::atomic::AtomicBool::new(false));
         }
         producer.synchronize().map_err(err("cuStreamSynchronize"))?;
+        if let Some(pool) = &pool {
+            pool.measure(depth)?;
+        }
         let shared = RingShared {
             ctx,
             layout,
             producer: producer.clone(),
             slots,
-            ptrs,
             tail_host,
             ready,
             released,
             used,
             free: FreeSlots::new(depth),
             held: Default::default(),
+            pool,
         };
         Ok(Self { shared: Arc::new(shared) })
     }
@@ -123,17 +142,17 @@ impl OutputRing {
         let sh = &self.shared;
         let slot = sh.free.rx.recv().expect("the ring holds a sender, so the channel never disconnects");
         sh.producer.wait(&sh.released[slot]).map_err(err("cuStreamWaitEvent"))?;
-        Ok(ProducerSlot { slot, images: sh.ptrs[slot] })
+        Ok(ProducerSlot { slot, images: sh.ptr(slot) })
     }
 
     /// Device address of the slot's Mixup/CutMix parameters (the mixup kernel's input).
     pub fn mix_ptr(&self, p: &ProducerSlot) -> sys::CUdeviceptr {
-        self.shared.ptrs[p.slot] + self.shared.layout.mix_offset as u64
+        self.shared.ptr(p.slot) + self.shared.layout.mix_offset as u64
     }
 
     /// Device addresses of the slot's params and descriptors (the kernels' inputs).
     pub fn launch_ptrs(&self, p: &ProducerSlot) -> (sys::CUdeviceptr, sys::CUdeviceptr) {
-        let base = self.shared.ptrs[p.slot];
+        let base = self.shared.ptr(p.slot);
         let l = &self.shared.layout;
         (base + l.params_offset as u64, base + l.descs_offset as u64)
     }
@@ -176,7 +195,7 @@ impl OutputRing {
         // SAFETY: source is the slot's pinned tail (alive in `RingShared`, not rewritten before
         // `ready[k]` completes: invariant 2); destination is the tail of slot k, which the
         // producer owns between acquire and publish.
-        unsafe { cudarc::driver::result::memcpy_htod_async(sh.ptrs[k] + l.labels_offset as u64, &tail[..], sh.producer.cu_stream()) }
+        unsafe { cudarc::driver::result::memcpy_htod_async(sh.ptr(k) + l.labels_offset as u64, &tail[..], sh.producer.cu_stream()) }
             .map_err(err("cuMemcpyHtoDAsync"))
     }
 
