@@ -1,9 +1,13 @@
 //! A candle model trained on stoke's batches: a small CNN (candle-nn) on the CPU, fed by the
-//! CPU backend through `Batch::take_candle` (the tensors take the batch's vectors, no copy).
+//! CPU backend through `Batch::take_candle` (the tensors take the batch's vectors, no copy); or,
+//! with `--cuda`, on the GPU, fed by the CUDA backend through `Batch::take_candle_cuda` (the
+//! image tensor is the batch's own device memory, no copy).
 //!
 //! ```text
 //! cargo run --release --features candle --example train_candle -- [--steps N] [--batch-size B] [--smoke]
+//! cargo run --release --features candle-cuda --example train_candle -- --cuda [--steps N] [--batch-size B] [--smoke]
 //! ```
+//! (`--cuda` needs a GPU: the simulated device runs stoke's kernels, not candle's.)
 //! The data is a small ImageFolder set written once into the system's temp folder: four
 //! classes told apart by their colour under varied texture, so that the loss can fall (the
 //! built-in benchmark set's labels do not depend on the pixels). The pipeline applies the
@@ -19,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use stoke::config::{BackendKind, Layout, PipelineConfig};
 use stoke::pipeline::Pipeline;
+use stoke::Batch;
 
 const CLASSES: usize = 4;
 const PER_CLASS: usize = 96;
@@ -119,9 +124,9 @@ fn dataset() -> Result<PathBuf, Box<dyn std::error::Error>> {
     Ok(root)
 }
 
-fn config(path: &Path, batch_size: usize) -> PipelineConfig {
+fn config(path: &Path, batch_size: usize, cuda: bool) -> PipelineConfig {
     let mut config = PipelineConfig::new(path);
-    config.backend = BackendKind::Cpu;
+    config.backend = if cuda { BackendKind::Cuda } else { BackendKind::Cpu };
     config.batch_size = batch_size;
     config.augment = stoke::augment::spec::AugmentSpec::train(SIDE);
     config.output.dtype = stoke::config::DType::F32;
@@ -129,21 +134,36 @@ fn config(path: &Path, batch_size: usize) -> PipelineConfig {
     config
 }
 
+/// The batch as tensors on `device`: taken without a copy, from a host batch (CPU) or a device
+/// batch (CUDA, with the `candle-cuda` feature).
+fn take(batch: &mut Batch, device: &Device) -> stoke::Result<(Tensor, Tensor)> {
+    match device {
+        #[cfg(feature = "candle-cuda")]
+        Device::Cuda(_) => batch.take_candle_cuda(device),
+        _ => batch.take_candle(),
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let (mut steps, mut batch_size, mut smoke) = (300usize, 64usize, false);
+    let (mut steps, mut batch_size, mut smoke, mut cuda) = (300usize, 64usize, false, false);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--steps" => steps = args.next().ok_or("--steps needs a number")?.parse()?,
             "--batch-size" => batch_size = args.next().ok_or("--batch-size needs a number")?.parse()?,
             "--smoke" => (steps, batch_size, smoke) = (40, 32, true),
-            other => return Err(format!("unknown argument {other:?} (--steps N, --batch-size B, --smoke)").into()),
+            "--cuda" => cuda = true,
+            other => return Err(format!("unknown argument {other:?} (--steps N, --batch-size B, --smoke, --cuda)").into()),
         }
     }
-    let mut pipeline = Pipeline::new(config(&dataset()?, batch_size))?;
+    if cuda && cfg!(not(feature = "candle-cuda")) {
+        return Err("--cuda needs candle's CUDA backend: build with --features candle-cuda".into());
+    }
+    let device = if cuda { Device::new_cuda(0)? } else { Device::Cpu };
+    let mut pipeline = Pipeline::new(config(&dataset()?, batch_size, cuda))?;
 
     let vars = VarMap::new();
-    let net = Net::new(VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu))?;
+    let net = Net::new(VarBuilder::from_varmap(&vars, DType::F32, &device))?;
     let mut opt = candle_nn::AdamW::new(vars.all_vars(), candle_nn::ParamsAdamW { lr: 1e-2, ..Default::default() })?;
 
     let (mut losses, mut images) = (Vec::with_capacity(steps), 0usize);
@@ -156,7 +176,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = Instant::now();
             let Some(batch) = pipeline.next_batch() else { break };
             let mut batch = batch?;
-            let (x, y) = batch.take_candle()?;
+            let (x, y) = take(&mut batch, &device)?;
             pipeline.recycle(batch);
             let t_data = t.elapsed();
             let l = loss(&net.forward(&x)?, &y)?;

@@ -27,6 +27,20 @@ mkdir -p "$dir"
 for name in libcuda.so libcuda.so.1 libnvjpeg.so.13; do
   ln -sfn "$lib" "$dir/$name"
 done
+# Link names for binaries built with candle's CUDA backend (stoke's `candle-cuda` feature: its
+# cudarc links libcuda, cuBLAS, cuRAND and NVRTC at build time): the stand-in answers the
+# handle calls a candle device makes (sim/src/handles.rs), nothing of cuBLAS's or cuRAND's
+# math. NVRTC (a compiler, no device) and the CUDA runtime that candle's statically compiled
+# kernels register with are the real ones from the pinned wheels in scripts/setup-cuda.sh's
+# venv (.ci/run installs nvidia-cuda-nvrtc there); the runtime calls nothing until one of
+# those kernels is launched.
+for name in libcublas.so libcublasLt.so libcurand.so; do
+  ln -sfn "$lib" "$dir/$name"
+done
+for real in "$root/${STOKE_CUDA_VENV:-.venv-cuda}"/lib/python3*/site-packages/nvidia/cu13/lib/lib{cudart,nvrtc}.so.13; do
+  [ -f "$real" ] && ln -sfn "$real" "$dir/$(basename "$real" .13)" && ln -sfn "$real" "$dir/$(basename "$real")"
+done
+export LIBRARY_PATH="$dir${LIBRARY_PATH:+:$LIBRARY_PATH}"
 export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export STOKE_NVJPEG="$dir/libnvjpeg.so.13"
 exec "$@"

@@ -6,6 +6,8 @@
 //! returns in place of the labels; train with a soft cross-entropy).
 
 use super::{Batch, HostImages, Images};
+#[cfg(feature = "candle-cuda")]
+use crate::config::DType;
 use crate::error::{Error, Result};
 use candle_core::{Device, Tensor};
 
@@ -99,4 +101,132 @@ impl Batch {
 fn cpu_tensor<T: candle_core::WithDType>(mut v: Vec<T>, elements: usize, shape: Vec<usize>) -> candle_core::Result<Tensor> {
     v.truncate(elements);
     Tensor::from_vec(v, shape, &Device::Cpu)
+}
+
+#[cfg(feature = "candle-cuda")]
+impl Batch {
+    /// A device batch (the CUDA backend) as candle CUDA tensors on `device`, the images
+    /// **without a copy**: the image tensor's storage is the batch's own output-ring memory,
+    /// which leaves the ring with it (the ring's slot gets a new allocation from the ring's
+    /// memory pool) and goes back to that pool when the last tensor using it is dropped (candle
+    /// frees it, stream-ordered on its stream). The targets — labels `[N]` `I64`, or the soft
+    /// targets `[N, classes]` `F32` under Mixup/CutMix — are copied on the device into memory of
+    /// candle's (2 KiB of labels for 256 images; `N × classes × 4` bytes of soft targets).
+    ///
+    /// Ordering: candle's stream waits (on the device) for the batch's ready event before
+    /// anything of candle's reads it; the host does not block.
+    ///
+    /// Bound: a batch taken this way counts as held until its memory is freed, exactly like a
+    /// [`crate::DeviceImages`]: with `ring_depth` batches held, [`crate::Pipeline::next_batch`]
+    /// returns [`Error::HeldBatches`] instead of a batch.
+    ///
+    /// `device` must be a candle CUDA device on the same GPU (its primary context, as
+    /// `Device::new_cuda(ordinal)` makes). The batch keeps its records; its pixels and targets
+    /// are gone (recycle it as usual). Refused, with the batch unchanged: a host batch (use
+    /// [`Batch::take_candle`]), a CPU or other device, a device without stream-ordered memory
+    /// pools.
+    pub fn take_candle_cuda(&mut self, device: &Device) -> Result<(Tensor, Tensor)> {
+        use candle_core::backend::BackendStorage;
+        use candle_core::cuda_backend::{CudaStorage, CudaStorageSlice};
+        use candle_core::op::BackpropOp;
+        use candle_core::Storage;
+
+        let Device::Cuda(cd) = device else {
+            return Err(Error::Usage(format!("take_candle_cuda: {device:?} is not a candle CUDA device; use take_candle for CPU tensors")));
+        };
+        let d = match &self.images {
+            Images::Device(d) => d,
+            Images::Host(h) if h.is_empty() => {
+                return Err(Error::Usage("take_candle_cuda: this batch's images were already taken by a tensor".into()))
+            }
+            Images::Host(_) => {
+                return Err(Error::Usage(
+                    "take_candle_cuda: a host batch (the CPU backend); take_candle gives it as CPU tensors without a copy".into(),
+                ))
+            }
+        };
+        let stream = cd.cuda_stream();
+        if stream.context().cu_ctx() != d.context().cu_ctx() {
+            return Err(Error::Usage(format!(
+                "take_candle_cuda: the candle device is CUDA device {} and the batch is on CUDA device {} (another context): make the candle device with Device::new_cuda({})",
+                stream.context().ordinal(),
+                d.context().ordinal(),
+                d.context().ordinal()
+            )));
+        }
+        if !d.can_hand_over() {
+            return Err(Error::Usage(
+                "take_candle_cuda: this device has no stream-ordered memory pools, so the batch's memory cannot leave the ring; use to_candle (a copy)".into(),
+            ));
+        }
+        let (n, dtype, classes) = (self.len(), self.dtype, self.num_classes);
+        let elements = n * self.sample_bytes() / dtype.size();
+        let gpu =
+            |e: cudarc::driver::DriverError| Error::Gpu(crate::error::GpuError::Cuda { call: "candle stream", message: e.to_string() });
+        // Candle's stream waits for the batch, and the slot's release is recorded on it.
+        d.wait_on(&stream)?;
+        // The targets, copied on candle's stream into candle's own memory.
+        let targets = if classes > 0 {
+            let src = d.targets_ptr().expect("soft targets with classes > 0");
+            let mut t = unsafe { stream.alloc::<f32>(n * classes) }.map_err(gpu)?;
+            copy_on(&stream, &mut t, src)?;
+            CudaStorageSlice::F32(t)
+        } else {
+            let mut l = unsafe { stream.alloc::<i64>(n) }.map_err(gpu)?;
+            copy_on(&stream, &mut l, d.labels_ptr())?;
+            CudaStorageSlice::I64(l)
+        };
+        let targets = CudaStorage { slice: targets, device: cd.clone() };
+        let tshape: Vec<usize> = if classes > 0 { vec![n, classes] } else { vec![n] };
+        let targets = Tensor::from_storage(Storage::Cuda(targets), tshape, BackpropOp::none(), false);
+        // The images: the slot's memory itself.
+        let Images::Device(d) = std::mem::replace(&mut self.images, Images::Host(HostImages::new(dtype))) else {
+            unreachable!("matched above")
+        };
+        // SAFETY: the memory is freed exactly once: by the slice made from it below when its
+        // last tensor is dropped (cuMemFreeAsync on candle's stream, which waited above).
+        let ptr = match unsafe { (*d).hand_over(&stream) } {
+            Ok(p) => p,
+            Err((d, e)) => {
+                self.images = Images::Device(Box::new(d));
+                return Err(e.into());
+            }
+        };
+        // SAFETY: `ptr` is the start of an allocation of at least `elements` values of the
+        // batch's element type (the slot's images), written by the producer before the ready
+        // event candle's stream waited on; the slice owns it from here.
+        let slice = unsafe {
+            match dtype {
+                DType::U8 => CudaStorageSlice::U8(stream.upgrade_device_ptr(ptr, elements)),
+                DType::F16 => CudaStorageSlice::F16(stream.upgrade_device_ptr(ptr, elements)),
+                DType::Bf16 => CudaStorageSlice::BF16(stream.upgrade_device_ptr(ptr, elements)),
+                DType::F32 => CudaStorageSlice::F32(stream.upgrade_device_ptr(ptr, elements)),
+            }
+        };
+        let images = CudaStorage { slice, device: cd.clone() };
+        debug_assert_eq!(images.dtype().size_in_bytes(), dtype.size());
+        let images = Tensor::from_storage(Storage::Cuda(images), self.shape.to_vec(), BackpropOp::none(), false);
+        if classes > 0 {
+            self.targets.clear();
+        } else {
+            self.labels.clear();
+        }
+        Ok((images, targets))
+    }
+}
+
+/// Copy `dst.len()` values from the device address `src` into `dst`, on `stream`.
+#[cfg(feature = "candle-cuda")]
+fn copy_on<T>(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    dst: &mut cudarc::driver::CudaSlice<T>,
+    src: cudarc::driver::sys::CUdeviceptr,
+) -> Result<()> {
+    use cudarc::driver::DevicePtrMut;
+    let bytes = dst.len() * std::mem::size_of::<T>();
+    let (d, _record) = dst.device_ptr_mut(stream);
+    // SAFETY: `src` holds `bytes` bytes the producer wrote before the ready event `stream`
+    // waited on; `d` is a fresh allocation of exactly that size on the same context.
+    unsafe { cudarc::driver::result::memcpy_dtod_async(d, src, bytes, stream.cu_stream()) }
+        .map_err(|e| Error::Gpu(crate::error::GpuError::Cuda { call: "cuMemcpyDtoDAsync", message: e.to_string() }))
 }

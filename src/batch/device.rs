@@ -386,8 +386,9 @@ impl DeviceImages {
         HeldGauge(self.shared.clone())
     }
 
-    /// Whether this batch's memory can leave with a consumer's tensor
-    /// ([`DeviceImages::hand_over`]): the ring's slots come from its own memory pool.
+    /// Whether this batch's memory can leave with a tensor that owns it (candle's:
+    /// `Batch::take_candle_cuda`): the ring's slots come from its own memory pool, which needs
+    /// a device with stream-ordered memory pools.
     pub fn can_hand_over(&self) -> bool {
         self.shared.pool.is_some()
     }
