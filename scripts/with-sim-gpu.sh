@@ -37,7 +37,9 @@ done
 for name in libcublas.so libcublasLt.so libcurand.so; do
   ln -sfn "$lib" "$dir/$name"
 done
-for real in "$root/${STOKE_CUDA_VENV:-.venv-cuda}"/lib/python3*/site-packages/nvidia/cu13/lib/lib{cudart,nvrtc}.so.13; do
+venv="${STOKE_CUDA_VENV:-.venv-cuda}"
+case "$venv" in /*) ;; *) venv="$root/$venv" ;; esac
+for real in "$venv"/lib/python3*/site-packages/nvidia/cu13/lib/lib{cudart,nvrtc}.so.13; do
   [ -f "$real" ] && ln -sfn "$real" "$dir/$(basename "$real" .13)" && ln -sfn "$real" "$dir/$(basename "$real")"
 done
 export LIBRARY_PATH="$dir${LIBRARY_PATH:+:$LIBRARY_PATH}"
