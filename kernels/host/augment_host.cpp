@@ -14,6 +14,10 @@
 
 namespace {
 
+// Crop rows the horizontal pass computes at once, one per vector lane (8 f32: one AVX2 register,
+// two SSE2 registers in the baseline build).
+constexpr int32_t kHRows = 8;
+
 // Tap tables of one axis for `n` consecutive output indices starting at `first`.
 struct Table {
     int32_t* start;  // [n] index of the first tap in off/w
@@ -76,7 +80,7 @@ Plan plan(const StokeAugParams* p) {
     b += align16(pl.band_rows * ow * 3 * sizeof(float));  // horizontal pass
     b += align16(ow * 3 * sizeof(float));                 // one vertical accumulator row
     b += align16(ow * 3 * sizeof(float));                 // the row, planar and flipped
-    b += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));  // one crop row as f32, padded
+    b += align16((size_t)p->crop_w * 3 * kHRows * sizeof(float));  // kHRows crop rows as f32, transposed
     if (pl.rotate) b += align16(ow * oh * 3 * sizeof(float));  // pre-rotation image
     if (pl.color) b += align16(ow * oh * 3 * sizeof(float));   // pre-color image
     if (pl.erase) b += align16(ow * 3 * sizeof(float));        // one normalized row
@@ -504,8 +508,8 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     s += align16((size_t)ow * 3 * sizeof(float));
     float* planar = (float*)s;
     s += align16((size_t)ow * 3 * sizeof(float));
-    float* line = (float*)s;
-    s += align16(((size_t)p->crop_w * 3 + 4) * sizeof(float));
+    float* lines = (float*)s;
+    s += align16((size_t)p->crop_w * 3 * kHRows * sizeof(float));
     float* pre = pl.rotate ? (float*)s : nullptr;
     if (pl.rotate) s += align16((size_t)ow * oh * 3 * sizeof(float));
     float* post = pl.color ? (float*)s : nullptr;  // the image before the color steps
@@ -526,46 +530,65 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         auto_lut = s;
     }
 
-    // x taps as crop columns, then as float offsets into `line` (the crop row's columns
-    // [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads them).
+    // x taps as crop columns, then as offsets into a transposed block of crop rows (the crop
+    // row's columns [tx.lo, tx.hi) converted to f32 once, instead of once per tap that reads
+    // them).
     fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, 0, 1);
-    for (size_t t = 0; t < pl.taps_x; t++) tx.off[t] = (tx.off[t] - tx.lo) * 3;
+    for (size_t t = 0; t < pl.taps_x; t++) tx.off[t] = (tx.off[t] - tx.lo) * 3 * kHRows;
     // Row offsets are relative to the band, so they index `band` rows, not bytes.
     fill_table(&ty, p->crop_h, p->resize_h, p->win_y, oh, p->filter, p->antialias, 0, 1);
 
-    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order. The
-    // three channels (and a fourth, ignored lane) go through one 4-wide vector: per lane the
-    // same f32 multiply then add as the scalar form (no contraction, see build.rs).
-    typedef float v4f __attribute__((vector_size(16)));
+    // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
+    // kHRows crop rows at a time, one per vector lane: `lines` holds them transposed
+    // (element e = 3·column + channel of row q at e·kHRows + q), so a tap's value for all the
+    // rows is one load, and each lane performs exactly the scalar form's f32 multiply then add
+    // per tap (no contraction, see build.rs). Lanes past the band's last row read zeros and
+    // are not stored.
+    typedef float vrows __attribute__((vector_size(kHRows * sizeof(float))));
     const size_t row_len = (size_t)ow * 3;
     const size_t line_len = (size_t)(tx.hi - tx.lo) * 3;
-    for (size_t e = line_len; e < line_len + 4; e++) line[e] = 0.0f;  // the padding lanes read
-    for (int32_t r = ty.lo; r < ty.hi; r++) {
-        const int64_t row = base + (int64_t)(p->crop_y + r) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x;
-        if (step_x == 3) {
-            const uint8_t* px = src + row;
-            for (size_t e = 0; e < line_len; e++) line[e] = (float)px[e];
-        } else {
-            for (int32_t x = 0; x < tx.hi - tx.lo; x++) {
-                const uint8_t* px = src + (row + (int64_t)x * step_x);
-                line[3 * x] = (float)px[0];
-                line[3 * x + 1] = (float)px[1];
-                line[3 * x + 2] = (float)px[2];
+    for (int32_t r0 = ty.lo; r0 < ty.hi; r0 += kHRows) {
+        const int32_t rows = ty.hi - r0 < kHRows ? ty.hi - r0 : kHRows;
+        for (int32_t q = 0; q < kHRows; q++) {
+            float* lq = lines + q;
+            if (q >= rows) {
+                for (size_t e = 0; e < line_len; e++) lq[e * kHRows] = 0.0f;
+                continue;
+            }
+            const int64_t row = base + (int64_t)(p->crop_y + r0 + q) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x;
+            if (step_x == 3) {
+                const uint8_t* px = src + row;
+                for (size_t e = 0; e < line_len; e++) lq[e * kHRows] = (float)px[e];
+            } else {
+                for (int32_t x = 0; x < tx.hi - tx.lo; x++) {
+                    const uint8_t* px = src + (row + (int64_t)x * step_x);
+                    lq[(3 * x) * kHRows] = (float)px[0];
+                    lq[(3 * x + 1) * kHRows] = (float)px[1];
+                    lq[(3 * x + 2) * kHRows] = (float)px[2];
+                }
             }
         }
-        float* dst = band + (size_t)(r - ty.lo) * row_len;
+        float* dst = band + (size_t)(r0 - ty.lo) * row_len;
         for (int32_t j = 0; j < ow; j++) {
             const int64_t* off = tx.off + tx.start[j];
             const float* w = tx.w + tx.start[j];
-            v4f a = {0.0f, 0.0f, 0.0f, 0.0f};
+            vrows a0 = {}, a1 = {}, a2 = {};
             for (int32_t k = 0; k < tx.count[j]; k++) {
-                v4f v;
-                memcpy(&v, line + off[k], sizeof v);
-                a = a + w[k] * v;
+                vrows v0, v1, v2;
+                const float* t = lines + off[k];
+                memcpy(&v0, t, sizeof v0);
+                memcpy(&v1, t + kHRows, sizeof v1);
+                memcpy(&v2, t + 2 * kHRows, sizeof v2);
+                a0 = a0 + w[k] * v0;
+                a1 = a1 + w[k] * v1;
+                a2 = a2 + w[k] * v2;
             }
-            dst[3 * j] = a[0];
-            dst[3 * j + 1] = a[1];
-            dst[3 * j + 2] = a[2];
+            for (int32_t q = 0; q < rows; q++) {
+                float* d = dst + (size_t)q * row_len + 3 * (size_t)j;
+                d[0] = a0[q];
+                d[1] = a1[q];
+                d[2] = a2[q];
+            }
         }
     }
 
