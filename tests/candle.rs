@@ -5,6 +5,7 @@
 //! batch against the batch's own copies to the host.
 #![cfg(feature = "candle")]
 
+mod candle_common;
 mod gpu_common;
 
 use candle_core::{DType as CDType, Device, IndexOp, Storage, Tensor};
@@ -13,24 +14,10 @@ use stoke::config::{BackendKind, DType, Layout, MixupSpec, PipelineConfig};
 use stoke::pipeline::Pipeline;
 use stoke::Batch;
 
-fn dataset(root: &Path) {
-    let mut cfg = stoke::gen::GenConfig::new(22);
-    cfg.classes = 3;
-    cfg.seed = 5;
-    stoke::gen::generate(root, &cfg, &|_| {}).unwrap();
-}
+use candle_common::dataset;
 
 fn config(root: &Path, dtype: DType, layout: Layout) -> PipelineConfig {
-    let mut c = PipelineConfig::new(root);
-    c.augment = stoke::config::AugmentSpec::train(20);
-    c.augment.size = (20, 12); // not square: a swapped H and W would show
-    c.output.dtype = dtype;
-    c.output.layout = layout;
-    c.batch_size = 8;
-    c.seed = 3;
-    c.backend = BackendKind::Cpu;
-    c.cpu_threads = 2;
-    c
+    candle_common::config(root, dtype, layout, BackendKind::Cpu)
 }
 
 /// Every batch of epoch 0 (22 samples: 8, 8 and a short 6).
@@ -195,10 +182,7 @@ fn a_device_batch_copies_to_tensors_equal_to_its_host_copies() {
             let mut b = b.unwrap();
             let what = format!("{dtype:?} {layout:?} batch {}", b.step);
             let n = b.len();
-            let d = b.device().expect("the cuda backend makes device batches");
-            let (mut bytes, mut targets) = (Vec::new(), Vec::new());
-            d.copy_images_to_host(&mut bytes).unwrap();
-            d.copy_targets_to_host(&mut targets).unwrap();
+            let (bytes, targets) = candle_common::own_host_copies(&b);
             let (x, y) = b.to_candle(&Device::Cpu).unwrap();
             assert_eq!(x.dims(), b.shape, "{what}");
             let e = b.take_candle().unwrap_err().to_string();

@@ -11,6 +11,7 @@
 //! the producer's writes (the ready event candle's stream waits on), or the test binary fails.
 #![cfg(feature = "candle-cuda")]
 
+mod candle_common;
 mod gpu_common;
 
 use candle_core::{DType as CDType, Device, Storage, Tensor};
@@ -19,23 +20,10 @@ use stoke::config::{BackendKind, DType, Layout, MixupSpec, PipelineConfig};
 use stoke::pipeline::Pipeline;
 use stoke::Error;
 
-fn dataset(root: &Path) {
-    let mut cfg = stoke::gen::GenConfig::new(22);
-    cfg.classes = 3;
-    cfg.seed = 5;
-    stoke::gen::generate(root, &cfg, &|_| {}).unwrap();
-}
+use candle_common::dataset;
 
 fn config(root: &Path, dtype: DType, layout: Layout) -> PipelineConfig {
-    let mut c = PipelineConfig::new(root);
-    c.augment = stoke::config::AugmentSpec::train(20);
-    c.augment.size = (20, 12); // not square: a swapped H and W would show
-    c.output.dtype = dtype;
-    c.output.layout = layout;
-    c.batch_size = 8;
-    c.seed = 3;
-    c.backend = BackendKind::Cuda;
-    c
+    candle_common::config(root, dtype, layout, BackendKind::Cuda)
 }
 
 /// The tensor's values as little-endian bytes of its dtype, through candle's own copy to the host.
@@ -97,10 +85,8 @@ fn device_tensors_are_the_batchs_own_memory_with_its_values() {
             let mut b = b.unwrap();
             let what = format!("{dtype:?} {layout:?} batch {}", b.step);
             let n = b.len();
-            let d = b.device().expect("the cuda backend makes device batches");
-            let (mut bytes, mut targets) = (Vec::new(), Vec::new());
-            d.copy_images_to_host(&mut bytes).unwrap();
-            d.copy_targets_to_host(&mut targets).unwrap();
+            let (bytes, targets) = candle_common::own_host_copies(&b);
+            let d = b.device().unwrap();
             let at = d.images_ptr();
             let labels = b.labels.clone();
             let (x, y) = b.take_candle_cuda(&dev).unwrap();

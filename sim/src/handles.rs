@@ -75,38 +75,48 @@ fn set_stream(h: usize, lib: Lib, s: usize, call: &str) -> bool {
     with_handle(h, lib, call, |x| x.stream = s).is_some()
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn cublasCreate_v2(out: *mut usize) -> i32 {
-    match create(Lib::Cublas, "cublasCreate") {
-        // SAFETY: caller's out-pointer.
-        Some(h) if !out.is_null() => unsafe {
+/// Create a handle of `lib` into the caller's `out`: `OK`, `null_out` when `out` is null,
+/// `no_context` without a current context.
+///
+/// # Safety
+/// `out` is null or valid for one write.
+unsafe fn create_into(out: *mut usize, lib: Lib, call: &str, null_out: i32, no_context: i32) -> i32 {
+    if out.is_null() {
+        return null_out;
+    }
+    match create(lib, call) {
+        // SAFETY: the caller's out-pointer, not null.
+        Some(h) => unsafe {
             *out = h;
             OK
         },
-        Some(h) => {
-            destroy(h, Lib::Cublas, "cublasCreate");
-            CUBLAS_INVALID_VALUE
-        }
-        None => CUBLAS_NOT_INITIALIZED,
+        None => no_context,
     }
+}
+
+/// `OK` when `done`, else `failed`.
+fn status(done: bool, failed: i32) -> i32 {
+    if done {
+        OK
+    } else {
+        failed
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cublasCreate_v2(out: *mut usize) -> i32 {
+    // SAFETY: forwarded to the caller's out-pointer contract.
+    unsafe { create_into(out, Lib::Cublas, "cublasCreate", CUBLAS_INVALID_VALUE, CUBLAS_NOT_INITIALIZED) }
 }
 
 #[no_mangle]
 pub extern "C" fn cublasSetStream_v2(h: usize, s: usize) -> i32 {
-    if set_stream(h, Lib::Cublas, s, "cublasSetStream") {
-        OK
-    } else {
-        CUBLAS_INVALID_VALUE
-    }
+    status(set_stream(h, Lib::Cublas, s, "cublasSetStream"), CUBLAS_INVALID_VALUE)
 }
 
 #[no_mangle]
 pub extern "C" fn cublasDestroy_v2(h: usize) -> i32 {
-    if destroy(h, Lib::Cublas, "cublasDestroy") {
-        OK
-    } else {
-        CUBLAS_NOT_INITIALIZED
-    }
+    status(destroy(h, Lib::Cublas, "cublasDestroy"), CUBLAS_NOT_INITIALIZED)
 }
 
 /// `curandCreateGenerator`: pseudo-random types (100..=199) only.
@@ -115,44 +125,23 @@ pub unsafe extern "C" fn curandCreateGenerator(out: *mut usize, rng_type: i32) -
     if !(100..200).contains(&rng_type) {
         return CURAND_TYPE_ERROR;
     }
-    match create(Lib::Curand, "curandCreateGenerator") {
-        // SAFETY: caller's out-pointer.
-        Some(h) if !out.is_null() => unsafe {
-            *out = h;
-            OK
-        },
-        Some(h) => {
-            destroy(h, Lib::Curand, "curandCreateGenerator");
-            CURAND_INITIALIZATION_FAILED
-        }
-        None => CURAND_INITIALIZATION_FAILED,
-    }
+    // SAFETY: forwarded to the caller's out-pointer contract.
+    unsafe { create_into(out, Lib::Curand, "curandCreateGenerator", CURAND_INITIALIZATION_FAILED, CURAND_INITIALIZATION_FAILED) }
 }
 
 #[no_mangle]
 pub extern "C" fn curandSetStream(h: usize, s: usize) -> i32 {
-    if set_stream(h, Lib::Curand, s, "curandSetStream") {
-        OK
-    } else {
-        CURAND_NOT_INITIALIZED
-    }
+    status(set_stream(h, Lib::Curand, s, "curandSetStream"), CURAND_NOT_INITIALIZED)
 }
 
 #[no_mangle]
 pub extern "C" fn curandSetPseudoRandomGeneratorSeed(h: usize, _seed: u64) -> i32 {
-    match with_handle(h, Lib::Curand, "curandSetPseudoRandomGeneratorSeed", |_| ()) {
-        Some(()) => OK,
-        None => CURAND_NOT_INITIALIZED,
-    }
+    status(with_handle(h, Lib::Curand, "curandSetPseudoRandomGeneratorSeed", |_| ()).is_some(), CURAND_NOT_INITIALIZED)
 }
 
 #[no_mangle]
 pub extern "C" fn curandDestroyGenerator(h: usize) -> i32 {
-    if destroy(h, Lib::Curand, "curandDestroyGenerator") {
-        OK
-    } else {
-        CURAND_NOT_INITIALIZED
-    }
+    status(destroy(h, Lib::Curand, "curandDestroyGenerator"), CURAND_NOT_INITIALIZED)
 }
 
 /// `cuCtxDestroy`: stoke and cudarc use the primary context only (retained and released);
