@@ -481,3 +481,29 @@ fn a_batch_read_on_a_per_thread_stream_and_dropped_on_another_thread_is_not_over
     gpu.ctx().synchronize().unwrap();
     assert!(batches >= 4, "{batches} batches");
 }
+
+/// `Pipeline::next_batch` runs on the trainer's thread, where another device's context may be
+/// current: counting the held batches (the ring's memory pool) must leave it as it was.
+#[test]
+fn asking_for_the_next_batch_leaves_the_threads_current_context_as_it_was() {
+    use cudarc::driver::sys;
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 24, 3);
+    let mut p = cuda_pipeline(&ds, 5, 8, 3, 1);
+    p.start_epoch(0, 0);
+    let current = || {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call.
+        unsafe { sys::cuCtxGetCurrent(&mut c) }.result().unwrap();
+        c
+    };
+    let mut held = vec![p.next_batch().unwrap().unwrap()];
+    for _ in 0..2 {
+        // SAFETY: no context on this thread, as on a thread that never used CUDA.
+        unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) }.result().unwrap();
+        held.push(p.next_batch().unwrap().unwrap());
+        assert!(current().is_null(), "next_batch left a context current on the caller's thread");
+    }
+}

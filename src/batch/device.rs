@@ -196,17 +196,29 @@ impl SlotPool {
         Ok((unsafe { stream.upgrade_device_ptr::<u8>(ptr, bytes) }, ptr))
     }
 
-    /// The pool's used bytes now (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`).
+    /// The pool's used bytes now (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`). Called by
+    /// `Pipeline::next_batch` on the trainer's thread: the thread's current context is put
+    /// back as it was (a trainer may have another device's current).
     pub(crate) fn used(&self) -> Result<u64, GpuError> {
-        self.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
+        let mut prev = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call.
+        unsafe { sys::cuCtxGetCurrent(&mut prev) }.result().map_err(err("cuCtxGetCurrent"))?;
+        let ours = self.ctx.cu_ctx();
+        if prev != ours {
+            self.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
+        }
         let mut v = 0u64;
         // SAFETY: a live pool; the attribute is a cuuint64_t.
-        unsafe {
+        let r = unsafe {
             sys::cuMemPoolGetAttribute(self.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &mut v as *mut u64 as *mut _)
         }
         .result()
-        .map_err(err("cuMemPoolGetAttribute"))?;
-        Ok(v)
+        .map_err(err("cuMemPoolGetAttribute"));
+        if prev != ours {
+            // SAFETY: the context that was current on this thread a moment ago (or none).
+            unsafe { sys::cuCtxSetCurrent(prev) }.result().map_err(err("cuCtxSetCurrent"))?;
+        }
+        r.map(|()| v)
     }
 
     /// Measure the used bytes per slot, with `slots` slot allocations (and nothing else) live.
