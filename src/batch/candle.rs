@@ -162,12 +162,14 @@ impl Batch {
         let (n, dtype, classes) = (self.len(), self.dtype, self.num_classes);
         let elements = n * self.sample_bytes() / dtype.size();
         let gpu =
-            |e: cudarc::driver::DriverError| Error::Gpu(crate::error::GpuError::Cuda { call: "candle stream", message: e.to_string() });
+            |e: cudarc::driver::DriverError| Error::Gpu(crate::error::GpuError::Cuda { call: "cuMemAllocAsync", message: e.to_string() });
         // Candle's stream waits for the batch, and the slot's release is recorded on it.
         d.wait_on(&stream)?;
         // The targets, copied on candle's stream into candle's own memory.
         let targets = if classes > 0 {
             let src = d.targets_ptr().expect("soft targets with classes > 0");
+            // SAFETY (both allocations): uninitialised, and written whole by the copy enqueued
+            // right after on the same stream, before anything can read them.
             let mut t = unsafe { stream.alloc::<f32>(n * classes) }.map_err(gpu)?;
             copy_on(&stream, &mut t, src)?;
             CudaStorageSlice::F32(t)
