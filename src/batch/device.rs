@@ -142,9 +142,9 @@ impl SlotMem {
 pub(crate) struct SlotPool {
     ctx: Arc<CudaContext>,
     pool: sys::CUmemoryPool,
-    /// The pool's used bytes per slot allocation (measured once all slots are allocated: it
-    /// includes whatever rounding the driver does).
-    per_slot: std::sync::atomic::AtomicU64,
+    /// The pool's used bytes per slot allocation ([`SlotPool::measured`] once all slots are
+    /// allocated: it includes whatever rounding the driver does; 0 until then).
+    per_slot: u64,
 }
 
 // SAFETY: a pool handle is usable from any thread of the process (the driver's calls on it are
@@ -170,7 +170,7 @@ impl SlotPool {
         let mut pool = std::ptr::null_mut();
         // SAFETY: out-pointer and props valid for the call.
         unsafe { sys::cuMemPoolCreate(&mut pool, &props) }.result().map_err(err("cuMemPoolCreate"))?;
-        let p = Self { ctx: ctx.clone(), pool, per_slot: Default::default() };
+        let p = Self { ctx: ctx.clone(), pool, per_slot: 0 };
         let mut keep = u64::MAX;
         // SAFETY: a live pool; the threshold is a cuuint64_t.
         unsafe {
@@ -221,16 +221,16 @@ impl SlotPool {
         r.map(|()| v)
     }
 
-    /// Measure the used bytes per slot, with `slots` slot allocations (and nothing else) live.
-    pub(crate) fn measure(&self, slots: usize) -> Result<(), GpuError> {
-        let per = self.used()? / slots as u64;
-        self.per_slot.store(per.max(1), Ordering::SeqCst);
-        Ok(())
+    /// This pool with its used bytes per slot measured, with `slots` slot allocations (and
+    /// nothing else) live.
+    pub(crate) fn measured(mut self, slots: usize) -> Result<Self, GpuError> {
+        self.per_slot = (self.used()? / slots as u64).max(1);
+        Ok(self)
     }
 
     /// Allocations alive beyond the ring's own `slots`: batches handed over to tensors.
     pub(crate) fn handed_over(&self, slots: usize) -> usize {
-        let per = self.per_slot.load(Ordering::SeqCst).max(1);
+        let per = self.per_slot.max(1);
         match self.used() {
             Ok(u) => ((u + per / 2) / per).saturating_sub(slots as u64) as usize,
             Err(e) => {

@@ -107,9 +107,7 @@ impl OutputRing {
             used.push(std::sync::atomic::AtomicBool::new(false));
         }
         producer.synchronize().map_err(err("cuStreamSynchronize"))?;
-        if let Some(pool) = &pool {
-            pool.measure(depth)?;
-        }
+        let pool = pool.map(|p| p.measured(depth)).transpose()?;
         let shared = RingShared {
             ctx,
             layout,

@@ -69,6 +69,13 @@ pub(super) fn cpu_region(roi: &super::Roi) -> Region {
     (roi.w > 0 && roi.h > 0).then_some((roi.x, roi.y, roi.w, roi.h))
 }
 
+/// Decode `bytes` with libjpeg-turbo, only `region` of it (the whole image when `None`): one
+/// CPU-route image, as [`CpuPool::decode_while`] and [`CpuPool::start`] decode each.
+fn decode_region(bytes: &[u8], max_pixels: u64, region: Region) -> Result<DecodedImage, DecodeError> {
+    let mut img = DecodedImage::default();
+    decode_rgb_region(bytes, max_pixels, region, &mut img).map(|()| img)
+}
+
 /// The CPU route's worker threads, started once with the decoder (not twice per batch).
 pub(super) struct CpuPool {
     pool: rayon::ThreadPool,
@@ -96,13 +103,10 @@ impl CpuPool {
             let tx = tx.clone();
             self.pool.spawn(move || {
                 // A panic (none is known) becomes this image's error, not a lost result.
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut img = DecodedImage::default();
-                    decode_rgb_region(&bytes, max_pixels, region, &mut img).map(|()| img)
-                }))
-                .unwrap_or_else(|_| {
-                    Err(DecodeError::new(crate::codec::DecodeErrorKind::Corrupt, "the CPU decoder panicked on this image"))
-                });
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_region(&bytes, max_pixels, region)))
+                    .unwrap_or_else(|_| {
+                        Err(DecodeError::new(crate::codec::DecodeErrorKind::Corrupt, "the CPU decoder panicked on this image"))
+                    });
                 // The receiver is gone when the batch did not come: nothing to do then.
                 let _ = tx.send((i, r));
             });
@@ -134,9 +138,7 @@ impl CpuPool {
                         let k = next.fetch_add(1, Ordering::Relaxed);
                         let Some(&i) = list.get(k) else { break };
                         let region = out[i].as_ref().ok().and_then(|d| cpu_region(&d.roi));
-                        let mut img = DecodedImage::default();
-                        let r = decode_rgb_region(jobs[i].0, max_pixels, region, &mut img).map(|()| img);
-                        done.push((i, r));
+                        done.push((i, decode_region(jobs[i].0, max_pixels, region)));
                     }
                     results.lock().unwrap_or_else(|p| p.into_inner()).extend(done);
                     let mut l = longest.lock().unwrap_or_else(|p| p.into_inner());
