@@ -232,7 +232,7 @@ run_tests() {
       if ! command -v compute-sanitizer >/dev/null 2>&1; then note "SKIP $name2: compute-sanitizer not found"; continue; fi
       [ -x "$p/tests/$t" ] || { note "SKIP $name2: $t not in the bundle"; continue; }
       figure='grep -E "ERROR SUMMARY|^test result:"' step "$name2" 120 "sanitizer-$tool-$t.log" \
-        env STOKE_REQUIRE_GPU=1 compute-sanitizer --tool "$tool" --error-exitcode 3 "$p/tests/$t" --test-threads=1
+        env STOKE_REQUIRE_GPU=1 STOKE_UNDER_SANITIZER="$tool" compute-sanitizer --tool "$tool" --error-exitcode 3 "$p/tests/$t" --test-threads=1
     done
   done
 }
@@ -411,7 +411,7 @@ while time.time() - t < ${secs} + 12:
   done
   if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$p/tests/gpu_pipeline" ]; then
     figure='grep -E "ERROR SUMMARY|^test result:"' step "compute-sanitizer memcheck gpu_pipeline" 90 sanitizer-memcheck-gpu_pipeline.log \
-      env STOKE_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
+      env STOKE_REQUIRE_GPU=1 STOKE_UNDER_SANITIZER=memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
   fi
   gpu_peers
 }
@@ -510,7 +510,7 @@ run_ahead() {
   fi
   if command -v compute-sanitizer >/dev/null 2>&1 && [ -x "$p/tests/gpu_pipeline" ]; then
     figure='grep -E "ERROR SUMMARY|^test result:"' step "compute-sanitizer memcheck gpu_pipeline" 120 sanitizer-memcheck-gpu_pipeline.log \
-      env STOKE_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
+      env STOKE_REQUIRE_GPU=1 STOKE_UNDER_SANITIZER=memcheck compute-sanitizer --tool memcheck --error-exitcode 3 "$p/tests/gpu_pipeline" --test-threads=1
   fi
 }
 

@@ -267,9 +267,17 @@ fn memory_is_flat_over_six_epochs() {
     // per-thread arenas and thread stacks (10-17 MB on the stand-in, whose stream threads are
     // host threads; then flat within ±7 MB over 20 epochs, measured). A leak of 4 MB or more
     // per epoch passes the bound by epoch 6.
-    let r2 = marks[1].1;
-    for (e, (_, r)) in marks.iter().enumerate().skip(2) {
-        assert!(r.saturating_sub(r2) < 16 << 20, "host memory grew from epoch 2 to epoch {}: {r2} → {r}", e + 1);
+    // Under compute-sanitizer (bundle/run.sh says so in STOKE_UNDER_SANITIZER) the process's
+    // resident memory holds the tool's own shadow state, which rose and fell by 300 MB between
+    // epochs under racecheck on an H200 (1.69-2.01 GB, not growing), so the bound is not checked
+    // there; the sanitizer's own verdict is what that run is for.
+    if let Ok(tool) = std::env::var("STOKE_UNDER_SANITIZER") {
+        println!("STOKE-Q memory: host bound not checked under compute-sanitizer {tool} (its shadow memory is in the process)");
+    } else {
+        let r2 = marks[1].1;
+        for (e, (_, r)) in marks.iter().enumerate().skip(2) {
+            assert!(r.saturating_sub(r2) < 16 << 20, "host memory grew from epoch 2 to epoch {}: {r2} → {r}", e + 1);
+        }
     }
     if let Some(Some(first)) = sim_marks.first() {
         for (e, m) in sim_marks.iter().enumerate().skip(1) {
