@@ -121,6 +121,9 @@ def main(argv=None):
                          "stoke's work through it")
     ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="nearest",
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
+    ap.add_argument("--amp-dtype", choices=["bf16", "fp16"], default=None,
+                    help="autocast dtype on a GPU (default bf16 where the GPU has it: fp16 activations "
+                         "overflowed from scratch at this rate, NaN losses in a third of the steps on an H200)")
     ap.add_argument("--no-gpu-util", action="store_true",
                     help="do not sample GPU utilization with NVML during the timed steps (to check the sampling costs nothing)")
     args = ap.parse_args(argv)
@@ -169,7 +172,13 @@ def main(argv=None):
     # first hundred steps on an H200.
     base_lr = 0.1 if args.smoke else 0.1 * args.batch_size / 256
     opt = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=0.9)
-    scaler = torch.amp.GradScaler(enabled=on_gpu)
+    # bf16 has fp32's range: ResNet-50 from scratch in fp16 autocast still overflowed after the
+    # warm-up on an H200 (2026-11-26, 70 of 200 sampled losses NaN, the last one too; GradScaler
+    # skipped those steps), so fp16 is the choice of a GPU without bf16 or of --amp-dtype fp16.
+    if args.amp_dtype is None:
+        args.amp_dtype = "bf16" if not on_gpu or torch.cuda.is_bf16_supported() else "fp16"
+    amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
+    scaler = torch.amp.GradScaler(enabled=on_gpu and amp_dtype == torch.float16)
     loss_fn = soft_cross_entropy if args.preset == "deit" else nn.CrossEntropyLoss()
 
     # Non-finite values in stoke's batches, counted on the device (read once at the end).
@@ -181,7 +190,7 @@ def main(argv=None):
             for g in opt.param_groups:
                 g["lr"] = base_lr * min(1.0, (step + 1) / max(1, args.warmup_steps))
         x = x.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device.type, dtype=torch.float16 if on_gpu else torch.bfloat16, enabled=on_gpu):
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=on_gpu):
             loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
@@ -255,7 +264,7 @@ def main(argv=None):
         line += f", GPU utilization {gpu_util:.0f}%"
     if on_gpu:
         line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
-        line += f", {args.gpu_upsampling} chroma upsampling"
+        line += f", {args.gpu_upsampling} chroma upsampling, {args.amp_dtype} autocast"
     if alone:
         line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
@@ -264,6 +273,7 @@ def main(argv=None):
             "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
             "side_stream": bool(on_gpu and args.side_stream),
             "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
+            "amp_dtype": args.amp_dtype if on_gpu else None,
             "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
             "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
             "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),
