@@ -85,7 +85,7 @@ Plan plan(const StokeAugParams* p) {
     if (pl.color) b += align16(ow * oh * 3 * sizeof(float));   // pre-color image
     if (pl.erase) b += align16(ow * 3 * sizeof(float));        // one normalized row
     if (pl.autoaug) {
-        b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
+        b += 2 * align16(ow * oh * 3 + 1);                      // uint8 ping-pong images (+1: load_px reads 4 bytes)
         b += align16(STOKE_AUTO_BINS * sizeof(uint32_t));       // histogram
         b += align16(3 * 256);                                  // channel tables
     }
@@ -309,7 +309,39 @@ typedef double Lanes __attribute__((vector_size(32)));
 
 // (Vectors go by reference: by value, GCC warns that the baseline build's ABI for them
 // differs from the AVX2 build's; these helpers are inlined either way.)
-inline void load_px(const uint8_t* p, Lanes& v) { v = (Lanes){(double)p[0], (double)p[1], (double)p[2], 0.0}; }
+// A pixel's three channels widened to doubles, exact as the scalar (double) of each byte. The
+// AVX2 build reads four bytes and widens them in two instructions (the fourth byte lands in the
+// unused lane: the images have one byte of slack after them); GCC builds the vector from single
+// bytes otherwise.
+inline void load_px(const uint8_t* p, Lanes& v) {
+#if defined(STOKE_HOST_AVX2)
+    int32_t w;
+    memcpy(&w, p, sizeof w);
+    v = (Lanes)_mm256_cvtepi32_pd(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(w)));
+#else
+    v = (Lanes){(double)p[0], (double)p[1], (double)p[2], 0.0};
+#endif
+}
+
+// The three channels of `r` as bytes: truncated toward zero, as (uint8_t)(int32_t) of each
+// lane, after clamping to [0, 255] where `clamp` (bicubic overshoots; a bilinear blend stays
+// inside its taps). Clamping first gives what the scalar form's v <= 0 → 0, v >= 255 → 255
+// gives: the values between truncate the same. Values are never NaN here.
+inline void store_px(const Lanes& r, bool clamp, uint8_t* px) {
+#if defined(STOKE_HOST_AVX2)
+    __m256d v = (__m256d)r;
+    if (clamp) v = _mm256_max_pd(_mm256_min_pd(v, _mm256_set1_pd(255.0)), _mm256_setzero_pd());
+    const __m128i i = _mm256_cvttpd_epi32(v);
+    const uint32_t w = (uint32_t)_mm_cvtsi128_si32(_mm_shuffle_epi8(i, _mm_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)));
+    px[0] = (uint8_t)w;
+    px[1] = (uint8_t)(w >> 8);
+    px[2] = (uint8_t)(w >> 16);
+#else
+    double v[4];
+    memcpy(v, &r, sizeof v);
+    for (int c = 0; c < 3; c++) px[c] = clamp ? (v[c] <= 0.0 ? 0 : (v[c] >= 255.0 ? 255 : (uint8_t)(int32_t)v[c])) : (uint8_t)(int32_t)v[c];
+#endif
+}
 
 // stoke_pil_cubic on every lane: v[0..4] the four taps.
 inline void cubic_lanes(const Lanes (&v)[4], double d, Lanes& out) {
@@ -340,7 +372,6 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
                 px[2] = fill[2];
                 continue;
             }
-            double v[4];
             if (!bicubic) {
                 const int32_t x0 = stoke_clip_index(ix, W) * 3, x1 = stoke_clip_index(ix + 1, W) * 3;
                 const uint8_t* r0 = img + (size_t)stoke_clip_index(iy, H) * stride;
@@ -356,9 +387,7 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
                     load_px(r1 + x1, b1);
                     v2 = a1 + (b1 - a1) * dx;
                 }
-                const Lanes r = v1 + (v2 - v1) * dy;
-                memcpy(v, &r, sizeof v);
-                for (int c = 0; c < 3; c++) px[c] = (uint8_t)(int32_t)v[c];
+                store_px(v1 + (v2 - v1) * dy, false, px);
                 continue;
             }
             const uint8_t* rp[4];
@@ -372,8 +401,7 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
             }
             Lanes r;
             cubic_lanes(rows, dy, r);
-            memcpy(v, &r, sizeof v);
-            for (int c = 0; c < 3; c++) px[c] = v[c] <= 0.0 ? 0 : (v[c] >= 255.0 ? 255 : (uint8_t)(int32_t)v[c]);
+            store_px(r, true, px);
         }
     }
 }
@@ -522,9 +550,9 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     uint8_t* auto_lut = nullptr;
     if (pl.autoaug) {
         auto_a = s;
-        s += align16((size_t)ow * oh * 3);
+        s += align16((size_t)ow * oh * 3 + 1);
         auto_b = s;
-        s += align16((size_t)ow * oh * 3);
+        s += align16((size_t)ow * oh * 3 + 1);
         auto_hist = (uint32_t*)s;
         s += align16(STOKE_AUTO_BINS * sizeof(uint32_t));
         auto_lut = s;

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define STOKE_HOST_AVX2 1
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
 #elif defined(__GNUC__)
