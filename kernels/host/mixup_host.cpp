@@ -3,6 +3,7 @@
 // build.rs with -ffp-contract=off.
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "../mixup.cuh"
 
 // The pair (i, N-1-i), i < N/2: it touches only its two samples, so pairs may run at once
@@ -32,6 +33,47 @@ extern "C" void stoke_host_mixup(void* out, const StokeMix* mix, uint32_t dtype,
             for (size_t k = 0; k < len; k++) a[k] = a[k] * li + b[k] * ri;
         } else {
             for (size_t k = 0; k < len; k++) b[k] = b[k] * lj + a[k] * rj;
+        }
+        return;
+    }
+    if (mi.kind != STOKE_MIX_BLEND && mj.kind != STOKE_MIX_BLEND) {
+        // CutMix (a box, or nothing, on each side): an element inside a box becomes its
+        // partner's value unchanged, which in every dtype is its partner's bytes (a stored
+        // value loads and stores back as the same bits), and nothing outside a box changes:
+        // only the boxes' rows are visited, a run of bytes per row and channel plane, the
+        // elements both boxes hold swapped.
+        const size_t es = dtype == STOKE_DTYPE_F32 ? 4u : (dtype == STOKE_DTYPE_U8 ? 1u : 2u);
+        const uint32_t j = n - 1u - i;
+        const int nhwc = layout == STOKE_LAYOUT_NHWC;
+        const size_t px = nhwc ? 3u * es : es;  // bytes of one x position in a row run
+        uint8_t* base = (uint8_t*)out;
+        for (int32_t y = 0; y < H; y++) {
+            // This row's x range of each box ([0, 0) where the box misses the row).
+            const int ri = mi.kind == STOKE_MIX_BOX && y >= mi.y0 && y < mi.y1 && mi.x1 > mi.x0;
+            const int rj = mj.kind == STOKE_MIX_BOX && y >= mj.y0 && y < mj.y1 && mj.x1 > mj.x0;
+            if (!ri && !rj) continue;
+            const int32_t ai0 = ri ? mi.x0 : 0, ai1 = ri ? mi.x1 : 0, bj0 = rj ? mj.x0 : 0, bj1 = rj ? mj.x1 : 0;
+            const int32_t lo = !rj ? ai0 : (!ri ? bj0 : (ai0 < bj0 ? ai0 : bj0));
+            const int32_t hi = !rj ? ai1 : (!ri ? bj1 : (ai1 > bj1 ? ai1 : bj1));
+            for (int32_t c = 0; c < (nhwc ? 1 : 3); c++) {
+                uint8_t* ra = base + stoke_out_index(layout, i, c, y, 0, H, W) * es;
+                uint8_t* rb = base + stoke_out_index(layout, j, c, y, 0, H, W) * es;
+                for (int32_t x = lo; x < hi; x++) {
+                    const int ta = x >= ai0 && x < ai1, tb = x >= bj0 && x < bj1;
+                    uint8_t* ea = ra + (size_t)x * px;
+                    uint8_t* eb = rb + (size_t)x * px;
+                    uint8_t t[12];
+                    if (ta && tb) {
+                        memcpy(t, ea, px);
+                        memcpy(ea, eb, px);
+                        memcpy(eb, t, px);
+                    } else if (ta) {
+                        memcpy(ea, eb, px);
+                    } else if (tb) {
+                        memcpy(eb, ea, px);
+                    }
+                }
+            }
         }
         return;
     }

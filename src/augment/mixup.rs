@@ -466,4 +466,53 @@ mod tests {
             }
         }
     }
+
+    /// CutMix on the host in every dtype and layout: inside a sample's box its partner's
+    /// element bytes (read before either was written), its own bytes elsewhere, the
+    /// unpaired middle sample untouched.
+    #[test]
+    fn host_cutmix_moves_the_partners_bytes_in_every_dtype() {
+        let (n, w, h) = (7usize, 9u32, 6u32);
+        let per = 3 * (w * h) as usize;
+        let mut boxes = 0;
+        for mode in [MixupMode::Batch, MixupMode::Pair, MixupMode::Elem] {
+            let s = MixupSpec { mode, prob: 0.8, ..spec(0.0, 1.0) };
+            for step in 0..12 {
+                let mix = s.draw(3, 1, step, n, w, h);
+                boxes += mix.iter().filter(|m| m.kind == MIX_BOX).count();
+                for dtype in [DType::U8, DType::F16, DType::Bf16, DType::F32] {
+                    let es = dtype.size();
+                    // Bytes under 101: no f16/bf16/f32 NaN among them.
+                    let orig: Vec<u8> = (0..n * per * es).map(|k| (k * 37 % 101) as u8).collect();
+                    for layout in [Layout::Nchw, Layout::Nhwc] {
+                        let mut got = orig.clone();
+                        apply_host(&mut got, dtype, layout, n, w, h, &mix);
+                        for (i, m) in mix.iter().enumerate() {
+                            assert_ne!(m.kind, MIX_BLEND, "a cutmix-only spec drew a blend");
+                            for c in 0..3 {
+                                for y in 0..h as i32 {
+                                    for x in 0..w as i32 {
+                                        let at = |s: usize| {
+                                            es * match layout {
+                                                Layout::Nchw => s * per + c * (w * h) as usize + (y as u32 * w + x as u32) as usize,
+                                                Layout::Nhwc => s * per + (y as u32 * w + x as u32) as usize * 3 + c,
+                                            }
+                                        };
+                                        let inside = m.kind == MIX_BOX && x >= m.x0 && x < m.x1 && y >= m.y0 && y < m.y1;
+                                        let from = if inside { at(m.partner as usize) } else { at(i) };
+                                        assert_eq!(
+                                            got[at(i)..at(i) + es],
+                                            orig[from..from + es],
+                                            "{mode:?} step {step} {dtype:?} {layout:?} sample {i} ({c},{y},{x}) {m:?}"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(boxes > 100, "only {boxes} boxes drawn");
+    }
 }
