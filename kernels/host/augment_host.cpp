@@ -161,26 +161,115 @@ void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y
     if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
 }
 
+// stoke_erase_normal(e, box, c, y, x) for x in [x0, x1) into dst[x]. The AVX2 build computes
+// four at a time: the same SplitMix64 hash on 64-bit lanes (GCC's vector multiply), then
+// stoke_lnf, the square root and both cosine series in f32 lanes, each lane the scalar
+// definition's IEEE operations in its order (the quadrant picks between the two series and the
+// sign after both are computed), so the same bits (tests/gpu_kernel_host.rs holds the CPU
+// backend to the kernels' per-element stoke_erase_normal).
+void erase_normals(const StokeEraseParams* e, int box, int c, int32_t y, int32_t x0, int32_t x1, float* dst) {
+    int32_t x = x0;
+#if defined(STOKE_HOST_AVX2)
+    typedef uint64_t U64x4 __attribute__((vector_size(32)));
+    typedef uint32_t U32x4 __attribute__((vector_size(16)));
+    typedef int32_t I32x4 __attribute__((vector_size(16)));
+    typedef float F32x4 __attribute__((vector_size(16)));
+    const uint64_t key = ((uint64_t)e->key_hi << 32) | (uint64_t)e->key_lo;
+    const uint64_t row = (((uint64_t)box * 3u + (uint64_t)c) << 20 | (uint64_t)(uint32_t)y) << 20;
+    for (; x + 4 <= x1; x += 4) {
+        const U64x4 idx = {row | (uint64_t)(uint32_t)x, row | (uint64_t)(uint32_t)(x + 1), row | (uint64_t)(uint32_t)(x + 2),
+                           row | (uint64_t)(uint32_t)(x + 3)};
+        U64x4 z = key ^ (idx * 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z = z ^ (z >> 31);
+        // (h >> 40) + 1 ≤ 2^24 and the 24-bit angle convert to f32 exactly, signed or not.
+        const I32x4 hu = (I32x4)(__builtin_convertvector(z >> 40, U32x4) + 1u);
+        const I32x4 ha = (I32x4)(__builtin_convertvector(z >> 14, U32x4) & 0xffffffu);
+        const U32x4 quadrant = __builtin_convertvector(z >> 38, U32x4) & 3u;
+        const F32x4 u = __builtin_convertvector(hu, F32x4) * (1.0f / 16777216.0f);
+        const F32x4 phi = __builtin_convertvector(ha, F32x4) * (1.5707963f / 16777216.0f);
+        // stoke_lnf(u)
+        const I32x4 bits = (I32x4)u;
+        I32x4 ex = ((bits >> 23) & 0xff) - 127;
+        F32x4 m = (F32x4)((bits & 0x007fffff) | 0x3f800000);
+        const I32x4 up = m > 1.41421356f;  // all ones where m halves
+        m = (F32x4)((up & (I32x4)(m * 0.5f)) | (~up & (I32x4)m));
+        ex = ex - up;
+        const F32x4 sm = (m - 1.0f) / (m + 1.0f);
+        const F32x4 s2 = sm * sm;
+        const F32x4 tl = 1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7 + s2 * (1.0f / 9 + s2 * (1.0f / 11)))));
+        const F32x4 ln = __builtin_convertvector(ex, F32x4) * 0.693147181f + 2.0f * sm * tl;
+        const F32x4 r = (F32x4)_mm_sqrt_ps((__m128)(-2.0f * ln));
+        const F32x4 p2 = phi * phi;
+        const F32x4 ts = phi * (1.0f - p2 * (1.0f / 6) * (1.0f - p2 * (1.0f / 20) * (1.0f - p2 * (1.0f / 42) * (1.0f - p2 * (1.0f / 72) * (1.0f - p2 * (1.0f / 110) * (1.0f - p2 * (1.0f / 156)))))));
+        const F32x4 tc = 1.0f - p2 * (1.0f / 2) * (1.0f - p2 * (1.0f / 12) * (1.0f - p2 * (1.0f / 30) * (1.0f - p2 * (1.0f / 56) * (1.0f - p2 * (1.0f / 90) * (1.0f - p2 * (1.0f / 132) * (1.0f - p2 * (1.0f / 182)))))));
+        const I32x4 odd = (I32x4)((quadrant & 1u) != 0u);
+        const I32x4 neg = (I32x4)((quadrant == 1u) | (quadrant == 2u));
+        const I32x4 t = (odd & (I32x4)ts) | (~odd & (I32x4)tc);
+        const F32x4 tv = (F32x4)((neg & (I32x4)(-(F32x4)t)) | (~neg & t));
+        const F32x4 v = r * tv;
+        memcpy(dst + x, &v, sizeof v);
+    }
+#endif
+    for (; x < x1; x++) dst[x] = stoke_erase_normal(e, box, c, y, x);
+}
+
 // store_row for a row that RandomErasing may touch: the normalized values (stoke_normalize, as
-// the run form computes them), erased elements replaced (stoke_erase_value), each stored with
-// stoke_store_value, the same per-element cast. `nrm` holds 3·ow floats.
+// the run form computes them), then each box holding the row, in order (the last box holding a
+// pixel gives its value, as stoke_erase_box picks), writes its stoke_erase_value over its
+// columns, then the row is stored with the per-element cast of stoke_store_value (the run forms
+// for f16/bf16 are that cast). `nrm` holds 3·ow floats, `tmp` 3·ow.
 void store_row_erasing(const StokeAugParams* p, void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y,
                        int32_t oh, int32_t ow, float* planar, const float* mean, const float* std, float* tmp,
                        float* nrm) {
+    const StokeEraseParams* e = &p->erase;
     int touched = 0;
-    const int count = p->erase.count < (uint32_t)STOKE_ERASE_MAX ? (int)p->erase.count : STOKE_ERASE_MAX;
-    for (int k = 0; k < count; k++) touched |= y >= p->erase.box[k][1] && y < p->erase.box[k][1] + p->erase.box[k][3];
+    const int count = e->count < (uint32_t)STOKE_ERASE_MAX ? (int)e->count : STOKE_ERASE_MAX;
+    for (int k = 0; k < count; k++) touched |= y >= e->box[k][1] && y < e->box[k][1] + e->box[k][3];
     if (!touched) {
         store_row(out, dtype, layout, n, y, oh, ow, planar, mean, std, tmp);
         return;
     }
     for (int32_t c = 0; c < 3; c++) stoke_host_normalize_run(planar + (size_t)c * ow, mean[c], std[c], nrm + (size_t)c * ow, (size_t)ow);
-    for (int32_t x = 0; x < ow; x++) {
-        const int hit = stoke_erase_box(&p->erase, x, y);
+    for (int k = 0; k < count; k++) {
+        const int32_t* b = e->box[k];
+        if (y < b[1] || y >= b[1] + b[3]) continue;
+        const int32_t x0 = b[0] > 0 ? b[0] : 0;
+        const int32_t x1 = b[0] + b[2] < ow ? b[0] + b[2] : ow;
         for (int32_t c = 0; c < 3; c++) {
-            const float v = hit ? stoke_erase_value(&p->erase, hit, c, x, y) : nrm[(size_t)c * ow + x];
-            stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), v);
+            float* row = nrm + (size_t)c * ow;
+            if (e->mode == STOKE_ERASE_PIXEL) {
+                erase_normals(e, k, c, y, x0, x1, row);
+            } else {
+                for (int32_t x = x0; x < x1; x++) row[x] = stoke_erase_value(e, k + 1, c, x, y);
+            }
         }
+    }
+    if (dtype == STOKE_DTYPE_U8) {
+        for (int32_t c = 0; c < 3; c++)
+            for (int32_t x = 0; x < ow; x++)
+                stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), nrm[(size_t)c * ow + x]);
+        return;
+    }
+    const bool nchw = layout == STOKE_LAYOUT_NCHW;
+    for (int32_t c = 0; c < (nchw ? 3 : 1); c++) {
+        const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
+        const size_t len = nchw ? (size_t)ow : (size_t)ow * 3;
+        const float* src = nrm + (size_t)c * ow;
+        if (!nchw) {  // interleave the three channel rows
+            float* dst = dtype == STOKE_DTYPE_F32 ? (float*)out + at : tmp;
+            for (int32_t x = 0; x < ow; x++)
+                for (int32_t cc = 0; cc < 3; cc++) dst[3 * x + cc] = nrm[(size_t)cc * ow + x];
+            if (dtype == STOKE_DTYPE_F32) return;
+            src = tmp;
+        }
+        if (dtype == STOKE_DTYPE_F32)
+            memcpy((float*)out + at, src, len * sizeof(float));
+        else if (dtype == STOKE_DTYPE_F16)
+            stoke_host_f16_run(src, (uint16_t*)out + at, len);
+        else
+            stoke_host_bf16_run(src, (uint16_t*)out + at, len);
     }
 }
 
