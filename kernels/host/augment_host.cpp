@@ -711,12 +711,38 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
 
     // Vertical pass: acc = Σ_ky wy·r, in tap order; then clamp, window/flip, and either the
     // output write or the pre-rotation image.
+    // Four vectors of a row's elements at a time, every tap added in registers (each element
+    // still starts at 0 and adds wy·b tap by tap, the same operations in the same order), instead
+    // of a pass over the whole accumulator row per tap.
+    const size_t chunk = 4 * kHRows;
     for (int32_t i = 0; i < oh; i++) {
-        for (size_t e = 0; e < row_len; e++) acc[e] = 0.0f;
-        for (int32_t k = 0; k < ty.count[i]; k++) {
-            const float wy = ty.w[ty.start[i] + k];
-            const float* b = band + (size_t)(ty.off[ty.start[i] + k] - ty.lo) * row_len;
-            for (size_t e = 0; e < row_len; e++) acc[e] = acc[e] + wy * b[e];
+        const float* wy = ty.w + ty.start[i];
+        const int64_t* oy = ty.off + ty.start[i];
+        const int32_t taps = ty.count[i];
+        size_t e0 = 0;
+        for (; e0 + chunk <= row_len; e0 += chunk) {
+            vrows a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            for (int32_t k = 0; k < taps; k++) {
+                const float* b = band + (size_t)(oy[k] - ty.lo) * row_len + e0;
+                vrows v0, v1, v2, v3;
+                memcpy(&v0, b, sizeof v0);
+                memcpy(&v1, b + kHRows, sizeof v1);
+                memcpy(&v2, b + 2 * kHRows, sizeof v2);
+                memcpy(&v3, b + 3 * kHRows, sizeof v3);
+                a0 = a0 + wy[k] * v0;
+                a1 = a1 + wy[k] * v1;
+                a2 = a2 + wy[k] * v2;
+                a3 = a3 + wy[k] * v3;
+            }
+            memcpy(acc + e0, &a0, sizeof a0);
+            memcpy(acc + e0 + kHRows, &a1, sizeof a1);
+            memcpy(acc + e0 + 2 * kHRows, &a2, sizeof a2);
+            memcpy(acc + e0 + 3 * kHRows, &a3, sizeof a3);
+        }
+        for (size_t e = e0; e < row_len; e++) acc[e] = 0.0f;
+        for (int32_t k = 0; k < taps; k++) {
+            const float* b = band + (size_t)(oy[k] - ty.lo) * row_len;
+            for (size_t e = e0; e < row_len; e++) acc[e] = acc[e] + wy[k] * b[e];
         }
         // Resized-window row i lands on pre-rotation row y (vertical flip) and column j on x.
         const int32_t y = p->flip_v ? oh - 1 - i : i;
