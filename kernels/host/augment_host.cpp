@@ -666,16 +666,51 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     const size_t line_len = (size_t)(tx.hi - tx.lo) * 3;
     for (int32_t r0 = ty.lo; r0 < ty.hi; r0 += kHRows) {
         const int32_t rows = ty.hi - r0 < kHRows ? ty.hi - r0 : kHRows;
+        size_t done = 0;  // elements of every row already in `lines`
+#if defined(STOKE_HOST_AVX2)
+        if (step_x == 3) {
+            // Eight elements of the eight rows at a time: widened to floats, transposed in
+            // registers (element e of rows 0..7 is one vector) and stored whole, instead of
+            // each float stored on its own. The same values in the same places.
+            static_assert(kHRows == 8, "the transpose below is 8 x 8");
+            const uint8_t* pq[kHRows];
+            for (int32_t q = 0; q < kHRows; q++)
+                pq[q] = q < rows ? src + (base + (int64_t)(p->crop_y + r0 + q) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x) : nullptr;
+            for (; done + 8 <= line_len; done += 8) {
+                __m256 v[8];
+                for (int q = 0; q < 8; q++)
+                    v[q] = pq[q] ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(pq[q] + done))))
+                                 : _mm256_setzero_ps();
+                const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+                const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+                const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+                const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+                const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float* d = lines + done * kHRows;
+                _mm256_storeu_ps(d + 0 * kHRows, _mm256_permute2f128_ps(s0, s4, 0x20));
+                _mm256_storeu_ps(d + 1 * kHRows, _mm256_permute2f128_ps(s1, s5, 0x20));
+                _mm256_storeu_ps(d + 2 * kHRows, _mm256_permute2f128_ps(s2, s6, 0x20));
+                _mm256_storeu_ps(d + 3 * kHRows, _mm256_permute2f128_ps(s3, s7, 0x20));
+                _mm256_storeu_ps(d + 4 * kHRows, _mm256_permute2f128_ps(s0, s4, 0x31));
+                _mm256_storeu_ps(d + 5 * kHRows, _mm256_permute2f128_ps(s1, s5, 0x31));
+                _mm256_storeu_ps(d + 6 * kHRows, _mm256_permute2f128_ps(s2, s6, 0x31));
+                _mm256_storeu_ps(d + 7 * kHRows, _mm256_permute2f128_ps(s3, s7, 0x31));
+            }
+        }
+#endif
         for (int32_t q = 0; q < kHRows; q++) {
             float* lq = lines + q;
             if (q >= rows) {
-                for (size_t e = 0; e < line_len; e++) lq[e * kHRows] = 0.0f;
+                for (size_t e = done; e < line_len; e++) lq[e * kHRows] = 0.0f;
                 continue;
             }
             const int64_t row = base + (int64_t)(p->crop_y + r0 + q) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x;
             if (step_x == 3) {
                 const uint8_t* px = src + row;
-                for (size_t e = 0; e < line_len; e++) lq[e * kHRows] = (float)px[e];
+                for (size_t e = done; e < line_len; e++) lq[e * kHRows] = (float)px[e];
             } else {
                 for (int32_t x = 0; x < tx.hi - tx.lo; x++) {
                     const uint8_t* px = src + (row + (int64_t)x * step_x);
