@@ -124,6 +124,32 @@ extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
 extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
                                               float* tmp);
 
+// Store output row y (f32, f16 or bf16) from three already normalized channel rows
+// (`rows[c·ow + x]`): a run per channel (NCHW) or one interleaved run of 3·ow values (NHWC),
+// cast by the run forms. `tmp` holds 3·ow floats.
+void store_normalized(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
+                      const float* rows, float* tmp) {
+    const bool nchw = layout == STOKE_LAYOUT_NCHW;
+    for (int32_t c = 0; c < (nchw ? 3 : 1); c++) {
+        const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
+        const size_t len = nchw ? (size_t)ow : (size_t)ow * 3;
+        const float* src = rows + (size_t)c * ow;
+        if (!nchw) {  // interleave the three channel rows
+            float* dst = dtype == STOKE_DTYPE_F32 ? (float*)out + at : tmp;
+            for (int32_t x = 0; x < ow; x++)
+                for (int32_t cc = 0; cc < 3; cc++) dst[3 * x + cc] = rows[(size_t)cc * ow + x];
+            if (dtype == STOKE_DTYPE_F32) return;
+            src = tmp;
+        }
+        if (dtype == STOKE_DTYPE_F32)
+            memcpy((float*)out + at, src, len * sizeof(float));
+        else if (dtype == STOKE_DTYPE_F16)
+            stoke_host_f16_run(src, (uint16_t*)out + at, len);
+        else
+            stoke_host_bf16_run(src, (uint16_t*)out + at, len);
+    }
+}
+
 // Normalize and store output row y from planar channel rows (`planar[c·ow + x]`, overwritten
 // with the normalized values): the same per-element stoke_store math (normalize, then cast),
 // in runs. `tmp` holds 3·ow floats.
@@ -150,15 +176,8 @@ void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y
         return;
     }
     // NHWC: normalize the channel rows in place, then one interleaved run of 3·ow values.
-    const uint64_t at = stoke_out_index(layout, n, 0, y, 0, oh, ow);
-    float* dst = f32 ? (float*)out + at : tmp;
-    for (int32_t c = 0; c < 3; c++) {
-        float* row = planar + (size_t)c * ow;
-        stoke_host_normalize_run(row, mean[c], std[c], row, (size_t)ow);
-        for (int32_t x = 0; x < ow; x++) dst[3 * x + c] = row[x];
-    }
-    if (dtype == STOKE_DTYPE_F16) stoke_host_f16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
-    if (dtype == STOKE_DTYPE_BF16) stoke_host_bf16_run(tmp, (uint16_t*)out + at, (size_t)ow * 3);
+    for (int32_t c = 0; c < 3; c++) stoke_host_normalize_run(planar + (size_t)c * ow, mean[c], std[c], planar + (size_t)c * ow, (size_t)ow);
+    store_normalized(out, dtype, layout, n, y, oh, ow, planar, tmp);
 }
 
 // stoke_erase_normal(e, box, c, y, x) for x in [x0, x1) into dst[x]. The AVX2 build computes
@@ -252,25 +271,7 @@ void store_row_erasing(const StokeAugParams* p, void* out, uint32_t dtype, uint3
                 stoke_store_value(out, dtype, stoke_out_index(layout, n, c, y, x, oh, ow), nrm[(size_t)c * ow + x]);
         return;
     }
-    const bool nchw = layout == STOKE_LAYOUT_NCHW;
-    for (int32_t c = 0; c < (nchw ? 3 : 1); c++) {
-        const uint64_t at = stoke_out_index(layout, n, c, y, 0, oh, ow);
-        const size_t len = nchw ? (size_t)ow : (size_t)ow * 3;
-        const float* src = nrm + (size_t)c * ow;
-        if (!nchw) {  // interleave the three channel rows
-            float* dst = dtype == STOKE_DTYPE_F32 ? (float*)out + at : tmp;
-            for (int32_t x = 0; x < ow; x++)
-                for (int32_t cc = 0; cc < 3; cc++) dst[3 * x + cc] = nrm[(size_t)cc * ow + x];
-            if (dtype == STOKE_DTYPE_F32) return;
-            src = tmp;
-        }
-        if (dtype == STOKE_DTYPE_F32)
-            memcpy((float*)out + at, src, len * sizeof(float));
-        else if (dtype == STOKE_DTYPE_F16)
-            stoke_host_f16_run(src, (uint16_t*)out + at, len);
-        else
-            stoke_host_bf16_run(src, (uint16_t*)out + at, len);
-    }
+    store_normalized(out, dtype, layout, n, y, oh, ow, nrm, tmp);
 }
 
 // The final write of output row y from its planar 0..255 channel rows: erasing when drawn.
