@@ -40,6 +40,28 @@ size_t count_taps(int32_t in_size, int32_t out_size, int32_t first, int32_t n, u
 
 size_t align16(size_t b) { return (b + 15u) & ~(size_t)15u; }
 
+#if defined(STOKE_HOST_AVX2)
+// 8 x 8 transpose of floats: lane j of o[i] is lane i of v[j]. Pure data movement.
+inline void transpose8(const __m256 (&v)[8], __m256 (&o)[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    o[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    o[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    o[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    o[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    o[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    o[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    o[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    o[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+#endif
+
 struct Plan {
     size_t taps_x, taps_y, band_rows, total_bytes;
     int rotate;
@@ -682,23 +704,10 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                 for (int q = 0; q < 8; q++)
                     v[q] = pq[q] ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(pq[q] + done))))
                                  : _mm256_setzero_ps();
-                const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-                const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-                const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-                const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-                const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-                const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-                const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-                const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                __m256 t[8];
+                transpose8(v, t);
                 float* d = lines + done * kHRows;
-                _mm256_storeu_ps(d + 0 * kHRows, _mm256_permute2f128_ps(s0, s4, 0x20));
-                _mm256_storeu_ps(d + 1 * kHRows, _mm256_permute2f128_ps(s1, s5, 0x20));
-                _mm256_storeu_ps(d + 2 * kHRows, _mm256_permute2f128_ps(s2, s6, 0x20));
-                _mm256_storeu_ps(d + 3 * kHRows, _mm256_permute2f128_ps(s3, s7, 0x20));
-                _mm256_storeu_ps(d + 4 * kHRows, _mm256_permute2f128_ps(s0, s4, 0x31));
-                _mm256_storeu_ps(d + 5 * kHRows, _mm256_permute2f128_ps(s1, s5, 0x31));
-                _mm256_storeu_ps(d + 6 * kHRows, _mm256_permute2f128_ps(s2, s6, 0x31));
-                _mm256_storeu_ps(d + 7 * kHRows, _mm256_permute2f128_ps(s3, s7, 0x31));
+                for (int e = 0; e < 8; e++) _mm256_storeu_ps(d + e * kHRows, t[e]);
             }
         }
 #endif
@@ -722,10 +731,13 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             }
         }
         float* dst = band + (size_t)(r0 - ty.lo) * row_len;
-        for (int32_t j = 0; j < ow; j++) {
+        // Output column j's three elements for the group's rows (row q in lane q).
+        auto column = [&](int32_t j, vrows& a0, vrows& a1, vrows& a2) {
             const int64_t* off = tx.off + tx.start[j];
             const float* w = tx.w + tx.start[j];
-            vrows a0 = {}, a1 = {}, a2 = {};
+            a0 = (vrows){};
+            a1 = (vrows){};
+            a2 = (vrows){};
             for (int32_t k = 0; k < tx.count[j]; k++) {
                 vrows v0, v1, v2;
                 const float* t = lines + off[k];
@@ -736,6 +748,29 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                 a1 = a1 + w[k] * v1;
                 a2 = a2 + w[k] * v2;
             }
+        };
+        int32_t j = 0;
+#if defined(STOKE_HOST_AVX2)
+        // Eight output columns at a time: their 24 element vectors (rows in lanes) are
+        // transposed 8 x 8 three times into a vector of 8 consecutive elements per row, stored
+        // whole, instead of one store per float. The same values in the same places.
+        for (; j + 8 <= ow; j += 8) {
+            __m256 tile[3][8];
+            for (int32_t jj = 0; jj < 8; jj++) {
+                vrows a[3];
+                column(j + jj, a[0], a[1], a[2]);
+                for (int c = 0; c < 3; c++) tile[(3 * jj + c) / 8][(3 * jj + c) % 8] = (__m256)a[c];
+            }
+            for (int b = 0; b < 3; b++) {
+                __m256 t[8];
+                transpose8(tile[b], t);
+                for (int32_t q = 0; q < rows; q++) _mm256_storeu_ps(dst + (size_t)q * row_len + 3 * (size_t)j + 8 * b, t[q]);
+            }
+        }
+#endif
+        for (; j < ow; j++) {
+            vrows a0, a1, a2;
+            column(j, a0, a1, a2);
             for (int32_t q = 0; q < rows; q++) {
                 float* d = dst + (size_t)q * row_len + 3 * (size_t)j;
                 d[0] = a0[q];
@@ -782,7 +817,33 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         }
         // Resized-window row i lands on pre-rotation row y (vertical flip) and column j on x.
         const int32_t y = p->flip_v ? oh - 1 - i : i;
-        for (int32_t j = 0; j < ow; j++) {
+        int32_t j = 0;
+#if defined(STOKE_HOST_AVX2)
+        // Eight pixels at a time: each channel's lanes blended out of the three interleaved
+        // vectors and put in pixel order (reversed for a horizontal flip) by one permute;
+        // max(0, v) then min(255, ·) is stoke_clamp255 lane for lane (-0 and NaN pass through
+        // as they do there: the second operand is returned on ties and NaN).
+        {
+            const __m256i order[3] = {_mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5), _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6),
+                                      _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7)};
+            const __m256i reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+            const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+            for (; j + 8 <= ow; j += 8) {
+                const __m256 A = _mm256_loadu_ps(acc + 3 * (size_t)j), B = _mm256_loadu_ps(acc + 3 * (size_t)j + 8),
+                             C = _mm256_loadu_ps(acc + 3 * (size_t)j + 16);
+                const __m256 ch[3] = {_mm256_blend_ps(_mm256_blend_ps(A, B, 0x92), C, 0x24),
+                                      _mm256_blend_ps(_mm256_blend_ps(A, B, 0x24), C, 0x49),
+                                      _mm256_blend_ps(_mm256_blend_ps(A, B, 0x49), C, 0x92)};
+                const int32_t x = p->flip_h ? ow - 8 - j : j;
+                for (int c = 0; c < 3; c++) {
+                    __m256 v = _mm256_permutevar8x32_ps(ch[c], order[c]);
+                    if (p->flip_h) v = _mm256_permutevar8x32_ps(v, reverse);
+                    _mm256_storeu_ps(planar + (size_t)c * ow + x, _mm256_min_ps(top, _mm256_max_ps(zero, v)));
+                }
+            }
+        }
+#endif
+        for (; j < ow; j++) {
             const int32_t x = p->flip_h ? ow - 1 - j : j;
             planar[x] = stoke_clamp255(acc[3 * j]);
             planar[ow + x] = stoke_clamp255(acc[3 * j + 1]);
