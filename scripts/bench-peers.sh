@@ -11,6 +11,8 @@
 # With $OUT set, the updated BENCHMARKS.md is copied there too (to bring the rows back).
 # Wheels found in $STOKE_PEER_WHEELS (default .whl/peers) are installed with --no-deps into a
 # scratch folder on PYTHONPATH, so the machine's torch/torchvision stay as they are.
+# The DALI CPU peer (benches/peers/dali_cpu.py, `--peers dali`) runs with $STOKE_DALI_PYTHON (or
+# run_all.py's --dali-python): a python with `pip install nvidia-dali-cuda120`, e.g. a venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

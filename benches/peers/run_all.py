@@ -5,13 +5,17 @@ On a machine with a CUDA GPU and torch: `stoke bench --backend cuda --dtype f16`
   1. torch_dataloader.py (DataLoader + Pillow + torchvision, workers swept),
   2. torchvision_gpu.py (decode_jpeg on cuda, batched, + transforms.v2 on GPU tensors),
   3. nvimgcodec_gpu.py (where the nvImageCodec wheel is installed).
-Without a GPU: `stoke bench --backend cpu --dtype f32` against pillow_cpu.py (Pillow + numpy in
-worker processes; written with the CPU backend).
+Without a GPU: `stoke bench --backend cpu --dtype f32` against
+  1. pillow_cpu.py (Pillow + numpy in worker processes; written with the CPU backend),
+  2. dali_cpu.py (NVIDIA DALI's CPU pipeline, device_id=None, --threads = the cores). It runs
+     with --dali-python (default $STOKE_DALI_PYTHON, else this interpreter), e.g. a venv with
+     `pip install nvidia-dali-cuda120`; left out of the default CPU set (with a note) when that
+     interpreter cannot import DALI, run (and failing loudly) when named in --peers.
 
 Usage:
   python3 benches/peers/run_all.py [--dataset DIR | --count N] [--stoke PATH] [--epochs E]
-      [--peers torch,torchvision,nvimgcodec,pillow] [--benchmarks BENCHMARKS.md] [--json-out FILE]
-      [--recipe train|deit]
+      [--peers torch,torchvision,nvimgcodec,pillow,dali] [--dali-python PYTHON]
+      [--benchmarks BENCHMARKS.md] [--json-out FILE] [--recipe train|deit]
 `--recipe deit` compares DeiT's training recipe: `stoke bench --preset deit` against the
 DataLoader peer with timm's DeiT transform and Mixup/CutMix (torch_dataloader.py --recipe deit,
 timm installed); the other peers do not implement it and are refused.
@@ -38,8 +42,8 @@ GPU_PEERS = {
     "torchvision": "torchvision_gpu.py",
     "nvimgcodec": "nvimgcodec_gpu.py",
 }
-CPU_PEERS = {"pillow": "pillow_cpu.py"}
-LABELS = {"pillow": "pillow_cpu.py (Pillow + numpy, 2 processes)"}
+CPU_PEERS = {"pillow": "pillow_cpu.py", "dali": "dali_cpu.py"}
+LABELS = {"pillow": "pillow_cpu.py (Pillow + numpy, 2 processes)", "dali": "dali_cpu.py (DALI CPU pipeline)"}
 
 
 def sh(cmd):
@@ -76,6 +80,13 @@ def cpu_info():
 def has_torch_cuda():
     code = "import torch, torchvision; print(torch.cuda.is_available())"
     return sh([sys.executable, "-c", code]) == "True"
+
+
+def can_import(python, module):
+    try:
+        return subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def run_json(cmd, timeout):
@@ -152,6 +163,9 @@ def main():
     ap.add_argument("--workers", default="1,2,4,8,12,16", help="DataLoader worker sweep")
     ap.add_argument("--peers", help="comma-separated subset of: " + ",".join([*GPU_PEERS, *CPU_PEERS]))
     ap.add_argument("--cpu", action="store_true", help="compare on the CPU even when a GPU is there")
+    ap.add_argument("--dali-python", default=os.environ.get("STOKE_DALI_PYTHON") or sys.executable,
+                    help="python that runs dali_cpu.py, one that imports nvidia.dali "
+                         "(default: $STOKE_DALI_PYTHON, else this interpreter)")
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per peer")
     ap.add_argument("--benchmarks", default=os.path.join(ROOT, "BENCHMARKS.md"))
     ap.add_argument("--json-out")
@@ -193,11 +207,19 @@ def main():
         if not os.path.exists(path):
             results[name] = ([path], {"skipped": f"{script} not found"})
             continue
+        if name == "dali" and not args.peers and not can_import(args.dali_python, "nvidia.dali"):
+            results[name] = ([args.dali_python, path], {"skipped": f"{args.dali_python} cannot import nvidia.dali "
+                                                                  "(--dali-python / STOKE_DALI_PYTHON)"})
+            continue
         if name == "pillow":
             # pillow_cpu.py (written with the CPU backend) times from its pool's start, with no
             # warm-up: it takes only --epochs and --batch-size, and stoke runs with
             # --warmup-batches 0 in this comparison so both clocks include start-up.
             cmd = [sys.executable, path, dataset, "--epochs", str(args.epochs), "--batch-size", str(args.batch_size)]
+        elif name == "dali":
+            # The same --warmup-batches as stoke's run (0 when pillow runs beside it); its
+            # --threads defaults to the cores, as stoke's --threads 0.
+            cmd = [args.dali_python, path, dataset, *common]
         else:
             cmd = [sys.executable, path, dataset, *common]
         if name == "torch":
