@@ -151,3 +151,30 @@ fn dct_scaled_decoding_stays_close_to_the_full_path() {
     let mean = full.iter().zip(&scaled).map(|(a, b)| (a - b).abs() as f64).sum::<f64>() / full.len() as f64;
     assert!(mean < 0.5, "mean abs diff {mean} levels");
 }
+
+#[test]
+fn decode_only_decodes_every_sample_writes_no_images_and_still_names_a_broken_one() {
+    let s = set();
+    let spec = AugmentSpec::train(48);
+    let ins = samples(&s, &spec, &[2]);
+    let mut c = config(spec.clone(), 2, OnError::Skip, DType::F32, Layout::Nchw);
+    c.decode_only = true;
+    let mut b = CpuBackend::new(&c).unwrap();
+    let mut batch = Batch::new_host(DType::F32, Layout::Nchw);
+    let run = run_batch(&mut b, BatchInput { epoch: 1, step: 4, samples: &ins }, &describe, &mut batch).unwrap();
+    // Nothing augmented, nothing written: the batch holds no image bytes.
+    assert_eq!(run.augment, std::time::Duration::ZERO);
+    assert!(run.decode > std::time::Duration::ZERO);
+    assert_eq!(batch.host_bytes().map(|b| b.len()).unwrap_or(0), 0);
+    assert_eq!(batch.decoders.cpu, 5);
+    // The truncated sample is still found and replaced in the records, as without decode_only.
+    assert_eq!(batch.substitutes.len(), 1);
+    assert_eq!(batch.substitutes[0].index, 2);
+    assert_eq!(batch.labels, vec![0, 10, 30, 30, 40, 50]);
+    // The same pipeline without decode_only augments (the flag is what skipped it).
+    c.decode_only = false;
+    let mut b = CpuBackend::new(&c).unwrap();
+    let run = run_batch(&mut b, BatchInput { epoch: 1, step: 4, samples: &ins }, &describe, &mut batch).unwrap();
+    assert!(run.augment > std::time::Duration::ZERO);
+    assert_eq!(batch.host_bytes().unwrap().len(), 6 * 3 * 48 * 48 * 4);
+}

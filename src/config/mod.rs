@@ -229,8 +229,8 @@ pub struct PipelineConfig {
     /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: nearest, nvJPEG's own).
     #[serde(default)]
     pub gpu_upsampling: GpuUpsampling,
-    /// CUDA backend: decode every batch but skip the augment kernel (decoder-only
-    /// measurement; the batches then hold no output).
+    /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
+    /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
     pub decode_only: bool,
     /// CUDA backend: device + pinned host bytes the backend may hold in all: the output ring

@@ -118,7 +118,7 @@ pub struct PipelineOptions {
     pub decoders: Option<GpuDecoders>,
     /// CUDA backend: chroma upsampling of the nvJPEG decoders.
     pub gpu_upsampling: Option<GpuUpsampling>,
-    /// CUDA backend: decode but skip the augment kernel.
+    /// Decode but skip the augment (decoder-only measurement; the batches hold no images).
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
     /// scratch included (0 = the default plan).

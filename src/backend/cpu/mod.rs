@@ -48,6 +48,7 @@ pub struct CpuBackend {
     on_error: OnError,
     mixup: crate::config::MixupSpec,
     seed: u64,
+    decode_only: bool,
 }
 
 struct Worker {
@@ -81,7 +82,8 @@ pub fn dct_denominator(p: &AugParams) -> u32 {
 }
 
 /// Decode the region of `bytes` that holds `p`'s crop box (or, with `dct`, the whole image at
-/// reduced scale where [`dct_denominator`] allows) and augment it into `out`.
+/// reduced scale where [`dct_denominator`] allows) and augment it into `out` (decode only, for
+/// `decode_only`'s measurement, when `out` is `None`).
 #[allow(clippy::too_many_arguments)]
 fn process_one(
     bytes: &[u8],
@@ -89,7 +91,7 @@ fn process_one(
     spec: &OutputSpec,
     max_pixels: u64,
     dct: bool,
-    out: &mut [u8],
+    out: Option<&mut [u8]>,
     decode_ns: &AtomicU64,
     augment_ns: &AtomicU64,
 ) -> std::result::Result<(), SlotError> {
@@ -102,6 +104,7 @@ fn process_one(
             let t1 = Instant::now();
             decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
             r?;
+            let Some(out) = out else { return Ok(()) };
             let img = &w.image;
             // The same geometry on the reduced image: its whole oriented extent is the crop.
             let (ow, oh) = oriented_size(img.width as i32, img.height as i32, p.orientation);
@@ -117,6 +120,7 @@ fn process_one(
         let t1 = Instant::now();
         decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
         r?;
+        let Some(out) = out else { return Ok(()) };
         let img = &w.image;
         let src = SrcImage {
             rgb: &img.rgb,
@@ -159,6 +163,7 @@ impl CpuBackend {
             on_error: config.on_error,
             mixup: config.mixup.clone(),
             seed: config.seed,
+            decode_only: config.decode_only,
         })
     }
 }
@@ -180,11 +185,14 @@ impl Backend for CpuBackend {
         batch.epoch = epoch;
         batch.step = step;
         let sample_bytes = batch.sample_bytes();
-        if !matches!(batch.images, Images::Host(_)) {
-            batch.images = Images::Host(Default::default()); // a device batch held before: returned
+        if !matches!(batch.images, Images::Host(_)) || self.decode_only {
+            // A device batch held before is returned; a decode-only batch holds no images.
+            batch.images = Images::Host(Default::default());
         }
         let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
-        images.resize(self.output.dtype, n * sample_bytes);
+        if !self.decode_only {
+            images.resize(self.output.dtype, n * sample_bytes);
+        }
         for s in samples {
             if (s.params.out_w as usize, s.params.out_h as usize) != (self.out_w, self.out_h) {
                 return Err(Error::config(format!(
@@ -196,26 +204,35 @@ impl Backend for CpuBackend {
         let mut status: Vec<Option<SlotError>> = vec![None; n];
         let (decode_ns, augment_ns) = (AtomicU64::new(0), AtomicU64::new(0));
         let (spec, max_pixels, dct) = (&self.output, self.max_pixels, self.dct);
+        let one = |out: Option<&mut [u8]>, s: &crate::backend::SampleIn<'_>| match &s.read_error {
+            Some(e) => Some(e.clone()),
+            None => process_one(s.bytes, &s.params, spec, max_pixels, dct, out, &decode_ns, &augment_ns).err(),
+        };
         self.pool.install(|| {
-            images[..n * sample_bytes].par_chunks_mut(sample_bytes).zip(samples.par_iter()).zip(status.par_iter_mut()).for_each(
-                |((out, s), st)| {
-                    *st = match &s.read_error {
-                        Some(e) => Some(e.clone()),
-                        None => process_one(s.bytes, &s.params, spec, max_pixels, dct, out, &decode_ns, &augment_ns).err(),
-                    };
-                },
-            );
+            if self.decode_only {
+                samples.par_iter().zip(status.par_iter_mut()).for_each(|(s, st)| *st = one(None, s));
+            } else {
+                images[..n * sample_bytes]
+                    .par_chunks_mut(sample_bytes)
+                    .zip(samples.par_iter())
+                    .zip(status.par_iter_mut())
+                    .for_each(|((out, s), st)| *st = one(Some(out), s));
+            }
         });
 
         batch.decoders = DecoderCounts { cpu: status.iter().filter(|s| s.is_none()).count() as u64, ..DecoderCounts::default() };
         let plan = SlotPlan::new(&status, self.on_error);
         if let Some(sources) = plan.sources() {
-            for (to, &from) in sources.iter().enumerate().filter(|(to, from)| to != *from) {
-                images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
+            if !self.decode_only {
+                for (to, &from) in sources.iter().enumerate().filter(|(to, from)| to != *from) {
+                    images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
+                }
             }
             super::fill_records(samples, sources, batch);
-            // On the pool's workers: the pairs are independent (same bits whatever the threads).
-            self.pool.install(|| super::mix_host_batch(&self.mixup, self.seed, batch))?;
+            if !self.decode_only {
+                // On the pool's workers: the pairs are independent (same bits whatever the threads).
+                self.pool.install(|| super::mix_host_batch(&self.mixup, self.seed, batch))?;
+            }
         }
         let times = BatchTimes {
             decode: Duration::from_nanos(decode_ns.into_inner()),

@@ -119,7 +119,8 @@ pub struct PipelineArgs {
     /// pictures within 0.04 levels of the CPU's at half the hardware engine's rate).
     #[arg(long, value_enum, default_value = "nearest")]
     pub gpu_upsampling: GpuUpsampling,
-    /// CUDA backend: decode but skip the augment kernel (decoder-only measurement).
+    /// Decode but skip the augment (decoder-only measurement): the CUDA backend's kernel, the CPU
+    /// backend's augment of each decoded crop region; the batches hold no images.
     #[arg(long)]
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, e.g. 2GiB: the output ring
