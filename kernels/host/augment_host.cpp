@@ -518,6 +518,99 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
     }
 }
 
+// ImageEnhance.Sharpness (stoke_auto_pixel's SHARPNESS) over the whole image: border pixels
+// keep their values (their SMOOTH is themselves, and a blend of a value with itself is that
+// value), the interior is a flat loop over elements: stoke_pil_smooth's sums in its order, then
+// stoke_pil_blend. The blend's clamp is written unconditionally: for alpha in [0, 1] the blend
+// lies between its two ends (monotonic rounding), so the clamp changes nothing there, and
+// alpha = 0 or 1 give exactly deg or img through the formula. Loops the compiler vectorizes.
+void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint8_t* out) {
+    const size_t row = (size_t)W * 3u;
+    if (W < 3 || H < 3) {
+        memcpy(out, img, row * (size_t)H);
+        return;
+    }
+    memcpy(out, img, row);
+    memcpy(out + row * (size_t)(H - 1), img + row * (size_t)(H - 1), row);
+    const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
+    for (int32_t y = 1; y < H - 1; y++) {
+        const uint8_t* c = img + row * (size_t)y;
+        const uint8_t* b = c + row;
+        const uint8_t* a = c - row;
+        uint8_t* o = out + row * (size_t)y;
+        for (int k = 0; k < 3; k++) {
+            o[k] = c[k];
+            o[row - 3 + k] = c[row - 3 + k];
+        }
+        for (size_t e = 3; e < row - 3; e++) {
+            float ss = 0.5f;
+            ss = ss + (((float)b[e - 3] * k1 + (float)b[e] * k1) + (float)b[e + 3] * k1);
+            ss = ss + (((float)c[e - 3] * k1 + (float)c[e] * k5) + (float)c[e + 3] * k1);
+            ss = ss + (((float)a[e - 3] * k1 + (float)a[e] * k1) + (float)a[e + 3] * k1);
+            ss = ss < 0.0f ? 0.0f : ss;
+            ss = ss > 255.0f ? 255.0f : ss;
+            const int32_t deg = (int32_t)ss;
+            float t = (float)deg + alpha * (float)((int32_t)c[e] - deg);
+            t = t < 0.0f ? 0.0f : (t > 255.0f ? 255.0f : t);
+            o[e] = (uint8_t)(int32_t)t;
+        }
+    }
+}
+
+// ImageEnhance.Color (stoke_auto_pixel's COLOR: each channel blended with the pixel's Pillow
+// luma) over the whole image. The AVX2 build takes eight pixels at a time: channels picked out
+// of the 24 bytes by byte shuffles and widened, the luma in 32-bit lanes, the blend in f32
+// lanes (the same operations; the clamp as in sharpness_image), and the bytes put back in
+// order; the rest, and the baseline build, go pixel by pixel.
+void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, uint8_t* out) {
+    size_t q = 0;
+#if defined(STOKE_HOST_AVX2)
+    const __m128i pick_lo[3] = {_mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                                _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1),
+                                _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1)};
+    const __m128i pick_hi[3] = {_mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
+                                _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
+                                _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
+    // Output bytes 0..15 and 16..23 from RG (R in bytes 0..7, G in 8..15) and B (bytes 0..7).
+    const __m128i put_rg_lo = _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12, -1, 5);
+    const __m128i put_b_lo = _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1, 4, -1);
+    const __m128i put_rg_hi = _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i put_b_hi = _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m256 alpha = _mm256_set1_ps(o->arg), zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+    for (; q + 8 <= pixels; q += 8) {
+        const uint8_t* src = img + 3 * q;
+        const __m128i lo = _mm_loadu_si128((const __m128i*)src);
+        const __m128i hi = _mm_loadl_epi64((const __m128i*)(src + 16));
+        __m256i ch[3];
+        for (int c = 0; c < 3; c++)
+            ch[c] = _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, pick_lo[c]), _mm_shuffle_epi8(hi, pick_hi[c])));
+        const __m256i l = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(ch[0], _mm256_set1_epi32(19595)),
+                                                               _mm256_mullo_epi32(ch[1], _mm256_set1_epi32(38470))),
+                                              _mm256_mullo_epi32(ch[2], _mm256_set1_epi32(7471))),
+                             _mm256_set1_epi32(0x8000)),
+            16);
+        const __m256 lf = _mm256_cvtepi32_ps(l);
+        __m128i b8[3];
+        for (int c = 0; c < 3; c++) {
+            __m256 t = _mm256_add_ps(lf, _mm256_mul_ps(alpha, _mm256_cvtepi32_ps(_mm256_sub_epi32(ch[c], l))));
+            t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
+            const __m256i v = _mm256_cvttps_epi32(t);  // 0..255 in each lane
+            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            b8[c] = _mm_packus_epi16(w, w);  // the eight bytes in 0..7
+        }
+        const __m128i rg = _mm_unpacklo_epi64(b8[0], b8[1]);
+        _mm_storeu_si128((__m128i*)(out + 3 * q), _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_lo), _mm_shuffle_epi8(b8[2], put_b_lo)));
+        _mm_storel_epi64((__m128i*)(out + 3 * q + 16), _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_hi), _mm_shuffle_epi8(b8[2], put_b_hi)));
+    }
+#endif
+    for (; q < pixels; q++) {
+        const uint8_t* px = img + 3 * q;
+        const uint32_t l = stoke_pil_luma(px);
+        for (int c = 0; c < 3; c++) out[3 * q + c] = stoke_pil_blend(l, px[c], o->arg);
+    }
+}
+
 void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t px = (size_t)W * H, len = px * 3;
@@ -554,6 +647,10 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
             stoke_auto_prepare(o, W, H, &g);  // a geometric op's matrix once per image, not per pixel
             if (stoke_auto_is_geometric(o->op)) {
                 geometric_image(o, &g, p->aa.fill, cur, W, H, nxt);
+            } else if (o->op == STOKE_AUTO_SHARPNESS) {
+                sharpness_image(o->arg, cur, W, H, nxt);
+            } else if (o->op == STOKE_AUTO_COLOR) {
+                color_auto_image(o, cur, px, nxt);
             } else {
                 for (int32_t y = 0; y < H; y++)
                     for (int32_t x = 0; x < W; x++)
