@@ -146,6 +146,59 @@ extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
 extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
                                               float* tmp);
 
+// stoke_to_u8 over a run: clamped to [0, 255] (written as the selects x86's max and min
+// compute, so the loop vectorizes: they differ from stoke_clamp255 only for -0, which gives 0
+// either way, and NaN, which a batch never holds), then rounded half to even by adding and
+// removing 2^23 (exact IEEE round-to-nearest-even for 0 ≤ v < 2^22) and truncated: the
+// kernels' bytes (tests/gpu_kernel_host.rs), where stoke_round_even's floor and branches per
+// value did not vectorize.
+void u8_run(const float* src, uint8_t* dst, size_t n) {
+    size_t i = 0;
+#if defined(STOKE_HOST_AVX2)
+    // (GCC turns the scalar loop's selects into branches; the AVX2 build spells it out.)
+    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f), big = _mm256_set1_ps(8388608.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(src + i), zero), top);
+        v = _mm256_sub_ps(_mm256_add_ps(v, big), big);
+        const __m256i w = _mm256_cvttps_epi32(v);
+        const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storel_epi64((__m128i*)(dst + i), _mm_packus_epi16(h, h));
+    }
+#endif
+    for (; i < n; i++) {
+        float v = src[i];
+        v = v > 0.0f ? v : 0.0f;
+        v = v < 255.0f ? v : 255.0f;
+        dst[i] = (uint8_t)(int32_t)((v + 8388608.0f) - 8388608.0f);
+    }
+}
+
+#if defined(STOKE_HOST_AVX2)
+// Eight pixels' channel bytes (bytes 0..7 of r, g and b) stored interleaved as 24 bytes.
+inline void interleave3x8(const __m128i& r, const __m128i& g, const __m128i& b, uint8_t* out) {
+    // Output bytes 0..15 and 16..23 from RG (R in bytes 0..7, G in 8..15) and B.
+    const __m128i put_rg_lo = _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12, -1, 5);
+    const __m128i put_b_lo = _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1, 4, -1);
+    const __m128i put_rg_hi = _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i put_b_hi = _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i rg = _mm_unpacklo_epi64(r, g);
+    _mm_storeu_si128((__m128i*)out, _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_lo), _mm_shuffle_epi8(b, put_b_lo)));
+    _mm_storel_epi64((__m128i*)(out + 16), _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_hi), _mm_shuffle_epi8(b, put_b_hi)));
+}
+#endif
+
+// Three channel rows of `ow` bytes (`rows[c·ow + x]`) stored interleaved (NHWC).
+void interleave_row(const uint8_t* rows, int32_t ow, uint8_t* out) {
+    int32_t x = 0;
+#if defined(STOKE_HOST_AVX2)
+    for (; x + 8 <= ow; x += 8)
+        interleave3x8(_mm_loadl_epi64((const __m128i*)(rows + x)), _mm_loadl_epi64((const __m128i*)(rows + ow + x)),
+                      _mm_loadl_epi64((const __m128i*)(rows + 2 * (size_t)ow + x)), out + 3 * (size_t)x);
+#endif
+    for (; x < ow; x++)
+        for (int c = 0; c < 3; c++) out[3 * (size_t)x + c] = rows[(size_t)c * ow + x];
+}
+
 // Store output row y (f32, f16 or bf16) from three already normalized channel rows
 // (`rows[c·ow + x]`): a run per channel (NCHW) or one interleaved run of 3·ow values (NHWC),
 // cast by the run forms. `tmp` holds 3·ow floats.
@@ -178,9 +231,14 @@ void store_normalized(void* out, uint32_t dtype, uint32_t layout, uint64_t n, in
 void store_row(void* out, uint32_t dtype, uint32_t layout, uint64_t n, int32_t y, int32_t oh, int32_t ow,
                float* planar, const float* mean, const float* std, float* tmp) {
     if (dtype == STOKE_DTYPE_U8) {  // unnormalized: stoke_to_u8 of each value
-        for (int32_t c = 0; c < 3; c++)
-            for (int32_t x = 0; x < ow; x++)
-                ((uint8_t*)out)[stoke_out_index(layout, n, c, y, x, oh, ow)] = stoke_to_u8(planar[(size_t)c * ow + x]);
+        if (layout == STOKE_LAYOUT_NCHW) {
+            for (int32_t c = 0; c < 3; c++)
+                u8_run(planar + (size_t)c * ow, (uint8_t*)out + stoke_out_index(layout, n, c, y, 0, oh, ow), (size_t)ow);
+        } else {
+            uint8_t* bytes = (uint8_t*)tmp;  // 3·ow bytes of the 3·ow floats
+            u8_run(planar, bytes, 3 * (size_t)ow);
+            interleave_row(bytes, ow, (uint8_t*)out + stoke_out_index(layout, n, 0, y, 0, oh, ow));
+        }
         return;
     }
     const bool f32 = dtype == STOKE_DTYPE_F32;
@@ -571,11 +629,6 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
     const __m128i pick_hi[3] = {_mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
                                 _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
                                 _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
-    // Output bytes 0..15 and 16..23 from RG (R in bytes 0..7, G in 8..15) and B (bytes 0..7).
-    const __m128i put_rg_lo = _mm_setr_epi8(0, 8, -1, 1, 9, -1, 2, 10, -1, 3, 11, -1, 4, 12, -1, 5);
-    const __m128i put_b_lo = _mm_setr_epi8(-1, -1, 0, -1, -1, 1, -1, -1, 2, -1, -1, 3, -1, -1, 4, -1);
-    const __m128i put_rg_hi = _mm_setr_epi8(13, -1, 6, 14, -1, 7, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1);
-    const __m128i put_b_hi = _mm_setr_epi8(-1, 5, -1, -1, 6, -1, -1, 7, -1, -1, -1, -1, -1, -1, -1, -1);
     const __m256 alpha = _mm256_set1_ps(o->arg), zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
     for (; q + 8 <= pixels; q += 8) {
         const uint8_t* src = img + 3 * q;
@@ -599,9 +652,7 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
             const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
             b8[c] = _mm_packus_epi16(w, w);  // the eight bytes in 0..7
         }
-        const __m128i rg = _mm_unpacklo_epi64(b8[0], b8[1]);
-        _mm_storeu_si128((__m128i*)(out + 3 * q), _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_lo), _mm_shuffle_epi8(b8[2], put_b_lo)));
-        _mm_storel_epi64((__m128i*)(out + 3 * q + 16), _mm_or_si128(_mm_shuffle_epi8(rg, put_rg_hi), _mm_shuffle_epi8(b8[2], put_b_hi)));
+        interleave3x8(b8[0], b8[1], b8[2], out + 3 * q);
     }
 #endif
     for (; q < pixels; q++) {
@@ -614,14 +665,7 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
 void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t px = (size_t)W * H, len = px * 3;
-    // stoke_to_u8 of each value, in a form the compiler vectorizes: `post` already holds
-    // 0..255 (the geometry clamps, rotation blends are convex), so the clamp is a no-op and
-    // rounding half to even is adding and removing 2^23 (exact IEEE round-to-nearest-even for
-    // 0 ≤ v < 2^22); tests/gpu_kernel_host.rs checks it against the kernels' stoke_to_u8.
-    for (size_t e = 0; e < len; e++) {
-        const float r = (post[e] + 8388608.0f) - 8388608.0f;
-        a[e] = (uint8_t)(int32_t)r;
-    }
+    u8_run(post, a, len);  // stoke_to_u8 of each value
     uint8_t* cur = a;
     uint8_t* nxt = b;
     for (int k = 0; k < STOKE_AUTO_MAX; k++) {
