@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "../augment_math.cuh"
 #include "../recipe_math.cuh"
 #include "../auto_math.cuh"
@@ -155,7 +158,7 @@ extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, floa
 void u8_run(const float* src, uint8_t* dst, size_t n) {
     size_t i = 0;
 #if defined(STOKE_HOST_AVX2)
-    // (GCC turns the scalar loop's selects into branches; the AVX2 build spells it out.)
+    // (GCC turns the scalar loop's selects into branches; the x86 builds spell it out.)
     const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f), big = _mm256_set1_ps(8388608.0f);
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(src + i), zero), top);
@@ -163,6 +166,17 @@ void u8_run(const float* src, uint8_t* dst, size_t n) {
         const __m256i w = _mm256_cvttps_epi32(v);
         const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
         _mm_storel_epi64((__m128i*)(dst + i), _mm_packus_epi16(h, h));
+    }
+#elif defined(__SSE2__)
+    // The baseline build: four at a time in SSE2 (the values are 0..255, so the signed pack is
+    // exact).
+    const __m128 zero = _mm_setzero_ps(), top = _mm_set1_ps(255.0f), big = _mm_set1_ps(8388608.0f);
+    for (; i + 4 <= n; i += 4) {
+        __m128 v = _mm_min_ps(_mm_max_ps(_mm_loadu_ps(src + i), zero), top);
+        v = _mm_sub_ps(_mm_add_ps(v, big), big);
+        const __m128i w = _mm_packs_epi32(_mm_cvttps_epi32(v), _mm_setzero_si128());
+        const int32_t b4 = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
+        memcpy(dst + i, &b4, sizeof b4);
     }
 #endif
     for (; i < n; i++) {
