@@ -159,6 +159,15 @@ impl Tensor {
     ) -> PyResult<PyObject> {
         let view = self.view();
         dlpack::check_request(view.device, dl_device, copy)?;
+        let b = held(&self.batch);
+        if matches!((&b.images, self.part), (Images::Host(_), Part::Images)) && b.host_bytes().is_none() {
+            // A decode-only batch (`decode_only=True`: decoded, not augmented) holds no images;
+            // its shape is the pipeline's, its buffer empty: nothing to export.
+            return Err(PyValueError::new_err(
+                "this batch holds no images: decode_only=True decodes each sample and skips the augment (a \
+                 decoder-only measurement); its labels are there, its images are not",
+            ));
+        }
         if let Images::Device(d) = &held(&self.batch).images {
             let s = stream.unwrap_or(1);
             if s == 0 {

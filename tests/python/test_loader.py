@@ -200,6 +200,20 @@ def test_dlpack_capsules_legacy_and_versioned(folder):
         images.__dlpack__(stream=5)
 
 
+def test_decode_only_batches_have_labels_and_refuse_to_export_missing_images(folder):
+    # decode_only=True decodes and skips the augment: the batch holds no image bytes, so its
+    # images tensor must refuse the export (before, the CPU backend ignored the flag; once it
+    # honoured it, a capsule pointed past an empty buffer and numpy read out of bounds).
+    images, labels = next(iter(loader(folder, size=16, decode_only=True)))
+    assert list(images.shape) == [4, 3, 16, 16]
+    assert np.from_dlpack(labels).shape == (4,)
+    with pytest.raises(ValueError, match="holds no images"):
+        np.from_dlpack(images)
+    # Without the flag the same loader exports its images.
+    images, _ = next(iter(loader(folder, size=16)))
+    assert np.from_dlpack(images).shape == (4, 3, 16, 16)
+
+
 def test_skip_lists_the_replaced_sample_and_fail_names_the_file(broken):
     ld = loader(broken, size=16, batch_size=22, shuffle=False)
     x, y = collect(ld)[0]
