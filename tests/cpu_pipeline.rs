@@ -251,6 +251,18 @@ fn preview_writes_a_png_grid() {
         .unwrap();
     assert!(!e.status.success());
     assert!(String::from_utf8_lossy(&e.stderr).contains("/nonexistent-dir/x.png"));
+    // --decode-only batches hold no images: preview and dump refuse it by name rather than
+    // drawing black tiles or failing on a missing buffer.
+    for cmd in ["preview", "dump"] {
+        let e = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+            .arg(cmd)
+            .arg(&ds)
+            .args(["--out", dir.path().join("decode-only").to_str().unwrap(), "--decode-only"])
+            .output()
+            .unwrap();
+        assert!(!e.status.success(), "{cmd}");
+        assert!(String::from_utf8_lossy(&e.stderr).contains("--decode-only"), "{cmd}: {}", String::from_utf8_lossy(&e.stderr));
+    }
 }
 
 #[test]

@@ -79,6 +79,11 @@ fn jsonl(path: &Path) -> stoke::Result<BufWriter<std::fs::File>> {
 
 pub fn run(args: Args) -> stoke::Result<()> {
     let config = args.pipeline.to_config(args.dataset.clone())?;
+    if config.decode_only {
+        return Err(stoke::Error::config(
+            "--decode-only makes batches without images (stoke bench's decoder-only measurement): nothing to dump",
+        ));
+    }
     std::fs::create_dir_all(&args.out).map_err(|e| stoke::Error::io(&args.out, e))?;
     let mut pipeline = Pipeline::new(config.clone())?;
     let samples_path = args.out.join("samples.jsonl");

@@ -115,6 +115,11 @@ pub fn run(args: Args) -> stoke::Result<()> {
         return Err(stoke::Error::config("--count must be at least 1"));
     }
     let mut config = args.pipeline.to_config(args.dataset.clone())?;
+    if config.decode_only {
+        return Err(stoke::Error::config(
+            "--decode-only makes batches without images (stoke bench's decoder-only measurement): nothing to preview",
+        ));
+    }
     config.batch_size = args.count;
     let mut pipeline = Pipeline::new(config.clone())?;
     pipeline.start_epoch(args.pipeline.epoch, 0);
