@@ -149,16 +149,16 @@ extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
 extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
                                               float* tmp);
 
-// stoke_to_u8 over a run: clamped to [0, 255] (written as the selects x86's max and min
-// compute, so the loop vectorizes: they differ from stoke_clamp255 only for -0, which gives 0
-// either way, and NaN, which a batch never holds), then rounded half to even by adding and
-// removing 2^23 (exact IEEE round-to-nearest-even for 0 ≤ v < 2^22) and truncated: the
-// kernels' bytes (tests/gpu_kernel_host.rs), where stoke_round_even's floor and branches per
-// value did not vectorize.
+// stoke_to_u8 over a run: clamped to [0, 255] (as x86's max and min compute it, which differs
+// from stoke_clamp255 only for -0, giving 0 either way, and NaN, which a batch never holds),
+// then rounded half to even by adding and removing 2^23 (exact IEEE round-to-nearest-even for
+// 0 ≤ v < 2^22) and truncated: the kernels' bytes (tests/gpu_kernel_host.rs), eight or four at
+// a time where stoke_round_even's floor and branches went value by value. (Written as a plain
+// loop, GCC turned the clamp into branches and did not vectorize it; the x86 builds spell the
+// vector form out, the plain loop finishes the run.)
 void u8_run(const float* src, uint8_t* dst, size_t n) {
     size_t i = 0;
 #if defined(STOKE_HOST_AVX2)
-    // (GCC turns the scalar loop's selects into branches; the x86 builds spell it out.)
     const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f), big = _mm256_set1_ps(8388608.0f);
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(src + i), zero), top);
@@ -617,10 +617,11 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
 
 // ImageEnhance.Sharpness (stoke_auto_pixel's SHARPNESS) over the whole image: border pixels
 // keep their values (their SMOOTH is themselves, and a blend of a value with itself is that
-// value), the interior is a flat loop over elements: stoke_pil_smooth's sums in its order, then
-// stoke_pil_blend. The blend's clamp is written unconditionally: for alpha in [0, 1] the blend
-// lies between its two ends (monotonic rounding), so the clamp changes nothing there, and
-// alpha = 0 or 1 give exactly deg or img through the formula. Loops the compiler vectorizes.
+// value), the interior is a flat loop over elements (eight at a time in the AVX2 build):
+// stoke_pil_smooth's sums in its order, then stoke_pil_blend. The blend's clamp is written
+// unconditionally: for alpha in [0, 1] the blend lies between its two ends (monotonic
+// rounding), so the clamp changes nothing there, and alpha = 0 or 1 give exactly deg or img
+// through the formula.
 void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint8_t* out) {
     const size_t row = (size_t)W * 3u;
     if (W < 3 || H < 3) {
@@ -639,7 +640,31 @@ void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint
             o[k] = c[k];
             o[row - 3 + k] = c[row - 3 + k];
         }
-        for (size_t e = 3; e < row - 3; e++) {
+        size_t e = 3;
+#if defined(STOKE_HOST_AVX2)
+        // Eight elements at a time, each lane the loop's operations below in their order
+        // (x86's max and min for the clamps: they differ only at -0, which truncates to 0 the
+        // same, and NaN, which cannot occur).
+        const __m256 vk1 = _mm256_set1_ps(k1), vk5 = _mm256_set1_ps(k5), zero = _mm256_setzero_ps(),
+                     top = _mm256_set1_ps(255.0f), va = _mm256_set1_ps(alpha);
+        auto ld = [](const uint8_t* q) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q))); };
+        for (; e + 8 <= row - 3; e += 8) {
+            __m256 ss = _mm256_set1_ps(0.5f);
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(b + e - 3), vk1), _mm256_mul_ps(ld(b + e), vk1)),
+                                                 _mm256_mul_ps(ld(b + e + 3), vk1)));
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(c + e - 3), vk1), _mm256_mul_ps(ld(c + e), vk5)),
+                                                 _mm256_mul_ps(ld(c + e + 3), vk1)));
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(a + e - 3), vk1), _mm256_mul_ps(ld(a + e), vk1)),
+                                                 _mm256_mul_ps(ld(a + e + 3), vk1)));
+            const __m256i deg = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(ss, zero), top));
+            const __m256i img = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(c + e)));
+            __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(deg), _mm256_mul_ps(va, _mm256_cvtepi32_ps(_mm256_sub_epi32(img, deg))));
+            const __m256i v = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(t, zero), top));
+            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            _mm_storel_epi64((__m128i*)(o + e), _mm_packus_epi16(w, w));
+        }
+#endif
+        for (; e < row - 3; e++) {
             float ss = 0.5f;
             ss = ss + (((float)b[e - 3] * k1 + (float)b[e] * k1) + (float)b[e + 3] * k1);
             ss = ss + (((float)c[e - 3] * k1 + (float)c[e] * k5) + (float)c[e + 3] * k1);
