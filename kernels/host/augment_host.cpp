@@ -615,6 +615,12 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
     }
 }
 
+#if defined(STOKE_HOST_AVX2)
+// Eight bytes as eight floats (exact). A function, not a lambda: GCC does not carry the file's
+// AVX2 target into a lambda's body, and warns of the vector return's ABI there.
+inline __m256 widen8(const uint8_t* q) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q))); }
+#endif
+
 // ImageEnhance.Sharpness (stoke_auto_pixel's SHARPNESS) over the whole image: border pixels
 // keep their values (their SMOOTH is themselves, and a blend of a value with itself is that
 // value), the interior is a flat loop over elements (eight at a time in the AVX2 build):
@@ -647,15 +653,14 @@ void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint
         // same, and NaN, which cannot occur).
         const __m256 vk1 = _mm256_set1_ps(k1), vk5 = _mm256_set1_ps(k5), zero = _mm256_setzero_ps(),
                      top = _mm256_set1_ps(255.0f), va = _mm256_set1_ps(alpha);
-        auto ld = [](const uint8_t* q) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q))); };
         for (; e + 8 <= row - 3; e += 8) {
             __m256 ss = _mm256_set1_ps(0.5f);
-            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(b + e - 3), vk1), _mm256_mul_ps(ld(b + e), vk1)),
-                                                 _mm256_mul_ps(ld(b + e + 3), vk1)));
-            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(c + e - 3), vk1), _mm256_mul_ps(ld(c + e), vk5)),
-                                                 _mm256_mul_ps(ld(c + e + 3), vk1)));
-            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(ld(a + e - 3), vk1), _mm256_mul_ps(ld(a + e), vk1)),
-                                                 _mm256_mul_ps(ld(a + e + 3), vk1)));
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(widen8(b + e - 3), vk1), _mm256_mul_ps(widen8(b + e), vk1)),
+                                                 _mm256_mul_ps(widen8(b + e + 3), vk1)));
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(widen8(c + e - 3), vk1), _mm256_mul_ps(widen8(c + e), vk5)),
+                                                 _mm256_mul_ps(widen8(c + e + 3), vk1)));
+            ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(widen8(a + e - 3), vk1), _mm256_mul_ps(widen8(a + e), vk1)),
+                                                 _mm256_mul_ps(widen8(a + e + 3), vk1)));
             const __m256i deg = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(ss, zero), top));
             const __m256i img = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(c + e)));
             __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(deg), _mm256_mul_ps(va, _mm256_cvtepi32_ps(_mm256_sub_epi32(img, deg))));
