@@ -171,10 +171,20 @@ fn decode_only_decodes_every_sample_writes_no_images_and_still_names_a_broken_on
     assert_eq!(batch.substitutes.len(), 1);
     assert_eq!(batch.substitutes[0].index, 2);
     assert_eq!(batch.labels, vec![0, 10, 30, 30, 40, 50]);
-    // The same pipeline without decode_only augments (the flag is what skipped it).
+    // The same pipeline without decode_only augments (the flag is what skipped it), and with
+    // Mixup writes soft targets into the batch...
     c.decode_only = false;
+    c.mixup = stoke::config::MixupSpec { mixup: 1.0, num_classes: 60, ..Default::default() };
     let mut b = CpuBackend::new(&c).unwrap();
     let run = run_batch(&mut b, BatchInput { epoch: 1, step: 4, samples: &ins }, &describe, &mut batch).unwrap();
     assert!(run.augment > std::time::Duration::ZERO);
     assert_eq!(batch.host_bytes().unwrap().len(), 6 * 3 * 48 * 48 * 4);
+    assert_eq!((batch.num_classes, batch.targets.len()), (60, 6 * 60));
+    // ...which a decode-only run on the recycled batch clears: no images, nothing mixed, no
+    // soft targets left to export against labels they no longer describe.
+    c.decode_only = true;
+    let mut b = CpuBackend::new(&c).unwrap();
+    run_batch(&mut b, BatchInput { epoch: 1, step: 5, samples: &ins }, &describe, &mut batch).unwrap();
+    assert_eq!(batch.host_bytes().map(|b| b.len()).unwrap_or(0), 0);
+    assert_eq!((batch.num_classes, batch.targets.len()), (0, 0));
 }

@@ -229,7 +229,11 @@ impl Backend for CpuBackend {
                 }
             }
             super::fill_records(samples, sources, batch);
-            if !self.decode_only {
+            if self.decode_only {
+                // No images, so nothing mixed and no soft targets (a recycled batch's are cleared).
+                batch.targets.clear();
+                batch.num_classes = 0;
+            } else {
                 // On the pool's workers: the pairs are independent (same bits whatever the threads).
                 self.pool.install(|| super::mix_host_batch(&self.mixup, self.seed, batch))?;
             }
