@@ -149,6 +149,34 @@ extern "C" void stoke_host_bf16_run(const float* src, uint16_t* dst, size_t n);
 extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, float std, uint16_t* dst, size_t n,
                                               float* tmp);
 
+#if defined(STOKE_HOST_AVX2)
+// Eight-lane pieces of the uint8 paths below. Functions, not lambdas: GCC does not carry the
+// file's AVX2 target into a lambda's body, and warns of a vector return's ABI there.
+
+// Eight bytes as eight floats (exact).
+inline __m256 widen8(const uint8_t* q) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q))); }
+
+// Each lane clamped to [0, 255] as x86's max and min compute it: that differs from
+// stoke_clamp255 only for -0, which truncates to 0 the same, and NaN, which these paths never
+// hold.
+inline __m256 clamp255x8(const __m256& v) { return _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(255.0f)); }
+
+// Eight lanes holding 0..255, truncated toward zero as (uint8_t)(int32_t): bytes 0..7.
+inline __m128i bytes8(const __m256& v) {
+    const __m256i w = _mm256_cvttps_epi32(v);
+    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    return _mm_packus_epi16(h, h);
+}
+
+// stoke_pil_blend of eight lanes (deg and img 0..255 in 32-bit lanes) as bytes 0..7: the
+// formula's operations, then the clamp written unconditionally (for alpha in [0, 1] the blend
+// lies between its ends, so it changes nothing there; alpha = 0 or 1 give deg or img exactly).
+inline __m128i pil_blend8(const __m256i& deg, const __m256i& img, const __m256& alpha) {
+    const __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(deg), _mm256_mul_ps(alpha, _mm256_cvtepi32_ps(_mm256_sub_epi32(img, deg))));
+    return bytes8(clamp255x8(t));
+}
+#endif
+
 // stoke_to_u8 over a run: clamped to [0, 255] (as x86's max and min compute it, which differs
 // from stoke_clamp255 only for -0, giving 0 either way, and NaN, which a batch never holds),
 // then rounded half to even by adding and removing 2^23 (exact IEEE round-to-nearest-even for
@@ -159,13 +187,10 @@ extern "C" void stoke_host_normalize_bf16_run(const float* src, float mean, floa
 void u8_run(const float* src, uint8_t* dst, size_t n) {
     size_t i = 0;
 #if defined(STOKE_HOST_AVX2)
-    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f), big = _mm256_set1_ps(8388608.0f);
+    const __m256 big = _mm256_set1_ps(8388608.0f);
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_loadu_ps(src + i), zero), top);
-        v = _mm256_sub_ps(_mm256_add_ps(v, big), big);
-        const __m256i w = _mm256_cvttps_epi32(v);
-        const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-        _mm_storel_epi64((__m128i*)(dst + i), _mm_packus_epi16(h, h));
+        const __m256 v = clamp255x8(_mm256_loadu_ps(src + i));
+        _mm_storel_epi64((__m128i*)(dst + i), bytes8(_mm256_sub_ps(_mm256_add_ps(v, big), big)));
     }
 #elif defined(__SSE2__)
     // The baseline build: four at a time in SSE2 (the values are 0..255, so the signed pack is
@@ -615,12 +640,6 @@ void geometric_image(const StokeAutoOp* o, const StokeAutoGeom* g, const uint8_t
     }
 }
 
-#if defined(STOKE_HOST_AVX2)
-// Eight bytes as eight floats (exact). A function, not a lambda: GCC does not carry the file's
-// AVX2 target into a lambda's body, and warns of the vector return's ABI there.
-inline __m256 widen8(const uint8_t* q) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q))); }
-#endif
-
 // ImageEnhance.Sharpness (stoke_auto_pixel's SHARPNESS) over the whole image: border pixels
 // keep their values (their SMOOTH is themselves, and a blend of a value with itself is that
 // value), the interior is a flat loop over elements (eight at a time in the AVX2 build):
@@ -648,11 +667,8 @@ void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint
         }
         size_t e = 3;
 #if defined(STOKE_HOST_AVX2)
-        // Eight elements at a time, each lane the loop's operations below in their order
-        // (x86's max and min for the clamps: they differ only at -0, which truncates to 0 the
-        // same, and NaN, which cannot occur).
-        const __m256 vk1 = _mm256_set1_ps(k1), vk5 = _mm256_set1_ps(k5), zero = _mm256_setzero_ps(),
-                     top = _mm256_set1_ps(255.0f), va = _mm256_set1_ps(alpha);
+        // Eight elements at a time, each lane the loop's operations below in their order.
+        const __m256 vk1 = _mm256_set1_ps(k1), vk5 = _mm256_set1_ps(k5), va = _mm256_set1_ps(alpha);
         for (; e + 8 <= row - 3; e += 8) {
             __m256 ss = _mm256_set1_ps(0.5f);
             ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(widen8(b + e - 3), vk1), _mm256_mul_ps(widen8(b + e), vk1)),
@@ -661,12 +677,9 @@ void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint
                                                  _mm256_mul_ps(widen8(c + e + 3), vk1)));
             ss = _mm256_add_ps(ss, _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(widen8(a + e - 3), vk1), _mm256_mul_ps(widen8(a + e), vk1)),
                                                  _mm256_mul_ps(widen8(a + e + 3), vk1)));
-            const __m256i deg = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(ss, zero), top));
+            const __m256i deg = _mm256_cvttps_epi32(clamp255x8(ss));
             const __m256i img = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(c + e)));
-            __m256 t = _mm256_add_ps(_mm256_cvtepi32_ps(deg), _mm256_mul_ps(va, _mm256_cvtepi32_ps(_mm256_sub_epi32(img, deg))));
-            const __m256i v = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(t, zero), top));
-            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            _mm_storel_epi64((__m128i*)(o + e), _mm_packus_epi16(w, w));
+            _mm_storel_epi64((__m128i*)(o + e), pil_blend8(deg, img, va));
         }
 #endif
         for (; e < row - 3; e++) {
@@ -687,7 +700,7 @@ void sharpness_image(float alpha, const uint8_t* img, int32_t W, int32_t H, uint
 // ImageEnhance.Color (stoke_auto_pixel's COLOR: each channel blended with the pixel's Pillow
 // luma) over the whole image. The AVX2 build takes eight pixels at a time: channels picked out
 // of the 24 bytes by byte shuffles and widened, the luma in 32-bit lanes, the blend in f32
-// lanes (the same operations; the clamp as in sharpness_image), and the bytes put back in
+// lanes (pil_blend8), and the bytes put back in
 // order; the rest, and the baseline build, go pixel by pixel.
 void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, uint8_t* out) {
     size_t q = 0;
@@ -698,7 +711,7 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
     const __m128i pick_hi[3] = {_mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, -1, -1, -1, -1, -1, -1, -1, -1),
                                 _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, -1, -1, -1, -1, -1, -1, -1, -1),
                                 _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, -1, -1, -1, -1, -1, -1, -1, -1)};
-    const __m256 alpha = _mm256_set1_ps(o->arg), zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+    const __m256 alpha = _mm256_set1_ps(o->arg);
     for (; q + 8 <= pixels; q += 8) {
         const uint8_t* src = img + 3 * q;
         const __m128i lo = _mm_loadu_si128((const __m128i*)src);
@@ -712,16 +725,7 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
                                               _mm256_mullo_epi32(ch[2], _mm256_set1_epi32(7471))),
                              _mm256_set1_epi32(0x8000)),
             16);
-        const __m256 lf = _mm256_cvtepi32_ps(l);
-        __m128i b8[3];
-        for (int c = 0; c < 3; c++) {
-            __m256 t = _mm256_add_ps(lf, _mm256_mul_ps(alpha, _mm256_cvtepi32_ps(_mm256_sub_epi32(ch[c], l))));
-            t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
-            const __m256i v = _mm256_cvttps_epi32(t);  // 0..255 in each lane
-            const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            b8[c] = _mm_packus_epi16(w, w);  // the eight bytes in 0..7
-        }
-        interleave3x8(b8[0], b8[1], b8[2], out + 3 * q);
+        interleave3x8(pil_blend8(l, ch[0], alpha), pil_blend8(l, ch[1], alpha), pil_blend8(l, ch[2], alpha), out + 3 * q);
     }
 #endif
     for (; q < pixels; q++) {
