@@ -33,6 +33,9 @@ fn config(ds: &Dataset, seed: u64) -> PipelineConfig {
     c.ring_depth = 3;
     c.reader_threads = 2;
     c.cpu_threads = 2;
+    // Interpolated chroma, as the CPU backend decodes: MAX_SAMPLE_MEAN_DIFF rests on it (the
+    // nearest test sets its own mode).
+    c.gpu_upsampling = stoke::config::GpuUpsampling::Smooth;
     c
 }
 

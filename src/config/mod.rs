@@ -308,7 +308,7 @@ impl PipelineConfig {
             device: 0,
             ring_depth: 2,
             gpu_decoders: GpuDecoders::All,
-            gpu_upsampling: GpuUpsampling::Smooth,
+            gpu_upsampling: GpuUpsampling::Nearest,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -435,6 +435,10 @@ mod tests {
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
         assert_eq!(c.gpu_upsampling, GpuUpsampling::Nearest);
+        // The library's constructor gives the same default as a config without the field, the
+        // CLI and the Loader (it gave smooth, half the hardware engine's rate, after the
+        // default became nearest).
+        assert_eq!(PipelineConfig::new("x").gpu_upsampling, GpuUpsampling::Nearest);
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();
