@@ -121,6 +121,9 @@ def main(argv=None):
                          "stoke's work through it")
     ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="nearest",
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
+    ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
+                    help="how host threads wait for the GPU (block: CU_CTX_SCHED_BLOCKING_SYNC on the device's "
+                         "context, stoke's waits and this trainer's sleep instead of spinning)")
     ap.add_argument("--amp-dtype", choices=["bf16", "fp16"], default=None,
                     help="autocast dtype on a GPU (default bf16 where the GPU has it: fp16 activations "
                          "overflowed from scratch at this rate, NaN losses in a third of the steps on an H200)")
@@ -154,7 +157,7 @@ def main(argv=None):
         drop_last=True,
         preset=args.preset,
         **({"num_classes": classes} if args.preset == "deit" else {}),
-        **({"gpu_upsampling": args.gpu_upsampling} if on_gpu else {}),
+        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait} if on_gpu else {}),
     )
     if args.smoke:
         model = tiny_model(classes)
@@ -264,7 +267,7 @@ def main(argv=None):
         line += f", GPU utilization {gpu_util:.0f}%"
     if on_gpu:
         line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
-        line += f", {args.gpu_upsampling} chroma upsampling, {args.amp_dtype} autocast"
+        line += f", {args.gpu_upsampling} chroma upsampling, {args.gpu_wait} GPU waits, {args.amp_dtype} autocast"
     if alone:
         line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
@@ -273,6 +276,7 @@ def main(argv=None):
             "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
             "side_stream": bool(on_gpu and args.side_stream),
             "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
+            "gpu_wait": args.gpu_wait if on_gpu else None,
             "amp_dtype": args.amp_dtype if on_gpu else None,
             "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
             "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,

@@ -518,3 +518,48 @@ fn asking_for_the_next_batch_leaves_the_threads_current_context_as_it_was() {
         assert!(current().is_null(), "next_batch left a context current on the caller's thread");
     }
 }
+
+/// `gpu_wait = block` sets the device context's scheduling to blocking sync and keeps its other
+/// flags; `auto` leaves a scheduling someone else chose (here: spin) alone. The flags are read
+/// back through the driver (`cuCtxGetFlags`); the context's own flags are restored after.
+#[test]
+fn gpu_wait_block_sets_blocking_sync_and_auto_leaves_the_context_alone() {
+    use cudarc::driver::sys;
+    use stoke::backend::cuda::device::context_flags;
+    use stoke::config::GpuWait;
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 8, 7);
+    gpu.ctx().bind_to_thread().unwrap();
+    let original = context_flags().unwrap();
+    let set = |f: u32| {
+        // SAFETY: the device's context is current on this thread; `f` is a valid flag set.
+        unsafe { sys::cuCtxSetFlags(f) }.result().unwrap()
+    };
+    let spin = sys::CUctx_flags::CU_CTX_SCHED_SPIN as u32;
+    let block = sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as u32;
+    let sched = sys::CUctx_flags::CU_CTX_SCHED_MASK as u32;
+    let others = original & !sched;
+    set(others | spin);
+    let mut c = config(&ds, 1);
+    c.batch_size = 4;
+    let mut check = |wait: GpuWait, want: u32| {
+        c.gpu_wait = wait;
+        let mut backend = CudaBackend::new(&c, &ds).unwrap();
+        let mut reader = Reader::new(ds.clone(), &c).unwrap();
+        reader.start_epoch(0, 0);
+        let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+        let rb = reader.next_batch().unwrap().unwrap();
+        stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), &mut batch).unwrap();
+        assert_eq!(host(&batch).len(), 4 * 3 * 64 * 64 * 2, "{wait:?}: a whole batch");
+        gpu.ctx().bind_to_thread().unwrap();
+        let got = context_flags().unwrap();
+        set(original);
+        assert_eq!(got, others | want, "gpu_wait {wait:?}: context flags {got:#x}, want {:#x}", others | want);
+        set(others | spin);
+    };
+    check(GpuWait::Auto, spin);
+    check(GpuWait::Block, block);
+    set(original);
+}

@@ -253,6 +253,15 @@ fn child_entry() {
                 eprintln!("second destroy: {}", destroy(h));
             }
         },
+        // Context flags: blocking sync with the other flags kept ("flags_ok"), two scheduling
+        // modes at once, which the driver refuses ("flags_bad").
+        "flags_ok" | "flags_bad" => unsafe {
+            // SAFETY: raw driver calls on the context made current above.
+            let mut f = 0u32;
+            check(sys::cuCtxGetFlags(&mut f), "get");
+            let want = if case == "flags_ok" { (f & !7) | 4 } else { (f & !7) | 1 | 4 };
+            eprintln!("set {want:#x}: {:?}", sys::cuCtxSetFlags(want));
+        },
         // The CUDA backend on a device of STOKE_SIM_MEMORY bytes (set by the parent).
         "backend" => {
             let dir = tempfile::tempdir().unwrap();
@@ -399,4 +408,13 @@ fn a_device_too_small_for_the_backend_is_a_named_out_of_memory_error() {
     let (code, err) = child_env("backend", &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("backend opened"), "{err}");
+}
+
+#[test]
+fn context_flags_with_two_scheduling_modes_are_refused() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("flags_bad", "invalid value", &["cuCtxSetFlags", "0xd"]);
+    expect_clean("flags_ok");
 }

@@ -25,7 +25,7 @@ use pyo3::types::{PyDict, PyList};
 use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOAT, KDL_INT, KDL_UINT};
 use stoke::batch::{Batch, Images};
 use stoke::config::{
-    BackendKind, DType, EraseMode, Filter, GpuDecoders, GpuUpsampling, Layout, MixupMode, OnError, OptionNames, PipelineConfig,
+    BackendKind, DType, EraseMode, Filter, GpuDecoders, GpuUpsampling, GpuWait, Layout, MixupMode, OnError, OptionNames, PipelineConfig,
     PipelineOptions, Preset, RotateInterp, TrainInterpolation,
 };
 use stoke::pipeline::Pipeline;
@@ -251,6 +251,7 @@ const OPTIONS: &[&str] = &[
     "prefetch",
     "decoders",
     "gpu_upsampling",
+    "gpu_wait",
     "decode_only",
     "gpu_memory_budget",
     "exif",
@@ -359,6 +360,7 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.gpu_upsampling = Some(
         [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "nearest", &[("smooth", 0), ("nearest", 1)])? as usize],
     );
+    o.gpu_wait = Some([GpuWait::Auto, GpuWait::Block][choice("gpu_wait", "auto", &[("auto", 0), ("block", 1)])? as usize]);
     if get("filter")?.is_some() {
         o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);
     }

@@ -75,6 +75,7 @@ class Loader:
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
+        gpu_wait: Literal["auto", "block"] = "auto",
         decode_only: bool = False,
         gpu_memory_budget: Optional[int] = None,
         exif: bool = True,

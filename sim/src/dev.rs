@@ -56,11 +56,14 @@ pub struct Ctx {
     refs: Mutex<u32>,
     /// The error a failed kernel leaves behind: every later call returns it, as on a GPU.
     sticky: Mutex<Option<CUresult>>,
+    /// `cuCtxGetFlags` / `cuCtxSetFlags`: starts as `CU_CTX_MAP_HOST` (8) with automatic
+    /// scheduling, so a setter that overwrites the bits it did not mean to change is seen.
+    pub flags: std::sync::atomic::AtomicU32,
 }
 
 pub fn primary() -> &'static Ctx {
     static P: OnceLock<Ctx> = OnceLock::new();
-    P.get_or_init(|| Ctx { refs: Mutex::new(0), sticky: Mutex::new(None) })
+    P.get_or_init(|| Ctx { refs: Mutex::new(0), sticky: Mutex::new(None), flags: std::sync::atomic::AtomicU32::new(8) })
 }
 
 impl Ctx {

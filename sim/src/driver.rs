@@ -230,10 +230,26 @@ pub extern "C" fn cuCtxSynchronize() -> CUresult {
     SUCCESS
 }
 
+/// The flags a context may carry (CUDA 13.0's `CU_CTX_FLAGS_MASK`); of the scheduling bits
+/// (`CU_CTX_SCHED_MASK`, 7) one value at most: auto 0, spin 1, yield 2, blocking sync 4.
+const CTX_FLAGS_MASK: c_uint = 255;
+
 #[no_mangle]
-pub extern "C" fn cuCtxSetFlags(_flags: c_uint) -> CUresult {
-    try_cu!(dev::require("cuCtxSetFlags"));
+pub extern "C" fn cuCtxSetFlags(flags: c_uint) -> CUresult {
+    let ctx = try_cu!(dev::require("cuCtxSetFlags"));
+    if flags & !CTX_FLAGS_MASK != 0 || !matches!(flags & 7, 0 | 1 | 2 | 4) {
+        crate::report("invalid value", format!("cuCtxSetFlags: {flags:#x} is not a valid set of context flags"));
+        return INVALID_VALUE;
+    }
+    ctx.flags.store(flags, std::sync::atomic::Ordering::SeqCst);
     SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetFlags(flags: *mut c_uint) -> CUresult {
+    let ctx = try_cu!(dev::require("cuCtxGetFlags"));
+    // SAFETY: caller's out-pointer.
+    unsafe { out(flags, ctx.flags.load(std::sync::atomic::Ordering::SeqCst)) }
 }
 
 // ---- errors ------------------------------------------------------------------------------

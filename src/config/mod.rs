@@ -77,6 +77,29 @@ pub enum GpuUpsampling {
     Nearest,
 }
 
+/// How host threads wait for the GPU in the CUDA backend's device context (the primary
+/// context, which a PyTorch trainer in the same process shares).
+///
+/// `auto` (the default) leaves the context's scheduling as it is: the driver's
+/// `CU_CTX_SCHED_AUTO` spins while a thread waits whenever the host has more cores than CUDA
+/// contexts, which is every training machine, so each wait keeps a core busy for as long as it
+/// lasts (the lowest wake-up latency). `block` sets `CU_CTX_SCHED_BLOCKING_SYNC` on the context
+/// when the backend opens: every wait on it then sleeps until the GPU is done — stoke's own,
+/// those inside nvJPEG's calls (the hardware engine's batched decode holds its caller until the
+/// engine is done: 10.9 of each 14.3 ms batch on an H200) and the trainer's own waits in the
+/// same process. Whether that cuts stoke's CPU cores without costing images/s is measured on a
+/// GPU, not here (BENCHMARKS.md "GPU run plan").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum GpuWait {
+    /// The context's scheduling as it is (the driver's default spins on multi-core hosts).
+    #[default]
+    Auto,
+    /// `CU_CTX_SCHED_BLOCKING_SYNC`: a waiting thread sleeps on a synchronization primitive.
+    Block,
+}
+
 /// The device + pinned host bytes the CUDA decoder may hold by default for a batch of
 /// `batch_size`: 256 MiB fixed (nvJPEG states, staging of the compressed bytes) plus 4 MiB per
 /// sample, room for a 1.3-megapixel RGB decode per sample and both decode arenas, so an
@@ -229,6 +252,10 @@ pub struct PipelineConfig {
     /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: nearest, nvJPEG's own).
     #[serde(default)]
     pub gpu_upsampling: GpuUpsampling,
+    /// CUDA backend: how host threads wait for the GPU (default: auto, the context as it is;
+    /// block: `CU_CTX_SCHED_BLOCKING_SYNC`, see [`GpuWait`]).
+    #[serde(default)]
+    pub gpu_wait: GpuWait,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
     /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
@@ -309,6 +336,7 @@ impl PipelineConfig {
             ring_depth: 2,
             gpu_decoders: GpuDecoders::All,
             gpu_upsampling: GpuUpsampling::Nearest,
+            gpu_wait: GpuWait::Auto,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -429,7 +457,7 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "gpu_upsampling", "decode_only", "gpu_memory_budget"] {
+        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "decode_only", "gpu_memory_budget"] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
@@ -439,6 +467,10 @@ mod tests {
         // CLI and the Loader (it gave smooth, half the hardware engine's rate, after the
         // default became nearest).
         assert_eq!(PipelineConfig::new("x").gpu_upsampling, GpuUpsampling::Nearest);
+        assert_eq!((c.gpu_wait, PipelineConfig::new("x").gpu_wait), (GpuWait::Auto, GpuWait::Auto));
+        let block: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_wait: GpuWait::Block, ..c.clone() }).unwrap()).unwrap();
+        assert_eq!(block.gpu_wait, GpuWait::Block);
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

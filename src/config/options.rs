@@ -7,7 +7,7 @@
 
 use super::{
     rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders,
-    GpuUpsampling, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
+    GpuUpsampling, GpuWait, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -118,6 +118,8 @@ pub struct PipelineOptions {
     pub decoders: Option<GpuDecoders>,
     /// CUDA backend: chroma upsampling of the nvJPEG decoders.
     pub gpu_upsampling: Option<GpuUpsampling>,
+    /// CUDA backend: how host threads wait for the GPU.
+    pub gpu_wait: Option<GpuWait>,
     /// Decode but skip the augment (decoder-only measurement; the batches hold no images).
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -345,6 +347,7 @@ impl PipelineOptions {
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
         set(&mut c.gpu_upsampling, self.gpu_upsampling);
+        set(&mut c.gpu_wait, self.gpu_wait);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

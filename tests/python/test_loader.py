@@ -241,6 +241,7 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(max_held_batches=0), ValueError, "max_held_batches"),
         (dict(store_in_flight=0), ValueError, "store_in_flight"),
         (dict(gpu_upsampling="bilinear"), ValueError, "gpu_upsampling"),
+        (dict(gpu_wait="spin"), ValueError, "gpu_wait"),
         (dict(decoders="nvjpeg"), ValueError, "decoders"),
     ]
     for kw, exc, word in cases:

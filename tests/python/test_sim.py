@@ -208,6 +208,26 @@ def test_a_consumer_stream_waits_for_each_batch_and_sees_the_cpu_backends_pixels
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_gpu_wait_block_sets_the_contexts_blocking_sync(drv, folder):
+    # Loader(gpu_wait="block") reaches the device context: its scheduling reads back as
+    # CU_CTX_SCHED_BLOCKING_SYNC (4) with its other flags kept; the default leaves it alone.
+    drv.make_current()
+    flags = ctypes.c_uint()
+    drv.check(drv.lib.cuCtxGetFlags(ctypes.byref(flags)), "cuCtxGetFlags")
+    original = flags.value
+    try:
+        drv.check(drv.lib.cuCtxSetFlags(original & ~7), "cuCtxSetFlags")
+        for kw, want in (({}, 0), ({"gpu_wait": "block"}, 4)):
+            ld = stoke.Loader(str(folder), BATCH, device="cuda", **{**KW, **kw})
+            images, labels = next(iter(ld))
+            del images, labels, ld
+            drv.make_current()
+            drv.check(drv.lib.cuCtxGetFlags(ctypes.byref(flags)), "cuCtxGetFlags")
+            assert flags.value == (original & ~7) | want, (kw, hex(flags.value), hex(original))
+    finally:
+        drv.check(drv.lib.cuCtxSetFlags(original), "cuCtxSetFlags")
+
+
 def test_a_released_batch_is_recorded_on_the_consumers_stream(drv, folder):
     # The ring slot goes back to the producer after the consumer's reads: stoke records an event
     # on the consumer's stream when the last capsule and tensor go, and the producer waits on it.

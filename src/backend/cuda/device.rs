@@ -10,6 +10,7 @@
 //! documentation; on this project's machines only the no-driver path has run.
 
 use super::module::Kernels;
+use crate::config::GpuWait;
 use crate::error::GpuError;
 pub(crate) use crate::error::{alloc_err, cuda_err};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, DriverError};
@@ -218,6 +219,26 @@ impl Gpu {
         &self.info
     }
 
+    /// How host threads wait for this device ([`GpuWait`]): `Block` sets the context's
+    /// scheduling to `CU_CTX_SCHED_BLOCKING_SYNC`, keeping its other flags; `Auto` changes
+    /// nothing (a trainer that set the scheduling itself keeps it). The context is the primary
+    /// one, so the setting holds for every user of this device in the process.
+    pub fn set_wait(&self, wait: GpuWait) -> Result<(), GpuError> {
+        if wait == GpuWait::Auto {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().map_err(|e| cuda_err("cuCtxSetCurrent", e))?;
+        let flags = context_flags()?;
+        let sched = sys::CUctx_flags::CU_CTX_SCHED_BLOCKING_SYNC as u32;
+        let want = (flags & !(sys::CUctx_flags::CU_CTX_SCHED_MASK as u32)) | sched;
+        if want != flags {
+            // SAFETY: sets the current context's flags (this device's, bound above); `want` is
+            // the flags the driver reported with only the scheduling bits replaced.
+            unsafe { sys::cuCtxSetFlags(want) }.result().map_err(|e| cuda_err("cuCtxSetFlags", e))?;
+        }
+        Ok(())
+    }
+
     /// The embedded kernels loaded into this context: the fatbin when build.rs made one, else
     /// compiled with NVRTC for this device. Loaded on the first call, then shared.
     pub fn kernels(&self) -> Result<Arc<Kernels>, GpuError> {
@@ -228,6 +249,15 @@ impl Gpu {
         // Two threads may race to load; the first one stored wins, the other's is dropped.
         Ok(self.kernels.get_or_init(|| k).clone())
     }
+}
+
+/// The current context's flags (`cuCtxGetFlags`): its scheduling (`& CU_CTX_SCHED_MASK`) and
+/// the rest.
+pub fn context_flags() -> Result<u32, GpuError> {
+    let mut flags = 0u32;
+    // SAFETY: writes one unsigned int; fails (no context) rather than reading anything else.
+    unsafe { sys::cuCtxGetFlags(&mut flags) }.result().map_err(|e| cuda_err("cuCtxGetFlags", e))?;
+    Ok(flags)
 }
 
 /// An event that records time, for the stage timings (`new_event(None)` creates events with

@@ -170,6 +170,7 @@ impl CudaBackend {
     pub fn with_bounds(gpu: Arc<Gpu>, config: &PipelineConfig, bounds: IndexBounds) -> Result<Self> {
         config.validate()?;
         check_limits(config)?;
+        gpu.set_wait(config.gpu_wait)?;
         let (ow, oh) = config.augment.size;
         let cpu_threads = if config.cpu_threads == 0 { default_cpu_route_threads() } else { config.cpu_threads };
         // What the batch, output size and recipe fix (the output ring, the augment scratch)

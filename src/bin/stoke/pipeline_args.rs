@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, RotateInterp,
-    Sampling,
+    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, GpuWait, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions,
+    RotateInterp, Sampling,
 };
 
 pub use stoke::config::Preset;
@@ -119,6 +119,11 @@ pub struct PipelineArgs {
     /// pictures within 0.04 levels of the CPU's at half the hardware engine's rate).
     #[arg(long, value_enum, default_value = "nearest")]
     pub gpu_upsampling: GpuUpsampling,
+    /// CUDA backend: how host threads wait for the GPU (auto: the context as it is, which spins
+    /// on a multi-core host; block: CU_CTX_SCHED_BLOCKING_SYNC on the device's primary context,
+    /// so waits sleep — stoke's, nvJPEG's inside its calls and a trainer's in this process).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub gpu_wait: GpuWait,
     /// Decode but skip the augment (decoder-only measurement): the CUDA backend's kernel, the CPU
     /// backend's augment of each decoded crop region; the batches hold no images.
     #[arg(long)]
@@ -338,6 +343,7 @@ impl PipelineArgs {
             epoch_length: self.sampling.epoch_length,
             decoders: Some(self.decoders),
             gpu_upsampling: Some(self.gpu_upsampling),
+            gpu_wait: Some(self.gpu_wait),
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,
