@@ -69,6 +69,16 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let r = json(&stoke(&args, dir.path()));
     assert!(r["seconds"].as_f64().unwrap() >= 1.5, "{r}");
     assert_eq!(r["images"].as_u64(), Some(8 * r["batches"].as_u64().unwrap()));
+    // The cores by thread: the CPU backend's workers did the work, named as such, and the
+    // groups add up to the process's cores (each thread's time is in 10 ms clock ticks).
+    assert!(r["gpu_wait"].is_null(), "{r}");
+    let by = r["cpu_by_thread"].as_array().unwrap();
+    let cores = |name: &str| by.iter().filter(|t| t["name"] == name).map(|t| t["cores"].as_f64().unwrap()).sum::<f64>();
+    let all: f64 = by.iter().map(|t| t["cores"].as_f64().unwrap()).sum();
+    let used = r["cpu_cores_used"].as_f64().unwrap();
+    assert!(cores("stoke-cpu") > 0.5 * used, "the workers' share: {by:?} of {used}");
+    let ticks = by.len() as f64 * 0.01 / r["seconds"].as_f64().unwrap();
+    assert!((all - used).abs() <= ticks + 0.02, "by thread {all} against the process's {used}: {by:?}");
     let args = ["bench", d, "--backend", "cpu", "--batch-size", "8", "--seconds", "0.5", "--windows", "2"];
     let text = ok(&stoke(&args, dir.path()));
     assert!(text.contains("over 2 windows: min") && text.contains("gpu stages   n/a"), "{text}");

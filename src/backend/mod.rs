@@ -180,6 +180,26 @@ impl AnyBackend {
     }
 }
 
+/// CPU seconds (user + system) the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`): its
+/// difference across a call says whether the call computed (or spun) or slept.
+pub fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes one timespec; this clock exists on every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// `scope.spawn(f)` on a thread named `name`, so `stoke bench`'s cores by thread (and `top`)
+/// tell it from the thread that made it, whose name an unnamed thread inherits. A thread that
+/// cannot be made panics, as `Scope::spawn` does.
+pub(crate) fn spawn_named<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, T> {
+    std::thread::Builder::new().name(name.into()).spawn_scoped(scope, f).expect("failed to spawn a thread")
+}
+
 /// Per-batch GPU stage times in seconds (CUDA events where the work runs on a stream, host
 /// wall time for host work); all zero on the CPU backend. Sums and differences of them are
 /// stage times over several batches.
@@ -194,6 +214,10 @@ pub struct GpuStageTimes {
     /// `hw_decode` when a call holds the host until the engine is done, small when it only
     /// queues the work.
     pub hw_host: f64,
+    /// CPU seconds the calling thread used inside the hardware engine's calls: near
+    /// `hw_host` when a call computes or spins while it holds the host, near zero when it
+    /// sleeps (`gpu_wait = block`, or a driver that blocks there anyway).
+    pub hw_host_cpu: f64,
     /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
     pub cuda_decode: f64,
     /// CPU route: libjpeg-turbo decode + upload (host wall); for a batch whose CPU decodes
@@ -210,11 +234,12 @@ pub struct GpuStageTimes {
 
 impl GpuStageTimes {
     /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 7] {
+    pub fn rows(&self) -> [(&'static str, f64); 8] {
         [
             ("classify", self.classify),
             ("hw decode", self.hw_decode),
             ("hw in calls", self.hw_host),
+            ("hw calls cpu", self.hw_host_cpu),
             ("cuda decode", self.cuda_decode),
             ("cpu route", self.cpu_route),
             ("augment", self.augment),
@@ -228,6 +253,7 @@ impl GpuStageTimes {
             classify: f(self.classify, o.classify),
             hw_decode: f(self.hw_decode, o.hw_decode),
             hw_host: f(self.hw_host, o.hw_host),
+            hw_host_cpu: f(self.hw_host_cpu, o.hw_host_cpu),
             cuda_decode: f(self.cuda_decode, o.cuda_decode),
             cpu_route: f(self.cpu_route, o.cpu_route),
             augment: f(self.augment, o.augment),

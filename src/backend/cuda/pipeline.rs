@@ -385,7 +385,7 @@ impl Backend for CudaBackend {
         let (decoded, next) = std::thread::scope(|s| {
             let helper = ahead.zip(self.ahead_classifier.as_mut()).map(|(a, classifier)| {
                 let (gpu, staging, cpu_route) = (&self.gpu, &mut self.staging, &self.cpu_route);
-                s.spawn(move || prepare(gpu, staging, classifier, cpu_route, a))
+                crate::backend::spawn_named(s, "stoke-gpu-ahead", move || prepare(gpu, staging, classifier, cpu_route, a))
             });
             let decoded = match &routes {
                 Some(r) => self.decoder.decode_routed(&jobs, r, cpu_started, &mut self.decoded),

@@ -18,6 +18,7 @@
 //! pinned bytes it holds are reported too; on the CPU they are "n/a".
 
 use crate::pipeline_args::PipelineArgs;
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -99,12 +100,106 @@ pub fn process_cpu_time() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// CPU time (user + system) of each thread of this process now, by thread id, with its name
+/// (`/proc/self/task/<tid>/stat`, clock ticks; the name as the kernel keeps it, 15 bytes at
+/// most). Empty where /proc is not there.
+pub fn thread_cpu_times() -> HashMap<u64, (String, Duration)> {
+    // SAFETY: sysconf reads a constant.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return out };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u64>().ok()) else { continue };
+        // A thread that ended between the listing and the read is skipped.
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        if let Some((name, ticks)) = parse_task_stat(&stat) {
+            out.insert(tid, (name, Duration::from_secs_f64(ticks as f64 / tick)));
+        }
+    }
+    out
+}
+
+/// (name, utime + stime in clock ticks) from a `/proc/<pid>/task/<tid>/stat` line: the name
+/// is between the first `(` and the last `)` (it may hold spaces and parentheses), utime and
+/// stime are the 12th and 13th fields after it.
+fn parse_task_stat(stat: &str) -> Option<(String, u64)> {
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let name = stat.get(open + 1..close)?.to_string();
+    let mut rest = stat.get(close + 1..)?.split_whitespace().skip(11);
+    let utime: u64 = rest.next()?.parse().ok()?;
+    let stime: u64 = rest.next()?.parse().ok()?;
+    Some((name, utime + stime))
+}
+
+/// A thread's group: its name without a trailing worker number (`stoke-reader-1` →
+/// `stoke-reader`).
+fn thread_group(name: &str) -> String {
+    let g = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches(['-', '_', ' ']);
+    if g.is_empty() {
+        name.to_string()
+    } else {
+        g.to_string()
+    }
+}
+
+/// CPU cores each group of threads used between two [`thread_cpu_times`] samples `seconds`
+/// apart, busiest first; threads that ended between the samples are one row, what the
+/// process's CPU time (`process`, over the same span) holds beyond the threads still there.
+fn cpu_by_thread(
+    before: &HashMap<u64, (String, Duration)>,
+    after: &HashMap<u64, (String, Duration)>,
+    process: Duration,
+    seconds: f64,
+) -> Vec<ThreadCpu> {
+    let mut groups: std::collections::BTreeMap<String, (usize, f64)> = std::collections::BTreeMap::new();
+    let mut seen = 0.0;
+    for (tid, (name, t)) in after {
+        // A thread that started in the window counts from zero.
+        let d = secs(t.saturating_sub(before.get(tid).map_or(Duration::ZERO, |b| b.1)));
+        seen += d;
+        let g = groups.entry(thread_group(name)).or_default();
+        g.0 += 1;
+        g.1 += d;
+    }
+    let mut rows: Vec<ThreadCpu> =
+        groups.into_iter().map(|(name, (threads, cpu))| ThreadCpu { name, threads, cores: cpu / seconds }).collect();
+    let ended = secs(process) - seen;
+    let ended_threads = before.keys().filter(|t| !after.contains_key(t)).count();
+    // Clock-tick rounding of the threads still there can exceed the process's own total a little.
+    if ended > 0.0 {
+        rows.push(ThreadCpu { name: ENDED_THREADS.into(), threads: ended_threads, cores: ended / seconds });
+    }
+    rows.sort_by(|a, b| b.cores.total_cmp(&a.cores));
+    rows
+}
+
+/// [`ThreadCpu::name`] of the threads that ended during the window (the CUDA backend's
+/// per-batch threads: `stoke-gpu-ahead`, `stoke-gpu-cuda`, `stoke-gpu-lane`).
+pub const ENDED_THREADS: &str = "(ended in the window)";
+
 /// Busy-wait for `d` (a trainer step that keeps its core busy, as a real one does).
 pub fn busy_wait(d: Duration) {
     let t = Instant::now();
     while t.elapsed() < d {
         std::hint::spin_loop();
     }
+}
+
+/// CPU cores a group of threads used over the window.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ThreadCpu {
+    /// The threads' name without the worker number, or [`ENDED_THREADS`]: `stoke` (the main
+    /// thread, the trainer here), `stoke-pipeline` (the producer), `stoke-reader`, `stoke-cpu`
+    /// (the CPU backend's workers), `stoke-gpu-cpu` (the CUDA backend's CPU route),
+    /// `stoke-gpu-ahead` (its next batch staged ahead), `stoke-gpu-cuda` and `stoke-gpu-lane`
+    /// (the CUDA decoders), the driver's own (`cuda-EvtHandlr` …); a thread a library starts
+    /// unnamed carries the name of the thread that started it.
+    pub name: String,
+    /// Threads in the group (for [`ENDED_THREADS`]: those alive when the window began; the
+    /// ones that began and ended inside it are not counted, their time is).
+    pub threads: usize,
+    /// CPU time over the window's length.
+    pub cores: f64,
 }
 
 /// Per-batch observations during the measured window.
@@ -306,6 +401,12 @@ pub struct Report {
     pub decoders: DecoderCounts,
     /// The CUDA backend's chroma upsampling, "smooth" or "nearest" (absent on the CPU).
     pub gpu_upsampling: Option<String>,
+    /// How the CUDA backend's host threads waited for the GPU, "auto" or "block" (absent on
+    /// the CPU).
+    pub gpu_wait: Option<String>,
+    /// `cpu_cores_used` by thread group (the threads' names without their numbers), busiest
+    /// first: which threads the cores went to.
+    pub cpu_by_thread: Vec<ThreadCpu>,
     /// Time the trainer waited for each batch (inside `next_batch`).
     pub latency_ms: Option<LatencyMs>,
     /// Batches finished and waiting when the trainer asked for one: mean, min and max over
@@ -407,7 +508,7 @@ pub struct GpuStages {
 pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
     let monitor = if m.gpu_util { GpuMonitor::start(config.device as u32) } else { None };
     // With no warm-up the clock starts before the pipeline does, so the queue is empty.
-    let (mut t0, mut cpu0) = (Instant::now(), process_cpu_time());
+    let (mut t0, mut cpu0, mut threads0) = (Instant::now(), process_cpu_time(), thread_cpu_times());
     let mut pipeline = Pipeline::new(config.clone())?;
     let steps = pipeline.steps_per_epoch();
     let planned = steps.saturating_mul(m.epochs).min(usize::MAX as u64) as usize;
@@ -488,7 +589,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             pipeline.recycle(batch);
             pb.inc(1);
             if done == m.warmup_batches {
-                (t0, cpu0, stats0) = (Instant::now(), process_cpu_time(), pipeline.stats());
+                (t0, cpu0, threads0, stats0) = (Instant::now(), process_cpu_time(), thread_cpu_times(), pipeline.stats());
                 queued_at_start = stats0.batches.saturating_sub(done as u64) as usize;
                 uncounted = queued_at_start;
                 pb.set_message("measuring");
@@ -501,7 +602,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             }
         }
     }
-    let cpu = process_cpu_time().saturating_sub(cpu0);
+    let (cpu, threads1) = (process_cpu_time().saturating_sub(cpu0), thread_cpu_times());
     let stats = pipeline.stats();
     peak_device = peak_device.max(stats.device_bytes);
     peak_pinned = peak_pinned.max(stats.pinned_bytes);
@@ -552,6 +653,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         ),
         decoders: rec.decoders,
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
+        gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
+        cpu_by_thread: cpu_by_thread(&threads0, &threads1, cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
@@ -615,7 +718,26 @@ impl Report {
             w.max
         );
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
-        println!("cpu          {:.2} cores busy", self.cpu_cores_used);
+        println!(
+            "cpu          {:.2} cores busy{}",
+            self.cpu_cores_used,
+            self.gpu_wait.as_ref().map_or(String::new(), |w| format!("; {w} GPU waits"))
+        );
+        if !self.cpu_by_thread.is_empty() {
+            let rows: Vec<String> = self
+                .cpu_by_thread
+                .iter()
+                .filter(|t| t.cores >= 0.005)
+                .map(|t| {
+                    if t.name == ENDED_THREADS {
+                        format!("{} {:.2}", t.name, t.cores)
+                    } else {
+                        format!("{} ×{} {:.2}", t.name, t.threads, t.cores)
+                    }
+                })
+                .collect();
+            println!("             by thread: {}", rows.join(", "));
+        }
         let d = &self.decoders;
         println!(
             "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
@@ -666,11 +788,11 @@ impl Report {
             Some(g) => {
                 let n = g.batches.max(1) as f64;
                 println!(
-                    "gpu stages   (over {} batches; CUDA events, host wall time for host work; hw in calls: host time inside the engine's calls)",
+                    "gpu stages   (over {} batches; CUDA events, host wall time for host work; hw in calls: host time inside the engine's calls, hw calls cpu: the CPU time of it)",
                     g.batches
                 );
                 for (name, t) in g.seconds.rows() {
-                    println!("  {name:<11}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
+                    println!("  {name:<12}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
                 }
                 println!(
                     "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches)",
@@ -770,6 +892,7 @@ mod tests {
             classify: 1.0,
             hw_decode: 2.0,
             hw_host: 1.0,
+            hw_host_cpu: 0.5,
             cuda_decode: 3.0,
             cpu_route: 4.0,
             augment: 5.0,
@@ -780,13 +903,14 @@ mod tests {
             classify: 1.5,
             hw_decode: 4.0,
             hw_host: 1.75,
+            hw_host_cpu: 0.625,
             cuda_decode: 3.25,
             cpu_route: 4.0,
             augment: 6.0,
             ahead: 3.0,
             ahead_batches: 5.0,
         };
-        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.25, 0.0, 1.0, 2.0]);
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.0, 1.0, 2.0]);
         assert_eq!((b - a).ahead_batches, 3.0);
         let mut sum = a;
         sum += b - a;
@@ -813,6 +937,63 @@ mod tests {
         // Only this thread runs: it used some CPU (the machine may be shared, so not all of
         // the 60 ms), and not more than the wall time plus a scheduler tick.
         assert!(used > Duration::ZERO && used <= wall + Duration::from_millis(10), "{used:?} of {wall:?}");
+    }
+
+    #[test]
+    fn task_stat_lines_give_the_name_and_the_cpu_ticks() {
+        // Fields after the name: state, ppid, pgrp, session, tty, tpgid, flags, minflt,
+        // cminflt, majflt, cmajflt, then utime 7 and stime 5.
+        let line = "4242 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 7 5 0 0 20 0 1 0";
+        assert_eq!(parse_task_stat(line), Some(("a (b) c".to_string(), 12)));
+        assert_eq!(parse_task_stat("4242 (x) S 1 2"), None);
+        assert_eq!(thread_group("stoke-reader-12"), "stoke-reader");
+        assert_eq!(thread_group("stoke-gpu-cpu-3"), "stoke-gpu-cpu");
+        assert_eq!(thread_group("stoke"), "stoke");
+        assert_eq!(thread_group("42"), "42");
+    }
+
+    #[test]
+    fn cpu_by_thread_groups_counts_new_threads_from_zero_and_keeps_the_ended_ones() {
+        let s = |x: f64| Duration::from_secs_f64(x);
+        let before: HashMap<u64, (String, Duration)> = [
+            (1, ("stoke".to_string(), s(5.0))),
+            (2, ("stoke-reader-0".to_string(), s(1.0))),
+            (3, ("stoke-reader-1".to_string(), s(1.0))),
+            (9, ("gone".to_string(), s(2.0))),
+        ]
+        .into();
+        let after: HashMap<u64, (String, Duration)> = [
+            (1, ("stoke".to_string(), s(5.5))),
+            (2, ("stoke-reader-0".to_string(), s(2.0))),
+            (3, ("stoke-reader-1".to_string(), s(2.0))),
+            (4, ("stoke-pipeline".to_string(), s(1.5))),
+        ]
+        .into();
+        // 0.5 + 1 + 1 + 1.5 = 4 s by the threads still there; the process used 5 s.
+        let rows = cpu_by_thread(&before, &after, s(5.0), 2.0);
+        let got: Vec<(&str, usize, f64)> = rows.iter().map(|r| (r.name.as_str(), r.threads, r.cores)).collect();
+        assert_eq!(got, [("stoke-reader", 2, 1.0), ("stoke-pipeline", 1, 0.75), (ENDED_THREADS, 1, 0.5), ("stoke", 1, 0.25)]);
+    }
+
+    #[test]
+    fn a_busy_named_thread_shows_in_the_per_thread_times() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let h = std::thread::Builder::new()
+            .name("stoke-test-busy".into())
+            .spawn(move || {
+                busy_wait(Duration::from_millis(150));
+                ready_tx.send(()).unwrap();
+                rx.recv().unwrap();
+            })
+            .unwrap();
+        ready_rx.recv().unwrap();
+        let times = thread_cpu_times();
+        tx.send(()).unwrap();
+        h.join().unwrap();
+        let (name, t) = times.values().find(|(n, _)| n == "stoke-test-busy").expect("the named thread is listed");
+        // At least some of its 150 ms busy wait (the machine may be shared), in clock ticks.
+        assert!(*t >= Duration::from_millis(30), "{name}: {t:?}");
     }
 
     #[test]

@@ -88,7 +88,7 @@ impl CpuPool {
         let threads = threads.max(1);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
-            .thread_name(|i| format!("stoke-gpu-cpu-route-{i}"))
+            .thread_name(|i| format!("stoke-gpu-cpu-{i}"))
             .build()
             .map_err(|e| GpuError::Cuda { call: "starting the CPU decode threads", message: e.to_string() })?;
         Ok(Self { pool, threads })

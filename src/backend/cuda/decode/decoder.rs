@@ -542,73 +542,76 @@ impl GpuDecoder {
         // CPU decodes started ahead are this batch's when they cover its CPU-route images.
         let cpu_ahead = cpu.filter(|a| a.list() == cpu_list.as_slice());
         let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
-        let (gpu_queued, mut cpu_out, mut cpu_secs) = pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<f64, GpuError> {
-            let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, .. } = &mut *self;
-            // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
-            // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
-            // hybrid decoder) takes milliseconds per image.
-            let mut cuda_route = || -> Result<Vec<(usize, String)>, GpuError> {
-                if cuda_list.is_empty() {
-                    return Ok(Vec::new());
-                }
-                gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-                timers[2].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
-                let streams: Vec<&Arc<CudaStream>> = std::iter::once(&*cuda_stream).chain(cuda_lane_streams.iter()).collect();
-                let lanes = cuda.lanes();
-                let lane_list = |l: usize| cuda_list.iter().copied().skip(l).step_by(CUDA_LANES);
-                let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<Vec<(usize, String)>, GpuError> {
-                    gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-                    let mut failed = Vec::new();
-                    for i in lane_list(l) {
-                        let d = *out[i].as_ref().expect("placed above");
-                        let gpu_hybrid = matches!(routes[i], Ok((_, _, _, true)));
-                        if let Err(e) = lane.decode(streams[l], jobs[i].0, &d, arena, gpu_hybrid) {
-                            failed.push((i, e.to_string()));
-                        }
+        let (gpu_queued, mut cpu_out, mut cpu_secs) =
+            pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<(f64, f64), GpuError> {
+                let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, .. } = &mut *self;
+                // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
+                // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
+                // hybrid decoder) takes milliseconds per image.
+                let mut cuda_route = || -> Result<Vec<(usize, String)>, GpuError> {
+                    if cuda_list.is_empty() {
+                        return Ok(Vec::new());
                     }
-                    Ok(failed)
+                    gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+                    timers[2].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                    let streams: Vec<&Arc<CudaStream>> = std::iter::once(&*cuda_stream).chain(cuda_lane_streams.iter()).collect();
+                    let lanes = cuda.lanes();
+                    let lane_list = |l: usize| cuda_list.iter().copied().skip(l).step_by(CUDA_LANES);
+                    let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<Vec<(usize, String)>, GpuError> {
+                        gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+                        let mut failed = Vec::new();
+                        for i in lane_list(l) {
+                            let d = *out[i].as_ref().expect("placed above");
+                            let gpu_hybrid = matches!(routes[i], Ok((_, _, _, true)));
+                            if let Err(e) = lane.decode(streams[l], jobs[i].0, &d, arena, gpu_hybrid) {
+                                failed.push((i, e.to_string()));
+                            }
+                        }
+                        Ok(failed)
+                    };
+                    let failed = std::thread::scope(|s| -> Result<Vec<(usize, String)>, GpuError> {
+                        let mut lanes = lanes.into_iter().enumerate();
+                        let (_, first) = lanes.next().expect("at least one lane");
+                        // The other lanes on threads of their own, when they have images.
+                        let others: Vec<_> = lanes
+                            .filter(|(l, _)| lane_list(*l).next().is_some())
+                            .map(|(l, lane)| crate::backend::spawn_named(s, "stoke-gpu-lane", move || run_lane(lane, l)))
+                            .collect();
+                        let mine = run_lane(first, 0);
+                        let theirs = others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                        std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat())
+                    });
+                    for s in cuda_lane_streams.iter() {
+                        cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
+                    }
+                    timers[3].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                    failed
                 };
-                let failed = std::thread::scope(|s| -> Result<Vec<(usize, String)>, GpuError> {
-                    let mut lanes = lanes.into_iter().enumerate();
-                    let (_, first) = lanes.next().expect("at least one lane");
-                    // The other lanes on threads of their own, when they have images.
-                    let others: Vec<_> =
-                        lanes.filter(|(l, _)| lane_list(*l).next().is_some()).map(|(l, lane)| s.spawn(move || run_lane(lane, l))).collect();
-                    let mine = run_lane(first, 0);
-                    let theirs = others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-                    std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat())
-                });
-                for s in cuda_lane_streams.iter() {
-                    cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
-                }
-                timers[3].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
-                failed
-            };
-            let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
-                gpu_failed.extend(cuda_route()?);
-                return Ok(0.0);
-            };
-            // Both routes: the CUDA decoders on a thread of their own, so their host phase
-            // overlaps the engine's calls instead of following them (a thread per batch costs
-            // tens of microseconds against a batch's tens of milliseconds).
-            std::thread::scope(|s| {
-                let cuda_side = (!cuda_list.is_empty()).then(|| s.spawn(cuda_route));
-                let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
-                    let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
-                    timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
+                    gpu_failed.extend(cuda_route()?);
+                    return Ok((0.0, 0.0));
+                };
+                // Both routes: the CUDA decoders on a thread of their own, so their host phase
+                // overlaps the engine's calls instead of following them (a thread per batch costs
+                // tens of microseconds against a batch's tens of milliseconds).
+                std::thread::scope(|s| {
+                    let cuda_side = (!cuda_list.is_empty()).then(|| crate::backend::spawn_named(s, "stoke-gpu-cuda", cuda_route));
+                    let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
+                        let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
+                        timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                        Ok(in_calls)
+                    });
+                    // Joined before returning either way: the CUDA side's work is queued on its
+                    // stream, which step 6 joins.
+                    let cuda_done = cuda_side.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                    let in_calls = hw_done?;
+                    if let Some(r) = cuda_done {
+                        gpu_failed.extend(r?);
+                    }
                     Ok(in_calls)
-                });
-                // Joined before returning either way: the CUDA side's work is queued on its
-                // stream, which step 6 joins.
-                let cuda_done = cuda_side.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-                let in_calls = hw_done?;
-                if let Some(r) = cuda_done {
-                    gpu_failed.extend(r?);
-                }
-                Ok(in_calls)
-            })
-        });
-        self.stage_times.hw_host = gpu_queued?;
+                })
+            });
+        (self.stage_times.hw_host, self.stage_times.hw_host_cpu) = gpu_queued?;
         if let Some(a) = cpu_ahead {
             // The CPU route's time is then only what this batch still waited for them.
             (cpu_out, cpu_secs) = a.finish();

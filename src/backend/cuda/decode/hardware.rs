@@ -10,7 +10,7 @@ use cudarc::driver::{CudaEvent, CudaStream};
 impl HwPath {
     /// The hardware route, in calls of `per_call` images on `stream`, two states in turn.
     /// `canaries_set` is the event recorded after the canaries were written. Returns the host
-    /// seconds spent inside the engine's calls.
+    /// seconds spent inside the engine's calls: wall time, and this thread's CPU time.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &mut self,
@@ -21,7 +21,7 @@ impl HwPath {
         arena: u64,
         out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
-    ) -> Result<f64, GpuError> {
+    ) -> Result<(f64, f64), GpuError> {
         // The engine's batched decode does not wait for work queued on its stream: it writes
         // the outputs when called (torchcodec PR #1634). The canaries were queued on this
         // stream just before; a decode racing them would have its pixels overwritten by a
@@ -29,7 +29,7 @@ impl HwPath {
         canaries_set.synchronize().map_err(driver_err("cuEventSynchronize"))?;
         let hw = self;
         let mut at = 0;
-        let mut in_calls = 0f64;
+        let (mut in_calls, mut in_calls_cpu) = (0f64, 0f64);
         for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
             let idx = &list[at..at + size];
             at += size;
@@ -50,7 +50,7 @@ impl HwPath {
                 dests.push(img);
             }
             let st = &mut hw.states[s];
-            let t = std::time::Instant::now();
+            let (t, cpu) = (std::time::Instant::now(), crate::backend::thread_cpu_secs());
             let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
                 // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
                 // the done event is waited), `size` destinations inside the arena each sized
@@ -58,13 +58,14 @@ impl HwPath {
                 unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], stream.cu_stream() as _) }
             });
             in_calls += t.elapsed().as_secs_f64();
+            in_calls_cpu += crate::backend::thread_cpu_secs() - cpu;
             hw.state_done[s].record(stream).map_err(driver_err("cuEventRecord"))?;
             if let Err(e) = r {
                 // One bad image fails the whole call: every image of it goes to the CPU.
                 failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));
             }
         }
-        Ok(in_calls)
+        Ok((in_calls, in_calls_cpu))
     }
 }
 
