@@ -37,6 +37,11 @@
 #                  CPU route on 2, 4 and 8 threads (`--threads`) interleaved twice, each
 #                  report with its slowest batches' routes and stage times; the DeiT preset;
 #                  the CUDA decoders alone; the engine alone with 8 CPU threads
+#   run.sh cores   (carries the checks part) where the CPU cores go and whether sleeping
+#                  waits cut them: `stoke bench` end to end with --gpu-wait auto and block
+#                  interleaved three times, then engine-only with each (every report has its
+#                  cores by thread group and the CPU time inside the engine's calls), ResNet-50
+#                  fed with each
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -52,9 +57,9 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python | checks | upsampling | ahead | tail) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead|tail" >&2; exit 2 ;; esac
+case "$mode" in tests | bench | python | checks | upsampling | ahead | tail | cores) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead|tail|cores" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail | cores) part=checks ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -536,6 +541,37 @@ run_tail() {
     python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --preset deit --json
 }
 
+# Where the cores go (the goal: at most 1 per 10k images/s; 2.1 at 8e74fe8 on an H200), and
+# whether sleeping instead of spinning in the waits (--gpu-wait block) cuts them.
+cores_figure='python3 -c "import json,sys
+r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
+g=r.get(\"gpu_stages\") or {}
+n=max(g.get(\"batches\",0),1)
+t=\", \".join(\"%s x%d %.2f\" % (x[\"name\"], x[\"threads\"], x[\"cores\"]) for x in r.get(\"cpu_by_thread\",[])[:6])
+print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s; engine calls %.1f ms wall / %.1f ms cpu per batch; by thread: %s\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, t))"'
+run_cores() {
+  if [ $gpu = 0 ]; then
+    for s in "stoke bench --gpu-wait auto/block" "decode-only --decoders hw --gpu-wait auto/block" "train_torch --gpu-wait auto/block"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-5}" rep w
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  for rep in 1 2 3; do
+    for w in auto block; do
+      figure="$cores_figure" step "stoke bench e2e --gpu-wait $w ($rep)" 60 "bench-e2e-$w-$rep.json" "$bin" "${common[@]}" --gpu-wait "$w"
+    done
+  done
+  for w in auto block; do
+    figure="$cores_figure" step "decode-only --decoders hw --gpu-wait $w" 60 "bench-decode-hw-$w.json" "$bin" "${common[@]}" --decode-only --decoders hw --gpu-wait "$w"
+  done
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  for w in auto block; do
+    figure="$train_figure" step "train_torch resnet50 --gpu-wait $w" 120 "train-torch-$w.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --json --gpu-wait "$w"
+  done
+}
+
 case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
@@ -544,6 +580,7 @@ case "$mode" in
   upsampling) run_upsampling ;;
   ahead) run_ahead ;;
   tail) run_tail ;;
+  cores) run_cores ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed
