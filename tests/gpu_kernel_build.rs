@@ -110,18 +110,29 @@ fn kernels_build_for_every_arch_without_spills() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut bad = Vec::new();
+    // The architectures in as many groups as there are cores, one nvcc per group at once, each
+    // with its own output (one nvcc's ptxas reports never interleave with another's).
+    let groups = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, ARCHS.len());
+    let per = ARCHS.len().div_ceil(groups);
     for (file, kernels) in FILES {
-        let mut cmd = Command::new(&nvcc);
-        // The flags build.rs uses for the device build: no FMA contraction (bit agreement with
-        // the host build), C++17, -O3.
-        cmd.args(["-fatbin", "-O3", "-std=c++17", "-fmad=false", "-Xptxas", "-v", "-I", "kernels"]);
-        for a in ARCHS {
-            cmd.arg(format!("-gencode=arch=compute_{a},code=sm_{a}"));
-        }
-        cmd.arg("-o").arg(dir.path().join(format!("{file}.fatbin"))).arg(Path::new("kernels").join(file));
-        let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", nvcc.display()));
-        let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "nvcc failed on {file}:\n{log}");
+        let compile = |g: usize, archs: &[&str]| {
+            let mut cmd = Command::new(&nvcc);
+            // The flags build.rs uses for the device build: no FMA contraction (bit agreement
+            // with the host build), C++17, -O3.
+            cmd.args(["-fatbin", "-O3", "-std=c++17", "-fmad=false", "-Xptxas", "-v", "-I", "kernels"]);
+            for a in archs {
+                cmd.arg(format!("-gencode=arch=compute_{a},code=sm_{a}"));
+            }
+            cmd.arg("-o").arg(dir.path().join(format!("{file}.{g}.fatbin"))).arg(Path::new("kernels").join(file));
+            let out = cmd.output().unwrap_or_else(|e| panic!("running {}: {e}", nvcc.display()));
+            let log = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "nvcc failed on {file} ({archs:?}):\n{log}");
+            log
+        };
+        let log: String = std::thread::scope(|s| {
+            let jobs: Vec<_> = ARCHS.chunks(per).enumerate().map(|(g, archs)| s.spawn(move || compile(g, archs))).collect();
+            jobs.into_iter().map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        });
         let entries = parse_ptxas(&log);
         for a in ARCHS {
             for k in *kernels {
