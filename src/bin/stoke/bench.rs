@@ -143,11 +143,14 @@ fn thread_group(name: &str) -> String {
 }
 
 /// CPU cores each group of threads used between two [`thread_cpu_times`] samples `seconds`
-/// apart, busiest first; threads that ended between the samples are one row, what the
-/// process's CPU time (`process`, over the same span) holds beyond the threads still there.
+/// apart, busiest first. The backends' short-lived named threads that ended in between
+/// (`ended`: the differences of [`stoke::backend::ended_thread_cpu`] over the same span) join
+/// the group of their name; any other thread that ended is in one row, what the process's CPU
+/// time (`process`, same span) holds beyond the rest.
 fn cpu_by_thread(
     before: &HashMap<u64, (String, Duration)>,
     after: &HashMap<u64, (String, Duration)>,
+    ended: &[(&'static str, u64, f64)],
     process: Duration,
     seconds: f64,
 ) -> Vec<ThreadCpu> {
@@ -161,6 +164,12 @@ fn cpu_by_thread(
         g.0 += 1;
         g.1 += d;
     }
+    for &(name, threads, cpu) in ended {
+        seen += cpu;
+        let g = groups.entry(name.to_string()).or_default();
+        g.0 += threads as usize;
+        g.1 += cpu;
+    }
     let mut rows: Vec<ThreadCpu> =
         groups.into_iter().map(|(name, (threads, cpu))| ThreadCpu { name, threads, cores: cpu / seconds }).collect();
     let ended = secs(process) - seen;
@@ -173,8 +182,20 @@ fn cpu_by_thread(
     rows
 }
 
-/// [`ThreadCpu::name`] of the threads that ended during the window (the CUDA backend's
-/// per-batch threads: `stoke-gpu-ahead`, `stoke-gpu-cuda`, `stoke-gpu-lane`).
+/// What [`stoke::backend::ended_thread_cpu`] counted between two of its calls, by name.
+fn ended_since(before: &[(&'static str, u64, f64)], after: &[(&'static str, u64, f64)]) -> Vec<(&'static str, u64, f64)> {
+    after
+        .iter()
+        .map(|&(n, k, s)| {
+            let (k0, s0) = before.iter().find(|b| b.0 == n).map_or((0, 0.0), |b| (b.1, b.2));
+            (n, k - k0, s - s0)
+        })
+        .filter(|e| e.1 > 0)
+        .collect()
+}
+
+/// [`ThreadCpu::name`] of the threads that ended during the window other than the backends'
+/// named short-lived ones (which are counted under their names).
 pub const ENDED_THREADS: &str = "(ended in the window)";
 
 /// Busy-wait for `d` (a trainer step that keeps its core busy, as a real one does).
@@ -508,7 +529,8 @@ pub struct GpuStages {
 pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
     let monitor = if m.gpu_util { GpuMonitor::start(config.device as u32) } else { None };
     // With no warm-up the clock starts before the pipeline does, so the queue is empty.
-    let (mut t0, mut cpu0, mut threads0) = (Instant::now(), process_cpu_time(), thread_cpu_times());
+    let (mut t0, mut cpu0, mut threads0, mut ended0) =
+        (Instant::now(), process_cpu_time(), thread_cpu_times(), stoke::backend::ended_thread_cpu());
     let mut pipeline = Pipeline::new(config.clone())?;
     let steps = pipeline.steps_per_epoch();
     let planned = steps.saturating_mul(m.epochs).min(usize::MAX as u64) as usize;
@@ -589,7 +611,8 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             pipeline.recycle(batch);
             pb.inc(1);
             if done == m.warmup_batches {
-                (t0, cpu0, threads0, stats0) = (Instant::now(), process_cpu_time(), thread_cpu_times(), pipeline.stats());
+                (t0, cpu0, threads0, ended0, stats0) =
+                    (Instant::now(), process_cpu_time(), thread_cpu_times(), stoke::backend::ended_thread_cpu(), pipeline.stats());
                 queued_at_start = stats0.batches.saturating_sub(done as u64) as usize;
                 uncounted = queued_at_start;
                 pb.set_message("measuring");
@@ -602,7 +625,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             }
         }
     }
-    let (cpu, threads1) = (process_cpu_time().saturating_sub(cpu0), thread_cpu_times());
+    let (cpu, threads1, ended1) = (process_cpu_time().saturating_sub(cpu0), thread_cpu_times(), stoke::backend::ended_thread_cpu());
     let stats = pipeline.stats();
     peak_device = peak_device.max(stats.device_bytes);
     peak_pinned = peak_pinned.max(stats.pinned_bytes);
@@ -654,7 +677,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         decoders: rec.decoders,
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
-        cpu_by_thread: cpu_by_thread(&threads0, &threads1, cpu, seconds),
+        cpu_by_thread: cpu_by_thread(&threads0, &threads1, &ended_since(&ended0, &ended1), cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
@@ -971,9 +994,28 @@ mod tests {
         ]
         .into();
         // 0.5 + 1 + 1 + 1.5 = 4 s by the threads still there; the process used 5 s.
-        let rows = cpu_by_thread(&before, &after, s(5.0), 2.0);
+        let rows = cpu_by_thread(&before, &after, &[], s(5.0), 2.0);
         let got: Vec<(&str, usize, f64)> = rows.iter().map(|r| (r.name.as_str(), r.threads, r.cores)).collect();
         assert_eq!(got, [("stoke-reader", 2, 1.0), ("stoke-pipeline", 1, 0.75), (ENDED_THREADS, 1, 0.5), ("stoke", 1, 0.25)]);
+        // Short-lived named threads that ended in the window join their group (one of them is
+        // still alive at the end: `after`'s tid 5) and leave the rest to the ended row.
+        let mut after = after;
+        after.insert(5, ("stoke-gpu-lane".to_string(), s(0.25)));
+        let ended = ended_since(&[("stoke-gpu-lane", 10, 3.0)], &[("stoke-gpu-lane", 16, 3.5), ("stoke-gpu-ahead", 3, 0.25)]);
+        assert_eq!(ended, [("stoke-gpu-lane", 6, 0.5), ("stoke-gpu-ahead", 3, 0.25)]);
+        let rows = cpu_by_thread(&before, &after, &ended, s(5.5), 2.0);
+        let got: Vec<(&str, usize, f64)> = rows.iter().map(|r| (r.name.as_str(), r.threads, r.cores)).collect();
+        assert_eq!(
+            got,
+            [
+                ("stoke-reader", 2, 1.0),
+                ("stoke-pipeline", 1, 0.75),
+                ("stoke-gpu-lane", 7, 0.375),
+                ("stoke", 1, 0.25),
+                (ENDED_THREADS, 1, 0.25),
+                ("stoke-gpu-ahead", 3, 0.125)
+            ]
+        );
     }
 
     /// The tests that busy-wait: one at a time (the process's CPU time is what one of them
