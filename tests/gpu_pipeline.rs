@@ -546,13 +546,12 @@ fn gpu_wait_block_sets_blocking_sync_and_auto_leaves_the_context_alone() {
     c.batch_size = 4;
     let mut check = |wait: GpuWait, want: u32| {
         c.gpu_wait = wait;
-        let mut backend = CudaBackend::new(&c, &ds).unwrap();
-        let mut reader = Reader::new(ds.clone(), &c).unwrap();
-        reader.start_epoch(0, 0);
-        let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
-        let rb = reader.next_batch().unwrap().unwrap();
-        stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), &mut batch).unwrap();
-        assert_eq!(host(&batch).len(), 4 * 3 * 64 * 64 * 2, "{wait:?}: a whole batch");
+        let mut batches = 0;
+        run(&gpu, &ds, &c, 0..1, |b, _| {
+            assert_eq!(host(b).len(), 4 * 3 * 64 * 64 * 2, "{wait:?}: a whole batch");
+            batches += 1;
+        });
+        assert_eq!(batches, 2, "{wait:?}: 8 samples in batches of 4");
         gpu.ctx().bind_to_thread().unwrap();
         let got = context_flags().unwrap();
         set(original);
