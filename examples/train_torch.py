@@ -1,34 +1,133 @@
-"""A PyTorch training loop fed by stoke: torchvision ResNet-50 (or timm), AMP, channels_last,
-batches through DLPack without a copy, and the share of each step spent waiting for data.
+"""A PyTorch trainer fed by stoke against the same model alone: fed/alone, measured fairly.
 
-    python examples/train_torch.py /data/imagenet/train --steps 200            # a GPU
-    python examples/train_torch.py --smoke                                      # CPU smoke test
+    python examples/train_torch.py /data/imagenet/train                       # a GPU: ResNet-50
+    python examples/train_torch.py /data/imagenet/train --model vit_b16       # a GPU: ViT-B/16
+    python examples/train_torch.py --smoke                                     # CPU smoke test
+
+It runs `--pairs` (default 3) interleaved (fed, alone) pairs. "fed" trains on stoke's batches;
+"alone" trains the same model on one fixed batch already in memory (a copy of stoke's first
+batch: same dtype, shape and strides), the rate stoke would have to keep up with. Both loops
+are the same harness (`run_segment`) around the same step function: the same warm-up, the same
+optimizer step, the same host sync plus loss read every `--sync-every` steps, the same
+non-finite check of the input, the same NVML sampling; only where the batch comes from
+differs. Each pair's fed/alone is printed, then their median and spread (min-max), then one
+machine-readable line `RESULT {json}` (scripts/bundle-run.sh reads it with `--figure`).
+fed/alone near 1 means the loader keeps up and costs the model nothing.
+
+Models: `resnet50` (torchvision; channels_last and bf16 autocast by default), `vit_b16` (timm's
+vit_base_patch16_224, bf16 autocast: a step of few, large kernels, which shares the GPU with
+stoke's kernels differently), `tiny` (a small CNN for the CPU), `timm:NAME` or another
+torchvision name. With channels_last stoke is asked for NHWC (`layout="nhwc"`) and the model
+gets `torch.from_dlpack(images).permute(0, 3, 1, 2)`: a channels_last-strided NCHW view of
+stoke's memory, never a `.contiguous()` copy (asserted for every batch).
 
 Without a dataset path, a small ImageNet-like set is generated with `stoke gen` (the CLI must
-be built: `cargo build --release`) or with Pillow. `--smoke` trains a tiny CNN for a few steps
-on the CPU backend: it checks the plumbing (shapes, dtypes, labels, loss going down), not speed.
+be built: `cargo build --release`, or STOKE_BIN) or with Pillow. `--device cpu` runs stoke's CPU
+backend (the harness logic, not a speed figure); `--smoke` is `--device cpu --model tiny` with
+small images and a few steps. `--preset deit` trains on stoke's DeiT recipe (mixup/cutmix soft
+targets); `--json` adds the older one-line JSON summary (medians) for scripts/bundle-questions.py.
 
-On a GPU it reports images/s over the timed steps (after --warmup-steps), the share of step
-time the host spent waiting for stoke's next batch, GPU utilization (NVML, sampled every 50 ms
-over the timed steps, when nvidia-ml-py is installed) and, for reference, the same model's
-rate on one fixed device batch (no loader at all): fed/alone near 1 means the loader keeps up.
-`--preset deit` trains on stoke's DeiT recipe (mixup/cutmix soft targets, timm's
-SoftTargetCrossEntropy); `--json` adds the figures as one JSON line.
+Nothing here imports torch or stoke at module import: the pure helpers (summarize_pairs,
+result_line, figure_from_log) are tested without either (tests/python/test_train_harness.py).
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
-import torch.nn as nn
+RESULT_PREFIX = "RESULT "
 
-import stoke
+
+# --- pure helpers (no torch): the pairs' summary and its lines -------------------------------
+
+
+def summarize_pairs(pairs):
+    """pairs: [(fed images/s, alone images/s or None)], in the order they ran. Returns the
+    per-pair ratios, their median and spread (min, max), and the median rates. Ratios are
+    taken pair by pair (each fed segment against the alone segment right after it, so slow
+    drift of the machine cancels) and the median is of those ratios, not a ratio of medians."""
+    if not pairs:
+        raise ValueError("no pairs")
+    rows = []
+    for fed, alone in pairs:
+        rows.append({"fed": fed, "alone": alone, "ratio": fed / alone if alone else None})
+    ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+    alones = [r["alone"] for r in rows if r["alone"]]
+    return {
+        "pairs": rows,
+        "fed_median": statistics.median(r["fed"] for r in rows),
+        "alone_median": statistics.median(alones) if alones else None,
+        "fed_alone_median": statistics.median(ratios) if ratios else None,
+        "fed_alone_min": min(ratios) if ratios else None,
+        "fed_alone_max": max(ratios) if ratios else None,
+    }
+
+
+def pair_lines(summary):
+    """Human lines: one per pair, then the median and the spread."""
+    lines = []
+    for i, r in enumerate(summary["pairs"], 1):
+        if r["ratio"] is None:
+            lines.append(f"pair {i}: fed {r['fed']:.0f} images/s (no alone segment)")
+        else:
+            lines.append(f"pair {i}: fed {r['fed']:.0f} images/s, alone {r['alone']:.0f} images/s, fed/alone {r['ratio']:.3f}")
+    if summary["fed_alone_median"] is not None:
+        lines.append(
+            f"fed/alone median {summary['fed_alone_median']:.3f} over {len(summary['pairs'])} pairs, "
+            f"spread {summary['fed_alone_min']:.3f}-{summary['fed_alone_max']:.3f}; "
+            f"median rates fed {summary['fed_median']:.0f}, alone {summary['alone_median']:.0f} images/s"
+        )
+    return lines
+
+
+def result_line(record):
+    """The one machine-readable line: `RESULT ` and the record as compact JSON."""
+    return RESULT_PREFIX + json.dumps(record, separators=(",", ":"), sort_keys=True)
+
+
+def parse_result_lines(text):
+    """Every RESULT record in a log, in order (lines that do not parse are skipped)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            try:
+                out.append(json.loads(line[len(RESULT_PREFIX):]))
+            except ValueError:
+                continue
+    return out
+
+
+def figure_from_log(text):
+    """scripts/bundle-run.sh's figure for a step: the last RESULT record in one short line
+    (model, recipe, fed/alone median and spread, each pair's ratio, median rates, data wait,
+    utilization fed/alone). None when the log has no RESULT line (the run failed early)."""
+    recs = parse_result_lines(text)
+    if not recs:
+        return None
+    r = recs[-1]
+
+    def f(v, fmt):
+        return format(v, fmt) if v is not None else "-"
+
+    s = f"{r.get('model')} {r.get('preset')}"
+    if r.get("fed_alone_median") is not None:
+        ratios = ",".join(f(p.get("ratio"), ".2f") for p in r.get("pairs", []))
+        s += (f": fed/alone median {f(r['fed_alone_median'], '.3f')} "
+              f"[{f(r.get('fed_alone_min'), '.3f')}-{f(r.get('fed_alone_max'), '.3f')}] x{len(r.get('pairs', []))} ({ratios})")
+    s += f", fed {f(r.get('fed_median'), '.0f')} / alone {f(r.get('alone_median'), '.0f')} img/s"
+    if r.get("data_wait_share") is not None:
+        s += f", wait {100 * r['data_wait_share']:.1f}%"
+    if r.get("gpu_util_fed_pct") is not None:
+        s += f", util {f(r.get('gpu_util_fed_pct'), '.0f')}/{f(r.get('gpu_util_alone_pct'), '.0f')}%"
+    return s
+
+
+# --- data ------------------------------------------------------------------------------------
 
 
 def make_dataset(root, count=96, classes=4):
@@ -37,6 +136,7 @@ def make_dataset(root, count=96, classes=4):
     if os.path.exists(cli):
         subprocess.run([cli, "gen", root, "--count", str(count), "--classes", str(classes)], check=True, capture_output=True)
         return root
+    import numpy as np
     from PIL import Image
 
     rng = np.random.default_rng(0)
@@ -49,24 +149,78 @@ def make_dataset(root, count=96, classes=4):
     return root
 
 
-def tiny_model(classes):
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1),
-        nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(32, classes),
-    )
+def channels_last_view(torch, nhwc):
+    """stoke's NHWC batch as the NCHW tensor a channels_last model takes: a permuted view whose
+    strides are channels_last's, on the same memory. Asserted, so a copy or a wrong layout
+    anywhere on the way fails loudly instead of costing time silently."""
+    x = nhwc.permute(0, 3, 1, 2)
+    assert x.is_contiguous(memory_format=torch.channels_last), (tuple(nhwc.shape), nhwc.stride())
+    assert x.data_ptr() == nhwc.data_ptr(), "the NCHW view is not on stoke's memory"
+    return x
+
+
+def fed_batches(torch, loader, channels_last):
+    """stoke's batches as torch tensors, epoch after epoch, forever (the harness takes what it
+    needs). DLPack: torch passes its current stream to __dlpack__ (1 for the legacy default
+    stream, whose handle is 0: DLPack refuses 0 as ambiguous), which then waits on the batch's
+    ready event (no host sync). No copy: the tensors are views of stoke's ring slot."""
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            x = torch.from_dlpack(images)
+            y = torch.from_dlpack(labels)
+            del images, labels
+            if channels_last:
+                x = channels_last_view(torch, x)
+            yield x, y
+            # Drop the frame's references before the next batch is asked for: the batch goes
+            # back to stoke once the step's kernels ran (at most max_held_batches are held).
+            del x, y
+        epoch += 1
+
+
+def fixed_batches(x, y):
+    """The alone loop's source: the same batch every step (nothing to wait for)."""
+    while True:
+        yield x, y
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+def build_model(torch, name, classes):
+    nn = torch.nn
+    if name == "tiny":
+        return nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(32, classes),
+        )
+    if name == "vit_b16" or name.startswith("timm:"):
+        import timm
+
+        # No pretrained weights (no network on the GPU machine): a from-scratch step costs the same.
+        return timm.create_model("vit_base_patch16_224" if name == "vit_b16" else name[5:], num_classes=classes)
+    import torchvision
+
+    return getattr(torchvision.models, name)(num_classes=classes)
 
 
 class UtilSampler:
-    """GPU utilization (NVML's percent of time a kernel ran) sampled every 50 ms on a thread,
-    between start() and stop(); None where nvidia-ml-py is not installed."""
+    """GPU utilization (NVML's percent of time a kernel ran) sampled every 50 ms on a thread
+    between start() and stop(), which returns that segment's mean; None where nvidia-ml-py is
+    not installed or sampling is off. Runs in the fed and the alone segments alike, so its
+    thread costs both the same."""
 
-    def __init__(self, index=0):
-        self.samples, self.handle, self.thread = [], None, None
+    def __init__(self, index=0, enabled=True):
+        self.handle, self.thread = None, None
+        if not enabled:
+            return
         try:
             import pynvml
 
@@ -81,6 +235,7 @@ class UtilSampler:
             return
         import threading
 
+        self.samples = []
         self.stop_flag = threading.Event()
 
         def loop():
@@ -91,30 +246,98 @@ class UtilSampler:
         self.thread.start()
 
     def stop(self):
-        if self.thread is not None:
-            self.stop_flag.set()
-            self.thread.join()
+        if self.thread is None:
+            return None
+        self.stop_flag.set()
+        self.thread.join()
+        self.thread = None
         return sum(self.samples) / len(self.samples) if self.samples else None
 
 
-def soft_cross_entropy(logits, target):
-    """timm's SoftTargetCrossEntropy: the loss for mixup/cutmix soft targets."""
-    return torch.sum(-target * torch.log_softmax(logits.float(), dim=-1), dim=-1).mean()
+# --- the harness -----------------------------------------------------------------------------
+
+
+def run_segment(batches, step_fn, *, steps, warmup, sync, sync_every, batch_size, sampler=None):
+    """One timed segment, the same for fed and alone: `warmup` untimed steps, a sync, then
+    `steps` timed steps, a sync. After every `sync_every`-th step (counted from the segment's
+    first step, so the same step numbers in both loops) the host syncs and reads the loss; at
+    the end it syncs and reads the last loss. The clock runs from the sync after the warm-up to
+    the sync after the last step. `waits` is the host's time in next(batches) per timed step
+    (stoke's data wait when fed; ~0 when alone)."""
+    losses, waits = [], []
+
+    def one(i, timed):
+        t = time.perf_counter()
+        x, y = next(batches)
+        if timed:
+            waits.append(time.perf_counter() - t)
+        loss = step_fn(x, y)
+        del x, y
+        if (i + 1) % sync_every == 0:
+            sync()
+            losses.append(float(loss.detach()))
+        return loss
+
+    for i in range(warmup):
+        one(i, False)
+    sync()
+    if sampler is not None:
+        sampler.start()
+    t0 = time.perf_counter()
+    loss = None
+    for i in range(steps):
+        loss = one(i, True)
+    sync()
+    seconds = time.perf_counter() - t0
+    util = sampler.stop() if sampler is not None else None
+    if loss is not None:
+        losses.append(float(loss.detach()))
+    return {
+        "images_per_sec": batch_size * steps / seconds if steps else 0.0,
+        "seconds": seconds,
+        "wait_s": sum(waits),
+        "losses": losses,
+        "gpu_util_pct": util,
+    }
+
+
+def run_pairs(npairs, fed, alone, segment):
+    """`npairs` interleaved (fed, alone) segments; alone None runs fed ones only. `segment` is
+    run_segment with everything but the source bound. Returns the segments as they ran."""
+    out = []
+    for _ in range(npairs):
+        f = segment(fed)
+        a = segment(alone) if alone is not None else None
+        out.append((f, a))
+    return out
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", nargs="?")
-    ap.add_argument("--smoke", action="store_true", help="tiny model, CPU, a few steps")
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--warmup-steps", type=int, default=10, help="steps not timed (cuDNN autotuning, allocator)")
+    ap.add_argument("--figure", action="store_true",
+                    help="read a log of this script on stdin, print its last RESULT as one short line (scripts/bundle-run.sh)")
+    ap.add_argument("--smoke", action="store_true", help="tiny model, CPU, small images, a few steps")
+    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                    help="auto: cuda where torch sees a GPU (cpu with --smoke); cpu: stoke's CPU backend")
+    ap.add_argument("--model", default="resnet50", help="resnet50, vit_b16 (timm vit_base_patch16_224), tiny, timm:NAME or a torchvision name")
+    ap.add_argument("--pairs", type=int, default=3, help="interleaved (fed, alone) pairs; fed/alone is their median")
+    ap.add_argument("--steps", type=int, default=100, help="timed steps in each segment (fed and alone alike)")
+    ap.add_argument("--warmup-steps", type=int, default=10,
+                    help="untimed steps before each segment's clock (fed and alone alike); the first ones also "
+                         "autotune cuDNN and ramp the learning rate")
+    ap.add_argument("--sync-every", type=int, default=10, help="host sync + loss read after every Nth step of a segment, in both loops")
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--model", default="resnet50", help="torchvision name, or timm:NAME")
+    ap.add_argument("--size", type=int, default=None, help="image side (default 224; 64 with --smoke)")
+    ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None,
+                    help="channels_last model fed stoke's NHWC batches as a view (default: on for CNNs, off for ViT)")
+    ap.add_argument("--input-dtype", choices=["float16", "bfloat16", "float32"], default=None,
+                    help="stoke's output dtype (default float16 on a GPU, float32 on the CPU); the alone batch has it too")
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--preset", default="train", choices=["train", "deit"], help="stoke's recipe (deit: mixup soft targets)")
     ap.add_argument("--synthetic-steps", type=int, default=None,
-                    help="then time the model alone on one fixed device batch (default 50 on a GPU, 0 otherwise)")
-    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+                    help="0: no alone segments (fed only); the alone segments otherwise run --steps, the same as fed")
+    ap.add_argument("--json", action="store_true", help="also print the medians as one JSON line (scripts/bundle-questions.py)")
     ap.add_argument("--side-stream", action="store_true",
                     help="train on a CUDA stream of its own instead of the legacy default stream (which "
                          "synchronizes with every blocking stream): tells whether the model waits on "
@@ -123,7 +346,7 @@ def main(argv=None):
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
     ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
                     help="how host threads wait for the GPU (block: CU_CTX_SCHED_BLOCKING_SYNC on the device's "
-                         "context, stoke's waits and this trainer's sleep instead of spinning)")
+                         "context, stoke's waits and this trainer's syncs sleep instead of spinning)")
     ap.add_argument("--amp-dtype", choices=["bf16", "fp16"], default=None,
                     help="autocast dtype on a GPU (default bf16 where the GPU has it: fp16 activations "
                          "overflowed from scratch at this rate, NaN losses in a third of the steps on an H200)")
@@ -131,50 +354,76 @@ def main(argv=None):
                     help="do not sample GPU utilization with NVML during the timed steps (to check the sampling costs nothing)")
     args = ap.parse_args(argv)
 
-    on_gpu = torch.cuda.is_available() and not args.smoke
+    if args.figure:
+        fig = figure_from_log(sys.stdin.read())
+        if fig is None:
+            return 1
+        print(fig)
+        return 0
+
+    import torch
+
+    import stoke
+
+    if args.smoke:
+        args.device = "cpu" if args.device == "auto" else args.device
+        args.model = "tiny"
+        args.batch_size = min(args.batch_size, 8)
+        args.steps, args.warmup_steps = min(args.steps, 4), min(args.warmup_steps, 1)
+        args.size = args.size or 64
+    if args.device == "auto":
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_gpu = args.device == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        ap.error("--device cuda but torch sees no GPU")
+    if args.model == "tiny":
+        args.size = args.size or 64
+    args.size = args.size or 224
+    if args.channels_last is None:
+        args.channels_last = not (args.model == "vit_b16" or args.model.startswith("timm:vit"))
+    if args.input_dtype is None:
+        args.input_dtype = "float16" if on_gpu else "float32"
+    with_alone = args.synthetic_steps != 0
+    if args.pairs < 1 or args.steps < 1 or args.sync_every < 1:
+        ap.error("--pairs, --steps and --sync-every must be at least 1")
+
+    torch.manual_seed(0)
     tmp = None
     if args.data is None:
         tmp = tempfile.TemporaryDirectory()
         args.data = make_dataset(os.path.join(tmp.name, "data"))
-    if args.smoke:
-        args.batch_size, args.steps, args.warmup_steps = min(args.batch_size, 16), min(args.steps, 12), 1
-    if args.synthetic_steps is None:
-        args.synthetic_steps = 50 if on_gpu else 0
-
-    device = torch.device("cuda" if on_gpu else "cpu")
+    device = torch.device(args.device)
     if on_gpu and args.side_stream:
         # Everything after this (the model, torch.from_dlpack's stream, synchronize) uses it.
         torch.cuda.set_stream(torch.cuda.Stream())
     if on_gpu:
         torch.backends.cudnn.benchmark = True
-    classes = 4 if args.smoke else args.classes
+    classes = 4 if args.model == "tiny" else args.classes
     loader = stoke.Loader(
         args.data,
         args.batch_size,
-        device="cuda" if on_gpu else "cpu",
-        dtype="float16" if on_gpu else "float32",
-        size=224 if not args.smoke else 64,
+        device=args.device,
+        dtype=args.input_dtype,
+        layout="nhwc" if args.channels_last else "nchw",
+        size=args.size,
         drop_last=True,
         preset=args.preset,
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait} if on_gpu else {}),
     )
-    if args.smoke:
-        model = tiny_model(classes)
-    elif args.model.startswith("timm:"):
-        import timm
-
-        model = timm.create_model(args.model[5:], num_classes=classes)
+    model = build_model(torch, args.model, classes)
+    model = model.to(device, memory_format=torch.channels_last if args.channels_last else torch.contiguous_format)
+    is_vit = args.model == "vit_b16" or args.model.startswith("timm:vit")
+    if is_vit:
+        # DeiT's AdamW at 5e-4 per 512 images, weight decay 0.05.
+        base_lr = 5e-4 * args.batch_size / 512
+        opt = torch.optim.AdamW(model.parameters(), lr=base_lr, weight_decay=0.05)
     else:
-        import torchvision
-
-        model = getattr(torchvision.models, args.model)(num_classes=classes)
-    model = model.to(device, memory_format=torch.channels_last)
-    # Goyal et al.'s rule, 0.1 per 256 images, reached by a linear warm-up over the untimed
-    # steps: from scratch at a higher rate, fp16 activations overflowed (NaN losses) in the
-    # first hundred steps on an H200.
-    base_lr = 0.1 if args.smoke else 0.1 * args.batch_size / 256
-    opt = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=0.9)
+        # Goyal et al.'s rule, 0.1 per 256 images, reached by a linear warm-up over the first
+        # --warmup-steps steps: from scratch at a higher rate, fp16 activations overflowed (NaN
+        # losses) in the first hundred steps on an H200.
+        base_lr = 0.1 if args.model == "tiny" else 0.1 * args.batch_size / 256
+        opt = torch.optim.SGD(model.parameters(), lr=base_lr, momentum=0.9)
     # bf16 has fp32's range: ResNet-50 from scratch in fp16 autocast still overflowed after the
     # warm-up on an H200 (2026-11-26, 70 of 200 sampled losses NaN, the last one too; GradScaler
     # skipped those steps), so fp16 is the choice of a GPU without bf16 or of --amp-dtype fp16.
@@ -182,17 +431,27 @@ def main(argv=None):
         args.amp_dtype = "bf16" if not on_gpu or torch.cuda.is_bf16_supported() else "fp16"
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
     scaler = torch.amp.GradScaler(enabled=on_gpu and amp_dtype == torch.float16)
-    loss_fn = soft_cross_entropy if args.preset == "deit" else nn.CrossEntropyLoss()
+    if args.preset == "deit":
+        def loss_fn(logits, target):  # timm's SoftTargetCrossEntropy: mixup/cutmix soft targets
+            return torch.sum(-target * torch.log_softmax(logits.float(), dim=-1), dim=-1).mean()
+    else:
+        loss_fn = torch.nn.CrossEntropyLoss()
 
-    # Non-finite values in stoke's batches, counted on the device (read once at the end).
+    # The non-finite check runs in BOTH loops, inside the timed steps, on every batch: it is
+    # what makes the run's "0 non-finite input values" claim cover every batch stoke delivered
+    # (checking only untimed batches would not), and in the alone loop the same reduction over
+    # a tensor of the same shape and dtype costs the same, so it cancels in fed/alone. It is
+    # counted on the device and read once at the end: no sync of its own.
     nonfinite = torch.zeros((), dtype=torch.int64, device=device)
+    gstep = [0]  # steps taken over the whole run: the learning-rate ramp's clock
 
-    def train_step(x, y, step=None):
-        if step is not None:
-            nonfinite.add_((~torch.isfinite(x)).sum())
-            for g in opt.param_groups:
-                g["lr"] = base_lr * min(1.0, (step + 1) / max(1, args.warmup_steps))
-        x = x.contiguous(memory_format=torch.channels_last)
+    def train_step(x, y):
+        """The one step both loops run. The batch is handed to the model as it comes: no
+        .contiguous(), no dtype cast outside autocast."""
+        nonfinite.add_((~torch.isfinite(x)).sum())
+        for g in opt.param_groups:
+            g["lr"] = base_lr * min(1.0, (gstep[0] + 1) / max(1, args.warmup_steps))
+        gstep[0] += 1
         with torch.autocast(device.type, dtype=amp_dtype, enabled=on_gpu):
             loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
@@ -201,86 +460,90 @@ def main(argv=None):
         scaler.update()
         return loss
 
-    util = UtilSampler() if on_gpu and not args.no_gpu_util else None
-    step, waits, steps_t, losses = 0, [], [], []
-    epoch = 0
-    t_step = time.perf_counter()
-    while step < args.steps:
-        loader.set_epoch(epoch)
-        t_wait = time.perf_counter()
-        for images, labels in loader:
-            # DLPack: torch passes its current stream to __dlpack__ (1 for the legacy default
-            # stream, whose handle is 0: DLPack refuses 0 as ambiguous), which then waits on the
-            # batch's ready event (no host sync).
-            x = torch.from_dlpack(images)
-            y = torch.from_dlpack(labels)
-            waits.append(time.perf_counter() - t_wait)
-            loss = train_step(x, y, step)
-            del x, y, images, labels  # the batch goes back to stoke once the step's kernels ran
-            if on_gpu and step % 10 == 0:
-                torch.cuda.synchronize()
-            losses.append(float(loss.detach()) if not on_gpu or step % 10 == 0 else losses[-1])
-            now = time.perf_counter()
-            steps_t.append(now - t_step)
-            t_step = now
-            step += 1
-            if util is not None and step == args.warmup_steps:
-                util.start()
-            t_wait = time.perf_counter()
-            if step >= args.steps:
-                break
-        epoch += 1
-    if on_gpu:
-        torch.cuda.synchronize()
-    gpu_util = util.stop() if util is not None else None
-    timed = steps_t[args.warmup_steps:] or steps_t[1:]
-    total = sum(timed) or 1e-9
-    wait = sum(waits[len(waits) - len(timed):])
-    ips = args.batch_size * len(timed) / total
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    fed = fed_batches(torch, loader, args.channels_last)
+    # The alone loop's batch: a copy of stoke's first batch, made before any clock runs (clone
+    # keeps the strides: channels_last when fed is). Same dtype, shape, layout and values as
+    # the fed batches, so the two loops run the same kernels.
+    x0, y0 = next(fed)
+    fixed = (x0.clone(), y0.clone())
+    del x0, y0
+    if args.channels_last:
+        assert fixed[0].is_contiguous(memory_format=torch.channels_last), fixed[0].stride()
+    alone = fixed_batches(*fixed) if with_alone else None
+    sampler = UtilSampler(enabled=on_gpu and not args.no_gpu_util)
 
-    # The model alone on one fixed device batch: the rate stoke would have to keep up with.
-    alone = None
-    if args.synthetic_steps > 0:
-        x = torch.randn(args.batch_size, 3, 224, 224, device=device, dtype=torch.float16)
-        if args.preset == "deit":
-            y = torch.softmax(torch.randn(args.batch_size, classes, device=device), -1)
-        else:
-            y = torch.randint(0, classes, (args.batch_size,), device=device)
-        for _ in range(5):
-            train_step(x, y)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(args.synthetic_steps):
-            train_step(x, y)
-        torch.cuda.synchronize()
-        alone = args.batch_size * args.synthetic_steps / (time.perf_counter() - t0)
+    def segment(batches):
+        return run_segment(batches, train_step, steps=args.steps, warmup=args.warmup_steps, sync=sync,
+                           sync_every=args.sync_every, batch_size=args.batch_size, sampler=sampler)
 
+    segments = run_pairs(args.pairs, fed, alone, segment)
+    fed.close()
+    del fed, alone, fixed
+    sync()
+
+    summary = summarize_pairs([(f["images_per_sec"], a["images_per_sec"] if a else None) for f, a in segments])
+    for row, (f, a) in zip(summary["pairs"], segments):
+        row["fed_wait_share"] = f["wait_s"] / f["seconds"]
+        row["gpu_util_fed_pct"], row["gpu_util_alone_pct"] = f["gpu_util_pct"], a["gpu_util_pct"] if a else None
+    fed_secs = sum(f["seconds"] for f, _ in segments)
+    wait_share = sum(f["wait_s"] for f, _ in segments) / fed_secs
+
+    def mean(vals):
+        vals = [v for v in vals if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    util_fed = mean(f["gpu_util_pct"] for f, _ in segments)
+    util_alone = mean(a["gpu_util_pct"] for _, a in segments if a)
+    losses = [v for f, a in segments for seg in (f, a) if seg for v in seg["losses"]]
+    fed_losses = [v for f, _ in segments for v in f["losses"]]
     bad_inputs = int(nonfinite)
-    bad_losses = sum(1 for v in losses if not np.isfinite(v))
+    bad_losses = sum(1 for v in losses if v != v or v in (float("inf"), float("-inf")))
     s = loader.stats()
+
     line = (
-        f"{step} steps of {args.batch_size} on {loader.backend} ({args.preset}): {ips:.0f} images/s, "
-        f"data wait {100 * wait / total:.1f}% of step time, loss {losses[0]:.3f} -> {losses[-1]:.3f}, "
-        f"replaced samples {len(loader.errors)}, non-finite input values {bad_inputs}, non-finite sampled losses {bad_losses}"
+        f"{args.model}: {args.pairs} pairs of {args.steps} timed steps of {args.batch_size} on {loader.backend} "
+        f"({args.preset}, {args.input_dtype} {'NHWC as a channels_last view' if args.channels_last else 'NCHW'}): "
+        f"fed {summary['fed_median']:.0f} images/s (median), data wait {100 * wait_share:.1f}% of fed step time, "
+        f"loss {fed_losses[0]:.3f} -> {fed_losses[-1]:.3f}, replaced samples {len(loader.errors)}, "
+        f"non-finite input values {bad_inputs}, non-finite sampled losses {bad_losses}"
     )
-    if gpu_util is not None:
-        line += f", GPU utilization {gpu_util:.0f}%"
+    if util_fed is not None:
+        line += f", GPU utilization fed {util_fed:.0f}%" + (f" / alone {util_alone:.0f}%" if util_alone is not None else "")
     if on_gpu:
         line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
         line += f", {args.gpu_upsampling} chroma upsampling, {args.gpu_wait} GPU waits, {args.amp_dtype} autocast"
-    if alone:
-        line += f"; model alone on a fixed batch {alone:.0f} images/s (fed/alone {ips / alone:.2f})"
     print(line, flush=True)
+    for text in pair_lines(summary):
+        print(text, flush=True)
+    record = {
+        "model": args.model, "preset": args.preset, "device": args.device, "backend": loader.backend,
+        "batch_size": args.batch_size, "steps": args.steps, "warmup_steps": args.warmup_steps,
+        "sync_every": args.sync_every, "input_dtype": args.input_dtype,
+        "layout": "nhwc-view" if args.channels_last else "nchw", "channels_last": args.channels_last,
+        "amp_dtype": args.amp_dtype if on_gpu else None,
+        "side_stream": bool(on_gpu and args.side_stream),
+        "gpu_wait": args.gpu_wait if on_gpu else None,
+        "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
+        **summary,
+        "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
+        "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,
+        "replaced": len(loader.errors),
+    }
+    print(result_line(record), flush=True)
     if args.json:
+        # The older summary (scripts/bundle-questions.py's "trainer" reads these keys): medians.
         print(json.dumps({
-            "model": "tiny-cnn" if args.smoke else args.model, "preset": args.preset, "batch_size": args.batch_size, "steps": step,
+            "model": args.model, "preset": args.preset, "batch_size": args.batch_size,
+            "steps": args.steps * args.pairs, "pairs": args.pairs,
             "side_stream": bool(on_gpu and args.side_stream),
             "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
             "gpu_wait": args.gpu_wait if on_gpu else None,
             "amp_dtype": args.amp_dtype if on_gpu else None,
-            "timed_steps": len(timed), "images_per_sec": ips, "data_wait_share": wait / total,
-            "gpu_utilization_pct": gpu_util, "model_alone_images_per_sec": alone,
-            "loss_first": losses[0], "loss_last": losses[-1], "replaced": len(loader.errors),
+            "timed_steps": args.steps * args.pairs, "images_per_sec": summary["fed_median"], "data_wait_share": wait_share,
+            "gpu_utilization_pct": util_fed, "model_alone_images_per_sec": summary["alone_median"],
+            "fed_alone_median": summary["fed_alone_median"],
+            "loss_first": fed_losses[0], "loss_last": fed_losses[-1], "replaced": len(loader.errors),
             "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,
             "backend": loader.backend, "stoke_consumer_wait_s": s.get("consumer_wait_s"),
             "stoke_device_bytes": s.get("device_bytes"), "stoke_pinned_bytes": s.get("pinned_bytes"),
@@ -289,9 +552,10 @@ def main(argv=None):
     # stoke's batches must be finite; a loss may overflow in fp16 now and then (GradScaler skips
     # that step), but the run must end finite.
     assert bad_inputs == 0, f"{bad_inputs} non-finite values in stoke's batches"
-    assert np.isfinite(losses[-1]), f"the last loss is not finite: {losses}"
+    assert losses[-1] == losses[-1] and abs(losses[-1]) != float("inf"), f"the last loss is not finite: {losses}"
     if tmp:
         tmp.cleanup()
+    return 0
 
 
 if __name__ == "__main__":

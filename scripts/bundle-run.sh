@@ -11,12 +11,14 @@
 #                  consumer) and decoder-only (hardware, CUDA, both), the kernel benchmarks on
 #                  a short budget, `stoke tune`, the GPU peers (torchvision, nvImageCodec when
 #                  its wheel is carried in .whl/peers)
-#   run.sh python  the Python package (carried, abi3) with the machine's torch: pytest on
-#                  tests/python (test_cuda.py's device tests required), examples/train_torch.py
-#                  (ResNet-50, AMP, channels_last: images/s, data-wait share, GPU utilization,
-#                  the model alone on a fixed batch) on the train and DeiT recipes, and the DeiT
-#                  recipe against timm's transform + Mixup in a tuned DataLoader; the GPU
-#                  peers too when the nvImageCodec wheel is carried
+#   run.sh python  the Python package (carried, abi3) with the machine's torch: first
+#                  examples/train_torch.py's fed/alone, 3 interleaved (fed, alone) pairs each for
+#                  ResNet-50 (bf16 autocast, channels_last fed stoke's NHWC as a view) and ViT-B/16
+#                  (timm, bf16 autocast): the summary line is the median of the pairs' ratios
+#                  and their spread; then pytest on tests/python (test_cuda.py's device tests
+#                  required), ResNet-50 on the DeiT recipe and on a side stream (one pair each),
+#                  and the DeiT recipe against timm's transform + Mixup in a tuned DataLoader;
+#                  the GPU peers too when the nvImageCodec wheel is carried
 #   run.sh checks  the decoders side by side (decode-only with each decoder set, the engine at
 #                  three call widths), canaries under a GPU another process saturates, malformed
 #                  JPEGs through nvJPEG under a timeout (scripts/malformed-jpegs.py), the
@@ -41,14 +43,17 @@
 #                  waits cut them: `stoke bench` end to end with --gpu-wait auto and block
 #                  interleaved three times, then engine-only with each (every report has its
 #                  cores by thread group and the CPU time inside the engine's calls), ResNet-50
-#                  fed with each
+#                  fed/alone with each (3 pairs)
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
 # $OUT (else ./bundle-out), beside summary.txt: one line per step (PASS/FAIL/SKIP and its
 # figure), then the open questions of the GPU run, each answered from the logs or "not
 # measured: <why>". So $OUT holds 2 files (3 for an instant while the archive is replaced).
-# The summary is printed last. Without a GPU every GPU step is skipped (the executables are
+# The summary also carries the ledger's lines (scripts/gpu-ledger.py, benches/results/gpu.jsonl):
+# one LEDGER-MACHINE line (device, driver, CUDA, nvJPEG, commit) and a LEDGER line per figure of
+# each passed step that names a ledger metric. The summary is printed last, without those.
+# Without a GPU every GPU step is skipped (the executables are
 # only listed, to show they start), the summary says so, and the run takes seconds.
 #
 # Settings: BUDGET (seconds for the whole call, default 540), TEST_TIMEOUT (per test
@@ -69,6 +74,7 @@ logs="$here/logs"
 p="$here/payload"
 mkdir -p "$logs" "$p"
 start=$(date +%s)
+started_utc="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 budget="${BUDGET:-540}"
 test_timeout="${TEST_TIMEOUT:-110}"
 summary="$logs/summary.txt"
@@ -93,7 +99,10 @@ finish() {
   fi
   echo "total: $(( $(date +%s) - start )) s; logs in $out/$archive" >> "$summary"
   checkpoint
-  cat "$summary"
+  # Printed without its LEDGER lines (long JSON, a few per step), which stay in summary.txt.
+  grep -v '^LEDGER' "$summary"
+  local nl; nl=$(grep -c '^LEDGER ' "$summary")
+  [ "$nl" -gt 0 ] && echo "ledger: $nl figures in $out/summary.txt (scripts/gpu-ledger.py SUMMARY --append benches/results/gpu.jsonl)"
   cd / && rm -rf "$here"
 }
 killed() {
@@ -109,8 +118,24 @@ trap 'killed INT' INT
 note() { echo "$*" >> "$summary"; }
 left() { echo $(( budget - ($(date +%s) - start) )); }
 
+# ledger_lines KIND INPUT STEP COMMAND...: the step's figures as `LEDGER {json}` lines in the
+# summary (scripts/gpu-ledger.py --emit KIND reads INPUT, the step's JSON), which
+# scripts/gpu-ledger.py turns into benches/results/gpu.jsonl lines with the LEDGER-MACHINE
+# line's facts: no figure is typed by hand. The command is written without this machine's
+# paths (DATA for the generated set); the note names the call, its start and the step.
+ledger_lines() {
+  local kind="$1" input="$2" name="$3"; shift 3
+  local cmd="$*"
+  cmd="${cmd//"$data"/DATA}"; cmd="${cmd//"$logs/"/}"; cmd="${cmd//"$p/work/"/}"; cmd="${cmd//"$p/"/}"
+  python3 "$p/scripts/gpu-ledger.py" --emit "$kind" --input "$input" --command "$cmd" \
+    --note "run.sh $mode started $started_utc, step '$name'; ${BENCH_COUNT:-5120} generated images" \
+    >> "$summary" 2>> "$logs/ledger.err" || note "ledger: no figure from step '$name' (see ledger.err)"
+}
+
 # step NAME TIMEOUT LOG COMMAND...: run with a timeout (never past the budget), log, record.
-# The figure for the summary line comes from $figure (a command run on the log) when set.
+# The figure for the summary line comes from $figure (a command run on the log) when set; a
+# step that passed with $ledger set (a kind of scripts/gpu-ledger.py --emit) also writes its
+# ledger lines, from $ledger_in when set (a JSON file the command wrote), else from the log.
 step() {
   local name="$1" limit="$2" log="$logs/$3"; shift 3
   local remain; remain=$(( $(left) - 15 ))
@@ -130,6 +155,7 @@ step() {
   [ $rc -ne 0 ] && [ -z "$fig" ] && fig="$(grep -v '^\s*$' "$log" | tail -1 | cut -c1-160)"
   if [ $rc -eq 0 ]; then
     note "PASS $name (${secs} s)${fig:+: $fig}"
+    [ -n "${ledger:-}" ] && ledger_lines "$ledger" "${ledger_in:-$log}" "$name" "$@"
   elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
     note "FAIL $name: timed out after ${limit} s${fig:+: $fig}"; failed=1
   else
@@ -139,7 +165,7 @@ step() {
   return $rc
 }
 
-note "stoke GPU bundle, run.sh $mode: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+note "stoke GPU bundle, run.sh $mode: $started_utc on $(hostname)"
 # core.tar.gz and this mode's part (scripts/gpu-bundle.sh: the device tool carries 64 MiB a call).
 for pt in core "$part"; do
   if ! tar -xzf "$bundle/$pt.tar.gz" -C "$p" 2>> "$logs/unpack.log"; then
@@ -200,6 +226,15 @@ checkpoint
 
 figure='grep -m1 "^backend"' step "doctor" 30 doctor.txt "$bin" doctor
 figure='' step "doctor --json" 30 doctor.json sh -c "'$bin' doctor --json"
+# The ledger's facts of this run (scripts/gpu-ledger.py): device and driver as nvidia-smi names
+# them, CUDA and nvJPEG as stoke doctor finds them, the bundle's commit. On the simulated device
+# the device is its name, which the ledger refuses.
+if [ $gpu = 1 ] && [ -f "$p/scripts/gpu-ledger.py" ]; then
+  python3 "$p/scripts/gpu-ledger.py" --emit machine --input "$logs/doctor.json" --smi "$gpu_name" \
+    --commit "$(cat "$p/COMMIT" 2>/dev/null)" --date "${started_utc%%T*}" >> "$summary" 2>> "$logs/ledger.err" \
+    || note "ledger: no LEDGER-MACHINE line (see ledger.err): this call's figures cannot enter the ledger"
+  checkpoint
+fi
 
 # Test executables run from work/ (test data found relative to the working directory).
 cd "$p/work" || exit 1
@@ -266,7 +301,7 @@ gpu_peers() {
     else
       note "nvImageCodec: no wheel carried in .whl/peers (scripts/bench-peers.sh fetch-wheels, here): its peer fails to import"
     fi
-    figure='grep -E "images/s|stoke|torchvision|nvImageCodec" | tail -4 | tr -s " " | paste -sd";"' \
+    ledger=peers ledger_in="$logs/peers.json" figure='grep -E "images/s|stoke|torchvision|nvImageCodec" | tail -4 | tr -s " " | paste -sd";"' \
       step "peers (torchvision GPU decode + v2, nvImageCodec)" 200 peers.log \
       python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision,nvimgcodec \
       --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
@@ -281,9 +316,10 @@ decode_only() {
     note "SKIP stoke bench decode-only: this stoke has no --decode-only/--decoders flags yet"
     return
   fi
-  local dec
+  local dec kind
   for dec in all hw cuda; do
-    figure="$bench_json_figure" step "stoke bench decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
+    case "$dec" in all) kind=decode-all ;; hw) kind=engine ;; cuda) kind=cuda-decoders ;; esac
+    ledger="$kind" figure="$bench_json_figure" step "stoke bench decode-only --decoders $dec" 60 "bench-decode-$dec.json" \
       "$bin" "$@" --decode-only --decoders "$dec"
   done
 }
@@ -303,9 +339,9 @@ run_bench() {
   fi
   ensure_data
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
-  figure="$bench_json_figure" step "stoke bench e2e" 90 bench-e2e.json "$bin" "${common[@]}"
+  ledger=e2e figure="$bench_json_figure" step "stoke bench e2e" 90 bench-e2e.json "$bin" "${common[@]}"
   # DeiT's recipe (bicubic, RandAugment's uint8 op chain, erasing, mixup) on the GPU.
-  figure="$bench_json_figure" step "stoke bench e2e --preset deit" 90 bench-deit.json \
+  ledger=e2e-deit figure="$bench_json_figure" step "stoke bench e2e --preset deit" 90 bench-deit.json \
     "$bin" "${common[@]}" --preset deit
   # About a ResNet-50 step on one H100 per batch of 256: the trainer's wait should be ~0.
   figure="$bench_json_figure" step "stoke bench e2e + consumer 40 ms" 90 bench-consumer.json \
@@ -325,7 +361,10 @@ run_bench() {
   gpu_peers
 }
 
-train_figure='grep -E "steps of" | tail -1'
+# train_torch.py's figure: its last `RESULT {json}` line as one short line (the model, recipe,
+# fed/alone median [min-max] over the pairs and each pair's ratio, the median rates, data wait,
+# GPU utilization fed/alone); the script reads its own log (`--figure`, no torch imported).
+train_figure='python3 "$p/work/examples/train_torch.py" --figure'
 pytest_figure='grep -E "(passed|failed|error)" | tail -1'
 
 run_python() {
@@ -334,22 +373,34 @@ run_python() {
   figure='tail -1' step "python: import stoke" 60 python-import.log python3 -c \
     "import importlib.util as u, stoke; print('stoke', stoke.__file__, 'dlpack', stoke.DLPACK_VERSION, 'torch', 'importable' if u.find_spec('torch') else 'absent')"
   if [ $gpu = 0 ]; then
-    for s in "pytest tests/python" "train_torch resnet50 train" "train_torch resnet50 deit" "train_torch resnet50 side stream" "peers deit"; do note "SKIP $s: no GPU"; done
+    for s in "train_torch resnet50 fed/alone, 3 pairs" "train_torch vit_b16 fed/alone, 3 pairs" "pytest tests/python" "train_torch resnet50 deit" "train_torch resnet50 side stream" "peers deit"; do note "SKIP $s: no GPU"; done
     return
   fi
+  ensure_data
+  # fed/alone first (the call's main figure; a call cut at its limit still has it): 3
+  # interleaved (fed, alone) pairs, each segment 10 untimed + --steps timed steps of 256 with
+  # the same per-step work. Rough times on one H100/H200, from the H200 run at 8e74fe8
+  # (BENCHMARKS.md; ResNet-50 ~5.3k images/s fed, ~5.9k alone: ~45 ms a step): ResNet-50 3 x 220 steps ~30 s
+  # plus ~20 s of start (torch, CUDA, loader, cuDNN autotuning): ~50 s. ViT-B/16 has not run
+  # here; at an estimated 1.5k-3k images/s (85-170 ms a step) 3 x 140 steps is 35-70 s plus
+  # start: ~60-90 s. Memory: ViT-B/16 at 256 in bf16 autocast, roughly 40-50 GB (DeiT-B fit
+  # 128 a GPU in 32 GB): within an H100's 78 GiB (the --json line has torch's peak).
+  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, 3 pairs (train preset)" 180 train-torch.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --model resnet50 --pairs 3 --steps 100 --batch-size 256 --json
+  ledger=train figure="$train_figure" step "train_torch vit_b16 fed/alone, 3 pairs (train preset)" 240 train-torch-vit.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --model vit_b16 --pairs 3 --steps 60 --batch-size 256 --json
+  # ~40 s (36.7 s at 8e74fe8).
   figure="$pytest_figure" step "pytest tests/python (device tests required)" 240 pytest.log \
     env STOKE_REQUIRE_GPU=1 python3 -m pytest -q -rs -s -p no:cacheprovider "$p/work/tests/python"
-  ensure_data
-  figure="$train_figure" step "train_torch resnet50 train preset" 150 train-torch.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 200 --batch-size 256 --json
-  figure="$train_figure" step "train_torch resnet50 deit preset" 120 train-torch-deit.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --preset deit --steps 120 --batch-size 256 --json
-  # The same on a stream of the trainer's own: a fed/alone that rises here says the model waited
-  # on stoke's work through the legacy default stream.
-  figure="$train_figure" step "train_torch resnet50 train preset, side stream" 120 train-torch-side.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --side-stream --json
+  # One pair each (~35 s each): the DeiT recipe's cost to the trainer, and the same on a stream
+  # of the trainer's own: a fed/alone that rises there says the model waited on stoke's work
+  # through the legacy default stream.
+  ledger=train figure="$train_figure" step "train_torch resnet50 deit preset, 1 pair" 120 train-torch-deit.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --preset deit --pairs 1 --steps 100 --batch-size 256 --json
+  ledger=train figure="$train_figure" step "train_torch resnet50 train preset, side stream, 1 pair" 120 train-torch-side.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --side-stream --json
   if [ -f "$p/benches/peers/run_all.py" ]; then
-    figure='grep -E "images/s|stoke|torch-dataloader" | tail -3 | tr -s " " | paste -sd";"' \
+    ledger=peers ledger_in="$logs/peers-deit.json" figure='grep -E "images/s|stoke|torch-dataloader" | tail -3 | tr -s " " | paste -sd";"' \
       step "peers deit: stoke --preset deit vs timm transform + Mixup in a DataLoader" 200 peers-deit.log \
       python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 6 --peers torch --recipe deit \
       --workers 8,16 --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
@@ -372,7 +423,7 @@ run_checks() {
   ensure_data
   local secs="${BENCH_SECONDS:-5}" t
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --seconds "$secs" --json)
-  figure="$bench_json_figure" step "stoke bench e2e" 60 bench-e2e.json "$bin" "${common[@]}" --batch-size 256
+  ledger=e2e figure="$bench_json_figure" step "stoke bench e2e" 60 bench-e2e.json "$bin" "${common[@]}" --batch-size 256
   decode_only "${common[@]}" --batch-size 256
   for bs in 64 1024; do
     figure="$bench_json_figure" step "decode-only --decoders hw, batch $bs (calls of $((bs / 4)))" 60 "bench-decode-hw-b$bs.json" \
@@ -440,15 +491,15 @@ run_upsampling() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
   for rep in 1 2; do
     for up in smooth nearest; do
-      figure="$bench_json_figure" step "stoke bench e2e, $up upsampling ($rep)" 60 "bench-e2e-$up-$rep.json" \
+      ledger=e2e figure="$bench_json_figure" step "stoke bench e2e, $up upsampling ($rep)" 60 "bench-e2e-$up-$rep.json" \
         "$bin" "${common[@]}" --gpu-upsampling "$up"
-      figure="$bench_json_figure" step "decode-only --decoders hw, $up upsampling ($rep)" 60 "bench-decode-hw-$up-$rep.json" \
+      ledger=engine figure="$bench_json_figure" step "decode-only --decoders hw, $up upsampling ($rep)" 60 "bench-decode-hw-$up-$rep.json" \
         "$bin" "${common[@]}" --gpu-upsampling "$up" --decode-only --decoders hw
     done
   done
   # NVML sampling off: stoke.Loader (no sampling) ran 7.2k images/s where `stoke bench` ran 5.8k.
   for up in smooth nearest; do
-    figure="$bench_json_figure" step "stoke bench e2e, $up upsampling, --no-gpu-util" 60 "bench-e2e-$up-nonvml.json" \
+    ledger=e2e figure="$bench_json_figure" step "stoke bench e2e, $up upsampling, --no-gpu-util" 60 "bench-e2e-$up-nonvml.json" \
       "$bin" "${common[@]}" --gpu-upsampling "$up" --no-gpu-util
   done
   if [ -x "$p/tests/gpu_decode" ]; then
@@ -458,18 +509,18 @@ run_upsampling() {
   fi
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   for up in smooth nearest; do
-    figure="$train_figure" step "train_torch resnet50, $up upsampling" 120 "train-torch-$up.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --gpu-upsampling "$up" --json
+    ledger=train figure="$train_figure" step "train_torch resnet50, $up upsampling" 120 "train-torch-$up.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --gpu-upsampling "$up" --json
   done
   # NVML sampling (every 50 ms over the timed steps) off: does it cost the trainer anything?
-  figure="$train_figure" step "train_torch resnet50, smooth upsampling, no NVML sampling" 120 train-torch-smooth-nonvml.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --no-gpu-util --json
+  ledger=train figure="$train_figure" step "train_torch resnet50, smooth upsampling, no NVML sampling" 120 train-torch-smooth-nonvml.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --no-gpu-util --json
   figure='grep "images/s" | sed -E "s/, host decode.*//" | paste -sd";"' \
     step "gpu-under-load.py: fp16 matmuls in the same process, nearest" 120 under-load.log \
     python3 "$p/scripts/gpu-under-load.py" "$data" --gpu-upsampling nearest --seconds 4
   # The GPU peers decode with nvJPEG's default (nearest): stoke the same way beside them.
   if [ -f "$p/benches/peers/run_all.py" ]; then
-    figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
+    ledger=peers ledger_in="$logs/peers-nearest.json" figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
       step "peers with stoke at nearest upsampling (torchvision GPU decode + v2)" 120 peers-nearest.log \
       python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision \
       --gpu-upsampling nearest --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
@@ -493,21 +544,22 @@ run_ahead() {
     if [ -n "$base" ]; then
       figure="$bench_json_figure" step "base: stoke bench e2e ($rep)" 60 "bench-e2e-base-$rep.json" "$base" "${common[@]}"
     fi
-    figure="$bench_json_figure" step "this build: stoke bench e2e ($rep)" 60 "bench-e2e-new-$rep.json" "$bin" "${common[@]}"
+    # Only this build's figures go to the ledger: the summary names one commit, the bundle's.
+    ledger=e2e figure="$bench_json_figure" step "this build: stoke bench e2e ($rep)" 60 "bench-e2e-new-$rep.json" "$bin" "${common[@]}"
   done
   if [ -n "$base" ]; then
     figure="$bench_json_figure" step "base: decode-only --decoders hw" 60 bench-decode-hw-base.json "$base" "${common[@]}" --decode-only --decoders hw
   fi
-  figure="$bench_json_figure" step "this build: decode-only --decoders hw" 60 bench-decode-hw-new.json "$bin" "${common[@]}" --decode-only --decoders hw
+  ledger=engine figure="$bench_json_figure" step "this build: decode-only --decoders hw" 60 bench-decode-hw-new.json "$bin" "${common[@]}" --decode-only --decoders hw
   for t in gpu_pipeline gpu_backends; do
     [ -x "$p/tests/$t" ] || { note "SKIP $t: not in the bundle"; continue; }
     figure="$test_figure" step "$t" "$test_timeout" "test-$t.log" env STOKE_REQUIRE_GPU=1 "$p/tests/$t" --test-threads=1 --nocapture
   done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  figure="$train_figure" step "train_torch resnet50 (defaults: nearest upsampling)" 120 train-torch.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --json
+  ledger=train figure="$train_figure" step "train_torch resnet50 (defaults: nearest upsampling)" 120 train-torch.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --json
   if [ -f "$p/benches/peers/run_all.py" ]; then
-    figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
+    ledger=peers ledger_in="$logs/peers.json" figure='grep -E "images/s|stoke|torchvision" | tail -3 | tr -s " " | paste -sd";"' \
       step "peers (torchvision GPU decode + v2)" 120 peers.log \
       python3 "$p/benches/peers/run_all.py" --stoke "$bin" --dataset "$data" --epochs 3 --peers torchvision \
       --timeout 90 --commit "$(cat "$p/COMMIT" 2>/dev/null || echo unknown)" \
@@ -530,15 +582,15 @@ run_tail() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json)
   for rep in 1 2; do
     for t in 2 4 8; do
-      figure="$bench_json_figure" step "stoke bench e2e --threads $t ($rep)" 60 "bench-e2e-t$t-$rep.json" "$bin" "${common[@]}" --threads "$t"
+      ledger=e2e figure="$bench_json_figure" step "stoke bench e2e --threads $t ($rep)" 60 "bench-e2e-t$t-$rep.json" "$bin" "${common[@]}" --threads "$t"
     done
   done
-  figure="$bench_json_figure" step "stoke bench e2e --preset deit" 60 bench-e2e-deit.json "$bin" "${common[@]}" --preset deit
-  figure="$bench_json_figure" step "decode-only --decoders cuda (two lanes)" 60 bench-decode-cuda.json "$bin" "${common[@]}" --decode-only --decoders cuda
-  figure="$bench_json_figure" step "decode-only --decoders hw --threads 8" 60 bench-decode-hw-t8.json "$bin" "${common[@]}" --decode-only --decoders hw --threads 8
+  ledger=e2e-deit figure="$bench_json_figure" step "stoke bench e2e --preset deit" 60 bench-e2e-deit.json "$bin" "${common[@]}" --preset deit
+  ledger=cuda-decoders figure="$bench_json_figure" step "decode-only --decoders cuda (two lanes)" 60 bench-decode-cuda.json "$bin" "${common[@]}" --decode-only --decoders cuda
+  ledger=engine figure="$bench_json_figure" step "decode-only --decoders hw --threads 8" 60 bench-decode-hw-t8.json "$bin" "${common[@]}" --decode-only --decoders hw --threads 8
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  figure="$train_figure" step "train_torch resnet50 --preset deit" 120 train-torch-deit.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --preset deit --json
+  ledger=train figure="$train_figure" step "train_torch resnet50 --preset deit" 120 train-torch-deit.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --preset deit --json
 }
 
 # Where the cores go (the goal: at most 1 per 10k images/s; 2.1 at 8e74fe8 on an H200), and
@@ -559,16 +611,18 @@ run_cores() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
   for rep in 1 2 3; do
     for w in auto block; do
-      figure="$cores_figure" step "stoke bench e2e --gpu-wait $w ($rep)" 60 "bench-e2e-$w-$rep.json" "$bin" "${common[@]}" --gpu-wait "$w"
+      ledger=e2e figure="$cores_figure" step "stoke bench e2e --gpu-wait $w ($rep)" 60 "bench-e2e-$w-$rep.json" "$bin" "${common[@]}" --gpu-wait "$w"
     done
   done
   for w in auto block; do
-    figure="$cores_figure" step "decode-only --decoders hw --gpu-wait $w" 60 "bench-decode-hw-$w.json" "$bin" "${common[@]}" --decode-only --decoders hw --gpu-wait "$w"
+    ledger=engine figure="$cores_figure" step "decode-only --decoders hw --gpu-wait $w" 60 "bench-decode-hw-$w.json" "$bin" "${common[@]}" --decode-only --decoders hw --gpu-wait "$w"
   done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  # fed/alone with each wait, 3 pairs of 60 timed steps: ~3 x 140 x 45 ms = 20 s plus ~20 s of
+  # start each (ResNet-50's rates on the H200 at 8e74fe8).
   for w in auto block; do
-    figure="$train_figure" step "train_torch resnet50 --gpu-wait $w" 120 "train-torch-$w.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --steps 120 --batch-size 256 --json --gpu-wait "$w"
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone --gpu-wait $w, 3 pairs" 150 "train-torch-$w.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps 60 --batch-size 256 --json --gpu-wait "$w"
   done
 }
 

@@ -10,7 +10,7 @@
 #     lib/libnvjpeg.so.13        from the pinned PyPI wheel (needs only libc)
 #     include/                   the CUDA 13.0 headers NVRTC needs (STOKE_CUDA_INCLUDE)
 #     work/tests/golden          test data the tests read relative to the working directory
-#     scripts/bundle-questions.py, benches/peers/, COMMIT
+#     scripts/bundle-questions.py, scripts/gpu-ledger.py, benches/peers/, COMMIT
 #     bin/nvjpeg-hw-load         scripts/nvjpeg-hw-load.cu: nvJPEG's hardware engine alone (rate
 #                                by output format, under spinning SMs, `ablate`: what of
 #                                stoke's call settings costs what, `threads`: concurrent calls); scripts/gpu-under-load.py:
@@ -98,7 +98,7 @@ cp examples/train_torch.py $P/work/examples/
 cp "$cu13/lib/libnvjpeg.so.13" $P/lib/
 "$NVCC" -O2 -std=c++17 -o $P/bin/nvjpeg-hw-load scripts/nvjpeg-hw-load.cu -I"$cu13/include" -L"$cu13/lib" -l:libnvjpeg.so.13 -lpthread
 cp -r "$cu13/include" $P/include
-cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py scripts/gpu-under-load.py $P/scripts/
+cp scripts/bundle-questions.py scripts/malformed-jpegs.py scripts/malformed-report.py scripts/gpu-under-load.py scripts/gpu-ledger.py $P/scripts/
 cp -r benches/peers $P/benches/
 rm -rf $P/benches/peers/__pycache__
 # The commit the bundle was built from; "+dirty" when tracked files had uncommitted changes (the
