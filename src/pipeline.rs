@@ -421,8 +421,24 @@ impl Pipeline {
     /// The next batch of the current epoch, in step order; `None` at its end (or before the
     /// first [`Pipeline::start_epoch`]).
     pub fn next_batch(&mut self) -> Option<Result<Batch>> {
+        match self.next_batch_unless(None, || Ok::<(), std::convert::Infallible>(())) {
+            Ok(next) => next,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Pipeline::next_batch`], asking `stop` every `every` while it waits, and returning its
+    /// error at once, with the pipeline as it was (the batch it waited for comes with the next
+    /// call). For a caller that must stay responsive while the batch is made: the Python
+    /// loader checks for signals there, so Ctrl-C interrupts a wait on a slow store or a
+    /// stalled producer at once. `every` `None`: wait without asking.
+    pub fn next_batch_unless<E>(
+        &mut self,
+        every: Option<Duration>,
+        mut stop: impl FnMut() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<Result<Batch>>, E> {
         if !self.active {
-            return None;
+            return Ok(None);
         }
         if let Some(gauge) = &self.device_held {
             // Every ring slot is in a batch the caller holds: the next batch could only be
@@ -430,27 +446,45 @@ impl Pipeline {
             // (At the epoch's end no slot is needed: the end marker comes without one.)
             let (held, depth) = (gauge.held(), gauge.depth());
             if held >= depth && self.delivered < self.steps_now {
-                return Some(Err(Error::HeldBatches { held, depth }));
+                return Ok(Some(Err(Error::HeldBatches { held, depth })));
             }
         }
-        let rx = self.batches.as_ref()?;
+        let Some(rx) = self.batches.as_ref() else { return Ok(None) };
         let t0 = Instant::now();
         let item = loop {
-            match rx.recv() {
+            let got = match every {
+                None => rx.recv().map_err(|_| ()),
+                Some(every) => match rx.recv_timeout(every) {
+                    Ok(m) => Ok(m),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                        if let Err(e) = stop() {
+                            self.lock_stats().consumer_wait += t0.elapsed();
+                            return Err(e);
+                        }
+                        continue;
+                    }
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+                },
+            };
+            match got {
                 Ok(m) if m.generation == self.generation => break m.item,
                 Ok(m) => {
+                    // A batch of an abandoned epoch: recycled as `recycle` does, which gives
+                    // its ring slot back at once. Sent to the queue as it was, it kept the
+                    // slot until the producer's next batch drained the queue, while that
+                    // producer could be waiting in the ring for that very slot: a hang.
                     if let Item::Batch(Ok(b)) = m.item {
-                        let _ = self.free.send(b);
+                        self.recycle(b);
                     }
                 }
-                Err(_) => {
+                Err(()) => {
                     self.active = false;
-                    return Some(Err(Error::config("the pipeline thread stopped unexpectedly")));
+                    return Ok(Some(Err(Error::config("the pipeline thread stopped unexpectedly"))));
                 }
             }
         };
         self.lock_stats().consumer_wait += t0.elapsed();
-        match item {
+        Ok(match item {
             Item::Batch(mut r) => {
                 match &mut r {
                     Ok(b) => {
@@ -467,7 +501,7 @@ impl Pipeline {
                 self.active = false;
                 None
             }
-        }
+        })
     }
 
     /// Give a batch back so its buffers are reused (optional; without it each batch is a

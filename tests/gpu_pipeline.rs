@@ -9,7 +9,7 @@
 
 mod gpu_common;
 
-use gpu_common::{generated, gpu_or_skip, serial};
+use gpu_common::{generated, gpu_or_skip, serial, sim_inject, sim_injected, within};
 use std::sync::Arc;
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::cuda::device::Gpu;
@@ -561,4 +561,233 @@ fn gpu_wait_block_sets_blocking_sync_and_auto_leaves_the_context_alone() {
     check(GpuWait::Auto, spin);
     check(GpuWait::Block, block);
     set(original);
+}
+
+/// Restarting an epoch mid-way (`start_epoch`, then `resume`) while the producer is ahead of a
+/// slow trainer, with the library's defaults (ring depth 2, prefetch 2): the two batches made
+/// ahead hold both ring slots and the producer's third waits in the ring for one. The batches
+/// of the abandoned epoch must give their slots back when `next_batch` passes over them (they
+/// used to wait in the recycle queue, which only the waiting producer drains: `next_batch`
+/// never returned). Each restart delivers its epoch whole, as the first batches were.
+#[test]
+fn restarting_an_epoch_while_the_producer_waits_for_a_ring_slot_does_not_hang() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 48, 9);
+    let defaults = PipelineConfig::new(ds.path());
+    let (depth, prefetch) = (defaults.ring_depth, defaults.prefetch_batches);
+    assert_eq!((depth, prefetch), (2, 2), "the library's defaults, the case that hung");
+    let mut p = cuda_pipeline(&ds, 4, 8, depth, prefetch);
+    let steps = p.steps_per_epoch() as usize;
+    assert_eq!(steps, 6);
+    // Waits until the producer has made `n` batches in all and has had time to block in the
+    // ring for the next (a slow trainer: nothing is taken meanwhile).
+    let made = |p: &stoke::pipeline::Pipeline, n: u64| {
+        let t0 = std::time::Instant::now();
+        while p.stats().batches < n {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(120), "the producer made {} of {n} batches", p.stats().batches);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    p.start_epoch(0, 0);
+    made(&p, 2);
+    let first = host(&p.next_batch().unwrap().unwrap());
+    made(&p, 3);
+    let limit = std::time::Duration::from_secs(120);
+    let (p, again) = within(limit, "next_batch after start_epoch", move || {
+        let mut p = p;
+        p.start_epoch(0, 0);
+        let b = host(&p.next_batch().unwrap().unwrap());
+        (p, b)
+    });
+    assert!(again == first, "the restarted epoch's first batch is the first batch");
+    made(&p, 6);
+    let state = p.fresh_state(1);
+    let (mut p, steps_after_resume) = within(limit, "an epoch after resume", move || {
+        let mut p = p;
+        p.resume(&state).unwrap();
+        let got: Vec<u64> = std::iter::from_fn(|| p.next_batch()).map(|b| b.unwrap().step).collect();
+        (p, got)
+    });
+    assert_eq!(steps_after_resume, (0..steps as u64).collect::<Vec<_>>(), "the resumed epoch delivers every batch, in order");
+    p.start_epoch(2, 0);
+    let n = std::iter::from_fn(|| p.next_batch()).map(|b| b.unwrap().len()).sum::<usize>();
+    assert_eq!(n, ds.len(), "the next epoch runs whole");
+}
+
+/// The calls a consumer makes on a device batch — `wait_on` (what `torch.from_dlpack` does
+/// through DLPack), `synchronize`, the host copies, and the drop that returns its slot — run
+/// on the trainer's thread, whose current context may be another device's: each must leave it
+/// as it was. (cudarc binds stoke's context for its calls and never unbinds it.) Checked with
+/// no context current, as on a thread that never used CUDA, where a leak shows as non-null.
+#[test]
+fn a_consumers_calls_on_a_batch_leave_the_threads_current_context_as_it_was() {
+    use cudarc::driver::sys;
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 24, 3);
+    let mut p = cuda_pipeline(&ds, 5, 8, 3, 1);
+    let consumer = gpu.ctx().new_stream().unwrap();
+    let current = || {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call.
+        unsafe { sys::cuCtxGetCurrent(&mut c) }.result().unwrap();
+        c
+    };
+    let none = || {
+        // SAFETY: no context on this thread, as on a thread that never used CUDA.
+        unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) }.result().unwrap();
+    };
+    p.start_epoch(0, 0);
+    let b = p.next_batch().unwrap().unwrap();
+    let dev = b.device().expect("a device batch");
+    let mut host_copy = Vec::new();
+    let wait_on = || dev.wait_on(&consumer).unwrap();
+    // SAFETY: the consumer stream is of the batch's context and outlives the batch.
+    let wait_on_raw = || unsafe { dev.wait_on_raw(consumer.cu_stream()) }.unwrap();
+    let synchronize = || dev.synchronize().unwrap();
+    let to_host = || drop(dev.to_host_images().unwrap());
+    let calls: [(&str, &dyn Fn()); 4] =
+        [("wait_on", &wait_on), ("wait_on_raw", &wait_on_raw), ("synchronize", &synchronize), ("to_host_images", &to_host)];
+    for (name, call) in calls {
+        none();
+        call();
+        assert!(current().is_null(), "{name} left a context current on the caller's thread");
+    }
+    none();
+    dev.copy_images_to_host(&mut host_copy).unwrap();
+    assert!(current().is_null(), "copy_images_to_host left a context current on the caller's thread");
+    none();
+    drop(b);
+    assert!(current().is_null(), "dropping a batch left a context current on the caller's thread");
+    // And with stoke's context current, it stays current (nothing unbinds what was there).
+    gpu.ctx().bind_to_thread().unwrap();
+    let ours = current();
+    let b = p.next_batch().unwrap().unwrap();
+    b.device().unwrap().wait_on(&consumer).unwrap();
+    drop(b);
+    assert_eq!(current(), ours);
+}
+
+/// A consumer that reads the images on one stream and the labels on another (DLPack exports
+/// on two streams), each export before the other's reads: the slot must not be rewritten
+/// before the reads on either stream are done. The release was recorded on the stream named
+/// last only; a read enqueued on the first after the second was named went unordered — on the
+/// stand-in a hazard against the kernels of the batch that reuses the slot (exit status 86).
+#[test]
+fn a_batch_read_on_two_streams_is_not_overwritten_before_either_is_done() {
+    use cudarc::driver::{sys, DevicePtr};
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 48, 8);
+    let mut p = cuda_pipeline(&ds, 6, 8, 2, 1);
+    let (images_stream, labels_stream) = (gpu.ctx().new_stream().unwrap(), gpu.ctx().new_stream().unwrap());
+    let image_bytes = 8 * 3 * 64 * 64 * 2;
+    let scratch = gpu.stream().alloc_zeros::<u8>(image_bytes + 64).unwrap();
+    gpu.stream().synchronize().unwrap();
+    let at = scratch.device_ptr(gpu.stream()).0;
+    p.start_epoch(0, 0);
+    let mut batches = 0;
+    while let Some(b) = p.next_batch() {
+        let b = b.unwrap();
+        let dev = b.device().expect("a device batch");
+        assert_eq!(dev.image_bytes(), image_bytes);
+        dev.wait_on(&images_stream).unwrap();
+        dev.wait_on(&labels_stream).unwrap();
+        // Both reads enqueued after both exports, the images' on the stream named first; the
+        // batch is dropped with both still queued.
+        // SAFETY: both copies read the batch (ready once their streams waited above) into
+        // `scratch`, which holds both and outlives them (the context is synchronised below);
+        // the two streams write disjoint parts of it.
+        unsafe {
+            let r = sys::cuMemcpyDtoDAsync_v2(at + image_bytes as u64, dev.labels_ptr(), 64, labels_stream.cu_stream());
+            assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+            let r = sys::cuMemcpyDtoDAsync_v2(at, dev.images_ptr(), image_bytes, images_stream.cu_stream());
+            assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+        }
+        drop(b);
+        batches += 1;
+    }
+    gpu.ctx().synchronize().unwrap();
+    assert_eq!(batches, 6);
+}
+
+/// A driver call that fails in the middle of a batch — a record, a wait, the upload, a launch,
+/// an allocation, nvJPEG's batched decode — fails that batch with a named error and costs
+/// nothing else: the ring keeps every slot (the `?` returns between taking a slot and
+/// publishing it used to lose it: after `ring_depth` of them the next batch waited forever),
+/// and the next batches, with nothing failing, are delivered whole and equal to a run that
+/// never failed. Each failure is put at every use of its call within a batch in turn (the
+/// stand-in's fault injection, sim/src/faults.rs); on a real GPU, which has none, it skips.
+#[test]
+fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    if sim_injected().is_none() {
+        eprintln!("skipping: fault injection needs the simulated device");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 32, 10);
+    let mut c = config(&ds, 12);
+    c.batch_size = 8;
+    c.ring_depth = 2;
+    let ds2 = ds.clone();
+    within(std::time::Duration::from_secs(120), "batches after injected failures", move || {
+        let ds = ds2;
+        let mut reader = Reader::new(ds.clone(), &c).unwrap();
+        reader.start_epoch(0, 0);
+        let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
+        assert_eq!(rbs.len(), 4);
+        let mut backend = CudaBackend::new(&c, &ds).unwrap();
+        let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+        let want: Vec<Vec<u8>> = rbs
+            .iter()
+            .map(|rb| {
+                stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
+                host(&batch)
+            })
+            .collect();
+        // (call, uses to try within one batch): every call a batch makes at least once.
+        let calls = [
+            ("cuEventRecord", 24),
+            ("cuStreamWaitEvent", 16),
+            ("cuMemcpyHtoDAsync", 8),
+            ("cuMemcpyDtoHAsync", 4),
+            ("cuLaunchKernel", 6),
+            ("nvjpegJpegStreamParseHeader", 8),
+            ("nvjpegDecodeBatchedEx", 2),
+        ];
+        let mut failed_batches = 0;
+        for (call, uses) in calls {
+            let first = sim_injected().unwrap();
+            for skip in 0..uses {
+                let before = sim_injected().unwrap();
+                sim_inject(call, skip, 1).unwrap();
+                let r = stoke::pipeline::run_read_batch(&mut backend, &rbs[0], Some(&ds), &mut batch);
+                sim_inject(call, 0, 0).unwrap();
+                let injected = sim_injected().unwrap() > before;
+                match r {
+                    Err(e) => {
+                        assert!(injected, "{call}@{skip}: an error with nothing injected: {e}");
+                        failed_batches += 1;
+                    }
+                    Ok(_) => assert!(host(&batch) == want[0], "{call}@{skip}: delivered, but not the batch"),
+                }
+                // More batches than the ring has slots, nothing failing: every one whole.
+                for (k, rb) in rbs.iter().enumerate().skip(1) {
+                    stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch)
+                        .unwrap_or_else(|e| panic!("{call}@{skip}: step {k} after the failure: {e}"));
+                    assert!(host(&batch) == want[k], "{call}@{skip}: step {k} after the failure differs");
+                }
+            }
+            assert!(sim_injected().unwrap() > first, "{call}: never called in a batch, so never failed: the test missed it");
+        }
+        assert!(failed_batches >= calls.len(), "only {failed_batches} batches failed: the injections missed");
+        eprintln!("{failed_batches} batches failed by injection, each followed by whole batches");
+    });
 }

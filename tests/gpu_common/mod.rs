@@ -84,3 +84,42 @@ pub fn sim_stats() -> Option<serde_json::Value> {
         v
     }
 }
+
+/// Arm the stand-in's fault injection (sim/src/faults.rs): of the calls of `call` from now on,
+/// `skip` pass and the `times` after them fail (`times` 0 disarms). `None` on a real driver,
+/// which has no injector: a test that needs one skips there.
+pub fn sim_inject(call: &str, skip: u64, times: u64) -> Option<()> {
+    let name = std::ffi::CString::new(call).unwrap();
+    // SAFETY: the stand-in's own export (as in `sim_stats`), given a NUL-terminated string.
+    unsafe {
+        let lib = libloading::Library::new("libcuda.so.1").ok()?;
+        let inject: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char, u64, u64) -> i32> =
+            lib.get(b"stoke_sim_inject\0").ok()?;
+        assert_eq!(inject(name.as_ptr(), skip, times), 0, "stoke_sim_inject({call})");
+    }
+    Some(())
+}
+
+/// Failures the stand-in injected so far in this process (`None` on a real driver).
+pub fn sim_injected() -> Option<u64> {
+    // SAFETY: the stand-in's own export; no arguments.
+    unsafe {
+        let lib = libloading::Library::new("libcuda.so.1").ok()?;
+        let injected: libloading::Symbol<unsafe extern "C" fn() -> u64> = lib.get(b"stoke_sim_injected\0").ok()?;
+        Some(injected())
+    }
+}
+
+/// Run `f` on a thread of its own and fail (instead of hanging the test binary) when it has
+/// not returned within `limit`.
+pub fn within<T: Send + 'static>(limit: std::time::Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer in {limit:?} (a hang)"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (above)"),
+    }
+}
