@@ -23,6 +23,18 @@ macro_rules! try_cu {
     };
 }
 
+/// `CUDA_ERROR_UNKNOWN`: what an injected failure of a call that is not an allocation returns.
+const UNKNOWN: CUresult = 999;
+
+/// `Err(code)` when the test armed a failure of this call of `call` ([`crate::faults`]).
+fn injected(call: &str, code: CUresult) -> Result<(), CUresult> {
+    if crate::faults::inject(call) {
+        Err(code)
+    } else {
+        Ok(())
+    }
+}
+
 fn initialised(call: &str) -> Result<(), CUresult> {
     if INITIALISED.load(Ordering::Acquire) {
         Ok(())
@@ -328,6 +340,7 @@ pub extern "C" fn cuStreamDestroy_v2(s: usize) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuStreamSynchronize(s: usize) -> CUresult {
+    try_cu!(injected("cuStreamSynchronize", UNKNOWN));
     let st = try_cu!(dev::stream(s, "cuStreamSynchronize"));
     try_cu!(dev::require("cuStreamSynchronize"));
     dev::synchronize(&st);
@@ -347,6 +360,7 @@ pub extern "C" fn cuStreamQuery(s: usize) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, _flags: c_uint) -> CUresult {
+    try_cu!(injected("cuStreamWaitEvent", UNKNOWN));
     try_cu!(dev::require("cuStreamWaitEvent"));
     let st = try_cu!(dev::stream(s, "cuStreamWaitEvent"));
     let ev = try_cu!(dev::event(e, "cuStreamWaitEvent"));
@@ -380,6 +394,7 @@ pub extern "C" fn cuEventDestroy_v2(e: usize) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CUresult {
+    try_cu!(injected("cuEventRecord", UNKNOWN));
     try_cu!(dev::require("cuEventRecord"));
     let ev = try_cu!(dev::event(e, "cuEventRecord"));
     let st = try_cu!(dev::stream(s, "cuEventRecord"));
@@ -399,6 +414,7 @@ pub extern "C" fn cuEventQuery(e: usize) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuEventSynchronize(e: usize) -> CUresult {
+    try_cu!(injected("cuEventSynchronize", UNKNOWN));
     let ev = try_cu!(dev::event(e, "cuEventSynchronize"));
     dev::event_sync(ev);
     SUCCESS
@@ -431,6 +447,7 @@ pub unsafe extern "C" fn cuEventElapsedTime_v2(ms: *mut f32, start: usize, end: 
 // ---- memory ------------------------------------------------------------------------------
 
 fn alloc(kind: Kind, p: *mut u64, n: usize, call: &'static str) -> CUresult {
+    try_cu!(injected(call, dev::OUT_OF_MEMORY));
     let ctx = try_cu!(dev::require(call));
     if n == 0 {
         return INVALID_VALUE;
@@ -559,6 +576,7 @@ pub extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuMemFreeAsync(p: CUdeviceptr, s: usize) -> CUresult {
+    try_cu!(injected("cuMemFreeAsync", UNKNOWN));
     try_cu!(dev::require("cuMemFreeAsync"));
     let st = try_cu!(dev::stream(s, "cuMemFreeAsync"));
     let a = match checked(p as usize, 0, Want::Device, "cuMemFreeAsync", "pointer") {
@@ -634,6 +652,7 @@ fn access(a: Option<mem::Alloc>, p: usize, n: usize, write: bool, what: &str) ->
 /// `sync`: the synchronous API (legacy stream, returns when done).
 #[allow(clippy::too_many_arguments)] // the driver's copy family in one place
 fn copy(call: &'static str, dst: usize, dst_want: Want, src: usize, src_want: Want, n: usize, s: usize, sync: bool) -> CUresult {
+    try_cu!(injected(call, UNKNOWN));
     try_cu!(dev::require(call));
     let st = try_cu!(dev::stream(if sync { 0 } else { s }, call));
     if n == 0 {
@@ -814,6 +833,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
+    try_cu!(injected("cuLaunchKernel", UNKNOWN));
     try_cu!(dev::require("cuLaunchKernel"));
     let st = try_cu!(dev::stream(s, "cuLaunchKernel"));
     // SAFETY: the API's contract on `f` and `params`.

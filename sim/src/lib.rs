@@ -20,7 +20,9 @@
 //! - **kernels** ([`kernels`]): stoke's own `kernels/*.cu`, compiled for the host, run over the
 //!   whole grid (fibers per thread: barriers, shared memory, warp collectives, atomics) after
 //!   the launch checks a GPU makes; a fault inside a kernel names the allocation it hit;
-//! - **nvJPEG** ([`nvjpeg`]): each backend's documented limits, decoding with libjpeg-turbo.
+//! - **nvJPEG** ([`nvjpeg`]): each backend's documented limits, decoding with libjpeg-turbo;
+//! - **faults** ([`faults`]): a chosen driver or nvJPEG call fails at a chosen use, so the error
+//!   paths run (`stoke_sim_inject`, `STOKE_SIM_FAULTS`).
 //!
 //! What it proves: the host-side logic runs correctly against the documented API. What it
 //! cannot: real-hardware behaviour, timing, nvJPEG's own bugs. A figure measured on it is never
@@ -40,6 +42,7 @@
 
 pub mod dev;
 pub mod driver;
+pub mod faults;
 pub mod handles;
 pub mod kernels;
 pub mod mem;

@@ -24,7 +24,10 @@
 //! Fault injection for the error paths: `STOKE_SIM_FAIL=func[@hw],...` makes every call of
 //! `func` fail (`@hw`: only for objects of a hardware-backend handle) with
 //! `NVJPEG_STATUS_ALLOCATOR_FAILURE`; `STOKE_SIM_HW_ABSENT=1` makes creating a hardware handle
-//! fail as on a GPU without the engine (`NVJPEG_STATUS_ARCH_MISMATCH`).
+//! fail as on a GPU without the engine (`NVJPEG_STATUS_ARCH_MISMATCH`). A failure at a chosen
+//! use ([`crate::faults`]: `stoke_sim_inject`, `STOKE_SIM_FAULTS`) of the object-creating calls,
+//! the batched decode, both parses and the three decoupled stages fails the call before it does
+//! anything (`NVJPEG_STATUS_EXECUTION_FAILED`; the creating calls as above).
 
 #![allow(non_snake_case)]
 
@@ -60,6 +63,9 @@ const CSS_GRAY: c_int = 6;
 const CSS_UNKNOWN: c_int = -1;
 
 fn failing(func: &str, hw: bool) -> bool {
+    if crate::faults::inject(func) {
+        return true;
+    }
     let Ok(list) = std::env::var("STOKE_SIM_FAIL") else { return false };
     list.split(',').map(str::trim).any(|e| match e.strip_suffix("@hw") {
         Some(f) => hw && f == func,
@@ -562,6 +568,9 @@ unsafe fn hw_batched(
     stream: usize,
     call: &'static str,
 ) -> Status {
+    if crate::faults::inject(call) {
+        return EXECUTION_FAILED;
+    }
     let hd = obj!(h, Handle);
     let st = obj!(s, State);
     ensure_ctx();
@@ -759,12 +768,18 @@ pub unsafe extern "C" fn nvjpegJpegStreamParse(
     _save: c_int,
     js: *mut c_void,
 ) -> Status {
+    if crate::faults::inject("nvjpegJpegStreamParse") {
+        return EXECUTION_FAILED;
+    }
     // SAFETY: forwarded.
     unsafe { stream_parse(js, d, n, true) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn nvjpegJpegStreamParseHeader(_h: *mut c_void, d: *const u8, n: usize, js: *mut c_void) -> Status {
+    if crate::faults::inject("nvjpegJpegStreamParseHeader") {
+        return EXECUTION_FAILED;
+    }
     // SAFETY: forwarded.
     unsafe { stream_parse(js, d, n, false) }
 }
@@ -931,6 +946,9 @@ fn access_of(b: &Buffer, len: usize, write: bool, what: &str) -> Vec<Access> {
 
 #[no_mangle]
 pub extern "C" fn nvjpegDecodeJpegHost(h: *mut c_void, d: *mut c_void, s: *mut c_void, p: *mut c_void, js: *mut c_void) -> Status {
+    if crate::faults::inject("nvjpegDecodeJpegHost") {
+        return EXECUTION_FAILED;
+    }
     const CALL: &str = "nvjpegDecodeJpegHost";
     let hd = obj!(h, Handle);
     let dec = obj!(d, Decoder);
@@ -983,6 +1001,9 @@ pub extern "C" fn nvjpegDecodeJpegTransferToDevice(
     js: *mut c_void,
     stream: usize,
 ) -> Status {
+    if crate::faults::inject("nvjpegDecodeJpegTransferToDevice") {
+        return EXECUTION_FAILED;
+    }
     const CALL: &str = "nvjpegDecodeJpegTransferToDevice";
     let st = obj!(s, State);
     let Ok(info) = info_of(js) else { return INVALID_PARAMETER };
@@ -1014,6 +1035,9 @@ pub unsafe extern "C" fn nvjpegDecodeJpegDevice(
     out: *mut NvImage,
     stream: usize,
 ) -> Status {
+    if crate::faults::inject("nvjpegDecodeJpegDevice") {
+        return EXECUTION_FAILED;
+    }
     const CALL: &str = "nvjpegDecodeJpegDevice";
     let st = obj!(s, State);
     if out.is_null() {

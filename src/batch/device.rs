@@ -135,6 +135,51 @@ impl SlotMem {
     }
 }
 
+/// The calling thread's current CUDA context when made, made current again when dropped.
+///
+/// cudarc binds a context to the calling thread for each call (`cuCtxSetCurrent`) and never
+/// puts the previous one back. On stoke's own threads that is harmless; on the trainer's it is
+/// not: with torch on `cuda:1` and stoke on `cuda:0`, a batch's `wait_on` (what
+/// `torch.from_dlpack` calls) would leave `cuda:0` current and send torch's later runtime
+/// calls on that thread to the wrong device. So every call a consumer makes on a batch (and
+/// every drop, which may run on any thread) holds one of these while it works.
+pub(crate) struct KeepCurrent(Option<sys::CUcontext>);
+
+impl KeepCurrent {
+    /// Remember the calling thread's current context (none is a context too: the null one).
+    pub(crate) fn new() -> Self {
+        let mut c = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call. Fails only before cuInit: nothing to keep.
+        Self(unsafe { sys::cuCtxGetCurrent(&mut c) }.result().ok().map(|()| c))
+    }
+}
+
+impl Drop for KeepCurrent {
+    fn drop(&mut self) {
+        let Some(prev) = self.0 else { return };
+        let mut now = std::ptr::null_mut();
+        // SAFETY: out-pointer valid for the call.
+        if unsafe { sys::cuCtxGetCurrent(&mut now) }.result().is_ok() && now == prev {
+            return;
+        }
+        // SAFETY: the context that was current on this thread when the guard was made (or none).
+        if let Err(e) = unsafe { sys::cuCtxSetCurrent(prev) }.result() {
+            log::error!("putting the thread's CUDA context back: {e}");
+        }
+    }
+}
+
+/// Take (and log) an error an earlier destructor stored in `ctx` (cudarc's `record_err`: a
+/// `Drop` cannot return one). cudarc hands it to the next call that binds the context, which
+/// then fails without doing anything: a ring slot's release or return that fails that way is a
+/// slot lost for good. Called before the ring's calls that must not fail for someone else's
+/// error; a real fault of the device fails those calls again on its own.
+pub(crate) fn take_stale_error(ctx: &CudaContext, before: &str) {
+    if let Err(e) = ctx.check_err() {
+        log::warn!("before {before}: an earlier CUDA call in a destructor had failed: {e}");
+    }
+}
+
 /// The pool every ring slot is allocated from where the device has stream-ordered memory
 /// pools: its own pool (`cuMemPoolCreate`), so that a slot's memory handed to a consumer's
 /// tensor ([`DeviceImages::hand_over`]) comes back to it when that tensor frees it, and its
@@ -187,6 +232,7 @@ impl SlotPool {
         stream: &Arc<CudaStream>,
         bytes: usize,
     ) -> Result<(CudaSlice<u8>, sys::CUdeviceptr), cudarc::driver::DriverError> {
+        let _keep = KeepCurrent::new();
         self.ctx.bind_to_thread()?;
         let mut ptr = 0;
         // SAFETY: out-pointer valid; the pool and stream are live and of this context.
@@ -200,25 +246,16 @@ impl SlotPool {
     /// `Pipeline::next_batch` on the trainer's thread: the thread's current context is put
     /// back as it was (a trainer may have another device's current).
     pub(crate) fn used(&self) -> Result<u64, GpuError> {
-        let mut prev = std::ptr::null_mut();
-        // SAFETY: out-pointer valid for the call.
-        unsafe { sys::cuCtxGetCurrent(&mut prev) }.result().map_err(err("cuCtxGetCurrent"))?;
-        let ours = self.ctx.cu_ctx();
-        if prev != ours {
-            self.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
-        }
+        let _keep = KeepCurrent::new();
+        self.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         let mut v = 0u64;
         // SAFETY: a live pool; the attribute is a cuuint64_t.
-        let r = unsafe {
+        unsafe {
             sys::cuMemPoolGetAttribute(self.pool, sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &mut v as *mut u64 as *mut _)
         }
         .result()
-        .map_err(err("cuMemPoolGetAttribute"));
-        if prev != ours {
-            // SAFETY: the context that was current on this thread a moment ago (or none).
-            unsafe { sys::cuCtxSetCurrent(prev) }.result().map_err(err("cuCtxSetCurrent"))?;
-        }
-        r.map(|()| v)
+        .map_err(err("cuMemPoolGetAttribute"))?;
+        Ok(v)
     }
 
     /// This pool with its used bytes per slot measured, with `slots` slot allocations (and
@@ -245,6 +282,7 @@ impl Drop for SlotPool {
     fn drop(&mut self) {
         // With allocations still outstanding (tensors holding handed-over batches) the driver
         // destroys the pool when the last of them is freed.
+        let _keep = KeepCurrent::new();
         let r = self.ctx.bind_to_thread().and_then(|()| unsafe { sys::cuMemPoolDestroy(self.pool) }.result());
         if let Err(e) = r {
             log::error!("destroying the output ring's memory pool: {e}");
@@ -308,7 +346,10 @@ impl Drop for RingShared {
         // pinned tails with them. Consumers read through raw pointers that cudarc's
         // per-allocation tracking never sees, on their own streams: wait for every release
         // (each recorded on its consumer's stream, invariant 5) and for the producer's own
-        // work, so no kernel still reads or writes a slot when it is freed.
+        // work, so no kernel still reads or writes a slot when it is freed. (The last batch
+        // dropped may drop the ring: on the trainer's thread.)
+        let _keep = KeepCurrent::new();
+        take_stale_error(&self.ctx, "freeing the output ring");
         for (k, ev) in self.released.iter().enumerate() {
             if let Err(e) = ev.synchronize() {
                 log::error!("waiting for the release of ring slot {k} before freeing it: {e}");
@@ -328,10 +369,12 @@ impl Drop for RingShared {
 /// - **Before reading** on a stream, call [`DeviceImages::wait_on`] (or `wait_on_raw`) with
 ///   that stream: it enqueues a wait on the ready event, the host does not block. Reading on
 ///   a stream that did not wait is a race.
-/// - **All reads must be enqueued before this value is dropped**, on the stream passed last
-///   to `wait_on` (earlier ones are joined into it). Drop records the release on that stream,
-///   so the slot is rewritten only after those reads have run. Reads enqueued after the drop,
-///   or on another stream, race with the next batch.
+/// - **All reads must be enqueued before this value is dropped**, on streams passed to
+///   `wait_on`. Drop joins them all into the last one and records the release there, so the
+///   slot is rewritten only after every read enqueued on any of them has run (images read on
+///   one stream and labels on another included). Reads enqueued after the drop, or on a stream
+///   never passed to `wait_on`, race with the next batch.
+/// - Every call here leaves the calling thread's current CUDA context as it found it.
 /// - [`DeviceImages::synchronize`] blocks the host until the batch is ready, for host-side use
 ///   (copies, tests).
 /// - The ring has `ring_depth` slots: hold at most `ring_depth − 1` while asking for the next.
@@ -351,14 +394,23 @@ pub struct DeviceImages {
 /// Who reads a device batch, for ordering its release (invariant 5).
 #[derive(Default)]
 pub(crate) struct Consumer {
-    /// The stream the release is recorded on (the last one made to wait).
-    stream: Option<Arc<CudaStream>>,
-    /// `stream` is a per-thread default stream (`CU_STREAM_PER_THREAD`), of this thread: the
-    /// handle names another stream on any other thread, so a release on another thread cannot
-    /// be recorded on it.
-    per_thread_of: Option<std::thread::ThreadId>,
+    /// Every stream made to wait on the batch, each handle once; the release is recorded on the
+    /// last, after the others are joined into it (a consumer may read the images on one stream
+    /// and the labels on another).
+    streams: Vec<Arc<CudaStream>>,
+    /// The threads that passed the per-thread default stream (`CU_STREAM_PER_THREAD`): the
+    /// handle names each thread's own stream, so a release on any other thread cannot be
+    /// recorded on (or joined from) theirs.
+    per_thread: Vec<std::thread::ThreadId>,
     /// The consumer reads on a stream it did not name (DLPack `stream=-1`).
     unordered: bool,
+}
+
+impl Consumer {
+    /// The stream the release is recorded on: the last one made to wait.
+    fn last(&self) -> Option<&Arc<CudaStream>> {
+        self.streams.last()
+    }
 }
 
 /// `CU_STREAM_PER_THREAD`: the calling thread's own default stream.
@@ -416,13 +468,18 @@ impl DeviceImages {
     /// # Safety
     /// The returned address must be freed exactly once, by `cuMemFreeAsync` on `consumer` (or
     /// a stream ordered after it) or by `cuMemFree`, after the caller's last use of it.
-    #[cfg_attr(not(feature = "candle-cuda"), allow(dead_code))] // its caller: Batch::take_candle_cuda
+    #[cfg_attr(not(feature = "candle-cuda"), allow(dead_code))]
+    // its caller: Batch::take_candle_cuda
+    // The error gives the batch itself back (its caller keeps it usable): a move of one value
+    // on a path taken at most once per batch, not worth a box.
+    #[allow(clippy::result_large_err)]
     pub(crate) unsafe fn hand_over(self, consumer: &Arc<CudaStream>) -> Result<sys::CUdeviceptr, (Self, GpuError)> {
         let Some(pool) = self.shared.pool.as_ref() else {
             let message = "this device has no stream-ordered memory pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 0): its ring slots cannot be handed over".into();
             return Err((self, GpuError::Cuda { call: "cuMemPoolCreate", message }));
         };
-        let waited = self.consumer.lock().expect("consumer lock poisoned").stream.as_ref().map(|s| s.cu_stream());
+        let _keep = KeepCurrent::new();
+        let waited = self.consumer.lock().expect("consumer lock poisoned").last().map(|s| s.cu_stream());
         assert_eq!(waited, Some(consumer.cu_stream()), "hand_over: the batch must have been made to wait on the consumer's stream");
         let bytes = self.shared.layout.slot_bytes;
         let fresh = match pool.alloc(&self.shared.producer, bytes) {
@@ -460,15 +517,18 @@ impl DeviceImages {
     /// Make `stream` wait (on the device) until the batch is ready, and make it the stream the
     /// release is recorded on. A stream passed earlier is joined into this one first.
     pub fn wait_on(&self, stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+        let _keep = KeepCurrent::new();
         stream.wait(self.ready_event()).map_err(err("cuStreamWaitEvent"))?;
         let mut c = self.consumer.lock().expect("consumer lock poisoned");
-        if let Some(prev) = c.stream.as_ref() {
-            if prev.cu_stream() != stream.cu_stream() {
-                stream.join(prev).map_err(err("cuStreamWaitEvent"))?;
+        // The release goes on the stream named last; the others are joined into it at drop.
+        c.streams.retain(|s| s.cu_stream() != stream.cu_stream());
+        c.streams.push(stream.clone());
+        if stream.cu_stream() as usize == STREAM_PER_THREAD {
+            let me = std::thread::current().id();
+            if !c.per_thread.contains(&me) {
+                c.per_thread.push(me);
             }
         }
-        c.stream = Some(stream.clone());
-        c.per_thread_of = (stream.cu_stream() as usize == STREAM_PER_THREAD).then(|| std::thread::current().id());
         Ok(())
     }
 
@@ -486,6 +546,7 @@ impl DeviceImages {
     /// `stream` must be a valid stream of this batch's context and must stay alive until this
     /// value is dropped (the release is recorded on it then).
     pub unsafe fn wait_on_raw(&self, stream: sys::CUstream) -> Result<(), GpuError> {
+        let _keep = KeepCurrent::new();
         // SAFETY: forwarded to the caller's contract above.
         let s = unsafe { self.shared.ctx.wrap_borrowed_stream(stream) };
         self.wait_on(&s)
@@ -493,6 +554,7 @@ impl DeviceImages {
 
     /// Block the host until the batch is ready.
     pub fn synchronize(&self) -> Result<(), GpuError> {
+        let _keep = KeepCurrent::new();
         self.ready_event().synchronize().map_err(err("cuEventSynchronize"))
     }
 
@@ -520,6 +582,7 @@ impl DeviceImages {
     pub fn copy_targets_to_host(&self, out: &mut Vec<f32>) -> Result<(), GpuError> {
         out.clear();
         let Some(ptr) = self.targets_ptr() else { return Ok(()) };
+        let _keep = KeepCurrent::new();
         self.synchronize()?;
         out.resize(self.n * self.num_classes(), 0.0);
         self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
@@ -575,6 +638,7 @@ impl DeviceImages {
     /// [`DeviceImages::image_bytes`] bytes.
     pub fn copy_images_into(&self, out: &mut [u8]) -> Result<(), GpuError> {
         assert_eq!(out.len(), self.image_bytes(), "the host buffer must hold the batch's images exactly");
+        let _keep = KeepCurrent::new();
         self.synchronize()?;
         self.shared.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
         // SAFETY: the slot holds `image_bytes` initialised bytes once ready (synchronised
@@ -585,6 +649,7 @@ impl DeviceImages {
     /// Overwrite the images with `byte` after the batch is ready (tests: poison a slot, then
     /// check a later batch in it wrote every element).
     pub fn poison(&self, byte: u8) -> Result<(), GpuError> {
+        let _keep = KeepCurrent::new();
         self.synchronize()?;
         let sh = &self.shared;
         sh.ctx.bind_to_thread().map_err(err("cuCtxSetCurrent"))?;
@@ -599,25 +664,39 @@ impl DeviceImages {
 impl Drop for DeviceImages {
     fn drop(&mut self) {
         let sh = &self.shared;
+        let _keep = KeepCurrent::new();
+        // Someone else's stored error must not make this release fail (the slot would be
+        // returned with the consumer's reads unordered, or the device not waited for).
+        take_stale_error(&sh.ctx, "returning an output ring slot");
         let consumer = self.consumer.get_mut().map(std::mem::take).unwrap_or_default();
-        let foreign = consumer.per_thread_of.is_some_and(|t| t != std::thread::current().id());
-        if consumer.unordered || foreign {
+        let me = std::thread::current().id();
+        let foreign = consumer.per_thread.iter().any(|&t| t != me);
+        let released = if consumer.unordered || foreign {
             // No stream marks when the consumer is done (it read on a stream stoke was not
             // told of, or on another thread's per-thread stream, which no handle here names):
             // wait for the whole device. The released event keeps its completed state.
-            if let Err(e) = sh.ctx.bind_to_thread().and_then(|()| sh.ctx.synchronize()) {
-                log::error!("waiting for the device before returning ring slot {}: {e}", self.slot);
-            }
+            sh.ctx.bind_to_thread().and_then(|()| sh.ctx.synchronize()).map_err(|e| ("waiting for the device", e))
         } else {
-            // Invariant 5: record the release on the consumer's stream (or the producer's
-            // when nobody read the batch on the device), then return the slot.
-            let stream = consumer.stream.as_ref().unwrap_or(&sh.producer);
-            if let Err(e) = sh.released[self.slot].record(stream) {
-                // A failed record leaves the event at its previous (completed) state; the
-                // safest recovery is to wait for the consumer stream before returning the slot.
-                log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
-                let _ = stream.synchronize();
-            }
+            // Invariant 5: every stream that read is joined into the last, the release is
+            // recorded there (or on the producer's when nobody read the batch on the device),
+            // then the slot goes back.
+            let last = consumer.last().unwrap_or(&sh.producer);
+            consumer
+                .streams
+                .iter()
+                .filter(|s| s.cu_stream() != last.cu_stream())
+                .try_for_each(|s| last.join(s))
+                .and_then(|()| sh.released[self.slot].record(last))
+                .or_else(|e| {
+                    // The event keeps its previous (completed) state: wait on the host for every
+                    // stream that read before the slot is written again.
+                    log::error!("recording the release of ring slot {}: {e}; synchronising instead", self.slot);
+                    consumer.streams.iter().try_for_each(|s| s.synchronize())
+                })
+                .map_err(|e| ("waiting for the consumer's streams", e))
+        };
+        if let Err((what, e)) = released {
+            log::error!("{what} before returning ring slot {}: {e}", self.slot);
         }
         if self.handed {
             sh.held.fetch_sub(1, Ordering::SeqCst);

@@ -42,3 +42,19 @@ pub fn open_for_pipeline(ordinal: usize) -> Result<Arc<device::Gpu>, GpuError> {
     gpu.kernels()?;
     Ok(gpu)
 }
+
+/// Record `guard` on `stream` after the work queued there that reads (or writes) memory the
+/// host will reuse once `guard` completes: pinned bytes a copy reads, a decode arena.
+///
+/// A record that fails leaves the event at its previous state, which says nothing of that
+/// work: the host would then reuse the memory while the stream still uses it. So on failure
+/// this waits for the stream itself instead (the guard's promise holds either way, at the cost
+/// of one host wait) and fails only when that wait fails too. A stale error another call left
+/// in the context (cudarc's `record_err`, from a destructor) is taken first, so that it cannot
+/// make this record fail in its place.
+pub(crate) fn record_guard(guard: &cudarc::driver::CudaEvent, stream: &cudarc::driver::CudaStream, what: &str) -> Result<(), GpuError> {
+    crate::batch::device::take_stale_error(stream.context(), what);
+    let Err(e) = guard.record(stream) else { return Ok(()) };
+    log::error!("recording the guard of {what}: {e}; waiting for its stream on the host instead");
+    stream.synchronize().map_err(crate::error::driver_err("cuStreamSynchronize"))
+}

@@ -135,6 +135,10 @@ pub struct CudaBackend {
     // without waiting (a kernel may still wait on the trainer for its ring slot).
     aug_events: [(CudaEvent, CudaEvent); 2],
     aug_pending: [bool; 2],
+    // The last batch failed part-way: what it queued may still be running, and the host-side
+    // guards of the buffers it used may not have been recorded (a failed record). The next
+    // batch first waits for the device (`recover`).
+    failed_last: bool,
     aug_turn: usize,
 }
 
@@ -267,6 +271,7 @@ impl CudaBackend {
             aug_events,
             aug_pending: [false; 2],
             aug_turn: 0,
+            failed_last: false,
         })
     }
 
@@ -335,6 +340,35 @@ impl Backend for CudaBackend {
     /// [`Backend::run`], staging and routing `ahead` on a thread of its own while the decoders
     /// work on `input` (the engine's calls hold this thread: module doc).
     fn run_ahead(&mut self, input: BatchInput<'_, '_>, ahead: Option<BatchInput<'_, '_>>, batch: &mut Batch) -> Result<BatchRun> {
+        if self.failed_last {
+            self.recover()?;
+        }
+        let r = self.run_batch(input, ahead, batch);
+        self.failed_last = r.is_err();
+        r
+    }
+}
+
+impl CudaBackend {
+    /// After a batch that failed part-way: wait for everything queued in the device's context
+    /// (the failed batch's copies, decodes and kernels, on whichever of its streams), so that
+    /// no buffer it used is rewritten by the host while a stream still reads it, whatever
+    /// guard it could not record; and forget its timing events and its prepared next batch.
+    /// The failed batch's ring and staging slots are back already (they go back on every
+    /// error path).
+    fn recover(&mut self) -> Result<()> {
+        let ctx = self.gpu.ctx();
+        crate::batch::device::take_stale_error(ctx, "recovering from a failed batch");
+        ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(crate::error::driver_err("cuCtxSynchronize"))?;
+        self.aug_pending = [false; 2];
+        if let Some(p) = self.ahead.take() {
+            self.staging.release(p.slot, &[])?;
+        }
+        self.failed_last = false;
+        Ok(())
+    }
+
+    fn run_batch(&mut self, input: BatchInput<'_, '_>, ahead: Option<BatchInput<'_, '_>>, batch: &mut Batch) -> Result<BatchRun> {
         let BatchInput { epoch, step, samples } = input;
         let t0 = Instant::now();
         // A device batch this `Batch` still holds gives its ring slot back first (its release
@@ -498,7 +532,7 @@ impl Backend for CudaBackend {
         if spec.enabled() {
             let classes = spec.num_classes;
             if let Some(&bad) = batch.labels.iter().find(|&&l| l < 0 || l as usize >= classes) {
-                self.ring.abandon(slot)?;
+                self.ring.abandon(slot);
                 return Err(Error::config(format!(
                     "label {bad} is outside the {classes} classes of the mixup soft targets (mixup.num_classes)"
                 )));
@@ -534,7 +568,7 @@ impl Backend for CudaBackend {
         self.aug_events[k].1.record(&stream).map_err(crate::error::driver_err("cuEventRecord"))?;
         self.aug_pending[k] = true;
         if let Err(e) = launched {
-            self.ring.abandon(slot)?;
+            self.ring.abandon(slot);
             return Err(e.into());
         }
         self.decoder.release_arena(&stream)?;
@@ -639,7 +673,7 @@ fn timing_pair(gpu: &Gpu) -> Result<(CudaEvent, CudaEvent)> {
 /// Threads of the CUDA backend's CPU route (the images nvJPEG cannot take, and retries) when
 /// the config leaves it to the backend (`cpu_threads = 0`): 4, or the cores when fewer. On an
 /// H200 (16 cores), end to end, 4 threads ran 17.2k / 17.3k images/s against 15.8k / 16.4k
-/// with 2 and 17.4k / 17.1k with 8 (BENCHMARKS.md "Fourth GPU session"): a batch waits for
+/// with 2 and 17.4k / 17.1k with 8 (BENCHMARKS.md "GPU run 2026-11-26 07:52–08:20 UTC"): a batch waits for
 /// its slowest CPU-route image, and 2 threads left two of them in turn.
 pub fn default_cpu_route_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4)

@@ -16,12 +16,20 @@
 //! 4. The consumer makes its own stream wait on `ready[k]` ([`DeviceImages::wait_on`]): again a
 //!    device-side wait, the host never blocks unless it asks ([`DeviceImages::synchronize`]).
 //! 5. Dropping the [`DeviceImages`] records `released[k]` on the consumer's stream (the last
-//!    one passed to `wait_on`; every earlier one is joined into it first) and only then
-//!    sends `k` back to the free channel, so the producer's wait in (1) always sees that
+//!    one passed to `wait_on`; every other one passed is joined into it at the drop, so reads
+//!    enqueued on any of them before the drop are covered) and only then sends `k` back to the
+//!    free channel, so the producer's wait in (1) always sees that
 //!    record. Where no stream can carry that record — the consumer read on a stream it did not
 //!    name (DLPack `stream=-1`), or on a per-thread default stream and the drop happens on
 //!    another thread (handle 2 names the dropping thread's own stream there) — the drop waits
 //!    for the whole device (`cuCtxSynchronize`) instead.
+//!
+//! 6. A slot the producer took and does not publish (the batch failed after `acquire`: any
+//!    `?` on the way, a failed wait or record) goes back to the free channel when its
+//!    [`ProducerSlot`] is dropped: no error costs the ring a slot. Every consumer-facing call and
+//!    drop leaves the calling thread's current context as it found it (`KeepCurrent`), and
+//!    takes a stale error an earlier destructor left in the context first, so that it cannot
+//!    fail a release in its place.
 //!
 //! A consumer holding every slot blocks the producer (back-pressure, never a reallocation);
 //! `Pipeline::next_batch` counts the batches it hands out (`RingShared::held`) and returns an
@@ -39,7 +47,7 @@ use super::augment::SampleDesc;
 use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
 pub(crate) use crate::batch::device::SlotLayout;
-use crate::batch::device::{FreeSlots, RingShared, SlotMem, SlotPool};
+use crate::batch::device::{take_stale_error, FreeSlots, RingShared, SlotMem, SlotPool};
 use crate::batch::DeviceImages;
 use crate::config::{DType, Layout};
 use crate::error::driver_err as err;
@@ -58,11 +66,31 @@ pub struct OutputRing {
 }
 
 /// A slot the producer holds between [`OutputRing::acquire`] and [`OutputRing::publish`].
+///
+/// Dropped without being published (a `?` between the two, a failed wait or record) it goes
+/// back to the free channel as [`OutputRing::abandon`] gives it back: a batch that fails never
+/// costs the ring a slot (`ring_depth` such failures used to leave `acquire` waiting forever).
 pub struct ProducerSlot {
     /// Slot index.
     pub slot: usize,
     /// Device address of the images tensor (the augment kernel's output).
     pub images: sys::CUdeviceptr,
+    /// The ring it goes back to; `None` once published.
+    ring: Option<Arc<RingShared>>,
+}
+
+impl Drop for ProducerSlot {
+    fn drop(&mut self) {
+        let Some(sh) = self.ring.take() else { return };
+        // Nobody read it: whatever the producer stream did to it is ordered before the next
+        // acquire's writes on the same stream. The release is recorded there so the next
+        // acquire's device-side wait does not wait on a consumer's record from an older use.
+        take_stale_error(&sh.ctx, "giving an unpublished output ring slot back");
+        if let Err(e) = sh.released[self.slot].record(&sh.producer) {
+            log::error!("recording the release of unpublished ring slot {}: {e}", self.slot);
+        }
+        sh.free.tx.send(self.slot).expect("the ring holds a receiver, and a slot is in one place at a time");
+    }
 }
 
 impl OutputRing {
@@ -139,8 +167,11 @@ impl OutputRing {
     pub fn acquire(&self) -> Result<ProducerSlot, GpuError> {
         let sh = &self.shared;
         let slot = sh.free.rx.recv().expect("the ring holds a sender, so the channel never disconnects");
+        // From here the slot goes back by itself if anything fails.
+        let p = ProducerSlot { slot, images: sh.ptr(slot), ring: Some(self.shared.clone()) };
+        take_stale_error(&sh.ctx, "taking an output ring slot");
         sh.producer.wait(&sh.released[slot]).map_err(err("cuStreamWaitEvent"))?;
-        Ok(ProducerSlot { slot, images: sh.ptr(slot) })
+        Ok(p)
     }
 
     /// Device address of the slot's Mixup/CutMix parameters (the mixup kernel's input).
@@ -199,19 +230,19 @@ impl OutputRing {
 
     /// Record `ready` after everything enqueued so far on the producer stream (the upload and
     /// the augment kernels) and hand the slot out holding `n` samples.
-    pub fn publish(&self, p: ProducerSlot, n: usize) -> Result<DeviceImages, GpuError> {
+    pub fn publish(&self, mut p: ProducerSlot, n: usize) -> Result<DeviceImages, GpuError> {
         let sh = &self.shared;
         assert!(n >= 1 && n <= sh.layout.batch(), "a batch holds 1..=batch samples");
+        // A failed record drops `p`: the slot goes back unpublished.
         sh.ready[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.used[p.slot].store(true, std::sync::atomic::Ordering::Release);
+        p.ring = None; // from here the slot is the batch's: its drop gives it back
         Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(Default::default()), handed: false })
     }
 
-    /// Give a slot back without publishing it (the batch failed after `acquire`).
-    pub fn abandon(&self, p: ProducerSlot) -> Result<(), GpuError> {
-        let sh = &self.shared;
-        sh.released[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
-        sh.free.tx.send(p.slot).expect("the ring holds a receiver");
-        Ok(())
+    /// Give a slot back without publishing it (the batch failed after `acquire`); what
+    /// dropping the [`ProducerSlot`] does, said where it happens.
+    pub fn abandon(&self, p: ProducerSlot) {
+        drop(p);
     }
 }

@@ -167,6 +167,14 @@ impl SlotCycle {
         assert_eq!(self.states[slot], SlotState::Held, "released staging slot {slot} that was not held");
         self.states[slot] = SlotState::Guarded;
     }
+
+    /// Undo the [`SlotCycle::acquire`] that returned `a` (its guard could not be waited on):
+    /// the slot is as it was, and the next acquire takes it again.
+    pub fn unacquire(&mut self, a: Acquired) {
+        assert_eq!(self.states[a.slot], SlotState::Held, "un-acquired staging slot {} that was not held", a.slot);
+        self.states[a.slot] = if a.wait_guard { SlotState::Guarded } else { SlotState::Free };
+        self.next = a.slot;
+    }
 }
 
 /// One slot handed out by [`PinnedStaging::acquire`].
@@ -232,7 +240,11 @@ impl PinnedStaging {
             message: "every staging slot is held; release one before acquiring another".into(),
         })?;
         if a.wait_guard {
-            self.guards[a.slot].synchronize().map_err(driver_err("cuEventSynchronize"))?;
+            if let Err(e) = self.guards[a.slot].synchronize() {
+                // Not taken after all: a failed wait must not leave the slot held for good.
+                self.cycle.unacquire(a);
+                return Err(driver_err("cuEventSynchronize")(e));
+            }
         }
         debug_assert_eq!(self.buffers[a.slot].len() as u64, self.plan.slot_bytes);
         // SAFETY: the slot is Held by us alone (SlotCycle), its guard completed above, so no
@@ -248,15 +260,25 @@ impl PinnedStaging {
 
     /// The reads of `slot` are enqueued on `streams`: record its guard after all of them.
     /// With several streams the first waits for the others, then the guard is recorded on it.
+    /// The slot is released whatever fails: when the streams cannot be joined or the guard
+    /// recorded, the host waits for every stream instead (`record_guard`), so the guard's
+    /// previous, completed record is then true of these reads too.
     pub fn release(&mut self, slot: usize, streams: &[&CudaStream]) -> Result<(), GpuError> {
-        if let Some((first, rest)) = streams.split_first() {
-            for s in rest {
-                first.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
+        let r = match streams.split_first() {
+            Some((first, rest)) => {
+                let joined = rest.iter().try_for_each(|s| first.join(s));
+                match joined {
+                    Ok(()) => super::record_guard(&self.guards[slot], first, "a staging slot"),
+                    Err(e) => {
+                        log::error!("joining the streams that read staging slot {slot}: {e}; waiting for them on the host instead");
+                        streams.iter().try_for_each(|s| s.synchronize()).map_err(driver_err("cuStreamSynchronize"))
+                    }
+                }
             }
-            self.guards[slot].record(first).map_err(driver_err("cuEventRecord"))?;
-        }
+            None => Ok(()),
+        };
         self.cycle.release(slot);
-        Ok(())
+        r
     }
 }
 
@@ -350,6 +372,25 @@ mod tests {
         assert_eq!(c.acquire(), None);
         c.release(a.slot);
         assert_eq!(c.acquire().unwrap(), Acquired { slot: 0, wait_guard: true });
+    }
+
+    /// An acquire whose guard could not be waited on is undone: the slot is in its old state
+    /// and comes next again (before, it stayed held and the ring refused every later batch).
+    #[test]
+    fn an_undone_acquire_leaves_the_slot_as_it_was_and_next() {
+        let mut c = SlotCycle::new(2);
+        let fresh = c.acquire().unwrap();
+        c.unacquire(fresh);
+        assert_eq!(c.state(0), SlotState::Free);
+        assert_eq!(c.acquire().unwrap(), fresh, "the same slot, still free");
+        c.release(0);
+        let b = c.acquire().unwrap();
+        c.release(b.slot);
+        let guarded = c.acquire().unwrap();
+        assert_eq!(guarded, Acquired { slot: 0, wait_guard: true });
+        c.unacquire(guarded);
+        assert_eq!(c.state(0), SlotState::Guarded, "its guard must still be waited on");
+        assert_eq!(c.acquire().unwrap(), guarded);
     }
 
     #[test]

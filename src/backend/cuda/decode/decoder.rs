@@ -712,7 +712,7 @@ impl GpuDecoder {
     /// on `stream`: record that the arena is free once it ran.
     pub fn release_arena(&mut self, stream: &CudaStream) -> Result<(), GpuError> {
         let a = self.next ^ 1;
-        self.arena_free[a].record(stream).map_err(driver_err("cuEventRecord"))?;
+        crate::backend::cuda::record_guard(&self.arena_free[a], stream, "a decode arena")?;
         self.arena_used[a] = true;
         Ok(())
     }

@@ -59,7 +59,7 @@ impl HwPath {
             });
             in_calls += t.elapsed().as_secs_f64();
             in_calls_cpu += crate::backend::thread_cpu_secs() - cpu;
-            hw.state_done[s].record(stream).map_err(driver_err("cuEventRecord"))?;
+            crate::backend::cuda::record_guard(&hw.state_done[s], stream, "a hardware decode state")?;
             if let Err(e) = r {
                 // One bad image fails the whole call: every image of it goes to the CPU.
                 failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));

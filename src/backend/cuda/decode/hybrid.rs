@@ -69,7 +69,7 @@ impl CudaLane<'_> {
             // Record whatever the decode said: once the async copy out of this slot's pinned
             // buffer is queued, the next use of the slot must wait for it, or the host rewrites
             // the buffer while the DMA may still read it.
-            slot.done.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+            crate::backend::cuda::record_guard(&slot.done, cuda_stream, "a CUDA decoder's pinned buffer")?;
             decoded?;
             return Ok(());
         }
