@@ -474,9 +474,16 @@ enum Next {
 }
 
 /// Batches of augmented images and int64 labels from a dataset (see `stoke.Loader`).
-#[pyclass(module = "stoke", unsendable)]
+///
+/// Sendable: a second thread that calls into it while one is iterating gets a named error
+/// (the borrow check in `EpochIter::__next__`), not PyO3's unsendable panic.
+#[pyclass(module = "stoke")]
 struct Loader {
-    pipeline: Pipeline,
+    /// Dropped by `Drop for Loader`, which leaves it alone in a forked child (its threads did
+    /// not come with the fork: joining them would wait forever).
+    pipeline: std::mem::ManuallyDrop<Pipeline>,
+    /// The process that made it.
+    pid: u32,
     config: PipelineConfig,
     back: Sender<Batch>,
     returned: Receiver<Batch>,
@@ -515,7 +522,8 @@ impl Loader {
         })?;
         let (back, returned) = channel();
         Ok(Self {
-            pipeline,
+            pipeline: std::mem::ManuallyDrop::new(pipeline),
+            pid: std::process::id(),
             config,
             back,
             returned,
@@ -535,7 +543,9 @@ impl Loader {
 
     /// Start an epoch: the one given to `set_epoch` or a loaded state, else the next. The
     /// returned iterator yields `(images, labels)`; an older one stops once a newer starts.
-    fn __iter__(mut slf: PyRefMut<'_, Self>) -> PyResult<EpochIter> {
+    fn __iter__(this: &Bound<'_, Self>) -> PyResult<EpochIter> {
+        let mut slf = this.try_borrow_mut().map_err(|_| in_use())?;
+        slf.same_process()?;
         let next = slf.next.clone();
         let epoch = match next {
             Next::Fresh(e) => {
@@ -654,7 +664,45 @@ impl Loader {
     }
 }
 
+impl Drop for Loader {
+    fn drop(&mut self) {
+        if std::process::id() == self.pid {
+            // SAFETY: dropped once, here, and never used after.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.pipeline) };
+        }
+        // In a forked child the pipeline's threads (producer, readers, workers) exist only in
+        // the parent: its drop would wait for them forever. Its memory is the child's copy of
+        // the parent's, left as it is.
+    }
+}
+
+/// A second call into a Loader while one runs (another thread iterating it: the first holds
+/// it while it waits for a batch, with the GIL released).
+fn in_use() -> PyErr {
+    PyRuntimeError::new_err(
+        "this stoke.Loader is in use by another call (another thread iterating it?): one Loader serves one consumer at a time; make a Loader per thread",
+    )
+}
+
+/// How often a wait for the next batch lets Python check for signals (Ctrl-C, SIGTERM's
+/// handler): the longest a KeyboardInterrupt waits for a batch that is not coming.
+const SIGNAL_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Loader {
+    /// A Loader used in a process forked after it was made (a DataLoader worker, multiprocessing's
+    /// fork start method) has no pipeline threads there: refused by name instead of a wait
+    /// that never ends.
+    fn same_process(&self) -> PyResult<()> {
+        let me = std::process::id();
+        if me == self.pid {
+            return Ok(());
+        }
+        Err(PyRuntimeError::new_err(format!(
+            "this stoke.Loader was made in process {} and is used in process {me}, forked from it (a DataLoader worker, multiprocessing's fork start method): its threads did not come with the fork; make a new stoke.Loader in this process",
+            self.pid
+        )))
+    }
+
     /// A version 1 state (`epoch`, `step` of a world of `world_size` × `batch_size` that started
     /// the epoch fresh, `seed`, `stream_group`) as a version 2 one. Its data set cannot be checked
     /// (version 1 did not record it).
@@ -689,6 +737,7 @@ impl Loader {
 
     /// The next batch of the running epoch, `None` at its end.
     fn next_item(&mut self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
+        self.same_process()?;
         if !self.running {
             return Ok(None);
         }
@@ -702,7 +751,11 @@ impl Loader {
                 self.max_held
             )));
         }
-        let item = py.allow_threads(|| self.pipeline.next_batch());
+        // Waiting with the GIL released, and checking for signals every SIGNAL_CHECK: Ctrl-C
+        // raises KeyboardInterrupt at once, whatever the pipeline is waiting for; the batch it
+        // waited for comes with the next call.
+        let pipeline = &mut *self.pipeline;
+        let item = py.allow_threads(|| pipeline.next_batch_unless(Some(SIGNAL_CHECK), || Python::with_gil(|py| py.check_signals())))?;
         let batch = match item {
             None => {
                 self.running = false;
@@ -735,7 +788,7 @@ impl Loader {
 }
 
 /// One epoch of a [`Loader`] (what `iter(loader)` returns).
-#[pyclass(module = "stoke", unsendable)]
+#[pyclass(module = "stoke")]
 struct EpochIter {
     loader: Py<Loader>,
     generation: u64,
@@ -748,7 +801,7 @@ impl EpochIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
-        let mut l = self.loader.bind(py).try_borrow_mut().map_err(|_| PyRuntimeError::new_err("the Loader is in use by another call"))?;
+        let mut l = self.loader.bind(py).try_borrow_mut().map_err(|_| in_use())?;
         if l.generation != self.generation {
             return Ok(None); // a newer iter() took over this loader
         }
