@@ -394,6 +394,15 @@ impl Pipeline {
             return Err(Error::config(format!("the resume state is version {}; this build reads version {VERSION}", state.version)));
         }
         self.order_id.check(&state.order)?;
+        // A rest is the epoch's positions not delivered yet, plus the padding positions worlds
+        // added (fewer than their size each): more than the epoch has again over is no real
+        // state, and its share would be listed position by position.
+        let (rest, epoch) = (state.rest.len(), self.whole.len());
+        if rest > epoch.saturating_add(epoch.max(1 << 20)) {
+            return Err(Error::config(format!(
+                "the resume state has {rest} positions left, but this pipeline's epoch has {epoch}: a damaged state"
+            )));
+        }
         self.layout.share(state.rest.clone())
     }
 

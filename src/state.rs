@@ -152,6 +152,9 @@ impl ResumeState {
             Some(n) => return Err(Error::config(format!("the resume state is version {n}; this build reads version {VERSION}"))),
             None => return Err(Error::config("the resume state has no version: it is not a stoke resume state")),
         }
+        if let Some((field, n)) = negative(&v, String::new()) {
+            return Err(Error::config(format!("the resume state's {field} is {n}: positions, counts and sizes are never negative")));
+        }
         let s: ResumeState = serde_json::from_value(v).map_err(|e| Error::config(format!("the resume state is malformed: {e}")))?;
         s.rest.check()?;
         Ok(s)
@@ -160,6 +163,20 @@ impl ResumeState {
     /// As JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a resume state serialises")
+    }
+}
+
+/// The first negative number in `v` and where it is (`epoch`, `remaining[2][0]`): serde's own
+/// error for it says which type it wanted but not which field, the state's fields being
+/// flattened.
+fn negative(v: &serde_json::Value, at: String) -> Option<(String, String)> {
+    match v {
+        serde_json::Value::Number(n) if n.as_f64().is_some_and(|x| x < 0.0) => Some((at, n.to_string())),
+        serde_json::Value::Array(a) => a.iter().enumerate().find_map(|(i, x)| negative(x, format!("{at}[{i}]"))),
+        serde_json::Value::Object(o) => {
+            o.iter().find_map(|(k, x)| negative(x, if at.is_empty() { k.clone() } else { format!("{at}.{k}") }))
+        }
+        _ => None,
     }
 }
 

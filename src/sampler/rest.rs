@@ -38,6 +38,9 @@
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+/// The largest `next_pad` a rest may have (2^62): position arithmetic stays far from overflow.
+pub const MAX_POSITION: u64 = 1 << 62;
+
 /// The positions an epoch still has to deliver (module docs).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rest {
@@ -68,6 +71,13 @@ impl Rest {
     /// That the ranges are ascending, disjoint and non-empty, and below `next_pad` (a rest read
     /// from a file is checked before it is used).
     pub fn check(&self) -> Result<()> {
+        // Padding positions are next_pad + k: far below 2^64, so no sum of them overflows.
+        if self.next_pad > MAX_POSITION {
+            return Err(Error::config(format!(
+                "the epoch's next_pad {} is beyond {MAX_POSITION}: no epoch has that many positions",
+                self.next_pad
+            )));
+        }
         let mut at = 0u64;
         for (k, &(a, b)) in self.ranges.iter().enumerate() {
             if a >= b || (k > 0 && a <= at) || b > self.next_pad {

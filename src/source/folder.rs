@@ -1,6 +1,7 @@
 //! The folder source, torchvision `ImageFolder` convention: one subfolder per class, classes
 //! sorted by name → labels `0..C`; image files (`.jpg`/`.jpeg`/`.png`, any case, any depth) are samples;
-//! other files are ignored and counted.
+//! other files are ignored and counted. Symlinks are followed; a symlink loop is an error
+//! naming the link (see [`walk`]).
 
 use super::index::Fingerprint;
 use super::{Entry, Listing, Location, SourceKind};
@@ -60,18 +61,42 @@ pub(crate) fn class_dirs(root: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(classes)
 }
 
+/// A folder's identity on disk, whatever path (or symlink) reached it.
+fn dir_id(md: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (md.dev(), md.ino())
+}
+
 /// Walk `dir` as torchvision's `make_dataset` does: folders in sorted path order, the files
 /// of each folder sorted by name. Pushes image files to `out`, counts the rest in `ignored`.
+///
+/// Symlinks are followed, as `os.walk(followlinks=True)` does for ImageFolder, wherever they
+/// point (a class folder linked from shared storage is common; keys stay the paths inside the
+/// root, so nothing is read or written by a path outside it that the link did not name). A
+/// link to a folder that holds it (the root, the class folder or any folder on the way down)
+/// would make the walk endless: it is an error naming the link and where it points.
 fn walk(root: &Path, dir: &Path, label: i64, out: &mut Vec<Entry>, fp: &mut Fingerprint, ignored: &mut u64) -> Result<()> {
-    let mut dirs = vec![dir.to_path_buf()];
+    let mut above = vec![dir_id(&stat(root)?)];
+    above.push(dir_id(&stat(dir)?));
+    let mut dirs = vec![(dir.to_path_buf(), above)]; // each folder with the ids of those above it and itself
     let mut all = Vec::new(); // (folder, its sorted files)
-    while let Some(d) = dirs.pop() {
+    while let Some((d, above)) = dirs.pop() {
         let mut files = Vec::new();
         for e in read_dir_sorted(&d)? {
             let p = e.path();
             let md = stat(&p)?;
             if md.is_dir() {
-                dirs.push(p);
+                let id = dir_id(&md);
+                if above.contains(&id) {
+                    let to = fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+                    return Err(Error::dataset(
+                        &p,
+                        format!("symlink loop: this folder is {}, which holds it; remove the link or point it elsewhere", to.display()),
+                    ));
+                }
+                let mut below = above.clone();
+                below.push(id);
+                dirs.push((p, below));
             } else {
                 files.push((p, md));
             }

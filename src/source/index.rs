@@ -390,14 +390,16 @@ pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
         return None;
     }
     let kind = *KINDS.get(r.u8()? as usize)?;
+    // Counts are bounded by the bytes that could hold them before anything is reserved: a
+    // count of 2^31 or 2^63 in a damaged (or hostile) file is a rebuild, not an allocation.
     let nc = r.u32()? as usize;
-    let mut classes = Vec::with_capacity(nc.min(1 << 20));
+    let mut classes = Vec::with_capacity(nc.min(body.len() / 4));
     for _ in 0..nc {
         classes.push(r.str()?);
     }
     let ignored = r.u64()?;
     let ns = r.u32()? as usize;
-    let mut shards = Vec::with_capacity(ns.min(1 << 20));
+    let mut shards = Vec::with_capacity(ns.min(body.len() / 4));
     for _ in 0..ns {
         shards.push(PathBuf::from(r.str()?));
     }
@@ -458,6 +460,17 @@ pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
             }
             _ => return None,
         };
+        // What readers index and add with: a shard in the list, a byte range that ends before
+        // 2^64, a label of a listed class (−1: an unlabelled tar sample).
+        let fits = match location {
+            Location::File => kind != SourceKind::Tar,
+            Location::Tar { shard, offset } => {
+                kind == SourceKind::Tar && (shard as usize) < shards.len() && offset.checked_add(len).is_some()
+            }
+        };
+        if !fits || label < -1 || label >= classes.len() as i64 {
+            return None;
+        }
         samples.push(SampleMeta { key, label, len, location, info, header_error });
     }
     (r.at == body.len()).then_some(Saved { kind, classes, ignored, shards, samples })
@@ -490,7 +503,9 @@ pub(crate) fn save(paths: &[PathBuf], fingerprint: u64, s: &Saved) -> Option<Pat
             }
             let mut f = File::create(&tmp)?;
             f.write_all(&bytes)?;
-            f.sync_all().ok();
+            // A full disk may show only here (NFS, some FUSE stores): never rename a file that
+            // did not reach the disk whole.
+            f.sync_all()?;
             fs::rename(&tmp, p)
         })();
         match attempt {

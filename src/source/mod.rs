@@ -549,7 +549,7 @@ impl Dataset {
             Location::File => {
                 let path = self.root.join(&m.key);
                 let mut f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
-                buf.reserve(m.len as usize);
+                // No reserve by the indexed length: `read_to_end` sizes by the file itself.
                 if let Err(e) = f.read_to_end(buf) {
                     buf.truncate(start);
                     return Err(fail(format!("cannot read: {e}")));
@@ -564,6 +564,11 @@ impl Dataset {
             }
             Location::Tar { shard, offset } => {
                 let len = m.len as usize;
+                if let Err(e) = buf.try_reserve(len) {
+                    return Err(fail(format!(
+                        "the index says {len} bytes, more than memory can hold ({e}): a damaged index? `stoke index --rebuild` rebuilds it"
+                    )));
+                }
                 buf.resize(start + len, 0);
                 let r = self.with_shard(shard as usize, |f| f.read_exact_at(&mut buf[start..], offset));
                 if let Err(e) = r {

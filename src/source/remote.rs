@@ -422,6 +422,13 @@ fn describe(e: &object_store::Error) -> String {
         }
         src = x.source();
     }
+    // S3 answers 503 SlowDown (GCS and HTTP servers 429) when it throttles: say so, after the
+    // retries with backoff have been spent on it (object_store keeps the status, not the body).
+    if ["SlowDown", "429 Too Many Requests", "503 Service Unavailable"].iter().any(|t| s.contains(t)) {
+        s.push_str(
+            ": the store is throttling requests or overloaded (HTTP 503, S3's SlowDown, or 429): fewer requests at once (reader threads), or more retries and time (STOKE_STORE_RETRIES, STOKE_STORE_RETRY_TIMEOUT), let it recover",
+        );
+    }
     s
 }
 

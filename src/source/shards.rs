@@ -129,7 +129,31 @@ fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
         && (s.version == 1 || s.version == 2)
         && s.shards.len() == listed.len()
         && s.shards.iter().zip(listed).all(|(f, (path, size))| f.name == name_of(path) && f.bytes == *size);
-    ok.then_some(s.shards)
+    (ok && s.shards.iter().all(plausible)).then_some(s.shards)
+}
+
+/// Whether a sidecar's facts could be true of a shard of `f.bytes` bytes: every sample takes at
+/// least a 512-byte tar header, and its largest sample fits in the shard. Counts beyond that
+/// (2^31, 2^63 in a damaged or hand-edited sidecar) would size an epoch's order and the
+/// buffers by numbers no shard holds; the shards are read instead, with a warning naming them.
+fn plausible(f: &ShardFacts) -> bool {
+    let largest = f.largest.unwrap_or_default();
+    let why = if f.samples > f.bytes / 512 {
+        format!("{} samples, more than its {} bytes can hold (at most {}: one 512-byte header each)", f.samples, f.bytes, f.bytes / 512)
+    } else if largest.bytes > f.bytes {
+        format!("a largest sample of {} bytes, more than its {} bytes", largest.bytes, f.bytes)
+    } else if largest.pixels > largest.width as u64 * largest.height as u64 || largest.headerless > f.samples {
+        format!(
+            "a largest sample of {} pixels ({} x {}, {} without a header) that cannot be",
+            largest.pixels, largest.width, largest.height, largest.headerless
+        )
+    } else if f.labels[0] < -1 || f.labels[0] > f.labels[1] {
+        format!("labels {:?}, not a range of labels (or [-1, -1])", f.labels)
+    } else {
+        return true;
+    };
+    log::warn!("{SIDECAR} says shard {} has {why}: ignoring it and reading the shards", f.name);
+    false
 }
 
 impl ShardSet {
@@ -203,29 +227,31 @@ mod tests {
     #[test]
     fn a_sidecar_is_used_only_when_it_lists_the_same_shards_and_sizes() {
         let facts = vec![
-            ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2], largest: None },
-            ShardFacts { name: "b.tar".into(), bytes: 20, samples: 5, labels: [-1, -1], largest: None },
+            ShardFacts { name: "a.tar".into(), bytes: 10240, samples: 3, labels: [0, 2], largest: None },
+            ShardFacts { name: "b.tar".into(), bytes: 20480, samples: 5, labels: [-1, -1], largest: None },
         ];
         let text = sidecar_json(&facts);
-        let listed = |b: u64| vec![("/d/a.tar".to_string(), 10), ("/d/b.tar".to_string(), b)];
-        assert_eq!(matching(text.as_bytes(), &listed(20)), Some(facts));
-        assert_eq!(matching(text.as_bytes(), &listed(21)), None, "a shard rewritten since");
-        assert_eq!(matching(text.as_bytes(), &listed(20)[..1]), None, "a shard set that changed");
-        assert_eq!(matching(b"{not json", &listed(20)), None);
+        let listed = |b: u64| vec![("/d/a.tar".to_string(), 10240), ("/d/b.tar".to_string(), b)];
+        assert_eq!(matching(text.as_bytes(), &listed(20480)), Some(facts));
+        assert_eq!(matching(text.as_bytes(), &listed(20481)), None, "a shard rewritten since");
+        assert_eq!(matching(text.as_bytes(), &listed(20480)[..1]), None, "a shard set that changed");
+        assert_eq!(matching(b"{not json", &listed(20480)), None);
     }
 
     #[test]
     fn a_version_2_sidecar_carries_each_shards_largest_sample_and_version_1_still_reads() {
         let largest = Largest::of([(500, Some((640, 480))), (900, Some((300, 200))), (20, None)]);
         assert_eq!(largest, Largest { bytes: 900, pixels: 307_200, width: 640, height: 480, headerless: 1 });
-        let facts = vec![ShardFacts { name: "a.tar".into(), bytes: 10, samples: 3, labels: [0, 2], largest: Some(largest) }];
+        let facts = vec![ShardFacts { name: "a.tar".into(), bytes: 10240, samples: 3, labels: [0, 2], largest: Some(largest) }];
         let text = sidecar_json(&facts);
         assert!(text.contains("\"version\":2") && text.contains("\"headerless\":1"), "{text}");
-        let listed = vec![("/d/a.tar".to_string(), 10)];
+        let listed = vec![("/d/a.tar".to_string(), 10240)];
         assert_eq!(matching(text.as_bytes(), &listed), Some(facts.clone()));
-        let v1 = r#"{"format":"stoke-shards","version":1,"shards":[{"name":"a.tar","bytes":10,"samples":3,"labels":[0,2]}]}"#;
+        let v1 = r#"{"format":"stoke-shards","version":1,"shards":[{"name":"a.tar","bytes":10240,"samples":3,"labels":[0,2]}]}"#;
         assert_eq!(matching(v1.as_bytes(), &listed).unwrap()[0].largest, None, "a version 1 sidecar: no largest sample");
         let v3 = v1.replace("\"version\":1", "\"version\":3");
         assert_eq!(matching(v3.as_bytes(), &listed), None, "a version this build does not know");
+        let more = v1.replace("\"samples\":3", "\"samples\":21");
+        assert_eq!(matching(more.as_bytes(), &listed), None, "more samples than 10240 bytes hold (one 512-byte header each)");
     }
 }

@@ -10,7 +10,8 @@
 //! One that ends at a member boundary without tar's end-of-archive blocks is accepted (as GNU
 //! tar and Python accept it) unless its last sample is visibly incomplete: a `.cls` whose
 //! image is missing, or an unlabelled image in a labelled shard, is a "truncated tar" error
-//! rather than a sample quietly lost or a label quietly missing.
+//! rather than a sample quietly lost or a label quietly missing. A member name that is absolute
+//! or has a `..` component, and a link, device or FIFO named as a sample, are refused by name.
 //!
 //! [`TarWriter`] writes shards for `stoke pack`.
 
@@ -243,8 +244,36 @@ pub(crate) fn members(shard: &Path, file: &(impl ReadAt + ?Sized), file_len: u64
                 let name = long_name.take().or(pax_path.take()).unwrap_or_else(name_from_header);
                 // `tar cf x.tar .` writes `./a/b.jpg`: the key is `a/b`.
                 let name = name.trim_start_matches("./").to_string();
+                // Names are keys only (nothing is extracted), but a key is a path inside the
+                // data set: the rule of a file list holds here too.
+                if name.starts_with('/') || name.split('/').any(|c| c == "..") {
+                    return Err(err(format!(
+                        "member {name:?} at byte {off}: an absolute path or one with `..` is not a key inside the shard; re-create the shard with relative names"
+                    )));
+                }
                 out.push(Member { name, offset: data, len: size });
             }
+            kind @ (b'1' | b'2' | b'3' | b'4' | b'6') => {
+                // Links and special files carry no bytes of their own: a sample named by one
+                // would be read as empty (or as the bytes that follow), so it is refused by name.
+                let name = long_name.take().or(pax_path.take()).unwrap_or_else(name_from_header);
+                let (_, ext) = split_key(&name);
+                if super::is_image_extension(ext) || ext.eq_ignore_ascii_case("cls") {
+                    let what = match kind {
+                        b'1' => "a hard link",
+                        b'2' => "a symbolic link",
+                        b'3' => "a character device",
+                        b'4' => "a block device",
+                        _ => "a FIFO",
+                    };
+                    let target = String::from_utf8_lossy(cstr(&hdr[157..257])).into_owned();
+                    let to = if kind <= b'2' { format!(" to {target:?}") } else { String::new() };
+                    return Err(err(format!(
+                        "member {name:?} at byte {off} is {what}{to}, not a regular file: it holds no image bytes; re-create the shard with the files themselves (GNU tar: --hard-dereference, --dereference)"
+                    )));
+                }
+            }
+            b'K' => {} // GNU long link target: belongs to the link member that follows
             _ => {
                 // Directories, links, global pax headers, ...: no sample data.
                 long_name = None;
