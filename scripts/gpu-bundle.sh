@@ -22,6 +22,7 @@
 #   bundle/bench.tar.gz        `run.sh bench`:
 #     bench-bin/cuda_kernels     the kernel benchmarks (criterion)
 #     examples/train_loop        the example trainer: device batches on its own stream
+#     examples/soak              many epochs watched (host, device, pinned memory, threads, fds)
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
@@ -71,7 +72,7 @@ cargo test --release --no-run --lib "${gpu_tests[@]}" --message-format=json | li
     test) cp "$exe" "$P/tests/$name" ;;
   esac
 done
-cargo build --release --bin stoke --example train_loop --message-format=json | list_executables | while read -r kind name exe; do
+cargo build --release --bin stoke --example train_loop --example soak --message-format=json | list_executables | while read -r kind name exe; do
   case "$kind" in
     bin) cp "$exe" "$P/bin/$name" ;;
     example) cp "$exe" "$P/examples/$name" ;;
@@ -139,8 +140,8 @@ part checks tests/gpu_pipeline tests/gpu_backends tests/gpu_decode python work/e
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
-for mode in tests bench python checks upsampling ahead tail cores; do
-  pt="$mode"; case "$mode" in upsampling | ahead | tail | cores) pt=checks ;; esac
+for mode in tests bench python checks upsampling ahead tail cores soak; do
+  pt="$mode"; case "$mode" in upsampling | ahead | tail | cores) pt=checks ;; soak) pt=bench ;; esac
   size=0
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'

@@ -1,0 +1,49 @@
+//! examples/soak.rs's checks fire: a run with memory kept every epoch, and one with a thread
+//! left every epoch, each fail naming what grew; a clean short run passes. (The long runs are
+//! benchmarks: BENCHMARKS.md "Soak".)
+
+use std::process::Command;
+
+/// The example, built beside this test by `cargo test` (target/<profile>/examples/soak; a run
+/// of `--test soak` alone does not build examples: `cargo build --release --example soak` first).
+fn soak() -> Command {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().join("examples");
+    Command::new(dir.join("soak"))
+}
+
+fn run(extra: &[&str]) -> (bool, String) {
+    let data = tempfile::tempdir().unwrap();
+    let mut cfg = stoke::gen::GenConfig::new(48);
+    cfg.classes = 3;
+    stoke::gen::generate(data.path(), &cfg, &|_| {}).unwrap();
+    let out = soak()
+        .args(["--backend", "cpu", "--epochs", "12", "--batch-size", "16", "--drops", "3", "--json", "--dataset"])
+        .arg(data.path())
+        .args(extra)
+        .output()
+        .expect("run examples/soak (built by cargo test)");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn a_clean_run_passes_and_reports_flat_figures() {
+    let (ok, out) = run(&[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("SOAK {") && out.contains("\"problems\":[]"), "{out}");
+}
+
+#[test]
+fn memory_kept_every_epoch_fails_the_soak() {
+    // 4 MB an epoch: 36 MB after the warm-up's 2 epochs, past the 24 MB bound.
+    let (ok, out) = run(&["--inject-leak", "4000000"]);
+    assert!(!ok, "a leak of 4 MB per epoch passed: {out}");
+    assert!(out.contains("resident memory grew"), "{out}");
+}
+
+#[test]
+fn a_thread_left_every_epoch_fails_the_soak() {
+    let (ok, out) = run(&["--inject-thread-leak"]);
+    assert!(!ok, "a thread left per epoch passed: {out}");
+    assert!(out.contains("threads/fds moved"), "{out}");
+}
