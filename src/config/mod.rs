@@ -59,7 +59,7 @@ pub enum GpuDecoders {
 ///
 /// `nearest` (the default) replicates each chroma sample: nvJPEG's own default and what
 /// torchvision's, DALI's and nvImageCodec's GPU decoders do. On an H200 it doubled stoke end to
-/// end (12.4k against 6.3k images/s, BENCHMARKS.md "Fourth GPU session") and took a ResNet-50
+/// end (12.4k against 6.3k images/s, BENCHMARKS.md "GPU run 2026-11-26 07:52–08:20 UTC") and took a ResNet-50
 /// trainer from 0.64 to 0.86 of its speed on a fixed batch; its pictures are 0.67 levels from
 /// libjpeg-turbo's on average (worst generated image 3.4, tests/gpu_decode.rs on the H200).
 /// `smooth` interpolates between chroma samples (`NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION`),
