@@ -9,7 +9,7 @@
 
 mod gpu_common;
 
-use gpu_common::{generated, gpu_or_skip, serial, sim_inject, sim_injected, within};
+use gpu_common::{generated, gpu_or_skip, serial, sim_inject, sim_inject_random, sim_injected, within};
 use std::sync::Arc;
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::cuda::device::Gpu;
@@ -790,4 +790,105 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
         assert!(failed_batches >= calls.len(), "only {failed_batches} batches failed: the injections missed");
         eprintln!("{failed_batches} batches failed by injection, each followed by whole batches");
     });
+}
+
+/// Chaos: through `Pipeline` (producer thread, prefetch, the ring) over a set with every JPEG
+/// kind (so the engine, the CUDA decoders and the CPU route all run), every record, wait, upload,
+/// launch, header parse and decode call fails now and then (the stand-in draws which, seeded),
+/// over several epochs and seeds. Each batch is delivered or is an error with a message (then the
+/// next epoch starts); nothing hangs (bounded), nothing is found (a hazard or bad pointer would
+/// end the binary with status 86); with the failures stopped, an epoch is bit for bit the
+/// epoch of a pipeline that never failed, and dropping the pipelines gives every device and
+/// pinned allocation, thread and file descriptor back. A failed batch ends its epoch and the
+/// test resumes it from `Pipeline::state`, as a trainer would after a crash: every sample still
+/// comes exactly once per epoch.
+#[test]
+fn chaos_random_failures_over_epochs_end_in_batches_or_named_errors_never_a_hang_or_a_leak() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    if sim_injected().is_none() {
+        eprintln!("skipping: fault injection needs the simulated device");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 64, 11);
+    let live = || {
+        let s = gpu_common::sim_stats().unwrap();
+        (s["device_allocs"].as_u64().unwrap(), s["pinned_allocs"].as_u64().unwrap())
+    };
+    let counts = || (std::fs::read_dir("/proc/self/task").unwrap().count(), std::fs::read_dir("/proc/self/fd").unwrap().count());
+    let (before, threads_fds) = (live(), counts());
+    let calls = [
+        "cuEventRecord",
+        "cuStreamWaitEvent",
+        "cuMemcpyHtoDAsync",
+        "cuMemcpyDtoHAsync",
+        "cuLaunchKernel",
+        "cuEventSynchronize",
+        "nvjpegJpegStreamParseHeader",
+        "nvjpegDecodeBatchedEx",
+        "nvjpegDecodeJpegHost",
+        "nvjpegDecodeJpegTransferToDevice",
+        "nvjpegDecodeJpegDevice",
+    ];
+    let ds2 = ds.clone();
+    let (delivered, errors, injected, epochs) = within(std::time::Duration::from_secs(300), "chaos epochs", move || {
+        let ds = ds2;
+        let mut p = cuda_pipeline(&ds, 21, 8, 3, 2);
+        let first = sim_injected().unwrap();
+        let (mut delivered, mut errors, mut epochs) = (0usize, 0usize, 0u64);
+        for seed in [1u64, 2, 3, 4] {
+            sim_inject_random(&calls, 15_000, seed).unwrap();
+            for _ in 0..4 {
+                p.start_epoch(epochs, 0);
+                epochs += 1;
+                // A failed batch ends the epoch; the trainer resumes it from its state, as after
+                // a crash: every sample still comes exactly once.
+                let mut seen = Vec::new();
+                let mut tries = 0;
+                loop {
+                    match p.next_batch() {
+                        None => break,
+                        Some(Ok(b)) => seen.extend(b.indices.iter().copied()),
+                        Some(Err(e)) => {
+                            let m = e.to_string();
+                            assert!(m.len() > 20, "an error that says nothing: {m:?}");
+                            errors += 1;
+                            tries += 1;
+                            assert!(tries < 64, "epoch {epochs}: 64 failed batches");
+                            let state = p.state();
+                            p.resume(&state).unwrap();
+                        }
+                    }
+                }
+                delivered += seen.len();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..ds.len()).collect::<Vec<_>>(), "epoch {epochs}: every sample exactly once across the resumes");
+            }
+        }
+        sim_inject_random(&calls, 0, 0).unwrap();
+        let injected = sim_injected().unwrap() - first;
+        // Failures stopped: the next epoch is the epoch of a pipeline that never failed.
+        let epoch = |p: &mut stoke::pipeline::Pipeline| {
+            p.start_epoch(100, 0);
+            std::iter::from_fn(|| p.next_batch()).map(|b| host(&b.unwrap())).collect::<Vec<_>>()
+        };
+        let after = epoch(&mut p);
+        let mut clean = cuda_pipeline(&ds, 21, 8, 3, 2);
+        assert!(after == epoch(&mut clean), "the epoch after the failures differs from a run that never failed");
+        (delivered, errors, injected, epochs)
+    });
+    eprintln!("chaos: {epochs} epochs, {injected} failures injected, {errors} batches failed, {delivered} samples delivered");
+    assert!(injected >= 100, "only {injected} failures injected: the chaos test is not one");
+    assert!(delivered > 0, "nothing delivered between failures");
+    assert_eq!(live(), before, "device and pinned allocations (live) after both pipelines are gone");
+    let mut now = counts();
+    for _ in 0..100 {
+        if now == threads_fds {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20)); // a joined thread leaves /proc a moment later
+        now = counts();
+    }
+    assert_eq!(now, threads_fds, "(threads, fds) after both pipelines are gone");
 }

@@ -123,3 +123,18 @@ pub fn within<T: Send + 'static>(limit: std::time::Duration, what: &str, f: impl
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked (above)"),
     }
 }
+
+/// Make every call of one of `calls` fail with probability `per_million` / 10^6 on the stand-in
+/// (sim/src/faults.rs), from a generator seeded with `seed`; `per_million` 0 stops it. `None` on
+/// a real driver.
+pub fn sim_inject_random(calls: &[&str], per_million: u64, seed: u64) -> Option<()> {
+    let names = std::ffi::CString::new(calls.join(",")).unwrap();
+    // SAFETY: the stand-in's own export, given a NUL-terminated string.
+    unsafe {
+        let lib = libloading::Library::new("libcuda.so.1").ok()?;
+        let f: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char, u64, u64) -> i32> =
+            lib.get(b"stoke_sim_inject_random\0").ok()?;
+        assert_eq!(f(names.as_ptr(), per_million, seed), 0, "stoke_sim_inject_random");
+    }
+    Some(())
+}
