@@ -137,6 +137,19 @@ def read_ledger(path):
     return recs, errs
 
 
+
+def json_object(line, tag, where, errs):
+    """The JSON object after `tag ` on a summary line, or None with the reason added to errs."""
+    try:
+        v = json.loads(line[len(tag) + 1:])
+    except ValueError as e:
+        errs.append(f"{where}: {tag} line is not JSON ({e})")
+        return None
+    if not isinstance(v, dict):
+        errs.append(f"{where}: {tag} line is not a JSON object")
+        return None
+    return v
+
 def from_summary(text, where="summary"):
     """(records, problems) from a bundle's summary.txt."""
     lines = text.splitlines()
@@ -155,14 +168,10 @@ def from_summary(text, where="summary"):
                     "a bundle/run.sh from before the ledger, or its doctor step failed"]
     errs, machine = [], None
     for n, s in machines:
-        try:
-            m = json.loads(s[len("LEDGER-MACHINE "):])
-        except ValueError as e:
-            errs.append(f"{where}:{n}: LEDGER-MACHINE is not JSON ({e})")
+        m = json_object(s, "LEDGER-MACHINE", f"{where}:{n}", errs)
+        if m is None:
             continue
-        if not isinstance(m, dict):
-            errs.append(f"{where}:{n}: LEDGER-MACHINE is not a JSON object")
-        elif machine is not None and m != machine:
+        if machine is not None and m != machine:
             errs.append(f"{where}:{n}: a second LEDGER-MACHINE line that differs from the first")
         else:
             machine = m
@@ -172,13 +181,8 @@ def from_summary(text, where="summary"):
     for n, s in enumerate(lines, 1):
         if not s.startswith("LEDGER "):
             continue
-        try:
-            fig = json.loads(s[len("LEDGER "):])
-        except ValueError as e:
-            errs.append(f"{where}:{n}: LEDGER line is not JSON ({e})")
-            continue
-        if not isinstance(fig, dict):
-            errs.append(f"{where}:{n}: LEDGER line is not a JSON object")
+        fig = json_object(s, "LEDGER", f"{where}:{n}", errs)
+        if fig is None:
             continue
         # Machine facts come from the machine line only; a figure line naming them is refused
         # (as an unknown field would be), so a figure cannot claim another device.
