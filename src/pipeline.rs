@@ -132,6 +132,9 @@ enum Command {
 struct Shared {
     generation: AtomicU64,
     stats: Mutex<Stats>,
+    /// Set by the drop: the batch the producer is making will be thrown away
+    /// ([`Backend::set_stop`]), so the drop waits for one sample per worker, not a batch.
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The batch iterator; see the module docs.
@@ -237,7 +240,9 @@ impl Pipeline {
         let threads = backend.threads();
         let cuda = backend.cuda_context();
         let steps = reader.steps();
-        let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()) });
+        let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()), stop: Default::default() });
+        let mut backend = backend;
+        backend.as_backend().set_stop(shared.stop.clone());
         let (cmd_tx, cmd_rx) = unbounded();
         let (out_tx, out_rx) = bounded(config.prefetch_batches);
         let (free_tx, free_rx) = unbounded();
@@ -542,6 +547,7 @@ impl Drop for Pipeline {
         // Abandon the epoch, close the command channel, drain the batch channel (a producer
         // blocked on it wakes), then wait for it; it drops the reader, which joins its threads.
         self.shared.generation.store(u64::MAX, Ordering::SeqCst);
+        self.shared.stop.store(true, Ordering::SeqCst);
         self.commands = None;
         // Batches left in the channel may hold every output-ring slot (CUDA backend) while the
         // producer waits for one: dropping the receiver does not drop them (the channel lives

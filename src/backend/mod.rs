@@ -87,6 +87,14 @@ pub trait Backend {
     fn held_bytes(&self) -> (u64, u64) {
         (0, 0)
     }
+
+    /// A flag the owner sets when whatever batch is being made will be thrown away (the
+    /// pipeline is being dropped): the backend may then skip the samples it has not started,
+    /// so that the drop (and a process's exit after Ctrl-C or SIGTERM) does not wait for a
+    /// whole batch of large images. By default it is ignored.
+    fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        let _ = stop;
+    }
 }
 
 /// The backend a pipeline runs, chosen from the config.

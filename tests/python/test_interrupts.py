@@ -167,3 +167,38 @@ def test_loaders_dropped_mid_epoch_leave_no_threads_or_file_descriptors(small):
             break
         after = counts()
     assert after == before, f"threads/fds {before} before 20 Loaders dropped mid-epoch, {after} after"
+
+
+@pytest.mark.parametrize("handler", ["default", "raises"])
+def test_sigterm_during_a_long_wait_ends_the_process_promptly(slow, handler):
+    """torchrun stops its workers with SIGTERM: with Python's default disposition the process
+    ends at once; with a handler that raises (what a trainer installs to save a checkpoint) the
+    exception comes at once and the process, Loader and all, exits promptly too."""
+    p = child(
+        """
+        import signal, sys, stoke
+        if sys.argv[2] == "raises":
+            def stop(signum, frame):
+                raise SystemExit(3)
+            signal.signal(signal.SIGTERM, stop)
+        ld = stoke.Loader(sys.argv[1], 16, device="cpu", threads=1, reader_threads=1, preset="eval", size=224, prefetch=1)
+        it = iter(ld)
+        print("waiting", flush=True)
+        next(it)
+        print("the batch came first", flush=True)
+        """,
+        slow,
+        handler,
+    )
+    try:
+        assert p.stdout.readline().strip() == "waiting"
+        time.sleep(0.5)
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+        latency = time.monotonic() - t
+    finally:
+        p.kill()
+    assert "the batch came first" not in out, (out, err)
+    assert p.returncode == (-signal.SIGTERM if handler == "default" else 3), (p.returncode, err)
+    assert latency < 1.5, f"the process ended {latency:.3f} s after SIGTERM"

@@ -49,6 +49,8 @@ pub struct CpuBackend {
     mixup: crate::config::MixupSpec,
     seed: u64,
     decode_only: bool,
+    /// Set when the batch being made will be thrown away ([`Backend::set_stop`]).
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 struct Worker {
@@ -164,6 +166,7 @@ impl CpuBackend {
             mixup: config.mixup.clone(),
             seed: config.seed,
             decode_only: config.decode_only,
+            stop: Default::default(),
         })
     }
 }
@@ -171,6 +174,10 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn threads(&self) -> usize {
         self.threads
+    }
+
+    fn set_stop(&mut self, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.stop = stop;
     }
 
     /// Decode and augment `samples` into `batch` (its buffers are reused); a replaced slot gets
@@ -204,8 +211,11 @@ impl Backend for CpuBackend {
         let mut status: Vec<Option<SlotError>> = vec![None; n];
         let (decode_ns, augment_ns) = (AtomicU64::new(0), AtomicU64::new(0));
         let (spec, max_pixels, dct) = (&self.output, self.max_pixels, self.dct);
+        let stop = &self.stop;
         let one = |out: Option<&mut [u8]>, s: &crate::backend::SampleIn<'_>| match &s.read_error {
             Some(e) => Some(e.clone()),
+            // The batch will be thrown away (Backend::set_stop): not worth decoding.
+            None if stop.load(std::sync::atomic::Ordering::Relaxed) => Some(SlotError::Read("not made: the pipeline is stopping".into())),
             None => process_one(s.bytes, &s.params, spec, max_pixels, dct, out, &decode_ns, &augment_ns).err(),
         };
         self.pool.install(|| {
