@@ -41,6 +41,8 @@ pub mod batch;
 pub mod codec;
 pub mod config;
 pub mod error;
+#[doc(hidden)] // the fuzz targets' entries (fuzz/): not a stable API
+pub mod fuzzing;
 #[cfg(feature = "gen")]
 pub mod gen;
 pub mod pipeline;

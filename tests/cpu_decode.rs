@@ -207,3 +207,21 @@ fn scaled_decoding_gives_ceil_sizes_and_refuses_other_factors() {
     decode_rgb(&jpeg, 1 << 20, &mut out).unwrap();
     assert_eq!((out.width, out.height), (67, 45));
 }
+
+/// A region whose right or bottom edge is past 2^32 lies outside the image: decoded whole, as
+/// any region outside it is. The sum `x + w` used to overflow: a panic in debug builds, and in
+/// release a wrapped sum that passed the inside check and made a crop region libjpeg-turbo
+/// refused (found by fuzz/fuzz_targets/jpeg_decode.rs).
+#[test]
+fn a_region_whose_edge_overflows_u32_is_decoded_whole() {
+    let (w, h) = (40u16, 24u16);
+    let jpeg = encode(&picture(w as usize, h as usize), w, h, ColorType::Rgb, SamplingFactor::F_2_2, false);
+    let mut full = DecodedImage::default();
+    decode_rgb(&jpeg, 1 << 20, &mut full).unwrap();
+    let mut part = DecodedImage::default();
+    for region in [(u32::MAX - 5, 0, 10, 4), (0, u32::MAX - 1, 8, 8), (u32::MAX, u32::MAX, u32::MAX, u32::MAX)] {
+        decode_rgb_region(&jpeg, 1 << 20, Some(region), &mut part).unwrap_or_else(|e| panic!("{region:?}: {e}"));
+        assert_eq!((part.region_x, part.region_y, part.region_w, part.region_h), (0, 0, w as u32, h as u32), "{region:?}");
+        assert_eq!(part.rgb, full.rgb, "{region:?}");
+    }
+}

@@ -11,7 +11,7 @@ mod jpeg;
 
 use jpeg::{parse, HeaderError};
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(init: stoke::fuzzing::seeds_from_env("jpeg_header"), |data: &[u8]| {
     match parse(data) {
         Ok(info) => {
             assert!(info.width > 0 && info.height > 0, "zero dimension accepted: {info:?}");

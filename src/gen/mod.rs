@@ -217,7 +217,7 @@ pub fn kind_of(seed: u64, index: usize) -> Kind {
     Kind::Baseline420
 }
 
-fn encode(rgb: &[u8], w: u16, h: u16, kind: Kind, quality: u8) -> Result<Vec<u8>> {
+pub(crate) fn encode(rgb: &[u8], w: u16, h: u16, kind: Kind, quality: u8) -> Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(w as usize * h as usize / 2);
     let mut enc = Encoder::new(&mut bytes, quality);
     enc.set_chroma_subsampling_method(ChromaSubsamplingMethod::Average);

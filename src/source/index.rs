@@ -311,7 +311,7 @@ const SUBSAMPLINGS: [Subsampling; 8] = [
 ];
 const KINDS: [SourceKind; 3] = [SourceKind::Folder, SourceKind::List, SourceKind::Tar];
 
-fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
+pub(crate) fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
     let mut w = W(Vec::with_capacity(64 + s.samples.len() * 64));
     w.0.extend_from_slice(MAGIC);
     w.u32(VERSION);
@@ -375,6 +375,19 @@ fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
     let sum = fnv(FNV_OFFSET, &w.0);
     w.u64(sum);
     w.0
+}
+
+/// `body` (a saved index without its last 8 bytes) with the checksum appended: what the fuzz
+/// target feeds [`decode`], since a fuzzer cannot find a matching FNV-1a by itself.
+pub(crate) fn with_checksum(body: &[u8]) -> Vec<u8> {
+    let mut b = body.to_vec();
+    b.extend_from_slice(&fnv(FNV_OFFSET, body).to_le_bytes());
+    b
+}
+
+/// The fingerprint field of a saved index's bytes (0 when too short).
+pub(crate) fn fingerprint_field(b: &[u8]) -> u64 {
+    b.get(12..20).map_or(0, |f| u64::from_le_bytes(f.try_into().expect("8 bytes")))
 }
 
 pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {

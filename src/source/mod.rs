@@ -15,7 +15,7 @@
 //! (`.jpg`, `.jpeg`, `.png`, `.webp` in any case, at any depth) are samples; other files are ignored and counted.
 
 mod folder;
-mod index;
+pub(crate) mod index;
 mod list;
 #[cfg(feature = "remote")]
 pub mod remote;

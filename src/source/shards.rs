@@ -123,7 +123,7 @@ pub fn sidecar_json(facts: &[ShardFacts]) -> String {
 }
 
 /// The sidecar's facts when they describe exactly `listed` (name, size) in order.
-fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
+pub(crate) fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
     let s: Sidecar = serde_json::from_slice(text).ok()?;
     let ok = s.format == FORMAT
         && (s.version == 1 || s.version == 2)
@@ -136,7 +136,7 @@ fn matching(text: &[u8], listed: &[(String, u64)]) -> Option<Vec<ShardFacts>> {
 /// least a 512-byte tar header, and its largest sample fits in the shard. Counts beyond that
 /// (2^31, 2^63 in a damaged or hand-edited sidecar) would size an epoch's order and the
 /// buffers by numbers no shard holds; the shards are read instead, with a warning naming them.
-fn plausible(f: &ShardFacts) -> bool {
+pub(crate) fn plausible(f: &ShardFacts) -> bool {
     let largest = f.largest.unwrap_or_default();
     let why = if f.samples > f.bytes / 512 {
         format!("{} samples, more than its {} bytes can hold (at most {}: one 512-byte header each)", f.samples, f.bytes, f.bytes / 512)

@@ -595,6 +595,13 @@ impl<W: Write> TarWriter<W> {
         self.data(data)
     }
 
+    /// Append a member of type `kind` (a pax header `x`, a link...) holding `data`, its name
+    /// as given (at most 100 bytes kept): hand-made shards for the fuzz targets' seeds.
+    pub(crate) fn append_kind(&mut self, name: &str, data: &[u8], kind: u8) -> std::io::Result<()> {
+        self.header(name.as_bytes(), data.len() as u64, kind)?;
+        self.data(data)
+    }
+
     /// Write the end-of-archive blocks and return the writer.
     pub fn finish(mut self) -> std::io::Result<W> {
         self.out.write_all(&[0u8; 2 * BLOCK as usize])?;

@@ -402,7 +402,16 @@ fn decode_inner(
         // libjpeg-turbo cannot decode part of a lossless image: those are decoded whole.
         let lossless = h.get(tj::TJPARAM_TJPARAM_LOSSLESS) == 1;
         let (rx, ry, rw, rh) = match region {
-            Some((x, y, w, h)) if !lossless && hdr.mcu_width > 0 && w > 0 && h > 0 && x + w <= hdr.width && y + h <= hdr.height => {
+            // The sums in u64: a region whose edge is past 2^32 lies outside the image (decoded
+            // whole), never an overflow (found by fuzz/fuzz_targets/jpeg_decode.rs).
+            Some((x, y, w, h))
+                if !lossless
+                    && hdr.mcu_width > 0
+                    && w > 0
+                    && h > 0
+                    && x as u64 + w as u64 <= hdr.width as u64
+                    && y as u64 + h as u64 <= hdr.height as u64 =>
+            {
                 // Smooth chroma upsampling reads the neighbouring chroma samples, which at the
                 // edge of a decoded region are replaced by the edge's own: decode one iMCU
                 // more on every side so the requested pixels are those of the full decode
