@@ -546,7 +546,7 @@ impl DeviceImages {
     /// `stream` must be a valid stream of this batch's context and must stay alive until this
     /// value is dropped (the release is recorded on it then).
     pub unsafe fn wait_on_raw(&self, stream: sys::CUstream) -> Result<(), GpuError> {
-        let _keep = KeepCurrent::new();
+        // (Wrapping binds nothing; `wait_on` keeps the caller's context.)
         // SAFETY: forwarded to the caller's contract above.
         let s = unsafe { self.shared.ctx.wrap_borrowed_stream(stream) };
         self.wait_on(&s)
