@@ -342,6 +342,10 @@ def main(argv=None):
                     help="train on a CUDA stream of its own instead of the legacy default stream (which "
                          "synchronizes with every blocking stream): tells whether the model waits on "
                          "stoke's work through it")
+    ap.add_argument("--stream-priority", choices=["default", "high"], default="default",
+                    help="high: train on a side stream of the GPU's greatest priority (stoke's streams keep "
+                         "the default, which is the lowest), so the model's kernels are scheduled before "
+                         "stoke's when both wait for SMs; implies --side-stream")
     ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="nearest",
                     help="nvJPEG's chroma upsampling (nearest: about twice the hardware engine's rate)")
     ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
@@ -393,9 +397,13 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory()
         args.data = make_dataset(os.path.join(tmp.name, "data"))
     device = torch.device(args.device)
+    if args.stream_priority == "high":
+        args.side_stream = True
     if on_gpu and args.side_stream:
-        # Everything after this (the model, torch.from_dlpack's stream, synchronize) uses it.
-        torch.cuda.set_stream(torch.cuda.Stream())
+        # Everything after this (the model, torch.from_dlpack's stream, synchronize) uses it. A
+        # priority beyond the device's range is clamped to its greatest.
+        priority = -100 if args.stream_priority == "high" else 0
+        torch.cuda.set_stream(torch.cuda.Stream(priority=priority))
     if on_gpu:
         torch.backends.cudnn.benchmark = True
     classes = 4 if args.model == "tiny" else args.classes
@@ -511,7 +519,8 @@ def main(argv=None):
     if util_fed is not None:
         line += f", GPU utilization fed {util_fed:.0f}%" + (f" / alone {util_alone:.0f}%" if util_alone is not None else "")
     if on_gpu:
-        line += ", on a side stream" if args.side_stream else ", on the legacy default stream"
+        line += ", on the legacy default stream" if not args.side_stream else (
+            ", on a side stream of the greatest priority" if args.stream_priority == "high" else ", on a side stream")
         line += f", {args.gpu_upsampling} chroma upsampling, {args.gpu_wait} GPU waits, {args.amp_dtype} autocast"
     print(line, flush=True)
     for text in pair_lines(summary):
@@ -523,6 +532,7 @@ def main(argv=None):
         "layout": "nhwc-view" if args.channels_last else "nchw", "channels_last": args.channels_last,
         "amp_dtype": args.amp_dtype if on_gpu else None,
         "side_stream": bool(on_gpu and args.side_stream),
+        "stream_priority": args.stream_priority if on_gpu else None,
         "gpu_wait": args.gpu_wait if on_gpu else None,
         "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
         **summary,
@@ -537,6 +547,7 @@ def main(argv=None):
             "model": args.model, "preset": args.preset, "batch_size": args.batch_size,
             "steps": args.steps * args.pairs, "pairs": args.pairs,
             "side_stream": bool(on_gpu and args.side_stream),
+            "stream_priority": args.stream_priority if on_gpu else None,
             "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
             "gpu_wait": args.gpu_wait if on_gpu else None,
             "amp_dtype": args.amp_dtype if on_gpu else None,

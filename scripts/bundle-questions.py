@@ -131,16 +131,20 @@ def answer(key, mode, logs, gpu):
         return hits[-1] if hits else None
     if key == "trainer":
         parts = []
-        for name in ("train-torch.log", "train-torch-deit.log", "train-torch-side.log"):
+        for name in ("train-torch.log", "train-torch-vit.log", "train-torch-deit.log", "train-torch-side.log",
+                     "train-torch-auto.log", "train-torch-block.log", "train-torch-priority.log"):
             r = last_json(os.path.join(logs, name))
             if not r:
                 continue
             alone = r.get("model_alone_images_per_sec")
             util = r.get("gpu_utilization_pct")
             parts.append(
-                f"{r.get('preset')}{' (side stream)' if r.get('side_stream') else ''}: {r['images_per_sec']:.0f} images/s, data wait {100 * r['data_wait_share']:.1f}%"
+                f"{r.get('model', 'resnet50')} {r.get('preset')}"
+                f"{' (side stream' + (', greatest priority' if r.get('stream_priority') == 'high' else '') + ')' if r.get('side_stream') else ''}"
+                f"{', ' + r['gpu_wait'] + ' waits' if name in ('train-torch-auto.log', 'train-torch-block.log') else ''}"
+                f": {r['images_per_sec']:.0f} images/s, data wait {100 * r['data_wait_share']:.1f}%"
                 + (f", GPU utilization {util:.0f}%" if util is not None else ", GPU utilization not read (no NVML)")
-                + (f", model alone {alone:.0f} images/s (fed/alone {r['images_per_sec'] / alone:.2f})" if alone else "")
+                + (f", model alone {alone:.0f} images/s (fed/alone {r.get('fed_alone_median') or r['images_per_sec'] / alone:.3f}, median of pairs)" if alone else "")
             )
         return "; ".join(parts) if parts else None
     if key == "deit-peer":

@@ -39,7 +39,7 @@
 #                  CPU route on 2, 4 and 8 threads (`--threads`) interleaved twice, each
 #                  report with its slowest batches' routes and stage times; the DeiT preset;
 #                  the CUDA decoders alone; the engine alone with 8 CPU threads
-#   run.sh cores   (carries the checks part) where the CPU cores go and whether sleeping
+#   run.sh cores   (carries the python part) where the CPU cores go and whether sleeping
 #                  waits cut them: `stoke bench` end to end with --gpu-wait auto and block
 #                  interleaved three times, then engine-only with each (every report has its
 #                  cores by thread group and the CPU time inside the engine's calls), ResNet-50
@@ -67,7 +67,7 @@ set -uo pipefail
 mode="${1:-tests}"
 case "$mode" in tests | bench | python | checks | upsampling | ahead | tail | cores | soak) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead|tail|cores|soak" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail | cores) part=checks ;; soak) part=bench ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores) part=python ;; soak) part=bench ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -623,10 +623,15 @@ run_cores() {
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   # fed/alone with each wait, 3 pairs of 60 timed steps: ~3 x 140 x 45 ms = 20 s plus ~20 s of
   # start each (ResNet-50's rates on the H200 at 8e74fe8).
+  local steps="${CORES_TRAIN_STEPS:-60}"
   for w in auto block; do
     ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone --gpu-wait $w, 3 pairs" 150 "train-torch-$w.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps 60 --batch-size 256 --json --gpu-wait "$w"
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json --gpu-wait "$w"
   done
+  # The trainer's stream at the GPU's greatest priority (stoke's streams keep the default, the
+  # lowest): does the model then run at its own speed when stoke's kernels want SMs too?
+  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, side stream of the greatest priority, 3 pairs" 150 train-torch-priority.log \
+    python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json --stream-priority high
 }
 
 # A long run, watched (examples/soak.rs): 30 epochs of 2560 generated images through Pipeline on

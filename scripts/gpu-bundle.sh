@@ -26,7 +26,7 @@
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
-#   bundle/checks.tar.gz       `run.sh checks`, `upsampling`, `ahead`, `tail` and `cores`: tests/gpu_pipeline,
+#   bundle/checks.tar.gz       `run.sh checks`, `upsampling`, `ahead` and `tail` (`cores` carries the python part): tests/gpu_pipeline,
 #                              tests/gpu_backends, tests/gpu_decode, examples/train_torch.py and the
 #                              Python package (the decode-only sweep, canaries under load and
 #                              the malformed-JPEG sweep use bin/stoke and scripts/malformed-*.py
@@ -141,7 +141,7 @@ rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
 for mode in tests bench python checks upsampling ahead tail cores soak; do
-  pt="$mode"; case "$mode" in upsampling | ahead | tail | cores) pt=checks ;; soak) pt=bench ;; esac
+  pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; cores) pt=python ;; soak) pt=bench ;; esac
   size=0
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'
