@@ -8,7 +8,7 @@
 //! ```text
 //! cargo run --release --features gen --example soak -- [--backend cpu|cuda] [--epochs N]
 //!     [--images N] [--batch-size B] [--drops N] [--dataset PATH] [--json]
-//!     [--inject-leak BYTES] [--inject-thread-leak]
+//!     [--inject-leak BYTES] [--inject-thread-leak] [--inject-device-leak BYTES]
 //! ```
 //! (`scripts/with-sim-gpu.sh` in front for `--backend cuda` without a GPU: the simulated device.)
 //!
@@ -16,8 +16,11 @@
 //! allocator arenas and thread stacks settle there) resident memory grew by more than the
 //! bound, or the thread or descriptor count moved at all between epochs, or a dropped
 //! pipeline left a thread or a descriptor behind. The figures go to BENCHMARKS.md ("Soak").
-//! `--inject-leak BYTES` (memory kept each epoch) and `--inject-thread-leak` (a thread left each
-//! epoch) make it fail on purpose: tests/soak.rs proves each check fires.
+//! On the CUDA backend it also fails when the device's free memory fell by more than a slack
+//! (the driver's and nvJPEG's own allocations move it by themselves).
+//! `--inject-leak BYTES` (memory kept each epoch), `--inject-thread-leak` (a thread left each
+//! epoch) and `--inject-device-leak BYTES` (device memory kept each epoch, CUDA backend) make it
+//! fail on purpose: tests/soak.rs proves each check fires.
 
 use std::time::Instant;
 use stoke::config::{BackendKind, PipelineConfig};
@@ -28,6 +31,12 @@ use stoke::pipeline::Pipeline;
 /// epochs on the stand-in, whose streams are host threads); a leak of 100 KB per epoch passes
 /// it within the 200 epochs of a CPU soak.
 const RSS_SLACK: u64 = 24 << 20;
+/// The device's free memory moves by itself on a real driver: tests/gpu_pipeline's flat-memory
+/// test saw it swing by 16 MiB between epochs on an H100 with the backend's own bytes unchanged
+/// (nvJPEG's and the driver's allocations, which stoke does not count), and a 20-epoch soak there
+/// fell 30 MiB from the warm-up's end. A fall beyond this slack is a problem; the summary keeps
+/// every epoch's figure so that a trend shows.
+const DEVICE_SLACK: u64 = 64 << 20;
 
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 struct Sample {
@@ -73,7 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (mut backend, mut epochs, mut images, mut batch, mut drops) = (BackendKind::Cpu, 200u64, 256usize, 32usize, 50usize);
     let (mut dataset, mut json) = (None, false);
-    let (mut leak, mut thread_leak) = (0usize, false);
+    let (mut leak, mut thread_leak, mut device_leak) = (0usize, false, 0usize);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
@@ -92,6 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--json" => json = true,
             "--inject-leak" => leak = val()?.parse()?,
             "--inject-thread-leak" => thread_leak = true,
+            "--inject-device-leak" => device_leak = val()?.parse()?,
             _ => return Err(format!("unknown argument {a}").into()),
         }
     }
@@ -124,6 +134,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if leak > 0 {
             // Kept for good and touched, as a leak is.
             std::mem::forget(vec![1u8; leak]);
+        }
+        if device_leak > 0 {
+            let Some(s) = consumer.as_ref() else {
+                return Err("--inject-device-leak needs --backend cuda".into());
+            };
+            // Kept for good, as a leaked block is.
+            std::mem::forget(s.alloc_zeros::<u8>(device_leak)?);
         }
         if thread_leak {
             std::thread::spawn(std::thread::park);
@@ -194,8 +211,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 break;
             }
             if let (Some(b), Some(f)) = (base.device_free, s.device_free) {
-                if f < b {
-                    problems.push(format!("device free memory fell from {b} after epoch {} to {f} after epoch {}", base.epoch, s.epoch));
+                if f + DEVICE_SLACK < b {
+                    problems.push(format!(
+                        "device free memory fell from {b} after epoch {} to {f} after epoch {} (more than the {} MiB slack)",
+                        base.epoch,
+                        s.epoch,
+                        DEVICE_SLACK >> 20
+                    ));
                     break;
                 }
             }
@@ -215,6 +237,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "last": last,
         "rss_growth_bytes": first.zip(last).map(|(a, b)| b.rss as i64 - a.rss as i64),
         "rss_max_bytes": samples.iter().map(|s| s.rss).max(),
+        "device_free_mib_by_epoch": samples.iter().map(|s| s.device_free.map(|f| f >> 20)).collect::<Vec<_>>(),
         "drops": drops,
         "threads_fds_before_drops": before,
         "threads_fds_after_drops": after,

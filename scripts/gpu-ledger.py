@@ -49,6 +49,9 @@ METRICS = {
                                       "DeiT transform + Mixup in a DataLoader (best worker count)"),
     "nvjpeg_engine_alone_images_per_sec": ("images/s", "scripts/nvjpeg-hw-load.cu: nvJPEG's hardware engine "
                                                        "with no stoke around it, default flags, calls of 64"),
+    "soak_device_free_drop_mib": ("MiB", "examples/soak --backend cuda: how much the device's free memory fell from "
+                                         "the end of the warm-up epochs to the last epoch (the note: epochs, images)"),
+    "soak_rss_growth_mib": ("MiB", "examples/soak: resident memory growth from the warm-up's end to the last epoch"),
 }
 
 MACHINE_FIELDS = ("date", "device", "driver", "cuda", "nvjpeg", "commit")

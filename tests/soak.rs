@@ -13,12 +13,16 @@ fn soak() -> Command {
 }
 
 fn run(extra: &[&str]) -> (bool, String) {
+    run_on("cpu", extra)
+}
+
+fn run_on(backend: &str, extra: &[&str]) -> (bool, String) {
     let data = tempfile::tempdir().unwrap();
     let mut cfg = stoke::gen::GenConfig::new(48);
     cfg.classes = 3;
     stoke::gen::generate(data.path(), &cfg, &|_| {}).unwrap();
     let out = soak()
-        .args(["--backend", "cpu", "--epochs", "12", "--batch-size", "16", "--drops", "3", "--json", "--dataset"])
+        .args(["--backend", backend, "--epochs", "12", "--batch-size", "16", "--drops", "3", "--json", "--dataset"])
         .arg(data.path())
         .args(extra)
         .output()
@@ -46,4 +50,31 @@ fn a_thread_left_every_epoch_fails_the_soak() {
     let (ok, out) = run(&["--inject-thread-leak"]);
     assert!(!ok, "a thread left per epoch passed: {out}");
     assert!(out.contains("threads/fds moved"), "{out}");
+}
+
+/// The CUDA backend's run (the simulated device in CI, scripts/with-sim-gpu.sh; a GPU in the
+/// bundle), or None where there is no device and none is required.
+fn run_cuda(extra: &[&str]) -> Option<(bool, String)> {
+    let (ok, out) = run_on("cuda", extra);
+    if !ok && !out.contains("SOAK {") {
+        assert!(std::env::var("STOKE_REQUIRE_GPU").as_deref() != Ok("1"), "STOKE_REQUIRE_GPU=1 but the CUDA soak did not run: {out}");
+        eprintln!("skipping: the CUDA backend did not open ({})", out.lines().last().unwrap_or(""));
+        return None;
+    }
+    Some((ok, out))
+}
+
+#[test]
+fn a_clean_cuda_run_passes_with_flat_device_memory() {
+    let Some((ok, out)) = run_cuda(&[]) else { return };
+    assert!(ok, "{out}");
+    assert!(out.contains("\"problems\":[]") && out.contains("device_free_mib_by_epoch"), "{out}");
+}
+
+#[test]
+fn device_memory_kept_every_epoch_fails_the_soak() {
+    // 8 MiB an epoch: 80 MiB after the warm-up's 2 epochs, past the 64 MiB slack.
+    let Some((ok, out)) = run_cuda(&["--inject-device-leak", "8388608"]) else { return };
+    assert!(!ok, "a device leak of 8 MiB per epoch passed: {out}");
+    assert!(out.contains("device free memory fell"), "{out}");
 }
