@@ -159,7 +159,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if cuda && cfg!(not(feature = "candle-cuda")) {
         return Err("--cuda needs candle's CUDA backend: build with --features candle-cuda".into());
     }
-    let device = if cuda { Device::new_cuda(0)? } else { Device::Cpu };
+    let device = cuda_device(cuda)?;
     let mut pipeline = Pipeline::new(config(&dataset()?, batch_size, cuda))?;
 
     let vars = VarMap::new();
@@ -216,4 +216,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("the loss did not fall: {first:.4} -> {last:.4} (the smoke test asks for at most 0.9x)").into());
     }
     Ok(())
+}
+
+/// The candle device: on a GPU one with a stream of its own, so that `take_candle_cuda` hands
+/// the batch's memory over without a copy (on `Device::new_cuda`'s per-thread default stream it
+/// copies: docs/candle.md).
+fn cuda_device(cuda: bool) -> candle_core::Result<Device> {
+    #[cfg(feature = "candle-cuda")]
+    if cuda {
+        return Ok(Device::Cuda(candle_core::CudaDevice::new_with_stream(0)?));
+    }
+    let _ = cuda;
+    Ok(Device::Cpu)
 }

@@ -1,8 +1,11 @@
 //! Device batches as candle CUDA tensors (feature `candle-cuda`): `Batch::take_candle_cuda`.
 //!
 //! On a device (a GPU, or the simulated one: `scripts/with-sim-gpu.sh`, which also answers the
-//! cuBLAS/cuRAND handle calls a candle device makes): the image tensor's storage is the batch's
-//! own memory (same device address, no copy) with the values of the batch's own host copy
+//! cuBLAS/cuRAND handle calls a candle device makes): on a candle device with a stream of its
+//! own (`CudaDevice::new_with_stream`) the image tensor's storage is the batch's own memory
+//! (same device address, no copy), on one that uses the per-thread default stream
+//! (`Device::new_cuda`) a copy whose slot goes back at once, tensors dropped on another thread
+//! (one with no current context) leave nothing held; with the values of the batch's own host copy
 //! (`DeviceImages::copy_images_to_host`, a path independent of candle), labels and soft targets
 //! equal, a held tensor is never overwritten by later batches, a taken batch counts against
 //! `ring_depth` until its last tensor is dropped (`Error::HeldBatches` as for device batches),
@@ -14,13 +17,18 @@
 mod candle_common;
 mod gpu_common;
 
-use candle_core::{DType as CDType, Device, Storage, Tensor};
+use candle_core::{CudaDevice, DType as CDType, Device, Storage, Tensor};
 use std::path::Path;
 use stoke::config::{BackendKind, DType, Layout, MixupSpec, PipelineConfig};
 use stoke::pipeline::Pipeline;
 use stoke::Error;
 
 use candle_common::dataset;
+
+/// A candle device with a stream of its own: the zero-copy hand-over.
+fn own_stream_device() -> Device {
+    Device::Cuda(CudaDevice::new_with_stream(0).unwrap())
+}
 
 fn config(root: &Path, dtype: DType, layout: Layout) -> PipelineConfig {
     candle_common::config(root, dtype, layout, BackendKind::Cuda)
@@ -66,7 +74,7 @@ fn device_tensors_are_the_batchs_own_memory_with_its_values() {
     let Some(_gpu) = gpu_common::gpu_or_skip("candle_cuda") else { return };
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path());
-    let dev = Device::new_cuda(0).unwrap();
+    let dev = own_stream_device();
     let cases = [
         (DType::U8, Layout::Nhwc, false, CDType::U8),
         (DType::F16, Layout::Nchw, false, CDType::F16),
@@ -119,7 +127,7 @@ fn a_held_tensor_is_never_overwritten_and_counts_as_held_until_dropped() {
     let Some(_gpu) = gpu_common::gpu_or_skip("candle_cuda") else { return };
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path());
-    let dev = Device::new_cuda(0).unwrap();
+    let dev = own_stream_device();
     let mut c = config(dir.path(), DType::F32, Layout::Nchw);
     c.ring_depth = 2;
     let mut p = Pipeline::new(c).unwrap();
@@ -196,4 +204,76 @@ fn what_cannot_be_taken_is_refused_by_name_and_the_batch_stays_usable() {
     let e = b.take_candle_cuda(&dev).unwrap_err().to_string();
     assert!(e.contains("host batch") && e.contains("take_candle"), "{e}");
     assert!(b.host_bytes().is_some(), "the refused host batch keeps its pixels");
+}
+
+/// Takes every batch of `epochs` epochs as tensors on `dev` and drops them on a new thread (no
+/// current context there): with `ring_depth` 2 a slot held for good would stop the pipeline
+/// with `HeldBatches` within two batches. Returns (batches, whether the images were copies).
+fn take_and_drop_elsewhere(dev: &Device, epochs: u64) -> (usize, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path());
+    let mut c = config(dir.path(), DType::F16, Layout::Nchw);
+    c.ring_depth = 2;
+    let mut p = Pipeline::new(c).unwrap();
+    let (mut made, mut copies) = (0, false);
+    for epoch in 0..epochs {
+        p.start_epoch(epoch, 0);
+        while let Some(b) = p.next_batch() {
+            let mut b = b.unwrap_or_else(|e| panic!("batch {made}: {e}"));
+            let mut bytes = Vec::new();
+            b.device().unwrap().copy_images_to_host(&mut bytes).unwrap();
+            let at = b.device().unwrap().images_ptr();
+            let (x, y) = b.take_candle_cuda(dev).unwrap();
+            assert_eq!(host_bytes(&x), bytes, "batch {made}: the tensor's values");
+            copies |= device_ptr(&x) != at;
+            p.recycle(b);
+            std::thread::spawn(move || drop((x, y))).join().unwrap();
+            made += 1;
+        }
+    }
+    (made, copies)
+}
+
+#[test]
+fn per_thread_stream_tensors_are_copies_and_hold_no_slot() {
+    let _serial = gpu_common::serial();
+    let Some(_gpu) = gpu_common::gpu_or_skip("candle_cuda") else { return };
+    // Device::new_cuda: candle on the per-thread default stream. A zero-copy hand-over would
+    // free the slot on whichever thread's stream drops the tensor (unordered; with no context
+    // there, never); the copy gives the slot back at once, so tensors held past ring_depth
+    // batches stop nothing. (Dropping a per-thread-stream tensor on a thread with no context
+    // fails in candle for any of its tensors, stoke's or not: not exercised here.)
+    let dev = Device::new_cuda(0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path());
+    let mut c = config(dir.path(), DType::F16, Layout::Nchw);
+    c.ring_depth = 2;
+    let mut p = Pipeline::new(c).unwrap();
+    let mut held = Vec::new();
+    for epoch in 0..2u64 {
+        p.start_epoch(epoch, 0);
+        while let Some(b) = p.next_batch() {
+            let mut b = b.unwrap_or_else(|e| panic!("batch {}: {e}", held.len()));
+            let mut bytes = Vec::new();
+            b.device().unwrap().copy_images_to_host(&mut bytes).unwrap();
+            let at = b.device().unwrap().images_ptr();
+            let (x, y) = b.take_candle_cuda(&dev).unwrap();
+            assert_ne!(device_ptr(&x), at, "a per-thread-stream device gets a copy");
+            p.recycle(b);
+            held.push((bytes, x, y));
+        }
+    }
+    assert_eq!(held.len(), 2 * 3, "every batch of two epochs (8, 8, 6 samples), all held");
+    for (i, (bytes, x, _)) in held.iter().enumerate() {
+        assert_eq!(&host_bytes(x), bytes, "held batch {i} changed or differs from the batch");
+    }
+}
+
+#[test]
+fn own_stream_tensors_dropped_on_another_thread_leave_nothing_held() {
+    let _serial = gpu_common::serial();
+    let Some(_gpu) = gpu_common::gpu_or_skip("candle_cuda") else { return };
+    let (made, copies) = take_and_drop_elsewhere(&own_stream_device(), 3);
+    assert_eq!(made, 3 * 3, "every batch of three epochs (8, 8, 6 samples)");
+    assert!(!copies, "a device with its own stream takes the batch's memory itself");
 }

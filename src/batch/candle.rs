@@ -120,11 +120,20 @@ impl Batch {
     /// [`crate::DeviceImages`]: with `ring_depth` batches held, [`crate::Pipeline::next_batch`]
     /// returns [`Error::HeldBatches`] instead of a batch.
     ///
-    /// `device` must be a candle CUDA device on the same GPU (its primary context, as
-    /// `Device::new_cuda(ordinal)` makes). The batch keeps its records; its pixels and targets
-    /// are gone (recycle it as usual). Refused, with the batch unchanged: a host batch (use
-    /// [`Batch::take_candle`]), a CPU or other device, a device without stream-ordered memory
-    /// pools.
+    /// `device` must be a candle CUDA device on the same GPU (its primary context). **Without a
+    /// copy only on a device with a stream of its own**, as
+    /// `Device::Cuda(candle_core::CudaDevice::new_with_stream(ordinal)?)` makes: the tensor's
+    /// memory is freed on that stream wherever it is dropped. `Device::new_cuda(ordinal)` works
+    /// on the per-thread default stream, and a free enqueued there goes to the stream of the
+    /// thread that drops the tensor — unordered with the work of the thread that used it, and
+    /// failing silently on a thread with no current context (the slot would stay held for good).
+    /// So on such a device (and on the legacy default stream) the images are **copied** on the
+    /// device into memory of candle's (one batch-sized copy, enqueued on candle's stream after it
+    /// waited for the batch), and the batch's slot goes back to the ring at once.
+    ///
+    /// The batch keeps its records; its pixels and targets are gone (recycle it as usual).
+    /// Refused, with the batch unchanged: a host batch (use [`Batch::take_candle`]), a CPU or
+    /// other device, a device without stream-ordered memory pools.
     pub fn take_candle_cuda(&mut self, device: &Device) -> Result<(Tensor, Tensor)> {
         use candle_core::backend::BackendStorage;
         use candle_core::cuda_backend::{CudaStorage, CudaStorageSlice};
@@ -181,6 +190,25 @@ impl Batch {
         let targets = CudaStorage { slice: targets, device: cd.clone() };
         let tshape: Vec<usize> = if classes > 0 { vec![n, classes] } else { vec![n] };
         let targets = Tensor::from_storage(Storage::Cuda(targets), tshape, BackpropOp::none(), false);
+        if stream_follows_the_thread(&stream) {
+            // The images copied into candle's memory, on candle's stream (which waited for the
+            // batch above); the slot's release is recorded on that stream when `d` is dropped.
+            let images = match dtype {
+                DType::U8 => CudaStorageSlice::U8(copied(&stream, d.images_ptr(), elements)?),
+                DType::F16 => CudaStorageSlice::F16(copied(&stream, d.images_ptr(), elements)?),
+                DType::Bf16 => CudaStorageSlice::BF16(copied(&stream, d.images_ptr(), elements)?),
+                DType::F32 => CudaStorageSlice::F32(copied(&stream, d.images_ptr(), elements)?),
+            };
+            let images = CudaStorage { slice: images, device: cd.clone() };
+            let images = Tensor::from_storage(Storage::Cuda(images), self.shape.to_vec(), BackpropOp::none(), false);
+            self.images = Images::Host(HostImages::new(dtype));
+            if classes > 0 {
+                self.targets.clear();
+            } else {
+                self.labels.clear();
+            }
+            return Ok((images, targets));
+        }
         // The images: the slot's memory itself.
         let Images::Device(d) = std::mem::replace(&mut self.images, Images::Host(HostImages::new(dtype))) else {
             unreachable!("matched above")
@@ -215,6 +243,34 @@ impl Batch {
         }
         Ok((images, targets))
     }
+}
+
+/// True for the per-thread default stream and the legacy default stream: handles that name a
+/// different stream (or none) on each thread that uses them, so a free enqueued on them when a
+/// tensor is dropped is not ordered after the work of the thread that made it.
+#[cfg(feature = "candle-cuda")]
+fn stream_follows_the_thread(stream: &cudarc::driver::CudaStream) -> bool {
+    let s = stream.cu_stream() as usize;
+    s == 0 || s == PER_THREAD_STREAM
+}
+
+/// `CU_STREAM_PER_THREAD`, the handle of the calling thread's default stream.
+#[cfg(feature = "candle-cuda")]
+const PER_THREAD_STREAM: usize = 0x2;
+
+/// A new allocation of `len` values on `stream`, filled from the device address `src`.
+#[cfg(feature = "candle-cuda")]
+fn copied<T: cudarc::driver::DeviceRepr>(
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    src: cudarc::driver::sys::CUdeviceptr,
+    len: usize,
+) -> Result<cudarc::driver::CudaSlice<T>> {
+    // SAFETY: uninitialised, and written whole by the copy enqueued right after on the same
+    // stream, before anything can read it.
+    let mut dst = unsafe { stream.alloc::<T>(len) }
+        .map_err(|e| Error::Gpu(crate::error::GpuError::Cuda { call: "cuMemAllocAsync", message: e.to_string() }))?;
+    copy_on(stream, &mut dst, src)?;
+    Ok(dst)
 }
 
 /// Copy `dst.len()` values from the device address `src` into `dst`, on `stream`.
