@@ -64,7 +64,7 @@ fn config(dataset: &Path, mode: Mode, rank: usize, world: usize, batch: usize, s
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (batch, seed, BackendKind::Cpu, 1, 1);
     (c.rank, c.world_size) = (rank, world);
     if mode == Mode::Stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20 });
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
     }
     c
 }

@@ -43,7 +43,7 @@ fn config(shards: &Path, backend: BackendKind, on_error: OnError) -> PipelineCon
     (c.output.dtype, c.output.layout) = (DType::F16, Layout::Nchw);
     (c.batch_size, c.seed, c.backend, c.on_error) = (24, 7, backend, on_error);
     (c.ring_depth, c.reader_threads, c.cpu_threads) = (3, 2, 2);
-    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 30 });
+    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 30, ..Default::default() });
     // Interpolated chroma, as the CPU backend decodes: the comparison below rests on it
     // (nearest, the default, is 0.67 levels away on average: tests/gpu_decode.rs).
     c.gpu_upsampling = stoke::config::GpuUpsampling::Smooth;

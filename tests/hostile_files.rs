@@ -281,7 +281,7 @@ fn shard_facts_claiming_2_to_the_31_or_63_samples_are_not_believed() {
         let mut c = PipelineConfig::new(dir.join("s-{0..0}.tar"));
         c.augment = AugmentSpec::train(8);
         (c.batch_size, c.backend, c.cpu_threads, c.reader_threads) = (2, BackendKind::Cpu, 1, 1);
-        c.stream = Some(StreamSpec { group: 1, read_ahead_bytes: 1 << 20 });
+        c.stream = Some(StreamSpec { group: 1, read_ahead_bytes: 1 << 20, ..Default::default() });
         let steps = within(20, "a stream epoch", move || {
             let mut p = Pipeline::new(c).unwrap();
             p.start_epoch(0, 0);

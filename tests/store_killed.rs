@@ -52,7 +52,7 @@ fn a_server_killed_mid_epoch_gives_named_errors_or_substitutes_never_a_hang() {
     let mut skip = Pipeline::with_dataset(config(OnError::Skip), ds.clone()).unwrap();
     // Stream mode, read ahead one shard at a time: the second shard is read after the kill.
     let stream = |on_error| PipelineConfig {
-        stream: Some(stoke::config::StreamSpec { group: 1, read_ahead_bytes: 1 }),
+        stream: Some(stoke::config::StreamSpec { group: 1, read_ahead_bytes: 1, ..Default::default() }),
         shuffle: false,
         ..config(on_error)
     };

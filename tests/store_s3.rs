@@ -160,7 +160,7 @@ fn stream_mode_over_s3_delivers_the_local_stream_batches_reading_each_shard_once
     let f = fixture(server, "stream", 5, 7);
     let url = format!("s3://{}/train/", f.bucket);
     let stream = |c: PipelineConfig, budget: u64| PipelineConfig {
-        stream: Some(stoke::config::StreamSpec { group: 2, read_ahead_bytes: budget }),
+        stream: Some(stoke::config::StreamSpec { group: 2, read_ahead_bytes: budget, ..Default::default() }),
         ..c
     };
     let mut lp = Pipeline::new(stream(pipeline_config(&f.local.to_string_lossy(), OnError::Fail), 1 << 30)).unwrap();
@@ -180,7 +180,7 @@ fn stream_mode_over_s3_delivers_the_local_stream_batches_reading_each_shard_once
     // sample to substitute from; a batch of only lost samples would be an error naming them.
     let mut sp = Pipeline::new(PipelineConfig {
         batch_size: 5,
-        stream: Some(stoke::config::StreamSpec { group: 5, read_ahead_bytes: 1 << 30 }),
+        stream: Some(stoke::config::StreamSpec { group: 5, read_ahead_bytes: 1 << 30, ..Default::default() }),
         ..pipeline_config(&url, OnError::Skip)
     })
     .unwrap();
@@ -198,6 +198,63 @@ fn stream_mode_over_s3_delivers_the_local_stream_batches_reading_each_shard_once
     assert!(e.contains(&shard) && e.contains("truncated tar"), "{e}");
 }
 
+/// Bytes of complete entries in a node cache folder.
+fn cache_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |rd| {
+        rd.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "obj")).map(|e| e.metadata().unwrap().len()).sum()
+    })
+}
+
+#[test]
+fn stream_mode_with_a_node_cache_downloads_each_shard_once_and_stays_within_its_limit() {
+    let Some(server) = shared_moto("stream_mode_with_a_node_cache_downloads_each_shard_once_and_stays_within_its_limit") else { return };
+    let f = fixture(server, "node-cache", 4, 5);
+    let url = format!("s3://{}/train/", f.bucket);
+    let node = f.cache.join("node");
+    let stream = |c: PipelineConfig, cache_limit: u64| PipelineConfig {
+        stream: Some(stoke::config::StreamSpec {
+            group: 2,
+            read_ahead_bytes: 1 << 30,
+            cache_dir: (cache_limit > 0).then(|| node.clone()),
+            cache_limit,
+        }),
+        ..c
+    };
+    let mut lp = Pipeline::new(stream(pipeline_config(&f.local.to_string_lossy(), OnError::Fail), 0)).unwrap();
+    let mut rp = Pipeline::new(stream(pipeline_config(&url, OnError::Fail), 1 << 30)).unwrap();
+    let stats = |p: &Pipeline| p.stream_source().unwrap().cache_stats().expect("a cache over a store");
+    let want0 = epoch(&mut lp, 0, 0);
+    assert_eq!(epoch(&mut rp, 0, 0), want0, "through the cache: the local shards' batches");
+    assert_eq!(stats(&rp).fetches, 4, "each shard downloaded once in epoch 0");
+    assert_eq!(epoch(&mut rp, 1, 0), epoch(&mut lp, 1, 0));
+    let s = stats(&rp);
+    // (Hits: epoch 1's shards, some of them read ahead of their epoch as well.)
+    assert!(s.fetches == 4 && s.hits >= 4, "epoch 1 read the node's disk only: {s:?}");
+    // Another process of the node (or the same after a restart): the folder is reused.
+    let mut again = Pipeline::new(stream(pipeline_config(&url, OnError::Fail), 1 << 30)).unwrap();
+    assert_eq!(epoch(&mut again, 0, 0), want0);
+    assert_eq!(stats(&again).fetches, 0, "nothing downloaded again");
+    drop((rp, again));
+
+    // A limit of two shards' bytes: least recently used shards go, the folder never holds
+    // more than the limit, the batches are the same.
+    let shard = std::fs::metadata(f.local.join("shard-0.tar")).unwrap().len();
+    let _ = std::fs::remove_dir_all(&node);
+    let mut small = Pipeline::new(stream(pipeline_config(&url, OnError::Fail), 2 * shard + shard / 2)).unwrap();
+    for e in 0..3u64 {
+        let want = epoch(&mut lp, e, 0);
+        assert_eq!(epoch(&mut small, e, 0), want, "epoch {e} under a small cache");
+        assert!(cache_bytes(&node) <= 2 * shard + shard / 2, "{} bytes in the folder", cache_bytes(&node));
+    }
+    assert!(stats(&small).evictions > 0, "{:?}", stats(&small));
+
+    // A cache_dir without a limit, or a limit without a folder, is refused by name.
+    let mut c = stream(pipeline_config(&url, OnError::Fail), 1 << 20);
+    c.stream.as_mut().unwrap().cache_limit = 0;
+    let e = Pipeline::new(c).err().expect("cache_dir without cache_limit").to_string();
+    assert!(e.contains("cache_dir needs cache_limit"), "{e}");
+}
+
 /// Elastic resume over S3: 3 ranks deliver 2 batches of 4 each and save their states (the
 /// same on every rank); 2 ranks with batches of 5 resume from one and finish the epoch. Every
 /// sample exactly once across both worlds (plus at most 2 + 1 padded copies); per-sample mode
@@ -212,7 +269,7 @@ fn elastic_resume_over_s3_delivers_every_sample_once() {
         let make = |rank: usize, world: usize, batch: usize| {
             let c = PipelineConfig { rank, world_size: world, batch_size: batch, ..pipeline_config(&pattern, OnError::Fail) };
             if stream {
-                let spec = stoke::config::StreamSpec { group: 2, read_ahead_bytes: 1 << 20 };
+                let spec = stoke::config::StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() };
                 Pipeline::new(PipelineConfig { stream: Some(spec), ..c }).unwrap()
             } else {
                 Pipeline::with_dataset(c, dataset.clone()).unwrap()

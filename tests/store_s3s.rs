@@ -82,7 +82,7 @@ fn config(dataset: &str, in_flight: usize, stream: bool) -> PipelineConfig {
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (4, 3, BackendKind::Cpu, 1, 2);
     c.store_in_flight = in_flight;
     if stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20 });
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
     }
     c
 }

@@ -50,7 +50,7 @@ fn config(dataset: &Path, on_error: OnError, rank: usize, world: usize, budget: 
     c.augment = AugmentSpec::train(16);
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (4, 5, BackendKind::Cpu, 2, 2);
     (c.on_error, c.rank, c.world_size) = (on_error, rank, world);
-    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: budget });
+    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: budget, ..Default::default() });
     c
 }
 
@@ -304,7 +304,7 @@ fn stream_options_are_checked_and_cuda_without_shard_bounds_is_refused_with_the_
     let tmp = tempfile::tempdir().unwrap();
     write_shards(tmp.path());
     let mut c = config(tmp.path(), OnError::Skip, 0, 1, 1 << 30);
-    c.stream = Some(StreamSpec { group: 0, read_ahead_bytes: 1 });
+    c.stream = Some(StreamSpec { group: 0, read_ahead_bytes: 1, ..Default::default() });
     let e = Pipeline::new(c.clone()).err().unwrap().to_string();
     assert!(e.contains("group") && e.contains("got 0"), "{e}");
     c.stream = Some(StreamSpec::default());

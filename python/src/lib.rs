@@ -295,6 +295,8 @@ const OPTIONS: &[&str] = &[
     "stream",
     "stream_group",
     "read_ahead_bytes",
+    "cache_dir",
+    "cache_limit",
 ];
 
 /// Options as the CLI has them, under the same names (Python spelling).
@@ -446,6 +448,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.stream = opt!("stream", bool).unwrap_or(false);
     o.stream_group = opt!("stream_group", usize);
     o.read_ahead_bytes = opt!("read_ahead_bytes", u64);
+    o.cache_dir = opt!("cache_dir", PathBuf);
+    o.cache_limit = opt!("cache_limit", u64);
     let mut c = o.to_config(source, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?;
     // Room for every batch the consumer may hold, the prefetched ones and the one being made
     // (a config file's ring_depth gives way to this: the held-batch bound depends on it).

@@ -49,7 +49,10 @@ class Loader:
     read even past it). Exact epochs, equal rank lengths and ``state_dict`` resume hold as
     without it, and ``state_dict`` resumes at another world size too. Both backends decode: the
     CUDA backend sizes its buffers from each shard's largest sample (in the shards'
-    ``stoke-shards.json`` from ``stoke pack``, or read from the shards).
+    ``stoke-shards.json`` from ``stoke pack``, or read from the shards). Over a store,
+    ``cache_dir`` and ``cache_limit`` (bytes) keep the shards read in a node-local folder: one
+    download per shard per node, shared by the node's processes (lock files, atomic renames),
+    kept across restarts, least recently used shards evicted to stay within the limit.
     """
 
     def __init__(
@@ -119,6 +122,8 @@ class Loader:
         stream: bool = False,
         stream_group: Optional[int] = None,
         read_ahead_bytes: Optional[int] = None,
+        cache_dir: Optional[Union[str, os.PathLike]] = None,
+        cache_limit: Optional[int] = None,
     ) -> None: ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:

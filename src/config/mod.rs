@@ -292,6 +292,15 @@ pub struct StreamSpec {
     /// budget, so the bound is the budget or the shards in use at once, whichever is larger.
     #[serde(default = "StreamSpec::default_read_ahead")]
     pub read_ahead_bytes: u64,
+    /// A node-local cache of the shards read from a store (`s3://`, `gs://`, `https://`): one
+    /// download per shard per node, shared by the node's processes, kept across restarts
+    /// (`crate::source::cache`). `None`: every epoch reads the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Bytes the cache folder may hold (least recently used shards go first); 0 with a
+    /// `cache_dir` is an error.
+    #[serde(default)]
+    pub cache_limit: u64,
 }
 
 impl StreamSpec {
@@ -305,7 +314,7 @@ impl StreamSpec {
 
 impl Default for StreamSpec {
     fn default() -> Self {
-        Self { group: Self::default_group(), read_ahead_bytes: DEFAULT_READ_AHEAD_BYTES }
+        Self { group: Self::default_group(), read_ahead_bytes: DEFAULT_READ_AHEAD_BYTES, cache_dir: None, cache_limit: 0 }
     }
 }
 
@@ -425,6 +434,12 @@ impl PipelineConfig {
             }
             if st.read_ahead_bytes == 0 {
                 return bad("stream read-ahead must be at least 1 byte, got 0".into());
+            }
+            if st.cache_dir.is_some() && st.cache_limit == 0 {
+                return bad("cache_dir needs cache_limit: the bytes the cache folder may hold".into());
+            }
+            if st.cache_dir.is_none() && st.cache_limit != 0 {
+                return bad("cache_limit without cache_dir: name the cache folder".into());
             }
             if !matches!(self.sampling, Sampling::Epoch) {
                 return bad("stream mode orders whole epochs of shards: weighted sampling needs the per-sample index".into());

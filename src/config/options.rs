@@ -135,6 +135,10 @@ pub struct PipelineOptions {
     pub stream_group: Option<usize>,
     /// Stream mode: bytes of shards held in memory (default 1 GiB).
     pub read_ahead_bytes: Option<u64>,
+    /// Stream mode over a store: the node cache's folder.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Stream mode over a store: the bytes the node cache may hold.
+    pub cache_limit: Option<u64>,
     /// Resize filter.
     pub filter: Option<Filter>,
     /// Resize without antialiasing.
@@ -355,12 +359,16 @@ impl PipelineOptions {
             let mut st = crate::config::StreamSpec::default();
             set(&mut st.group, self.stream_group);
             set(&mut st.read_ahead_bytes, self.read_ahead_bytes);
+            st.cache_dir = self.cache_dir.clone();
+            set(&mut st.cache_limit, self.cache_limit);
             c.stream = Some(st);
-        } else if self.stream_group.is_some() || self.read_ahead_bytes.is_some() {
+        } else if self.stream_group.is_some() || self.read_ahead_bytes.is_some() || self.cache_dir.is_some() || self.cache_limit.is_some() {
             return Err(Error::config(format!(
-                "{} and {} apply to {}",
+                "{}, {}, {} and {} apply to {}",
                 names.of("stream_group"),
                 names.of("read_ahead_bytes"),
+                names.of("cache_dir"),
+                names.of("cache_limit"),
                 names.of("stream")
             )));
         }

@@ -68,6 +68,9 @@ pub struct StreamSource {
     first: Vec<u64>,
     #[cfg(feature = "remote")]
     store: Option<crate::source::remote::Store>,
+    /// The node cache of a store's shards (`cache_dir`), when one is set.
+    #[cfg(feature = "remote")]
+    cache: Option<crate::source::cache::ObjectCache>,
 }
 
 /// Member of a shard in memory: key (`stem/key`, as the per-sample index keys it), label,
@@ -130,7 +133,25 @@ impl StreamSource {
             first,
             #[cfg(feature = "remote")]
             store,
+            #[cfg(feature = "remote")]
+            cache: None,
         })
+    }
+
+    /// Keep the shards read from a store in the node cache in `dir`, at most `limit` bytes
+    /// (`crate::source::cache`). Local shards are read as they are: the cache is for stores.
+    #[cfg(feature = "remote")]
+    pub fn with_cache(mut self, dir: &Path, limit: u64) -> Result<Self> {
+        if self.store.is_some() {
+            self.cache = Some(crate::source::cache::ObjectCache::open(dir, limit)?);
+        }
+        Ok(self)
+    }
+
+    /// What the node cache did (None without one).
+    #[cfg(feature = "remote")]
+    pub fn cache_stats(&self) -> Option<crate::source::cache::CacheStats> {
+        self.cache.as_ref().map(|c| c.stats())
     }
 
     /// Samples in the set.
@@ -158,9 +179,13 @@ impl StreamSource {
         let path = &self.set.paths[s];
         let facts = &self.set.facts[s];
         #[cfg(feature = "remote")]
-        let bytes = match &self.store {
-            Some(store) => Blob::Remote(store.get(path)?),
-            None => Blob::Local(std::fs::read(path).map_err(|e| Error::io(path, e))?),
+        let bytes = match (&self.store, &self.cache) {
+            (Some(store), Some(cache)) => {
+                let version = self.set.versions.get(s).map(String::as_str).unwrap_or("");
+                Blob::Remote(cache.get(path, version, facts.bytes, || store.get_with_version(path))?)
+            }
+            (Some(store), None) => Blob::Remote(store.get(path)?),
+            (None, _) => Blob::Local(std::fs::read(path).map_err(|e| Error::io(path, e))?),
         };
         #[cfg(not(feature = "remote"))]
         let bytes = Blob::Local(std::fs::read(path).map_err(|e| Error::io(path, e))?);

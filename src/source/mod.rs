@@ -14,6 +14,8 @@
 //! torchvision's ImageFolder convention: classes sorted by name get labels `0..C`; image files
 //! (`.jpg`, `.jpeg`, `.png`, `.webp` in any case, at any depth) are samples; other files are ignored and counted.
 
+#[cfg(feature = "remote")]
+pub mod cache;
 mod folder;
 pub(crate) mod index;
 mod list;

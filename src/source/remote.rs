@@ -369,6 +369,19 @@ impl Store {
         self.run(url, "GET", async { inner.get(&key).await?.bytes().await })
     }
 
+    /// A whole object (one GET) and the version the store gave with it (as [`Object::version`]):
+    /// what the node cache checks against the listing.
+    pub fn get_with_version(&self, url: &str) -> Result<(Bytes, String)> {
+        let key = self.key(url)?;
+        let inner = &self.inner;
+        self.count_get();
+        self.run(url, "GET", async {
+            let r = inner.get(&key).await?;
+            let v = version(&r.meta);
+            Ok((r.bytes().await?, v))
+        })
+    }
+
     /// A whole object, or `None` when there is none (`classes.txt`, the shard facts).
     pub fn get_if_present(&self, url: &str) -> Result<Option<Bytes>> {
         let key = self.key(url)?;

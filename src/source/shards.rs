@@ -88,6 +88,9 @@ pub struct ShardSet {
     pub facts: Vec<ShardFacts>,
     /// True when the facts came from the sidecar (no shard was read).
     pub from_sidecar: bool,
+    /// Each shard's version as the store's listing gave it (ETag or modification time; empty
+    /// for local shards): what the node cache keys its entries on.
+    pub versions: Vec<String>,
 }
 
 fn name_of(p: &str) -> String {
@@ -180,24 +183,31 @@ impl ShardSet {
         }
         let root_s = root.to_string_lossy().into_owned();
         if let Some(facts) = std::fs::read(root.join(SIDECAR)).ok().and_then(|t| matching(&t, &listed)) {
-            return Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true });
+            return Ok(ShardSet {
+                root: root_s,
+                paths: listed.into_iter().map(|l| l.0).collect(),
+                facts,
+                from_sidecar: true,
+                versions: Vec::new(),
+            });
         }
         let results = super::index::parallel_map(shards.len(), threads, None, |i| {
             let f = std::fs::File::open(&shards[i]).map_err(|e| Error::io(&shards[i], e))?;
             facts_of(&shards[i], &f, listed[i].1)
         });
         let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false })
+        Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false, versions: Vec::new() })
     }
 
     #[cfg(feature = "remote")]
     fn open_remote(url: &str, threads: usize) -> Result<ShardSet> {
         let store = super::remote::Store::for_url(url)?;
         let (root, objects) = store.shards(url)?;
+        let versions: Vec<String> = objects.iter().map(|o| o.version.clone()).collect();
         let listed: Vec<(String, u64)> = objects.into_iter().map(|o| (o.url, o.size)).collect();
         if let Some(text) = store.get_if_present(&format!("{root}/{SIDECAR}"))? {
             if let Some(facts) = matching(&text, &listed) {
-                return Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true });
+                return Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true, versions });
             }
             log::warn!("{root}/{SIDECAR} does not match the shards found; reading every shard once");
         }
@@ -206,7 +216,7 @@ impl ShardSet {
             facts_of(Path::new(&listed[i].0), &bytes[..], bytes.len() as u64)
         });
         let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false })
+        Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false, versions })
     }
 
     /// Samples per shard, in shard order (what [`crate::sampler::shards::ShardOrder`] takes).

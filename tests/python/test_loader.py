@@ -586,6 +586,16 @@ def test_stream_loader_delivers_each_sample_once_per_epoch_and_resumes(folder, t
         loader(shards, size=16, seed=3, batch_size=5).load_state_dict(state)
     with pytest.raises(ValueError, match="stream"):
         loader(shards, stream_group=2)
+    # The node cache's options: for stream mode, the folder with its limit.
+    with pytest.raises(ValueError, match="cache_dir.*apply to stream"):
+        loader(shards, cache_dir=str(tmp_path / "c"), cache_limit=1 << 20)
+    with pytest.raises(ValueError, match="cache_dir needs cache_limit"):
+        make(cache_dir=str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="cache_limit without cache_dir"):
+        make(cache_limit=1 << 20)
+    # Local shards are read as they are (the cache is for a store): the same batches.
+    cached = collect(make(cache_dir=str(tmp_path / "c"), cache_limit=1 << 20))
+    assert all(np.array_equal(ya, yb) and xa.tobytes() == xb.tobytes() for (xa, ya), (xb, yb) in zip(epoch0, cached))
 
 
 def test_a_capsule_dropped_while_an_exception_propagates_keeps_the_exception(folder):

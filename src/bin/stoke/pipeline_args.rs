@@ -155,6 +155,14 @@ pub struct PipelineArgs {
     /// the next batch needs is read even past it).
     #[arg(long, value_parser = crate::pack::parse_size, requires = "stream")]
     pub read_ahead_bytes: Option<u64>,
+    /// Stream mode over a store: keep the shards read in this node-local folder (one download
+    /// per shard per node, shared by the node's processes, kept across restarts).
+    #[arg(long, requires_all = ["stream", "cache_limit"])]
+    pub cache_dir: Option<PathBuf>,
+    /// Stream mode over a store: bytes the cache folder may hold, e.g. 200GiB (least recently
+    /// used shards go first).
+    #[arg(long, value_parser = crate::pack::parse_size, requires = "cache_dir")]
+    pub cache_limit: Option<u64>,
     /// The augmentation's parts, on top of the preset.
     #[command(flatten)]
     pub augment: AugmentArgs,
@@ -352,6 +360,8 @@ impl PipelineArgs {
             stream: self.stream,
             stream_group: self.group,
             read_ahead_bytes: self.read_ahead_bytes,
+            cache_dir: self.cache_dir.clone(),
+            cache_limit: self.cache_limit,
             ..PipelineOptions::default()
         };
         self.augment.fill(&mut o)?;
