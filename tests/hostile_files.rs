@@ -256,6 +256,52 @@ fn a_full_disk_while_the_index_is_written_leaves_no_file_and_the_next_open_build
     assert_eq!(open(&root, &cache).unwrap().index_origin(), IndexOrigin::Saved);
 }
 
+#[test]
+fn stoke_pack_on_a_disk_that_fills_leaves_only_whole_files_under_their_names() {
+    let t = tempfile::tempdir().unwrap();
+    let mnt = t.path().join("small");
+    fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"]).arg(&mnt).status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount a small tmpfs here (needs root); the disk-full case is not tested");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    // Noise JPEGs of ~20 KiB each, 60 of them: more than the 512 KiB disk holds.
+    let src = t.path().join("src");
+    for i in 0..60 {
+        let rgb: Vec<u8> = (0..96 * 96 * 3).map(|k| ((k * 7919 + i * 104729) % 251) as u8).collect();
+        let mut b = Vec::new();
+        jpeg_encoder::Encoder::new(&mut b, 95).encode(&rgb, 96, 96, jpeg_encoder::ColorType::Rgb).unwrap();
+        write(&src.join(format!("c{}/{i:02}.jpg", i % 2)), &b);
+    }
+    let out = mnt.join("shards");
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_stoke"))
+        .args(["pack", "--shard-size", "128KiB"])
+        .arg(&src)
+        .arg(&out)
+        .env("XDG_CACHE_HOME", t.path().join("cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "pack fitted in 512 KiB? {err}");
+    assert!(err.contains(&out.to_string_lossy().to_string()), "the error names the file: {err}");
+    let names: Vec<String> = fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains("partial")), "a partial file was left: {names:?}");
+    // Every shard under its name is whole: its members all read.
+    for n in names.iter().filter(|n| n.ends_with(".tar")) {
+        let d = Dataset::open(&out.join(n), &IndexOptions { cache_dir: Some(t.path().join("idx")), ..IndexOptions::default() });
+        let d = d.unwrap_or_else(|e| panic!("{n} is not a whole shard: {e}"));
+        assert!(!d.is_empty(), "{n}");
+    }
+}
+
 // ---- shard facts ------------------------------------------------------------------------
 
 #[test]

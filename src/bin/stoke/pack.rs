@@ -151,7 +151,8 @@ impl Out {
         if self.is_remote() {
             return Ok(Sink::Memory(Vec::new()));
         }
-        let f = File::create(p).map_err(|e| Error::io(p, e))?;
+        let tmp = partial(p);
+        let f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         Ok(Sink::File(BufWriter::with_capacity(1 << 20, f)))
     }
 
@@ -159,7 +160,14 @@ impl Out {
     fn finish(&self, w: TarWriter<Sink>, p: &Path) -> stoke::Result<()> {
         let sink = w.finish().map_err(|e| Error::io(p, e))?;
         match sink {
-            Sink::File(_) => Ok(()),
+            Sink::File(f) => {
+                let tmp = partial(p);
+                let done = f.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).and_then(|()| fs::rename(&tmp, p));
+                done.map_err(|e| {
+                    let _ = fs::remove_file(&tmp);
+                    Error::io(p, e)
+                })
+            }
             Sink::Memory(v) => self.write(p, v),
         }
     }
@@ -170,13 +178,46 @@ impl Out {
         if let Some(store) = &self.store {
             return store.put(&p.to_string_lossy(), data.into());
         }
-        fs::write(p, data).map_err(|e| Error::io(p, e))
+        // A temporary name, then a rename: a full disk or a kill never leaves a partly written
+        // shard, classes.txt or stoke-shards.json under its real name for the next reader.
+        let tmp = partial(p);
+        let done = (|| {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&data)?;
+            f.sync_all()?;
+            fs::rename(&tmp, p)
+        })();
+        done.map_err(|e| {
+            let _ = fs::remove_file(&tmp);
+            Error::io(p, e)
+        })
     }
+}
+
+/// Where `p` is written before it is renamed into place (hidden, not a `.tar`: no reader lists it).
+fn partial(p: &Path) -> PathBuf {
+    let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    p.with_file_name(format!(".{name}.partial"))
 }
 
 pub fn run(args: Args) -> stoke::Result<()> {
     let src = Dataset::open(&args.src, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
     let out = Out::new(&args.out)?;
+    let result = pack(&args, &src, &out);
+    if result.is_err() && !out.is_remote() {
+        // What a failed pack was writing (a full disk, a bad sample) is not left behind.
+        if let Ok(rd) = fs::read_dir(&args.out) {
+            for e in rd.flatten() {
+                if e.file_name().to_string_lossy().ends_with(".partial") {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+    result
+}
+
+fn pack(args: &Args, src: &Dataset, out: &Out) -> stoke::Result<()> {
     let total: u64 = src.samples().iter().map(|s| s.len).sum();
     let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
     pb.set_style(
