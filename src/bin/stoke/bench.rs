@@ -18,7 +18,6 @@
 //! pinned bytes it holds are reported too; on the CPU they are "n/a".
 
 use crate::pipeline_args::PipelineArgs;
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -74,154 +73,9 @@ pub struct Args {
 mod gpu;
 pub use gpu::{GpuConsumer, GpuMonitor, GpuUtil};
 
-// ---------------------------------------------------------------------------------------------
-// Measurements that do not depend on the pipeline.
-
-/// The `q`-quantile (0..=1) of `v` by the nearest-rank method; `None` for an empty slice.
-pub fn quantile(v: &[f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = (q * s.len() as f64).ceil().max(1.0) as usize;
-    Some(s[rank.min(s.len()) - 1])
-}
-
-/// User + system CPU time of this process so far (all threads).
-pub fn process_cpu_time() -> Duration {
-    // SAFETY: getrusage only writes the struct we pass, which is zero-initialised plain data.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// CPU time (user + system) of each thread of this process now, by thread id, with its name
-/// (`/proc/self/task/<tid>/stat`, clock ticks; the name as the kernel keeps it, 15 bytes at
-/// most). Empty where /proc is not there.
-pub fn thread_cpu_times() -> HashMap<u64, (String, Duration)> {
-    // SAFETY: sysconf reads a constant.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return out };
-    for e in dir.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<u64>().ok()) else { continue };
-        // A thread that ended between the listing and the read is skipped.
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        if let Some((name, ticks)) = parse_task_stat(&stat) {
-            out.insert(tid, (name, Duration::from_secs_f64(ticks as f64 / tick)));
-        }
-    }
-    out
-}
-
-/// (name, utime + stime in clock ticks) from a `/proc/<pid>/task/<tid>/stat` line: the name
-/// is between the first `(` and the last `)` (it may hold spaces and parentheses), utime and
-/// stime are the 12th and 13th fields after it.
-fn parse_task_stat(stat: &str) -> Option<(String, u64)> {
-    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
-    let name = stat.get(open + 1..close)?.to_string();
-    let mut rest = stat.get(close + 1..)?.split_whitespace().skip(11);
-    let utime: u64 = rest.next()?.parse().ok()?;
-    let stime: u64 = rest.next()?.parse().ok()?;
-    Some((name, utime + stime))
-}
-
-/// A thread's group: its name without a trailing worker number (`stoke-reader-1` →
-/// `stoke-reader`).
-fn thread_group(name: &str) -> String {
-    let g = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches(['-', '_', ' ']);
-    if g.is_empty() {
-        name.to_string()
-    } else {
-        g.to_string()
-    }
-}
-
-/// CPU cores each group of threads used between two [`thread_cpu_times`] samples `seconds`
-/// apart, busiest first. The backends' short-lived named threads that ended in between
-/// (`ended`: the differences of [`stoke::backend::ended_thread_cpu`] over the same span) join
-/// the group of their name; any other thread that ended is in one row, what the process's CPU
-/// time (`process`, same span) holds beyond the rest.
-fn cpu_by_thread(
-    before: &HashMap<u64, (String, Duration)>,
-    after: &HashMap<u64, (String, Duration)>,
-    ended: &[(&'static str, u64, f64)],
-    process: Duration,
-    seconds: f64,
-) -> Vec<ThreadCpu> {
-    let mut groups: std::collections::BTreeMap<String, (usize, f64)> = std::collections::BTreeMap::new();
-    let mut seen = 0.0;
-    for (tid, (name, t)) in after {
-        // A thread that started in the window counts from zero.
-        let d = secs(t.saturating_sub(before.get(tid).map_or(Duration::ZERO, |b| b.1)));
-        seen += d;
-        let g = groups.entry(thread_group(name)).or_default();
-        g.0 += 1;
-        g.1 += d;
-    }
-    for &(name, threads, cpu) in ended {
-        seen += cpu;
-        let g = groups.entry(name.to_string()).or_default();
-        g.0 += threads as usize;
-        g.1 += cpu;
-    }
-    let mut rows: Vec<ThreadCpu> =
-        groups.into_iter().map(|(name, (threads, cpu))| ThreadCpu { name, threads, cores: cpu / seconds }).collect();
-    let ended = secs(process) - seen;
-    let ended_threads = before.keys().filter(|t| !after.contains_key(t)).count();
-    // Clock-tick rounding of the threads still there can exceed the process's own total a little.
-    if ended > 0.0 {
-        rows.push(ThreadCpu { name: ENDED_THREADS.into(), threads: ended_threads, cores: ended / seconds });
-    }
-    rows.sort_by(|a, b| b.cores.total_cmp(&a.cores));
-    rows
-}
-
-/// What [`stoke::backend::ended_thread_cpu`] counted between two of its calls, by name.
-fn ended_since(before: &[(&'static str, u64, f64)], after: &[(&'static str, u64, f64)]) -> Vec<(&'static str, u64, f64)> {
-    after
-        .iter()
-        .map(|&(n, k, s)| {
-            let (k0, s0) = before.iter().find(|b| b.0 == n).map_or((0, 0.0), |b| (b.1, b.2));
-            (n, k - k0, s - s0)
-        })
-        .filter(|e| e.1 > 0)
-        .collect()
-}
-
-/// [`ThreadCpu::name`] of the threads that ended during the window other than the backends'
-/// named short-lived ones (which are counted under their names).
-pub const ENDED_THREADS: &str = "(ended in the window)";
-
-/// Busy-wait for `d` (a trainer step that keeps its core busy, as a real one does).
-pub fn busy_wait(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
-    }
-}
-
-/// CPU cores a group of threads used over the window.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct ThreadCpu {
-    /// The threads' name without the worker number, or [`ENDED_THREADS`]: `stoke` (the main
-    /// thread, the trainer here), `stoke-pipeline` (the producer), `stoke-reader`, `stoke-cpu`
-    /// (the CPU backend's workers), `stoke-gpu-cpu` (the CUDA backend's CPU route),
-    /// `stoke-gpu-ahead` (its next batch staged ahead), `stoke-gpu-cuda` and `stoke-gpu-lane`
-    /// (the CUDA decoders), the driver's own (`cuda-EvtHandlr` …); a thread a library starts
-    /// unnamed carries the name of the thread that started it.
-    pub name: String,
-    /// Threads in the group (for [`ENDED_THREADS`]: those alive when the window began; the
-    /// ones that began and ended inside it are not counted, their time is).
-    pub threads: usize,
-    /// CPU time over the window's length.
-    pub cores: f64,
-}
+mod host;
+mod report;
+pub use host::*;
 
 /// Per-batch observations during the measured window.
 #[derive(Default)]
@@ -706,144 +560,6 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     })
 }
 
-impl Report {
-    /// The human-readable table.
-    pub fn print(&self) {
-        let pct = |x: f64| 100.0 * x / self.seconds;
-        println!("dataset      {}", self.dataset);
-        println!(
-            "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}{}",
-            self.backend,
-            self.threads,
-            self.reader_threads,
-            self.prefetch_batches,
-            self.batch_size,
-            self.output,
-            if self.backend == "cpu" { format!(", augment on {}", self.cpu_isa.name()) } else { String::new() }
-        );
-        if let Some(d) = &self.device {
-            println!("device       {d}");
-        }
-        if !self.jpeg_simd {
-            println!("WARNING      {}", stoke::backend::cpu::decode::NO_SIMD_ADVICE);
-        }
-        println!(
-            "measured     {} images in {} batches, {:.2} s (after {} warm-up batches; {} finished during warm-up not counted)",
-            self.images, self.batches, self.seconds, self.warmup_batches, self.queued_at_start
-        );
-        let w = &self.windows;
-        println!(
-            "throughput   {:.1} images/s (over {} windows: min {:.1}, median {:.1}, max {:.1})",
-            self.images_per_sec,
-            w.images_per_sec.len(),
-            w.min,
-            w.median,
-            w.max
-        );
-        println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
-        println!(
-            "cpu          {:.2} cores busy{}",
-            self.cpu_cores_used,
-            self.gpu_wait.as_ref().map_or(String::new(), |w| format!("; {w} GPU waits"))
-        );
-        if !self.cpu_by_thread.is_empty() {
-            let rows: Vec<String> = self
-                .cpu_by_thread
-                .iter()
-                .filter(|t| t.cores >= 0.005)
-                .map(|t| {
-                    if t.name == ENDED_THREADS {
-                        format!("{} {:.2}", t.name, t.cores)
-                    } else {
-                        format!("{} ×{} {:.2}", t.name, t.threads, t.cores)
-                    }
-                })
-                .collect();
-            println!("             by thread: {}", rows.join(", "));
-        }
-        let d = &self.decoders;
-        println!(
-            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
-            d.hardware,
-            d.cuda,
-            d.cpu,
-            d.retried,
-            self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
-        );
-        println!(
-            "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
-            self.seconds
-        );
-        let st = &self.stages;
-        println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
-        println!("  decode     {:8.3} s  {:5.1} %   {:.0} µs/image", st.decode, pct(st.decode), self.decode_us_per_image);
-        println!("  augment    {:8.3} s  {:5.1} %   {:.0} µs/image", st.augment, pct(st.augment), self.augment_us_per_image);
-        println!("  backend    {:8.3} s  {:5.1} %   elapsed, making batches", st.backend, pct(st.backend));
-        println!("  trainer    {:8.3} s  {:5.1} %   waited in next_batch", st.trainer_wait, pct(st.trainer_wait));
-        if let Some(l) = &self.latency_ms {
-            println!("latency      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms per batch (trainer's wait)", l.p50, l.p99, l.max);
-        }
-        let q = &self.queue_depth;
-        println!(
-            "queue        {:.1} batches ready when asked (min {:.0}, max {:.0}; prefetch {}): {}",
-            q.mean,
-            q.min,
-            q.max,
-            self.prefetch_batches,
-            if q.mean < 0.5 { "the trainer waits on the loader" } else { "the loader keeps ahead" }
-        );
-        if let Some(c) = self.consumer_us {
-            let mean = self.latency_ms.as_ref().map_or(0.0, |l| l.mean);
-            println!("consumer     {c} µs per batch; trainer waited {mean:.2} ms per batch on average");
-        }
-        match &self.gpu {
-            Some(g) => println!(
-                "gpu          {} (driver {}): SM {:.0} %, memory {:.0} %{}",
-                g.name,
-                g.driver,
-                g.sm_percent,
-                g.memory_percent,
-                g.jpeg_percent.map_or(String::new(), |j| format!(", JPEG engines {j:.0} %"))
-            ),
-            None => println!("gpu          not measured (no NVML)"),
-        }
-        match &self.gpu_stages {
-            Some(g) => {
-                let n = g.batches.max(1) as f64;
-                println!(
-                    "gpu stages   (over {} batches; CUDA events, host wall time for host work; hw in calls: host time inside the engine's calls, hw calls cpu: the CPU time of it)",
-                    g.batches
-                );
-                for (name, t) in g.seconds.rows() {
-                    println!("  {name:<12}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
-                }
-                println!(
-                    "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches)",
-                    g.seconds.ahead_batches as u64, g.batches
-                );
-            }
-            None => println!("gpu stages   n/a (CPU backend)"),
-        }
-        let mib = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
-        println!("memory       peak device {}, peak pinned {}", mib(self.peak_device_bytes), mib(self.peak_pinned_bytes));
-        if let Some(s) = &self.stream {
-            println!(
-                "stream       whole shards, groups of {}; read-ahead budget {:.1} MiB, peak held {:.1} MiB",
-                s.group,
-                s.read_ahead_bytes as f64 / (1u64 << 20) as f64,
-                s.peak_held_bytes as f64 / (1u64 << 20) as f64
-            );
-            let waits: Vec<String> = s.epoch_start_wait_ms.iter().map(|w| format!("{w:.1}")).collect();
-            println!(
-                "epoch start  first-batch wait per epoch [{}] ms; {} shards read ahead for the next epoch",
-                waits.join(", "),
-                s.shards_read_ahead
-            );
-        }
-        println!("errors       {} samples replaced by substitutes", self.errors);
-    }
-}
-
 pub fn run(a: Args) -> stoke::Result<()> {
     let dataset = resolve_dataset(a.dataset.clone(), a.gen_count, a.json)?;
     let config = a.pipeline.to_config(dataset)?;
@@ -883,6 +599,7 @@ pub fn run(a: Args) -> stoke::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn quantiles_by_nearest_rank() {

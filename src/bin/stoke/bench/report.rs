@@ -1,0 +1,141 @@
+//! `stoke bench`'s human-readable table.
+
+use super::*;
+
+impl Report {
+    /// The human-readable table.
+    pub fn print(&self) {
+        let pct = |x: f64| 100.0 * x / self.seconds;
+        println!("dataset      {}", self.dataset);
+        println!(
+            "backend      {} ({} worker threads, {} reader threads, prefetch {}), batch {}, {}{}",
+            self.backend,
+            self.threads,
+            self.reader_threads,
+            self.prefetch_batches,
+            self.batch_size,
+            self.output,
+            if self.backend == "cpu" { format!(", augment on {}", self.cpu_isa.name()) } else { String::new() }
+        );
+        if let Some(d) = &self.device {
+            println!("device       {d}");
+        }
+        if !self.jpeg_simd {
+            println!("WARNING      {}", stoke::backend::cpu::decode::NO_SIMD_ADVICE);
+        }
+        println!(
+            "measured     {} images in {} batches, {:.2} s (after {} warm-up batches; {} finished during warm-up not counted)",
+            self.images, self.batches, self.seconds, self.warmup_batches, self.queued_at_start
+        );
+        let w = &self.windows;
+        println!(
+            "throughput   {:.1} images/s (over {} windows: min {:.1}, median {:.1}, max {:.1})",
+            self.images_per_sec,
+            w.images_per_sec.len(),
+            w.min,
+            w.median,
+            w.max
+        );
+        println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
+        println!(
+            "cpu          {:.2} cores busy{}",
+            self.cpu_cores_used,
+            self.gpu_wait.as_ref().map_or(String::new(), |w| format!("; {w} GPU waits"))
+        );
+        if !self.cpu_by_thread.is_empty() {
+            let rows: Vec<String> = self
+                .cpu_by_thread
+                .iter()
+                .filter(|t| t.cores >= 0.005)
+                .map(|t| {
+                    if t.name == ENDED_THREADS {
+                        format!("{} {:.2}", t.name, t.cores)
+                    } else {
+                        format!("{} ×{} {:.2}", t.name, t.threads, t.cores)
+                    }
+                })
+                .collect();
+            println!("             by thread: {}", rows.join(", "));
+        }
+        let d = &self.decoders;
+        println!(
+            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
+            d.hardware,
+            d.cuda,
+            d.cpu,
+            d.retried,
+            self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
+        );
+        println!(
+            "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
+            self.seconds
+        );
+        let st = &self.stages;
+        println!("  read wait  {:8.3} s  {:5.1} %   backend waited for the readers", st.read_wait, pct(st.read_wait));
+        println!("  decode     {:8.3} s  {:5.1} %   {:.0} µs/image", st.decode, pct(st.decode), self.decode_us_per_image);
+        println!("  augment    {:8.3} s  {:5.1} %   {:.0} µs/image", st.augment, pct(st.augment), self.augment_us_per_image);
+        println!("  backend    {:8.3} s  {:5.1} %   elapsed, making batches", st.backend, pct(st.backend));
+        println!("  trainer    {:8.3} s  {:5.1} %   waited in next_batch", st.trainer_wait, pct(st.trainer_wait));
+        if let Some(l) = &self.latency_ms {
+            println!("latency      p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms per batch (trainer's wait)", l.p50, l.p99, l.max);
+        }
+        let q = &self.queue_depth;
+        println!(
+            "queue        {:.1} batches ready when asked (min {:.0}, max {:.0}; prefetch {}): {}",
+            q.mean,
+            q.min,
+            q.max,
+            self.prefetch_batches,
+            if q.mean < 0.5 { "the trainer waits on the loader" } else { "the loader keeps ahead" }
+        );
+        if let Some(c) = self.consumer_us {
+            let mean = self.latency_ms.as_ref().map_or(0.0, |l| l.mean);
+            println!("consumer     {c} µs per batch; trainer waited {mean:.2} ms per batch on average");
+        }
+        match &self.gpu {
+            Some(g) => println!(
+                "gpu          {} (driver {}): SM {:.0} %, memory {:.0} %{}",
+                g.name,
+                g.driver,
+                g.sm_percent,
+                g.memory_percent,
+                g.jpeg_percent.map_or(String::new(), |j| format!(", JPEG engines {j:.0} %"))
+            ),
+            None => println!("gpu          not measured (no NVML)"),
+        }
+        match &self.gpu_stages {
+            Some(g) => {
+                let n = g.batches.max(1) as f64;
+                println!(
+                    "gpu stages   (over {} batches; CUDA events, host wall time for host work; hw in calls: host time inside the engine's calls, hw calls cpu: the CPU time of it)",
+                    g.batches
+                );
+                for (name, t) in g.seconds.rows() {
+                    println!("  {name:<12}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
+                }
+                println!(
+                    "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches)",
+                    g.seconds.ahead_batches as u64, g.batches
+                );
+            }
+            None => println!("gpu stages   n/a (CPU backend)"),
+        }
+        let mib = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
+        println!("memory       peak device {}, peak pinned {}", mib(self.peak_device_bytes), mib(self.peak_pinned_bytes));
+        if let Some(s) = &self.stream {
+            println!(
+                "stream       whole shards, groups of {}; read-ahead budget {:.1} MiB, peak held {:.1} MiB",
+                s.group,
+                s.read_ahead_bytes as f64 / (1u64 << 20) as f64,
+                s.peak_held_bytes as f64 / (1u64 << 20) as f64
+            );
+            let waits: Vec<String> = s.epoch_start_wait_ms.iter().map(|w| format!("{w:.1}")).collect();
+            println!(
+                "epoch start  first-batch wait per epoch [{}] ms; {} shards read ahead for the next epoch",
+                waits.join(", "),
+                s.shards_read_ahead
+            );
+        }
+        println!("errors       {} samples replaced by substitutes", self.errors);
+    }
+}
