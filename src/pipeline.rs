@@ -175,10 +175,10 @@ impl Pipeline {
     pub fn new(config: PipelineConfig) -> Result<Self> {
         if config.stream.is_some() {
             config.validate()?;
-            let source = Arc::new(StreamSource::open(&config.dataset, 0)?);
+            let source = Arc::new(StreamSource::open_with(&config.dataset, 0, &config.columns())?);
             return Self::with_stream(config, source);
         }
-        let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions::default())?);
+        let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions { columns: config.columns(), ..IndexOptions::default() })?);
         Self::with_dataset(config, dataset)
     }
 

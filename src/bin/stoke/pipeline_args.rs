@@ -98,6 +98,13 @@ pub struct PipelineArgs {
     /// thread (a batch's samples are fetched concurrently).
     #[arg(long, default_value_t = 16)]
     pub store_in_flight: usize,
+    /// Parquet data sets: the image column (default: the Image feature of the files' Hugging
+    /// Face metadata, else `image`).
+    #[arg(long)]
+    pub image_column: Option<String>,
+    /// Parquet data sets: the label column (default: the ClassLabel feature, else `label`).
+    #[arg(long)]
+    pub label_column: Option<String>,
     /// Batches read ahead.
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
@@ -333,6 +340,8 @@ impl PipelineArgs {
             threads: Some(self.threads),
             reader_threads: Some(self.reader_threads),
             store_in_flight: Some(self.store_in_flight),
+            image_column: self.image_column.clone(),
+            label_column: self.label_column.clone(),
             prefetch: Some(self.prefetch),
             rank: self.shard.rank,
             world_size: self.shard.world_size,
