@@ -72,6 +72,8 @@ class Loader:
         threads: Optional[int] = None,
         reader_threads: Optional[int] = None,
         store_in_flight: Optional[int] = None,
+        image_column: Optional[str] = None,
+        label_column: Optional[str] = None,
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
