@@ -5,126 +5,19 @@
 //! batches of stream mode and of per-sample mode must be those of the same images in tar shards
 //! of the same sizes; bad input is named.
 
-use jpeg_encoder::{ColorType, Encoder};
-use parquet::basic::{Compression, ZstdLevel};
+mod parquet_common;
+
+use parquet::basic::Compression;
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
-use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use std::path::{Path, PathBuf};
+use parquet_common::{clean, jpeg, sample, tempdir, write_both, write_hf, RowIn, COUNTS, NAMES};
+use std::path::Path;
 use std::sync::Arc;
 use stoke::config::{AugmentSpec, BackendKind, OnError, PipelineConfig, StreamSpec};
 use stoke::pipeline::Pipeline;
-use stoke::source::tar::TarWriter;
 use stoke::source::{Dataset, IndexOptions};
-
-/// Rows per row group, as shard sizes (58 in all), and which file each row group is in.
-const COUNTS: [usize; 8] = [7, 11, 4, 9, 2, 13, 8, 4];
-const FILE_OF: [usize; 8] = [0, 0, 1, 1, 1, 2, 2, 2];
-const NAMES: [&str; 5] = ["tench", "goldfish", "shark", "ray", "cock"];
-
-fn jpeg(k: usize) -> Vec<u8> {
-    let (w, h) = (24 + (k % 4) as u16 * 8, 20 + (k % 3) as u16 * 8);
-    let rgb: Vec<u8> = (0..w as usize * h as usize * 3).map(|i| ((i * 7 + k * 31) % 251) as u8).collect();
-    let mut out = Vec::new();
-    Encoder::new(&mut out, 85).encode(&rgb, w, h, ColorType::Rgb).unwrap();
-    out
-}
-
-/// One row as written: image bytes (`None`: null) and label (`None`: null).
-#[derive(Clone)]
-struct RowIn {
-    image: Option<Vec<u8>>,
-    label: Option<i64>,
-}
-
-fn hf_metadata(names: &[&str]) -> String {
-    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    format!(
-        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
-        names.join(", ")
-    )
-}
-
-/// An HF-style file at `path`, one row group per element of `groups`.
-fn write_hf(path: &Path, groups: &[Vec<RowIn>], compression: Compression, names: &[&str]) {
-    let schema = parse_message_type(
-        "message schema { optional group image { optional binary bytes; optional binary path (STRING); } optional int64 label; }",
-    )
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_compression(compression)
-        .set_key_value_metadata(Some(vec![KeyValue::new("huggingface".into(), hf_metadata(names))]))
-        .build();
-    let mut w = SerializedFileWriter::new(std::fs::File::create(path).unwrap(), Arc::new(schema), Arc::new(props)).unwrap();
-    for (g, rows) in groups.iter().enumerate() {
-        let mut rg = w.next_row_group().unwrap();
-        // image.bytes: def 2 present, 0 a null struct.
-        let vals: Vec<ByteArray> = rows.iter().filter_map(|r| r.image.clone().map(ByteArray::from)).collect();
-        let defs: Vec<i16> = rows.iter().map(|r| if r.image.is_some() { 2 } else { 0 }).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<ByteArrayType>().write_batch(&vals, Some(&defs), None).unwrap();
-        c.close().unwrap();
-        // image.path
-        let paths: Vec<ByteArray> =
-            rows.iter().enumerate().filter(|(_, r)| r.image.is_some()).map(|(i, _)| ByteArray::from(format!("g{g}-{i}.jpg").as_str())).collect();
-        let pdefs: Vec<i16> = rows.iter().map(|r| if r.image.is_some() { 2 } else { 0 }).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<ByteArrayType>().write_batch(&paths, Some(&pdefs), None).unwrap();
-        c.close().unwrap();
-        let labels: Vec<i64> = rows.iter().filter_map(|r| r.label).collect();
-        let ldefs: Vec<i16> = rows.iter().map(|r| r.label.is_some() as i16).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<Int64Type>().write_batch(&labels, Some(&ldefs), None).unwrap();
-        c.close().unwrap();
-        rg.close().unwrap();
-    }
-    w.close().unwrap();
-}
-
-/// Sample `k`: its JPEG and label.
-fn sample(k: usize) -> RowIn {
-    RowIn { image: Some(jpeg(k)), label: Some((k % 5) as i64) }
-}
-
-/// The same 58 images as `dir/data/train-0000{0,1,2}-of-00003.parquet` (row groups of
-/// `COUNTS`; snappy, snappy, zstd), and as `dir/tar/shard-{0..7}.tar` (shards of `COUNTS`).
-fn write_both(dir: &Path, edit: impl Fn(usize, &mut RowIn)) {
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    std::fs::create_dir_all(dir.join("tar")).unwrap();
-    let mut files: Vec<Vec<Vec<RowIn>>> = vec![Vec::new(); 3];
-    let mut k = 0;
-    for (s, &n) in COUNTS.iter().enumerate() {
-        let mut rows = Vec::new();
-        let mut w = TarWriter::new(std::fs::File::create(dir.join(format!("tar/shard-{s}.tar"))).unwrap());
-        for _ in 0..n {
-            let mut r = sample(k);
-            w.append(&format!("img{k:03}.jpg"), &jpeg(k)).unwrap();
-            w.append(&format!("img{k:03}.cls"), format!("{}", k % 5).as_bytes()).unwrap();
-            edit(k, &mut r);
-            rows.push(r);
-            k += 1;
-        }
-        w.finish().unwrap();
-        files[FILE_OF[s]].push(rows);
-    }
-    for (f, groups) in files.iter().enumerate() {
-        let c = if f == 2 { Compression::ZSTD(ZstdLevel::default()) } else { Compression::SNAPPY };
-        write_hf(&dir.join(format!("data/train-{f:05}-of-00003.parquet")), groups, c, &NAMES);
-    }
-}
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("stoke-parquet-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn clean() -> impl Fn(usize, &mut RowIn) {
-    |_, _| {}
-}
 
 fn config(dataset: &Path, stream: bool) -> PipelineConfig {
     let mut c = PipelineConfig::new(dataset);
@@ -378,4 +271,27 @@ fn a_row_group_larger_than_the_read_ahead_budget_is_refused_by_name() {
     c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 4000 });
     let e = Pipeline::new(c).err().expect("refused").to_string();
     assert!(e.contains("train-00000-of-00003.parquet") && e.contains("read_ahead_bytes (4000)"), "{e}");
+}
+
+fn stoke(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stoke")).args(args).output().unwrap();
+    assert!(out.status.success(), "stoke {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_command_line_indexes_plans_and_benches_a_split() {
+    let dir = tempdir("cli");
+    write_both(&dir, clean());
+    let split = dir.join("data/train-");
+    let split = split.to_str().unwrap();
+    let index: serde_json::Value = serde_json::from_str(&stoke(&["index", split, "--json"])).unwrap();
+    assert_eq!((index["kind"].as_str(), index["samples"].as_u64()), (Some("parquet"), Some(58)));
+    let names: Vec<&str> = index["classes"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, NAMES, "the ClassLabel names, where class names are reported");
+    let plan = stoke(&["plan", split, "--stream"]);
+    assert_eq!(plan.lines().count(), 58, "{plan}");
+    let bench = stoke(&["bench", split, "--backend", "cpu", "--stream", "--epochs", "1", "--batch-size", "8", "--size", "16", "--json"]);
+    let b: serde_json::Value = serde_json::from_str(&bench).unwrap();
+    assert!(b["errors"] == 0 && b["images"].as_u64().unwrap() > 0, "{bench}");
 }

@@ -50,6 +50,13 @@ class Loader:
     without it, and ``state_dict`` resumes at another world size too. Both backends decode: the
     CUDA backend sizes its buffers from each shard's largest sample (in the shards'
     ``stoke-shards.json`` from ``stoke pack``, or read from the shards).
+
+    ``source`` may be Hugging Face Parquet files: one ``.parquet``, a folder of them (or a
+    repository folder whose ``data/`` holds them), a split by file prefix (``data/train-``), or
+    their ``s3://``/``gs://`` URL. The image column is the ``Image`` feature of the files'
+    ``huggingface`` metadata (else ``image``), the label the ``ClassLabel`` (else ``label``);
+    ``image_column``/``label_column`` name others. With ``stream=True`` each row group is a
+    shard; without, a sample is read from its row group, decoded into a cache of at most 1 GiB.
     """
 
     def __init__(

@@ -111,11 +111,42 @@ pub(crate) fn local_files(path: &Path) -> Result<Option<Vec<PathBuf>>> {
     Ok((!files.is_empty()).then_some(files))
 }
 
-/// True when a store URL names Parquet objects rather than tar shards: one `.parquet`, or a
-/// folder or file prefix ending in `/` or `-` under which `.parquet` objects are listed.
+/// True when a store URL names Parquet objects rather than tar shards: one `.parquet`, or (S3,
+/// GCS: one LIST) a folder, a repository folder whose `data/` holds them, or a file prefix.
 #[cfg(feature = "remote")]
 pub(crate) fn remote_is_parquet(url: &str) -> bool {
-    is_parquet_name(url)
+    if is_parquet_name(url) {
+        return true;
+    }
+    let lower = url.to_ascii_lowercase();
+    if url.contains('{') || lower.ends_with(".tar") || lower.starts_with("http") {
+        return false;
+    }
+    super::remote::Store::for_url(url).and_then(|s| remote_objects(&s, url)).is_ok_and(|(_, o)| !o.is_empty())
+}
+
+/// The `.parquet` objects `url` names and the folder they are in: `url` itself, the objects
+/// directly under `url/` (else under `url/data/`), else those directly in `url`'s folder whose
+/// names start with its last part (a split: `…/data/train-`).
+#[cfg(feature = "remote")]
+fn remote_objects(store: &super::remote::Store, url: &str) -> Result<(String, Vec<super::remote::Object>)> {
+    if is_parquet_name(url) {
+        return Ok((url[..url.rfind('/').unwrap_or(0)].to_string(), vec![store.head(url)?]));
+    }
+    let dir = &url[..url.rfind('/').map(|i| i + 1).unwrap_or(url.len())];
+    let listed: Vec<_> = store.list(dir)?.into_iter().filter(|o| is_parquet_name(&o.url) && o.url.starts_with(url)).collect();
+    let base = url.trim_end_matches('/');
+    let under = |sub: &str| -> Vec<super::remote::Object> {
+        let d = format!("{base}/{sub}");
+        listed.iter().filter(|o| o.url.starts_with(&d) && !o.url[d.len()..].contains('/')).cloned().collect()
+    };
+    let prefixed: Vec<_> = listed.iter().filter(|o| !o.url[url.len()..].contains('/')).cloned().collect();
+    for (root, objects) in [(dir.trim_end_matches('/').to_string(), prefixed), (base.to_string(), under("")), (format!("{base}/data"), under("data/"))] {
+        if !objects.is_empty() {
+            return Ok((root, objects));
+        }
+    }
+    Ok((base.to_string(), Vec::new()))
 }
 
 /// The Parquet set `path` names (local or in a store), or `None` when it names no Parquet files.
@@ -353,18 +384,7 @@ impl ParquetSet {
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, want: &Columns, threads: usize) -> Result<ParquetSet> {
         let store = Arc::new(super::remote::Store::for_url(url)?);
-        let (root, objects) = if is_parquet_name(url) {
-            (url[..url.rfind('/').unwrap_or(0)].to_string(), vec![store.head(url)?])
-        } else {
-            // A folder (`…/data/`) or a file prefix (`…/data/train-`): the objects directly under it.
-            let dir = &url[..url.rfind('/').map(|i| i + 1).unwrap_or(0)];
-            let objects: Vec<_> = store
-                .list(dir)?
-                .into_iter()
-                .filter(|o| o.url.starts_with(url) && is_parquet_name(&o.url) && !o.url[dir.len()..].contains('/'))
-                .collect();
-            (dir.trim_end_matches('/').to_string(), objects)
-        };
+        let (root, objects) = remote_objects(&store, url)?;
         if objects.is_empty() {
             return Err(Error::dataset(url, "empty dataset: no .parquet objects found under this prefix"));
         }
