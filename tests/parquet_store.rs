@@ -41,18 +41,23 @@ fn parquet_in_s3_reads_as_the_local_files_do() {
     short_timeouts();
     let Some(server) = moto("parquet_store", false) else { return };
     use_endpoint(&server);
-    make_bucket(&server, "hf");
+    make_bucket(&server, "hf-data");
     let dir = tempdir("store");
     write_both(&dir, clean());
-    let store = Store::for_url("s3://hf/ds").unwrap();
+    let store = Store::for_url("s3://hf-data/ds").unwrap();
     for e in std::fs::read_dir(dir.join("data")).unwrap() {
         let p = e.unwrap().path();
-        let url = format!("s3://hf/ds/data/{}", p.file_name().unwrap().to_string_lossy());
+        let url = format!("s3://hf-data/ds/data/{}", p.file_name().unwrap().to_string_lossy());
         store.put(&url, std::fs::read(&p).unwrap().into()).unwrap();
     }
     let cache = dir.join("cache");
     let local = dir.join("data");
-    for (url, n) in [("s3://hf/ds/data/train-00001-of-00003.parquet", 15), ("s3://hf/ds/data/train-", 58), ("s3://hf/ds/data", 58), ("s3://hf/ds", 58)] {
+    for (url, n) in [
+        ("s3://hf-data/ds/data/train-00001-of-00003.parquet", 15),
+        ("s3://hf-data/ds/data/train-", 58),
+        ("s3://hf-data/ds/data", 58),
+        ("s3://hf-data/ds", 58),
+    ] {
         let d = Dataset::open(Path::new(url), &IndexOptions { cache_dir: Some(cache.clone()), ..IndexOptions::default() })
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         assert_eq!(d.len(), n, "{url}");
@@ -65,7 +70,7 @@ fn parquet_in_s3_reads_as_the_local_files_do() {
         }
     }
     for stream in [false, true] {
-        let remote = batches(config(&PathBuf::from("s3://hf/ds/data/train-"), stream));
+        let remote = batches(config(&PathBuf::from("s3://hf-data/ds/data/train-"), stream));
         let here = batches(config(&local, stream));
         assert_eq!(remote.len(), 12);
         assert!(remote == here, "stream {stream}: the store's batches are the local ones");

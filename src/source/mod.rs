@@ -396,8 +396,8 @@ impl Dataset {
     /// Open Parquet files (module [`parquet`]): footers read, the per-sample index loaded when
     /// the files are unchanged, else built by decoding each row group once.
     fn open_parquet(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
-        let set = parquet::open_if_parquet(path, &opts.columns, opts.threads)?
-            .ok_or_else(|| Error::dataset(path, "no .parquet files found"))?;
+        let set =
+            parquet::open_if_parquet(path, &opts.columns, opts.threads)?.ok_or_else(|| Error::dataset(path, "no .parquet files found"))?;
         let mut fp = index::Fingerprint::new(SourceKind::Parquet);
         for f in &set.files {
             fp.add_str(&f.path);

@@ -141,7 +141,9 @@ fn remote_objects(store: &super::remote::Store, url: &str) -> Result<(String, Ve
         listed.iter().filter(|o| o.url.starts_with(&d) && !o.url[d.len()..].contains('/')).cloned().collect()
     };
     let prefixed: Vec<_> = listed.iter().filter(|o| !o.url[url.len()..].contains('/')).cloned().collect();
-    for (root, objects) in [(dir.trim_end_matches('/').to_string(), prefixed), (base.to_string(), under("")), (format!("{base}/data"), under("data/"))] {
+    for (root, objects) in
+        [(dir.trim_end_matches('/').to_string(), prefixed), (base.to_string(), under("")), (format!("{base}/data"), under("data/"))]
+    {
         if !objects.is_empty() {
             return Ok((root, objects));
         }
@@ -352,11 +354,8 @@ fn footer(fetch: &Fetch, path: &str, size: u64) -> Result<ParquetMetaData> {
         return Err(bad(format!("truncated Parquet footer: it says {len} bytes of metadata, but the file has {size} bytes in all")));
     }
     let start = size - 8 - len;
-    let bytes = if start >= tail_start {
-        tail.slice((start - tail_start) as usize..tail.len() - 8)
-    } else {
-        fetch.range(path, start..size - 8)?
-    };
+    let bytes =
+        if start >= tail_start { tail.slice((start - tail_start) as usize..tail.len() - 8) } else { fetch.range(path, start..size - 8)? };
     ParquetMetaDataReader::decode_metadata(&bytes).map_err(|e| bad(format!("damaged Parquet footer ({len} bytes at byte {start}): {e}")))
 }
 
@@ -396,17 +395,21 @@ impl ParquetSet {
         if listed.is_empty() {
             return Err(Error::dataset(&root, "empty dataset: no .parquet files found"));
         }
-        let opened = super::index::parallel_map(listed.len(), threads.max(if matches!(fetch, Fetch::Local) { 1 } else { 8 }), None, |i| {
-            let (path, size) = &listed[i];
-            let meta = footer(&fetch, path, *size)?;
-            let (image, label, names) = columns(path, &meta, want)?;
-            let mut labels = Vec::with_capacity(meta.num_row_groups());
-            for (r, rg) in meta.row_groups().iter().enumerate() {
-                // A file cut short under an intact footer: its column chunks run past its end.
-                for c in std::iter::once(image).chain(label) {
-                    let (start, len) = rg.column(c).byte_range();
-                    if start.checked_add(len).is_none_or(|end| end > *size) {
-                        return Err(Error::dataset(
+        let opened = super::index::parallel_map(
+            listed.len(),
+            if matches!(fetch, Fetch::Local) { threads } else { threads.max(8) },
+            None,
+            |i| {
+                let (path, size) = &listed[i];
+                let meta = footer(&fetch, path, *size)?;
+                let (image, label, names) = columns(path, &meta, want)?;
+                let mut labels = Vec::with_capacity(meta.num_row_groups());
+                for (r, rg) in meta.row_groups().iter().enumerate() {
+                    // A file cut short under an intact footer: its column chunks run past its end.
+                    for c in std::iter::once(image).chain(label) {
+                        let (start, len) = rg.column(c).byte_range();
+                        if start.checked_add(len).is_none_or(|end| end > *size) {
+                            return Err(Error::dataset(
                             path,
                             format!(
                                 "truncated Parquet file: row group {r}'s column chunk {} spans bytes {start}..{}, but the file has {size} bytes",
@@ -414,24 +417,25 @@ impl ParquetSet {
                                 start.saturating_add(len)
                             ),
                         ));
+                        }
                     }
+                    labels.push(label.and_then(|c| label_stats(rg, c)));
                 }
-                labels.push(label.and_then(|c| label_stats(rg, c)));
-            }
-            let file = ParquetFile { path: path.clone(), size: *size, meta: Arc::new(meta), image, label };
-            // Without statistics, the label range is read: the label column chunk only.
-            let labels = (0..labels.len())
-                .map(|r| match (labels[r], file.label) {
-                    (Some(range), _) => Ok(range),
-                    (None, None) => Ok([-1, -1]),
-                    (None, Some(c)) => {
-                        let (_, v) = read_labels(&fetch, &file, r as u32, c)?;
-                        Ok([v.iter().copied().min().unwrap_or(-1), v.iter().copied().max().unwrap_or(-1)])
-                    }
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok::<_, Error>((file, names, labels))
-        });
+                let file = ParquetFile { path: path.clone(), size: *size, meta: Arc::new(meta), image, label };
+                // Without statistics, the label range is read: the label column chunk only.
+                let labels = (0..labels.len())
+                    .map(|r| match (labels[r], file.label) {
+                        (Some(range), _) => Ok(range),
+                        (None, None) => Ok([-1, -1]),
+                        (None, Some(c)) => {
+                            let (_, v) = read_labels(&fetch, &file, r as u32, c)?;
+                            Ok([v.iter().copied().min().unwrap_or(-1), v.iter().copied().max().unwrap_or(-1)])
+                        }
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok::<_, Error>((file, names, labels))
+            },
+        );
         let mut files = Vec::with_capacity(listed.len());
         let (mut groups, mut first_group) = (Vec::new(), Vec::with_capacity(listed.len()));
         let mut classes: Option<(Vec<String>, bool, String)> = None;
@@ -603,7 +607,8 @@ fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32, col: usiz
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let mut got = 0;
     while got < rows {
-        let (n, _, _) = reader.read_records(rows - got, (max_def > 0).then_some(&mut defs), None, &mut values).map_err(|e| bad(e.to_string()))?;
+        let (n, _, _) =
+            reader.read_records(rows - got, (max_def > 0).then_some(&mut defs), None, &mut values).map_err(|e| bad(e.to_string()))?;
         if n == 0 {
             break;
         }

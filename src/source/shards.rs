@@ -191,7 +191,13 @@ impl ShardSet {
         }
         let root_s = root.to_string_lossy().into_owned();
         if let Some(facts) = std::fs::read(root.join(SIDECAR)).ok().and_then(|t| matching(&t, &listed)) {
-            return Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true, parquet: None });
+            return Ok(ShardSet {
+                root: root_s,
+                paths: listed.into_iter().map(|l| l.0).collect(),
+                facts,
+                from_sidecar: true,
+                parquet: None,
+            });
         }
         let results = super::index::parallel_map(shards.len(), threads, None, |i| {
             let f = std::fs::File::open(&shards[i]).map_err(|e| Error::io(&shards[i], e))?;

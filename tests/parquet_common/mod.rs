@@ -61,8 +61,12 @@ pub fn write_hf(path: &Path, groups: &[Vec<RowIn>], compression: Compression, na
         c.typed::<ByteArrayType>().write_batch(&vals, Some(&defs), None).unwrap();
         c.close().unwrap();
         // image.path
-        let paths: Vec<ByteArray> =
-            rows.iter().enumerate().filter(|(_, r)| r.image.is_some()).map(|(i, _)| ByteArray::from(format!("g{g}-{i}.jpg").as_str())).collect();
+        let paths: Vec<ByteArray> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.image.is_some())
+            .map(|(i, _)| ByteArray::from(format!("g{g}-{i}.jpg").as_str()))
+            .collect();
         let pdefs: Vec<i16> = rows.iter().map(|r| if r.image.is_some() { 2 } else { 0 }).collect();
         let mut c = rg.next_column().unwrap().unwrap();
         c.typed::<ByteArrayType>().write_batch(&paths, Some(&pdefs), None).unwrap();
@@ -119,4 +123,3 @@ pub fn tempdir(name: &str) -> PathBuf {
 pub fn clean() -> impl Fn(usize, &mut RowIn) {
     |_, _| {}
 }
-
