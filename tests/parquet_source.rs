@@ -57,13 +57,22 @@ fn stream_mode_over_parquet_delivers_the_batches_of_the_same_images_in_tar_shard
     assert_eq!(set.counts(), COUNTS.map(|c| c as u64).to_vec(), "one shard per row group");
     assert_eq!(set.parquet.as_ref().unwrap().classes, NAMES.map(String::from).to_vec(), "class names from the ClassLabel");
     assert_eq!(pq.stream_source().unwrap().classes(), 5);
+    // Other thread counts: the same batches.
+    let mut c = config(&dir.join("data"), true);
+    (c.reader_threads, c.cpu_threads) = (3, 2);
+    let mut threads = Pipeline::new(c).unwrap();
     for e in 0..3 {
         let (a, sa) = epoch(&mut pq, e);
         let (b, sb) = epoch(&mut tar, e);
         assert_eq!((sa, sb), (0, 0));
         assert_eq!(a.len(), 58, "epoch {e}: every sample once");
+        let mut idx: Vec<usize> = a.iter().map(|g| g.1).collect();
+        idx.sort();
+        assert_eq!(idx, (0..58).collect::<Vec<_>>(), "epoch {e}: each sample exactly once");
         assert!(a == b, "epoch {e}: the Parquet batches are the tar batches, pixel for pixel");
+        assert!(epoch(&mut threads, e).0 == a, "epoch {e}: 3 readers and 2 workers give the same batches");
     }
+    assert!(pq.stats().shards_read_ahead > 0, "the next epoch's first row groups were read ahead");
 }
 
 #[test]
@@ -261,6 +270,27 @@ fn a_label_outside_the_names_fails_its_sample_in_stream_mode_and_the_open_in_per
 #[test]
 fn a_null_label_fails_its_sample() {
     one_bad_row("nolabel", 19, |r| r.label = None, "null label");
+}
+
+#[test]
+fn per_sample_mode_refuses_a_row_group_larger_than_its_cache_saying_to_use_stream_mode() {
+    let dir = tempdir("cache");
+    write_both(&dir, clean());
+    let o = |bytes| IndexOptions { save: false, parquet_cache_bytes: bytes, ..IndexOptions::default() };
+    // The index is built first (each row group decoded once, not cached), then reads go through
+    // the cache: room for about one row group of the first file.
+    let d = Dataset::open(&dir.join("data"), &o(20_000)).unwrap();
+    let mut buf = Vec::new();
+    d.read_bytes(0, &mut buf).unwrap();
+    assert!(buf == jpeg(0));
+    d.read_bytes(40, &mut buf).unwrap();
+    assert!(buf == jpeg(40), "a row group evicted another and was read");
+    let d = Dataset::open(&dir.join("data"), &o(4000)).unwrap();
+    let e = d.read_bytes(0, &mut buf).unwrap_err().to_string();
+    assert!(
+        e.contains("train-00000-of-00003") && e.contains("more than per-sample mode's cache of 4000") && e.contains("stream mode"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -126,11 +126,23 @@ pub struct IndexOptions {
     pub num_classes: Option<usize>,
     /// Parquet: the image and label columns (`None`: found from the files' metadata).
     pub columns: parquet::Columns,
+    /// Parquet, per-sample reads: bytes of decoded row groups kept (a row group larger than
+    /// this is refused, saying to use stream mode).
+    pub parquet_cache_bytes: u64,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        Self { threads: 0, progress: false, rebuild: false, save: true, cache_dir: None, num_classes: None, columns: Default::default() }
+        Self {
+            threads: 0,
+            progress: false,
+            rebuild: false,
+            save: true,
+            cache_dir: None,
+            num_classes: None,
+            columns: Default::default(),
+            parquet_cache_bytes: parquet::SAMPLE_CACHE_BYTES,
+        }
     }
 }
 
@@ -396,8 +408,9 @@ impl Dataset {
     /// Open Parquet files (module [`parquet`]): footers read, the per-sample index loaded when
     /// the files are unchanged, else built by decoding each row group once.
     fn open_parquet(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
-        let set =
+        let mut set =
             parquet::open_if_parquet(path, &opts.columns, opts.threads)?.ok_or_else(|| Error::dataset(path, "no .parquet files found"))?;
+        set.set_cache_limit(opts.parquet_cache_bytes);
         let mut fp = index::Fingerprint::new(SourceKind::Parquet);
         for f in &set.files {
             fp.add_str(&f.path);

@@ -20,9 +20,9 @@
 //!
 //! A sample is addressed as (file, row group, row); its key is `file stem/row in the file`.
 //! Stream mode ([`crate::reader::stream`]) treats each row group as a shard. Per-sample mode
-//! reads a sample's row group through [`GroupCache`], a cache of decoded row groups bounded by
-//! [`SAMPLE_CACHE_BYTES`]; a row group larger than that is refused by name, saying to use
-//! stream mode.
+//! reads a sample's row group through a cache of decoded row groups bounded by
+//! [`crate::source::IndexOptions::parquet_cache_bytes`] (default [`SAMPLE_CACHE_BYTES`]); a row
+//! group larger than that is refused by name, saying to use stream mode.
 //!
 //! # Bad input
 //! A file that is not Parquet, a truncated file or footer, a missing image column, and files
@@ -31,23 +31,22 @@
 //! sample only (the policy substitutes or names it); a column chunk that cannot be read fails
 //! its row group's samples.
 
+mod read;
+
 use super::{Entry, Listing, Location};
 use crate::error::{Error, Result};
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use parquet::basic::Type as PhysicalType;
-use parquet::column::reader::ColumnReaderImpl;
-use parquet::data_type::{ByteArrayType, DataType, Int32Type, Int64Type};
+use parquet::data_type::ByteArrayType;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData};
-use parquet::file::reader::{ChunkReader, Length};
-use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::file::statistics::Statistics;
-use std::collections::{HashMap, VecDeque};
+use read::{column_name, read_column, read_labels, GroupCache};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Decoded row groups per-sample mode keeps at once, in bytes of images.
+/// Decoded row groups per-sample mode keeps at once by default, in bytes of images.
 pub const SAMPLE_CACHE_BYTES: u64 = 1 << 30;
 
 /// The tail read first: the footer of an HF file is a few KiB, so one read usually has it.
@@ -462,7 +461,12 @@ impl ParquetSet {
             files.push(file);
         }
         let classes = classes.map(|c| c.0).unwrap_or_default();
-        Ok(ParquetSet { root, files, groups, first_group, classes, fetch, cache: GroupCache::default() })
+        Ok(ParquetSet { root, files, groups, first_group, classes, fetch, cache: GroupCache::new(SAMPLE_CACHE_BYTES) })
+    }
+
+    /// Keep at most `bytes` of decoded row groups for per-sample reads (module docs).
+    pub fn set_cache_limit(&mut self, bytes: u64) {
+        self.cache = GroupCache::new(bytes);
     }
 
     /// The flat index of row group `rg` of file `file`.
@@ -545,9 +549,10 @@ impl ParquetSet {
             Some(d) => d,
             None => {
                 let bytes = self.groups[g].bytes;
-                if bytes > SAMPLE_CACHE_BYTES {
+                let limit = self.cache.limit;
+                if bytes > limit {
                     return Err(format!(
-                        "its row group holds {bytes} bytes of images, more than per-sample mode's cache of {SAMPLE_CACHE_BYTES}: read this data set in stream mode (--stream)"
+                        "its row group holds {bytes} bytes of images, more than per-sample mode's cache of {limit}: read this data set in stream mode (--stream)"
                     ));
                 }
                 let d = Arc::new(self.read_group(g).map_err(|e| reason(&e))?);
@@ -562,63 +567,6 @@ impl ParquetSet {
         buf.extend_from_slice(&d.data[r.bytes.clone()]);
         Ok(())
     }
-}
-
-fn column_name(file: &ParquetFile, col: usize) -> String {
-    file.meta.file_metadata().schema_descr().column(col).path().string()
-}
-
-/// Read label column `col` of row group `r`: whether each row has a label, and the labels present.
-fn read_labels(fetch: &Fetch, file: &ParquetFile, r: u32, col: usize) -> Result<(Vec<bool>, Vec<i64>)> {
-    let (defs, values, max_def) = if file.meta.row_group(r as usize).column(col).column_type() == PhysicalType::INT32 {
-        let (d, v, m) = read_column::<Int32Type>(fetch, file, r, col)?;
-        (d, v.into_iter().map(i64::from).collect(), m)
-    } else {
-        read_column::<Int64Type>(fetch, file, r, col)?
-    };
-    let rows = file.meta.row_group(r as usize).num_rows().max(0) as usize;
-    let present = (0..rows).map(|i| max_def == 0 || defs[i] == max_def).collect();
-    Ok((present, values))
-}
-
-/// Read column chunk `col` of row group `rg` (one ranged read) and decode every row:
-/// definition levels (empty when the column is required), non-null values, and the
-/// definition level of a present value.
-fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32, col: usize) -> Result<(Vec<i16>, Vec<T::T>, i16)> {
-    let rg = file.meta.row_group(r as usize);
-    let cm = rg.column(col);
-    let (start, len) = cm.byte_range();
-    let name = column_name(file, col);
-    let bad = |m: String| Error::dataset(&file.path, format!("row group {r}, column {name}: {m}"));
-    if start.checked_add(len).is_none_or(|end| end > file.size) {
-        return Err(bad(format!(
-            "truncated Parquet file: the column chunk spans bytes {start}..{} but the file has {} bytes",
-            start.saturating_add(len),
-            file.size
-        )));
-    }
-    let bytes = fetch.range(&file.path, start..start + len)?;
-    let chunk = Arc::new(Chunk { start, bytes });
-    let rows = rg.num_rows().max(0) as usize;
-    let pages = SerializedPageReader::new(chunk, cm, rows, None).map_err(|e| bad(e.to_string()))?;
-    let descr = cm.column_descr_ptr();
-    let max_def = descr.max_def_level();
-    let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
-    let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
-    let mut got = 0;
-    while got < rows {
-        let (n, _, _) =
-            reader.read_records(rows - got, (max_def > 0).then_some(&mut defs), None, &mut values).map_err(|e| bad(e.to_string()))?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    let present = if max_def > 0 { defs.iter().filter(|&&d| d == max_def).count() } else { got };
-    if got != rows || present != values.len() {
-        return Err(bad(format!("the column chunk holds {got} rows ({} values), but its row group says {rows}", values.len())));
-    }
-    Ok((defs, values, max_def))
 }
 
 /// An error's message without its path (the sample's location names the file).
@@ -640,88 +588,6 @@ fn stem(p: &str) -> &str {
         &n[..n.len() - 8]
     } else {
         n
-    }
-}
-
-/// A column chunk in memory, read by the parquet crate at its offsets in the file.
-struct Chunk {
-    start: u64,
-    bytes: Bytes,
-}
-
-impl Chunk {
-    fn slice(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
-        let at = start.checked_sub(self.start).map(|a| a as usize).filter(|&a| a <= self.bytes.len());
-        let at = at.ok_or_else(|| parquet::errors::ParquetError::EOF(format!("byte {start} is outside the column chunk read")))?;
-        let end = len.map_or(Some(self.bytes.len()), |l| at.checked_add(l)).filter(|&e| e <= self.bytes.len());
-        let end = end.ok_or_else(|| parquet::errors::ParquetError::EOF(format!("the page at byte {start} runs past its column chunk")))?;
-        Ok(self.bytes.slice(at..end))
-    }
-}
-
-impl Length for Chunk {
-    fn len(&self) -> u64 {
-        self.start + self.bytes.len() as u64
-    }
-}
-
-impl ChunkReader for Chunk {
-    type T = bytes::buf::Reader<Bytes>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(self.slice(start, None)?.reader())
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
-        self.slice(start, Some(length))
-    }
-}
-
-/// Decoded row groups kept for per-sample reads, least recently used dropped first, at most
-/// [`SAMPLE_CACHE_BYTES`] of images.
-#[derive(Debug, Default)]
-struct GroupCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Default)]
-struct CacheInner {
-    groups: HashMap<usize, (Arc<Decoded>, u64)>,
-    order: VecDeque<usize>,
-    bytes: u64,
-}
-
-impl std::fmt::Debug for CacheInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} row groups, {} bytes", self.groups.len(), self.bytes)
-    }
-}
-
-impl GroupCache {
-    fn get(&self, g: usize) -> Option<Arc<Decoded>> {
-        let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let d = c.groups.get(&g)?.0.clone();
-        if let Some(at) = c.order.iter().position(|&x| x == g) {
-            c.order.remove(at);
-        }
-        c.order.push_back(g);
-        Some(d)
-    }
-
-    fn put(&self, g: usize, d: Arc<Decoded>, bytes: u64) {
-        let mut c = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if c.groups.contains_key(&g) {
-            return; // another reader decoded it meanwhile
-        }
-        while c.bytes + bytes > SAMPLE_CACHE_BYTES {
-            let Some(old) = c.order.pop_front() else { break };
-            if let Some((_, b)) = c.groups.remove(&old) {
-                c.bytes -= b;
-            }
-        }
-        c.groups.insert(g, (d, bytes));
-        c.order.push_back(g);
-        c.bytes += bytes;
     }
 }
 
