@@ -325,3 +325,68 @@ fn the_command_line_indexes_plans_and_benches_a_split() {
     let b: serde_json::Value = serde_json::from_str(&bench).unwrap();
     assert!(b["errors"] == 0 && b["images"].as_u64().unwrap() > 0, "{bench}");
 }
+
+#[test]
+fn stream_mode_resumes_at_another_world_size_delivering_every_row_once() {
+    let dir = tempdir("elastic");
+    write_both(&dir, clean());
+    let data = dir.join("data");
+    let ranked = |rank, world, batch| {
+        let mut c = config(&data, true);
+        (c.rank, c.world_size, c.batch_size) = (rank, world, batch);
+        Pipeline::new(c).unwrap()
+    };
+    // Two ranks deliver two batches of 3 each of epoch 1, then three ranks finish it.
+    let mut got = Vec::new();
+    let mut state = None;
+    for r in 0..2 {
+        let mut p = ranked(r, 2, 3);
+        p.start_epoch(1, 0);
+        for _ in 0..2 {
+            let b = p.next_batch().unwrap().unwrap();
+            got.extend(b.positions.iter().copied().zip(b.indices.iter().copied()));
+        }
+        state = Some(p.state());
+    }
+    let state = stoke::ResumeState::from_json(&state.unwrap().to_json()).unwrap();
+    for r in 0..3 {
+        let mut p = ranked(r, 3, 4);
+        p.resume(&state).unwrap();
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            got.extend(b.positions.iter().copied().zip(b.indices.iter().copied()));
+        }
+    }
+    let mut real: Vec<usize> = got.iter().filter(|g| g.0 < 58).map(|g| g.1).collect();
+    real.sort();
+    assert_eq!(real, (0..58).collect::<Vec<_>>(), "every row exactly once across the two worlds");
+    assert!(got.len() - 58 <= 3, "{} padded", got.len() - 58);
+}
+
+#[test]
+fn only_the_image_and_label_column_chunks_are_read() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let dir = tempdir("ranges");
+    write_both(&dir, clean());
+    // Overwrite every `image.path` column chunk with garbage: reading must not touch it.
+    for f in 0..3 {
+        let path = dir.join(format!("data/train-{f:05}-of-00003.parquet"));
+        let meta = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap().metadata().clone();
+        let mut bytes = std::fs::read(&path).unwrap();
+        for rg in meta.row_groups() {
+            let c = rg.column(1);
+            assert_eq!(c.column_path().string(), "image.path");
+            let (start, len) = c.byte_range();
+            bytes[start as usize..(start + len) as usize].fill(0xFF);
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let d = Dataset::open(&dir.join("data"), &IndexOptions { save: false, ..IndexOptions::default() }).unwrap();
+    let mut buf = Vec::new();
+    for i in 0..d.len() {
+        d.read_bytes(i, &mut buf).unwrap();
+        assert!(buf == jpeg(i));
+    }
+    let (got, subs) = epoch(&mut Pipeline::new(config(&dir.join("data"), true)).unwrap(), 0);
+    assert_eq!((got.len(), subs), (58, 0));
+}
