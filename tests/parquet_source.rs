@@ -57,6 +57,18 @@ fn stream_mode_over_parquet_delivers_the_batches_of_the_same_images_in_tar_shard
     assert_eq!(set.counts(), COUNTS.map(|c| c as u64).to_vec(), "one shard per row group");
     assert_eq!(set.parquet.as_ref().unwrap().classes, NAMES.map(String::from).to_vec(), "class names from the ClassLabel");
     assert_eq!(pq.stream_source().unwrap().classes(), 5);
+    // What the CUDA backend sizes its buffers by: each row group's largest image, measured.
+    let largest = set.parquet.as_ref().unwrap().largest(2);
+    let mut k = 0;
+    for (g, &n) in COUNTS.iter().enumerate() {
+        let dims: Vec<(u64, u32, u32)> =
+            (k..k + n).map(|k| (jpeg(k).len() as u64, 24 + (k % 4) as u32 * 8, 20 + (k % 3) as u32 * 8)).collect();
+        let l = largest[g];
+        assert_eq!(l.bytes, dims.iter().map(|d| d.0).max().unwrap(), "row group {g}");
+        assert_eq!((l.width, l.height), (dims.iter().map(|d| d.1).max().unwrap(), dims.iter().map(|d| d.2).max().unwrap()));
+        assert_eq!((l.pixels, l.headerless), (dims.iter().map(|d| d.1 as u64 * d.2 as u64).max().unwrap(), 0));
+        k += n;
+    }
     // Other thread counts: the same batches.
     let mut c = config(&dir.join("data"), true);
     (c.reader_threads, c.cpu_threads) = (3, 2);

@@ -464,6 +464,24 @@ impl ParquetSet {
         Ok(ParquetSet { root, files, groups, first_group, classes, fetch, cache: GroupCache::new(SAMPLE_CACHE_BYTES) })
     }
 
+    /// Each row group's largest image (compressed bytes, stored size), by reading every row group
+    /// once, `threads` at once: what the CUDA backend sizes its buffers by in stream mode. A row
+    /// group that cannot be read counts its rows as headerless (sized at the decode guard); it
+    /// fails by name when its epoch reads it.
+    pub fn largest(&self, threads: usize) -> Vec<super::shards::Largest> {
+        super::index::parallel_map(self.groups.len(), threads, None, |g| match self.read_group(g) {
+            Ok(d) => super::shards::Largest::of(d.rows.iter().filter(|r| r.error.is_none()).map(|r| {
+                let bytes = &d.data[r.bytes.clone()];
+                (bytes.len() as u64, crate::codec::parse_info(bytes).ok().map(|i| (i.width, i.height)))
+            })),
+            Err(e) => {
+                log::warn!("cannot read {} to size the CUDA buffers: {e}", self.group_name(g));
+                let gr = &self.groups[g];
+                super::shards::Largest { bytes: gr.bytes, headerless: gr.rows, ..Default::default() }
+            }
+        })
+    }
+
     /// Keep at most `bytes` of decoded row groups for per-sample reads (module docs).
     pub fn set_cache_limit(&mut self, bytes: u64) {
         self.cache = GroupCache::new(bytes);
