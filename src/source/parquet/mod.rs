@@ -367,6 +367,43 @@ fn label_stats(rg: &RowGroupMetaData, col: usize) -> Option<[i64; 2]> {
     }
 }
 
+/// One file opened: its footer, columns and class names, and each row group's label range
+/// (from the statistics, else by reading the label column chunk).
+fn open_file(fetch: &Fetch, path: &str, size: u64, want: &Columns) -> Result<(ParquetFile, Vec<String>, Vec<[i64; 2]>)> {
+    let meta = footer(fetch, path, size)?;
+    let (image, label, names) = columns(path, &meta, want)?;
+    let mut stats = Vec::with_capacity(meta.num_row_groups());
+    for (r, rg) in meta.row_groups().iter().enumerate() {
+        // A file cut short under an intact footer: its column chunks run past its end.
+        for c in std::iter::once(image).chain(label) {
+            let (start, len) = rg.column(c).byte_range();
+            if start.checked_add(len).is_none_or(|end| end > size) {
+                let name = meta.file_metadata().schema_descr().column(c).path().string();
+                let end = start.saturating_add(len);
+                let why = format!(
+                    "truncated Parquet file: row group {r}'s column chunk {name} spans bytes {start}..{end}, but the file has {size} bytes"
+                );
+                return Err(Error::dataset(path, why));
+            }
+        }
+        stats.push(label.and_then(|c| label_stats(rg, c)));
+    }
+    let file = ParquetFile { path: path.to_string(), size, meta: Arc::new(meta), image, label };
+    let labels = stats
+        .iter()
+        .enumerate()
+        .map(|(r, s)| match (s, file.label) {
+            (Some(range), _) => Ok(*range),
+            (None, None) => Ok([-1, -1]),
+            (None, Some(c)) => {
+                let (_, v) = read_labels(fetch, &file, r as u32, c)?;
+                Ok([v.iter().copied().min().unwrap_or(-1), v.iter().copied().max().unwrap_or(-1)])
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((file, names, labels))
+}
+
 impl ParquetSet {
     /// Open local files: read each footer (`threads` at once) and list the row groups.
     pub fn open_local(root: &Path, files: &[PathBuf], want: &Columns, threads: usize) -> Result<ParquetSet> {
@@ -394,47 +431,8 @@ impl ParquetSet {
         if listed.is_empty() {
             return Err(Error::dataset(&root, "empty dataset: no .parquet files found"));
         }
-        let opened = super::index::parallel_map(
-            listed.len(),
-            if matches!(fetch, Fetch::Local) { threads } else { threads.max(8) },
-            None,
-            |i| {
-                let (path, size) = &listed[i];
-                let meta = footer(&fetch, path, *size)?;
-                let (image, label, names) = columns(path, &meta, want)?;
-                let mut labels = Vec::with_capacity(meta.num_row_groups());
-                for (r, rg) in meta.row_groups().iter().enumerate() {
-                    // A file cut short under an intact footer: its column chunks run past its end.
-                    for c in std::iter::once(image).chain(label) {
-                        let (start, len) = rg.column(c).byte_range();
-                        if start.checked_add(len).is_none_or(|end| end > *size) {
-                            return Err(Error::dataset(
-                            path,
-                            format!(
-                                "truncated Parquet file: row group {r}'s column chunk {} spans bytes {start}..{}, but the file has {size} bytes",
-                                meta.file_metadata().schema_descr().column(c).path().string(),
-                                start.saturating_add(len)
-                            ),
-                        ));
-                        }
-                    }
-                    labels.push(label.and_then(|c| label_stats(rg, c)));
-                }
-                let file = ParquetFile { path: path.clone(), size: *size, meta: Arc::new(meta), image, label };
-                // Without statistics, the label range is read: the label column chunk only.
-                let labels = (0..labels.len())
-                    .map(|r| match (labels[r], file.label) {
-                        (Some(range), _) => Ok(range),
-                        (None, None) => Ok([-1, -1]),
-                        (None, Some(c)) => {
-                            let (_, v) = read_labels(&fetch, &file, r as u32, c)?;
-                            Ok([v.iter().copied().min().unwrap_or(-1), v.iter().copied().max().unwrap_or(-1)])
-                        }
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Ok::<_, Error>((file, names, labels))
-            },
-        );
+        let threads = if matches!(fetch, Fetch::Local) { threads } else { threads.max(8) };
+        let opened = super::index::parallel_map(listed.len(), threads, None, |i| open_file(&fetch, &listed[i].0, listed[i].1, want));
         let mut files = Vec::with_capacity(listed.len());
         let (mut groups, mut first_group) = (Vec::new(), Vec::with_capacity(listed.len()));
         let mut classes: Option<(Vec<String>, bool, String)> = None;
