@@ -8,7 +8,7 @@ PYTHON="${PYTHON:-python3}"
 VENV="${STOKE_PY_VENV:-.venv-py}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest Pillow numpy
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check pytest Pillow numpy pyarrow
 # Reuse the crate's build: the workspace's target folder (or $CARGO_TARGET_DIR).
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check .
 rc=0

@@ -38,7 +38,7 @@ pub fn tar_shard(bytes: &[u8]) -> Result<(Vec<TarSample>, u64)> {
         .map(|e| {
             let offset = match e.location {
                 crate::source::Location::Tar { offset, .. } => offset,
-                crate::source::Location::File => u64::MAX,
+                crate::source::Location::File | crate::source::Location::Parquet { .. } => u64::MAX,
             };
             TarSample { key: e.key, label: e.label, offset, len: e.len, header: e.header.unwrap_or_else(|| Err("no header".into())) }
         })

@@ -175,7 +175,7 @@ impl Pipeline {
     pub fn new(config: PipelineConfig) -> Result<Self> {
         if config.stream.is_some() {
             config.validate()?;
-            let source = StreamSource::open(&config.dataset, 0)?;
+            let source = StreamSource::open_with(&config.dataset, 0, &config.columns())?;
             #[cfg(feature = "remote")]
             let source = match config.stream.as_ref().and_then(|st| st.cache_dir.as_ref().map(|d| (d, st.cache_limit))) {
                 Some((dir, limit)) => source.with_cache(dir, limit)?,
@@ -184,7 +184,7 @@ impl Pipeline {
             let source = Arc::new(source);
             return Self::with_stream(config, source);
         }
-        let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions::default())?);
+        let dataset = Arc::new(Dataset::open(&config.dataset, &IndexOptions { columns: config.columns(), ..IndexOptions::default() })?);
         Self::with_dataset(config, dataset)
     }
 

@@ -248,6 +248,8 @@ const OPTIONS: &[&str] = &[
     "threads",
     "reader_threads",
     "store_in_flight",
+    "image_column",
+    "label_column",
     "prefetch",
     "decoders",
     "gpu_upsampling",
@@ -379,6 +381,8 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.threads = opt!("threads", usize);
     o.reader_threads = opt!("reader_threads", usize);
     o.store_in_flight = opt!("store_in_flight", usize);
+    o.image_column = opt!("image_column", String);
+    o.label_column = opt!("label_column", String);
     o.prefetch = opt!("prefetch", usize);
     o.gpu_memory_budget = opt!("gpu_memory_budget", u64);
     o.decode_only = opt!("decode_only", bool).unwrap_or(false);

@@ -53,6 +53,13 @@ class Loader:
     ``cache_dir`` and ``cache_limit`` (bytes) keep the shards read in a node-local folder: one
     download per shard per node, shared by the node's processes (lock files, atomic renames),
     kept across restarts, least recently used shards evicted to stay within the limit.
+
+    ``source`` may be Hugging Face Parquet files: one ``.parquet``, a folder of them (or a
+    repository folder whose ``data/`` holds them), a split by file prefix (``data/train-``), or
+    their ``s3://``/``gs://`` URL. The image column is the ``Image`` feature of the files'
+    ``huggingface`` metadata (else ``image``), the label the ``ClassLabel`` (else ``label``);
+    ``image_column``/``label_column`` name others. With ``stream=True`` each row group is a
+    shard; without, a sample is read from its row group, decoded into a cache of at most 1 GiB.
     """
 
     def __init__(
@@ -75,6 +82,8 @@ class Loader:
         threads: Optional[int] = None,
         reader_threads: Optional[int] = None,
         store_in_flight: Optional[int] = None,
+        image_column: Optional[str] = None,
+        label_column: Optional[str] = None,
         prefetch: Optional[int] = None,
         decoders: Literal["all", "hw", "cuda"] = "all",
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",

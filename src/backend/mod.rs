@@ -140,6 +140,20 @@ impl AnyBackend {
         match (config.backend, bounds) {
             (BackendKind::Cpu, _) => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
             (_, Some(b)) => Self::choose(config, || cuda::pipeline::CudaBackend::for_shards(config, b)),
+            // Parquet: the row groups' largest images are measured by reading each row group
+            // once, and only when there is a GPU to size buffers for.
+            (_, None) if set.parquet.is_some() => Self::choose(config, || {
+                drop(cuda::open_for_pipeline(config.device)?);
+                let pq = set.parquet.as_ref().expect("checked");
+                log::info!("reading the {} row groups once to size the CUDA buffers by their largest images", pq.groups.len());
+                let mut facts = set.facts.clone();
+                for (f, l) in facts.iter_mut().zip(pq.largest(0)) {
+                    f.largest = Some(l);
+                }
+                let b = cuda::pipeline::IndexBounds::from_shards(&facts, config.batch_size, config.max_decoded_pixels)
+                    .expect("every row group measured");
+                cuda::pipeline::CudaBackend::for_shards(config, b)
+            }),
             (kind, None) => {
                 let why = format!(
                     "the shard facts of {} do not give each shard's largest sample ({} is version 1, from an older stoke pack): the CUDA backend cannot size its buffers; write it again with stoke pack, or delete it to have the facts read from the shards",

@@ -274,6 +274,13 @@ pub struct PipelineConfig {
     /// `"stream": {"group": 4, "read_ahead_bytes": 1073741824}`; see [`StreamSpec`].
     #[serde(default)]
     pub stream: Option<StreamSpec>,
+    /// Parquet data sets: the image column (`None`: the `Image` feature of the files'
+    /// Hugging Face metadata, else `image`).
+    #[serde(default)]
+    pub image_column: Option<String>,
+    /// Parquet data sets: the label column (`None`: the `ClassLabel` feature, else `label`).
+    #[serde(default)]
+    pub label_column: Option<String>,
 }
 
 /// Read-ahead budget of the streaming reader by default: 1 GiB.
@@ -319,6 +326,11 @@ impl Default for StreamSpec {
 }
 
 impl PipelineConfig {
+    /// The Parquet columns this config names.
+    pub fn columns(&self) -> crate::source::parquet::Columns {
+        crate::source::parquet::Columns { image: self.image_column.clone(), label: self.label_column.clone() }
+    }
+
     /// A config with the `train` preset at 224 and sensible defaults.
     pub fn new(dataset: impl Into<PathBuf>) -> Self {
         Self {
@@ -350,6 +362,8 @@ impl PipelineConfig {
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
             stream: None,
+            image_column: None,
+            label_column: None,
         }
     }
 

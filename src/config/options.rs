@@ -98,6 +98,10 @@ pub struct PipelineOptions {
     pub reader_threads: Option<usize>,
     /// Ranged GETs in flight per reader thread (data sets in a store).
     pub store_in_flight: Option<usize>,
+    /// Parquet: the image column (default: from the files' Hugging Face metadata).
+    pub image_column: Option<String>,
+    /// Parquet: the label column (default: from the files' Hugging Face metadata).
+    pub label_column: Option<String>,
     /// Batches read ahead.
     pub prefetch: Option<usize>,
     /// This process's rank (default `$RANK` or 0).
@@ -348,6 +352,8 @@ impl PipelineOptions {
         set(&mut c.cpu_threads, self.threads);
         set(&mut c.reader_threads, self.reader_threads);
         set(&mut c.store_in_flight, self.store_in_flight);
+        c.image_column = self.image_column.clone();
+        c.label_column = self.label_column.clone();
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
         set(&mut c.gpu_upsampling, self.gpu_upsampling);

@@ -41,6 +41,14 @@
 //! stream, as `stoke plan --stream --positions` prints), its label from its `.cls` member, and
 //! augment parameters drawn from its header as the per-sample reader draws them.
 //!
+//! # Parquet
+//! A Parquet set ([`crate::source::parquet`]) is read the same way with each row group as a
+//! shard: its image (and label) column chunks are read by range and decoded, the images laid
+//! back to back in memory; its bytes against the budget are the image chunk's uncompressed
+//! size, and a row group larger than the whole budget is refused when the reader is made. A
+//! row with a null image, a null label or a label outside the class names fails that sample
+//! alone, as a sample that cannot be decoded does.
+//!
 //! # Failures
 //! A shard that cannot be read or parsed, or that no longer matches its facts, fails each of
 //! its samples: under [`OnError::Skip`] each is a read error naming the shard and why (the
@@ -52,6 +60,7 @@ use crate::config::OnError;
 use crate::error::{Error, Result};
 use crate::sampler::rest::Share;
 use crate::sampler::shards::{ShardOrder, ShardOrderConfig};
+use crate::source::parquet::Columns;
 use crate::source::shards::ShardSet;
 use crate::source::tar;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
@@ -80,6 +89,10 @@ struct Member {
     label: i64,
     offset: usize,
     len: usize,
+    /// Where it is, for messages: `shard at byte n`, or `file row group r row i`.
+    location: String,
+    /// Why it is not a sample (Parquet: a null image or label, a label outside the names).
+    error: Option<Box<str>>,
 }
 
 /// A shard read whole and parsed.
@@ -107,10 +120,15 @@ impl Blob {
 impl StreamSource {
     /// The facts of the shards `path` names (local or in a store; see [`ShardSet::open`]).
     pub fn open(path: &Path, threads: usize) -> Result<Self> {
-        let set = ShardSet::open(path, threads)?;
+        Self::open_with(path, threads, &Columns::default())
+    }
+
+    /// As [`Self::open`], Parquet columns found or named by `columns`.
+    pub fn open_with(path: &Path, threads: usize, columns: &Columns) -> Result<Self> {
+        let set = ShardSet::open_with(path, threads, columns)?;
         // Labels on all samples or none, as the per-sample index requires.
         let labelled = set.facts.iter().position(|f| f.labels[1] >= 0);
-        let unlabelled = set.facts.iter().position(|f| f.samples > 0 && f.labels[0] < 0);
+        let unlabelled = set.facts.iter().position(|f| f.samples > 0 && f.labels[0] < 0).filter(|_| set.parquet.is_none());
         if let (Some(a), Some(b)) = (labelled, unlabelled) {
             return Err(Error::dataset(
                 &set.paths[b],
@@ -166,6 +184,9 @@ impl StreamSource {
 
     /// Classes: one past the largest label of any shard (0 when unlabeled).
     pub fn classes(&self) -> usize {
+        if let Some(names) = self.set.parquet.as_ref().map(|p| p.classes.len()).filter(|&n| n > 0) {
+            return names;
+        }
         self.set.facts.iter().map(|f| f.labels[1] + 1).max().unwrap_or(0).max(0) as usize
     }
 
@@ -176,6 +197,23 @@ impl StreamSource {
 
     /// Read shard `s` whole and parse it; errors name the shard.
     fn load(&self, s: usize) -> Result<Loaded> {
+        if let Some(pq) = &self.set.parquet {
+            let d = pq.read_group(s)?;
+            let members = d
+                .rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Member {
+                    key: pq.key(s, i),
+                    label: r.label,
+                    offset: r.bytes.start,
+                    len: r.bytes.len(),
+                    location: pq.location(s, i),
+                    error: r.error,
+                })
+                .collect();
+            return Ok(Loaded { bytes: Blob::Local(d.data), members });
+        }
         let path = &self.set.paths[s];
         let facts = &self.set.facts[s];
         #[cfg(feature = "remote")]
@@ -213,9 +251,18 @@ impl StreamSource {
             .map(|e| {
                 let offset = match e.location {
                     crate::source::Location::Tar { offset, .. } => offset as usize,
-                    crate::source::Location::File => unreachable!("tar members are located in their shard"),
+                    crate::source::Location::File | crate::source::Location::Parquet { .. } => {
+                        unreachable!("tar members are located in their shard")
+                    }
                 };
-                Member { key: format!("{stem}/{}", e.key), label: e.label, offset, len: e.len as usize }
+                Member {
+                    key: format!("{stem}/{}", e.key),
+                    label: e.label,
+                    offset,
+                    len: e.len as usize,
+                    location: format!("{path} at byte {offset}"),
+                    error: None,
+                }
             })
             .collect();
         Ok(Loaded { bytes, members })
@@ -432,6 +479,17 @@ impl Assembler {
             let index = self.source.index_of(at.shard, at.index);
             let path = &self.source.set.paths[at.shard];
             match take(plan, j) {
+                Ok(l) if l.members[at.index as usize].error.is_some() => {
+                    let m = &l.members[at.index as usize];
+                    let err = Error::sample(&m.key, &m.location, m.error.as_deref().unwrap_or_default());
+                    if self.cfg.on_error == OnError::Fail {
+                        return Err(err);
+                    }
+                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
+                    let at_end = b.data.len();
+                    b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: m.label, error: Some(err) });
+                    b.names.push((m.key.clone(), m.location.clone()));
+                }
                 Ok(l) => {
                     let m = &l.members[at.index as usize];
                     let bytes = &l.bytes.as_slice()[m.offset..m.offset + m.len];
@@ -443,7 +501,7 @@ impl Assembler {
                     let start = b.data.len();
                     b.data.extend_from_slice(bytes);
                     b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
-                    b.names.push((m.key.clone(), format!("{path} at byte {}", m.offset)));
+                    b.names.push((m.key.clone(), m.location.clone()));
                 }
                 Err(why) => {
                     let err = Error::dataset(path, why);
@@ -513,6 +571,17 @@ impl StreamReader {
                 "a stream reader needs a batch size, thread count and read-ahead of at least 1, got {}, {} and {}",
                 config.batch_size, config.threads, read_ahead_bytes
             )));
+        }
+        if source.set.parquet.is_some() {
+            if let Some(s) = source.set.facts.iter().position(|f| f.bytes > read_ahead_bytes) {
+                return Err(Error::dataset(
+                    &source.set.paths[s],
+                    format!(
+                        "{} holds {} bytes of images, more than read_ahead_bytes ({read_ahead_bytes}): raise read_ahead_bytes, or rewrite the files with smaller row groups",
+                        source.set.facts[s].name, source.set.facts[s].bytes
+                    ),
+                ));
+            }
         }
         let order = ShardOrder::new(source.set.counts(), order).map_err(|e| Error::dataset(&source.set.root, e.to_string()))?;
         Ok(Self {

@@ -194,7 +194,7 @@ pub(crate) fn beside_path(kind: SourceKind, given: &Path, root: &Path) -> PathBu
             s.push(".stoke-index");
             PathBuf::from(s)
         }
-        SourceKind::Tar => {
+        SourceKind::Tar | SourceKind::Parquet => {
             if given.is_dir() {
                 root.join(".stoke-index")
             } else {
@@ -309,7 +309,7 @@ const SUBSAMPLINGS: [Subsampling; 8] = [
     Subsampling::S410,
     Subsampling::Other,
 ];
-const KINDS: [SourceKind; 3] = [SourceKind::Folder, SourceKind::List, SourceKind::Tar];
+const KINDS: [SourceKind; 4] = [SourceKind::Folder, SourceKind::List, SourceKind::Tar, SourceKind::Parquet];
 
 pub(crate) fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
     let mut w = W(Vec::with_capacity(64 + s.samples.len() * 64));
@@ -337,6 +337,12 @@ pub(crate) fn encode(fingerprint: u64, s: &Saved) -> Vec<u8> {
                 w.u8(1);
                 w.u32(shard);
                 w.u64(offset);
+            }
+            Location::Parquet { file, rg, row } => {
+                w.u8(2);
+                w.u32(file);
+                w.u32(rg);
+                w.u32(row);
             }
         }
         match (&m.info, &m.header_error) {
@@ -425,6 +431,7 @@ pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
         let location = match r.u8()? {
             0 => Location::File,
             1 => Location::Tar { shard: r.u32()?, offset: r.u64()? },
+            2 => Location::Parquet { file: r.u32()?, rg: r.u32()?, row: r.u32()? },
             _ => return None,
         };
         let (info, header_error) = match r.u8()? {
@@ -476,7 +483,8 @@ pub(crate) fn decode(b: &[u8], fingerprint: u64) -> Option<Saved> {
         // What readers index and add with: a shard in the list, a byte range that ends before
         // 2^64, a label of a listed class (−1: an unlabelled tar sample).
         let fits = match location {
-            Location::File => kind != SourceKind::Tar,
+            Location::File => kind != SourceKind::Tar && kind != SourceKind::Parquet,
+            Location::Parquet { file, .. } => kind == SourceKind::Parquet && (file as usize) < shards.len(),
             Location::Tar { shard, offset } => {
                 kind == SourceKind::Tar && (shard as usize) < shards.len() && offset.checked_add(len).is_some()
             }
@@ -559,6 +567,7 @@ pub(crate) fn build(root: &Path, shards: &[PathBuf], entries: Vec<Entry>, thread
                     .map(|r| r.map_err(HeaderText::from))
                     .map_err(|err| Error::dataset(&shards[shard as usize], format!("cannot read sample {} at byte {offset}: {err}", e.key)))
             }
+            Location::Parquet { .. } => unreachable!("Parquet rows are listed with their headers parsed"),
         }
     });
     pb.finish_and_clear();

@@ -6,6 +6,7 @@
 //! | folder (see below) | a folder with one subfolder per class (ImageFolder) | path relative to the folder |
 //! | file list | a text file of `relative/path label` lines | the path as listed |
 //! | tar shards | `train-{0000..0127}.tar`, one `.tar`, or a folder of `.tar` files | `shard/member key` |
+//! | Parquet (Hugging Face) | one `.parquet`, a folder of them (or its `data/`), or `folder/split-` | `file stem/row` |
 //!
 //! Opening a dataset loads its saved index when the source is unchanged, or builds it (a
 //! parallel pass over the headers) and saves it; see `index.rs`.
@@ -19,6 +20,7 @@ pub mod cache;
 mod folder;
 pub(crate) mod index;
 mod list;
+pub mod parquet;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod shards;
@@ -65,6 +67,8 @@ pub enum SourceKind {
     List = 1,
     /// Tar shards.
     Tar = 2,
+    /// Parquet files (Hugging Face datasets).
+    Parquet = 3,
 }
 
 /// Where a sample's bytes live.
@@ -78,6 +82,15 @@ pub enum Location {
         shard: u32,
         /// Byte offset of the member's data in the shard.
         offset: u64,
+    },
+    /// A row of a Parquet file: its image is in the row group's image column chunk.
+    Parquet {
+        /// Index into [`Dataset::shards`] (the files).
+        file: u32,
+        /// Row group in the file.
+        rg: u32,
+        /// Row in the row group.
+        row: u32,
     },
 }
 
@@ -113,11 +126,25 @@ pub struct IndexOptions {
     pub cache_dir: Option<PathBuf>,
     /// When set, labels must be below this; a label at or above it is an error.
     pub num_classes: Option<usize>,
+    /// Parquet: the image and label columns (`None`: found from the files' metadata).
+    pub columns: parquet::Columns,
+    /// Parquet, per-sample reads: bytes of decoded row groups kept (a row group larger than
+    /// this is refused, saying to use stream mode).
+    pub parquet_cache_bytes: u64,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        Self { threads: 0, progress: false, rebuild: false, save: true, cache_dir: None, num_classes: None }
+        Self {
+            threads: 0,
+            progress: false,
+            rebuild: false,
+            save: true,
+            cache_dir: None,
+            num_classes: None,
+            columns: Default::default(),
+            parquet_cache_bytes: parquet::SAMPLE_CACHE_BYTES,
+        }
     }
 }
 
@@ -165,6 +192,8 @@ pub struct Dataset {
     /// Where remote shards are read from.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     store: Option<StoreRef>,
+    /// Parquet: the files' footers and the cache of decoded row groups.
+    parquet: Option<std::sync::Arc<parquet::ParquetSet>>,
 }
 
 /// Decide what kind of source `path` is.
@@ -172,6 +201,9 @@ fn detect(path: &Path) -> Result<SourceKind> {
     let s = path.to_string_lossy();
     if s.contains('{') {
         return Ok(SourceKind::Tar);
+    }
+    if parquet::local_files(path)?.is_some() {
+        return Ok(SourceKind::Parquet);
     }
     let md = std::fs::metadata(path).map_err(|e| {
         let what =
@@ -279,11 +311,18 @@ impl Dataset {
     pub fn open(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
         if is_remote(&path.to_string_lossy()) {
             #[cfg(feature = "remote")]
+            if parquet::remote_is_parquet(&path.to_string_lossy()) {
+                return Self::open_parquet(path, opts);
+            }
+            #[cfg(feature = "remote")]
             return Self::open_remote(path, opts);
             #[cfg(not(feature = "remote"))]
             return Err(Error::dataset(path, "a store URL, but this build of stoke has no remote sources (the `remote` feature)"));
         }
         let kind = detect(path)?;
+        if kind == SourceKind::Parquet {
+            return Self::open_parquet(path, opts);
+        }
         // List the source (folder, list) or just fingerprint it (tar: its headers are read only
         // when the index has to be rebuilt).
         let (root, fingerprint, listing, shards) = match kind {
@@ -295,6 +334,7 @@ impl Dataset {
                 let l = list::list(path)?;
                 (l.root.clone(), l.fingerprint, Some(l), Vec::new())
             }
+            SourceKind::Parquet => unreachable!("opened above"),
             SourceKind::Tar => {
                 let shards = tar::shard_paths(path)?;
                 let root = if path.is_dir() {
@@ -367,6 +407,40 @@ impl Dataset {
         Self::from_saved(path, root, saved, index_path, origin, opts, Some(store))
     }
 
+    /// Open Parquet files (module [`parquet`]): footers read, the per-sample index loaded when
+    /// the files are unchanged, else built by decoding each row group once.
+    fn open_parquet(path: &Path, opts: &IndexOptions) -> Result<Dataset> {
+        let mut set =
+            parquet::open_if_parquet(path, &opts.columns, opts.threads)?.ok_or_else(|| Error::dataset(path, "no .parquet files found"))?;
+        set.set_cache_limit(opts.parquet_cache_bytes);
+        let mut fp = index::Fingerprint::new(SourceKind::Parquet);
+        for f in &set.files {
+            fp.add_str(&f.path);
+            fp.add_bytes(&f.size.to_le_bytes());
+            if !is_remote(&f.path) {
+                let md = std::fs::metadata(&f.path).map_err(|e| Error::io(&f.path, e))?;
+                fp.add_file(&f.path, &md);
+            }
+        }
+        fp.add_str(opts.columns.image.as_deref().unwrap_or("\0"));
+        fp.add_str(opts.columns.label.as_deref().unwrap_or("\0"));
+        let fingerprint = fp.finish();
+        let root = PathBuf::from(&set.root);
+        let mut candidates = Vec::new();
+        if !is_remote(&set.root) {
+            candidates.push(index::beside_path(SourceKind::Parquet, path, &root));
+            candidates.extend(index::cache_path(opts.cache_dir.as_deref(), path));
+        } else {
+            candidates.extend(index::cache_path_for_url(opts.cache_dir.as_deref(), &path.to_string_lossy()));
+        }
+        let build = || parquet::list(&set, fingerprint, opts.threads, opts.progress);
+        let (saved, index_path, origin) =
+            load_or_build(SourceKind::Parquet, &candidates, fingerprint, opts, None::<fn() -> Option<index::Saved>>, build)?;
+        let mut d = Self::from_saved(path, root, saved, index_path, origin, opts, None)?;
+        d.parquet = Some(std::sync::Arc::new(set));
+        Ok(d)
+    }
+
     fn from_saved(
         path: &Path,
         root: PathBuf,
@@ -398,6 +472,7 @@ impl Dataset {
             index_path,
             index_origin,
             store,
+            parquet: None,
         })
     }
 
@@ -492,6 +567,7 @@ impl Dataset {
         match m.location {
             Location::File => self.root.join(&m.key).display().to_string(),
             Location::Tar { shard, offset } => format!("{} at byte {offset}", self.shards[shard as usize].display()),
+            Location::Parquet { file, rg, row } => format!("{} row group {rg} row {row}", self.shards[file as usize].display()),
         }
     }
 
@@ -520,7 +596,7 @@ impl Dataset {
     /// `read_append`'s do.
     #[cfg(feature = "remote")]
     pub fn read_remote(&self, indices: &[usize], in_flight: usize) -> Option<Vec<Result<bytes::Bytes>>> {
-        let store = self.store.as_ref()?;
+        let store = self.store.as_ref().filter(|_| self.parquet.is_none())?;
         let urls: Vec<std::borrow::Cow<'_, str>> = self.shards.iter().map(|p| p.to_string_lossy()).collect();
         let reqs: Vec<(&str, Range<u64>)> = indices
             .iter()
@@ -528,7 +604,7 @@ impl Dataset {
                 let m = &self.samples[i];
                 match m.location {
                     Location::Tar { shard, offset } => (&*urls[shard as usize], offset..offset + m.len),
-                    Location::File => unreachable!("a data set in a store is tar shards"),
+                    Location::File | Location::Parquet { .. } => unreachable!("a data set in a store read by ranges is tar shards"),
                 }
             })
             .collect();
@@ -548,6 +624,13 @@ impl Dataset {
         let start = buf.len();
         let fail = |what: String| Error::sample(&m.key, self.location(i), what);
         match m.location {
+            Location::Parquet { file, rg, row } => {
+                let set = self.parquet.as_ref().expect("a Parquet data set keeps its files open");
+                set.read_row(file, rg, row, buf).map_err(|why| {
+                    buf.truncate(start);
+                    fail(why)
+                })?;
+            }
             Location::File => {
                 let path = self.root.join(&m.key);
                 let mut f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;

@@ -91,6 +91,8 @@ pub struct ShardSet {
     /// Each shard's version as the store's listing gave it (ETag or modification time; empty
     /// for local shards): what the node cache keys its entries on.
     pub versions: Vec<String>,
+    /// Parquet files: each "shard" is a row group ([`super::parquet`]); `None` for tar shards.
+    pub parquet: Option<std::sync::Arc<super::parquet::ParquetSet>>,
 }
 
 fn name_of(p: &str) -> String {
@@ -163,7 +165,16 @@ impl ShardSet {
     /// The facts of the shards `path` names (a pattern, one `.tar`, a folder or prefix; local
     /// or in a store), from the sidecar when it matches, else by one pass over the shards.
     pub fn open(path: &Path, threads: usize) -> Result<ShardSet> {
+        Self::open_with(path, threads, &super::parquet::Columns::default())
+    }
+
+    /// As [`Self::open`]; Parquet files (a `.parquet`, a folder of them, `folder/split-`, or
+    /// their URL) become one shard per row group, their columns found or named by `columns`.
+    pub fn open_with(path: &Path, threads: usize, columns: &super::parquet::Columns) -> Result<ShardSet> {
         let s = path.to_str().ok_or_else(|| Error::dataset(path, "path is not valid UTF-8"))?;
+        if let Some(set) = super::parquet::open_if_parquet(path, columns, threads)? {
+            return Ok(Self::of_parquet(set));
+        }
         if super::is_remote(s) {
             #[cfg(feature = "remote")]
             return Self::open_remote(s, threads);
@@ -189,6 +200,7 @@ impl ShardSet {
                 facts,
                 from_sidecar: true,
                 versions: Vec::new(),
+                parquet: None,
             });
         }
         let results = super::index::parallel_map(shards.len(), threads, None, |i| {
@@ -196,7 +208,14 @@ impl ShardSet {
             facts_of(&shards[i], &f, listed[i].1)
         });
         let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(ShardSet { root: root_s, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false, versions: Vec::new() })
+        Ok(ShardSet {
+            root: root_s,
+            paths: listed.into_iter().map(|l| l.0).collect(),
+            facts,
+            from_sidecar: false,
+            versions: Vec::new(),
+            parquet: None,
+        })
     }
 
     #[cfg(feature = "remote")]
@@ -207,7 +226,14 @@ impl ShardSet {
         let listed: Vec<(String, u64)> = objects.into_iter().map(|o| (o.url, o.size)).collect();
         if let Some(text) = store.get_if_present(&format!("{root}/{SIDECAR}"))? {
             if let Some(facts) = matching(&text, &listed) {
-                return Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: true, versions });
+                return Ok(ShardSet {
+                    root,
+                    paths: listed.into_iter().map(|l| l.0).collect(),
+                    facts,
+                    from_sidecar: true,
+                    versions,
+                    parquet: None,
+                });
             }
             log::warn!("{root}/{SIDECAR} does not match the shards found; reading every shard once");
         }
@@ -216,7 +242,26 @@ impl ShardSet {
             facts_of(Path::new(&listed[i].0), &bytes[..], bytes.len() as u64)
         });
         let facts = results.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false, versions })
+        Ok(ShardSet { root, paths: listed.into_iter().map(|l| l.0).collect(), facts, from_sidecar: false, versions, parquet: None })
+    }
+
+    /// One shard per row group of `set`.
+    fn of_parquet(set: super::parquet::ParquetSet) -> ShardSet {
+        let facts = (0..set.groups.len())
+            .map(|g| {
+                let gr = &set.groups[g];
+                ShardFacts { name: set.group_name(g), bytes: gr.bytes, samples: gr.rows, labels: gr.labels, largest: None }
+            })
+            .collect();
+        let paths = set.groups.iter().map(|g| set.files[g.file as usize].path.clone()).collect();
+        ShardSet {
+            root: set.root.clone(),
+            paths,
+            facts,
+            from_sidecar: false,
+            versions: Vec::new(),
+            parquet: Some(std::sync::Arc::new(set)),
+        }
     }
 
     /// Samples per shard, in shard order (what [`crate::sampler::shards::ShardOrder`] takes).

@@ -33,6 +33,9 @@ pub struct Args {
     /// folder either way).
     #[arg(long)]
     pub no_publish: bool,
+    /// Parquet data sets: the image and label columns.
+    #[command(flatten)]
+    pub columns: crate::pipeline_args::ColumnArgs,
 }
 
 #[derive(Serialize)]
@@ -249,6 +252,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
         progress: true,
         rebuild: args.rebuild,
         num_classes: args.num_classes,
+        columns: args.columns.columns(),
         ..IndexOptions::default()
     };
     let d = Dataset::open(&args.dataset, &opts)?;

@@ -98,6 +98,9 @@ pub struct PipelineArgs {
     /// thread (a batch's samples are fetched concurrently).
     #[arg(long, default_value_t = 16)]
     pub store_in_flight: usize,
+    /// Parquet data sets: the image and label columns.
+    #[command(flatten)]
+    pub columns: ColumnArgs,
     /// Batches read ahead.
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
@@ -341,6 +344,8 @@ impl PipelineArgs {
             threads: Some(self.threads),
             reader_threads: Some(self.reader_threads),
             store_in_flight: Some(self.store_in_flight),
+            image_column: self.columns.image_column.clone(),
+            label_column: self.columns.label_column.clone(),
             prefetch: Some(self.prefetch),
             rank: self.shard.rank,
             world_size: self.shard.world_size,
@@ -402,5 +407,24 @@ impl ShardArgs {
     /// (0 when unset) and `$WORLD_SIZE` (1 when unset), as torchrun sets them.
     pub fn rank_and_world_size(&self) -> stoke::Result<(usize, usize)> {
         stoke::config::rank_and_world_size(self.rank, self.world_size)
+    }
+}
+
+/// The columns of a Parquet data set (`index`, `plan` and the pipeline commands).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ColumnArgs {
+    /// Parquet data sets: the image column (default: the Image feature of the files' Hugging
+    /// Face metadata, else `image`).
+    #[arg(long)]
+    pub image_column: Option<String>,
+    /// Parquet data sets: the label column (default: the ClassLabel feature, else `label`).
+    #[arg(long)]
+    pub label_column: Option<String>,
+}
+
+impl ColumnArgs {
+    /// As the source takes them.
+    pub fn columns(&self) -> stoke::source::parquet::Columns {
+        stoke::source::parquet::Columns { image: self.image_column.clone(), label: self.label_column.clone() }
     }
 }

@@ -36,6 +36,9 @@ pub struct Args {
     /// Check that every label is below this.
     #[arg(long)]
     pub num_classes: Option<usize>,
+    /// Parquet data sets: the image and label columns.
+    #[command(flatten)]
+    pub columns: crate::pipeline_args::ColumnArgs,
     /// Weighted sampling (--class-balanced, --class-weights, --epoch-length).
     #[command(flatten)]
     pub sampling: crate::pipeline_args::SamplingArgs,
@@ -97,7 +100,7 @@ impl Order {
 
 fn stream(args: &Args, o: &Order, rank: usize, world_size: usize) -> stoke::Result<()> {
     use stoke::sampler::shards::{ShardOrder, ShardOrderConfig};
-    let set = stoke::source::shards::ShardSet::open(&args.dataset, 0)?;
+    let set = stoke::source::shards::ShardSet::open_with(&args.dataset, 0, &args.columns.columns())?;
     let cfg = ShardOrderConfig { seed: o.seed, shuffle: o.shuffle, rank, world_size, drop_last: args.shard.drop_last, group: o.group };
     let order = ShardOrder::new(set.counts(), cfg).map_err(|e| stoke::Error::dataset(&args.dataset, e.to_string()))?;
     log::info!(
@@ -142,7 +145,10 @@ pub fn run(args: Args) -> stoke::Result<()> {
     if streaming {
         return stream(&args, &o, rank, world_size);
     }
-    let d = Dataset::open(&args.dataset, &IndexOptions { progress: true, num_classes: args.num_classes, ..IndexOptions::default() })?;
+    let d = Dataset::open(
+        &args.dataset,
+        &IndexOptions { progress: true, num_classes: args.num_classes, columns: args.columns.columns(), ..IndexOptions::default() },
+    )?;
     // The pipeline's own sampler choice, so that plan shows exactly what dump/bench deliver.
     let mut c = stoke::PipelineConfig::new(&args.dataset);
     c.seed = o.seed;

@@ -1,0 +1,78 @@
+//! Parquet data sets in a store (moto's S3 server, as `store_s3.rs` runs it): the same files
+//! read through stoke's own store client (footers and column chunks by ranged GETs) give the
+//! local files' batches, per-sample and in stream mode, for one object, a folder, a split
+//! prefix and a repository folder with `data/`.
+
+mod parquet_common;
+mod store_common;
+
+use parquet_common::{clean, jpeg, tempdir, write_both, NAMES};
+use std::path::{Path, PathBuf};
+use stoke::config::{AugmentSpec, BackendKind, PipelineConfig, StreamSpec};
+use stoke::pipeline::Pipeline;
+use stoke::source::remote::Store;
+use stoke::source::{Dataset, IndexOptions};
+use store_common::{make_bucket, moto, short_timeouts, use_endpoint};
+
+fn config(dataset: &Path, stream: bool) -> PipelineConfig {
+    let mut c = PipelineConfig::new(dataset);
+    c.augment = AugmentSpec::train(16);
+    (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
+    if stream {
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20 });
+    }
+    c
+}
+
+fn batches(c: PipelineConfig) -> Vec<(Vec<i64>, Vec<u8>)> {
+    let mut p = Pipeline::new(c).unwrap();
+    p.start_epoch(1, 0);
+    let mut out = Vec::new();
+    while let Some(b) = p.next_batch() {
+        let b = b.unwrap();
+        assert!(b.substitutes.is_empty());
+        out.push((b.labels.clone(), b.host_bytes().unwrap().to_vec()));
+    }
+    out
+}
+
+#[test]
+fn parquet_in_s3_reads_as_the_local_files_do() {
+    short_timeouts();
+    let Some(server) = moto("parquet_store", false) else { return };
+    use_endpoint(&server);
+    make_bucket(&server, "hf-data");
+    let dir = tempdir("store");
+    write_both(&dir, clean());
+    let store = Store::for_url("s3://hf-data/ds").unwrap();
+    for e in std::fs::read_dir(dir.join("data")).unwrap() {
+        let p = e.unwrap().path();
+        let url = format!("s3://hf-data/ds/data/{}", p.file_name().unwrap().to_string_lossy());
+        store.put(&url, std::fs::read(&p).unwrap().into()).unwrap();
+    }
+    let cache = dir.join("cache");
+    let local = dir.join("data");
+    for (url, n) in [
+        ("s3://hf-data/ds/data/train-00001-of-00003.parquet", 15),
+        ("s3://hf-data/ds/data/train-", 58),
+        ("s3://hf-data/ds/data", 58),
+        ("s3://hf-data/ds", 58),
+    ] {
+        let d = Dataset::open(Path::new(url), &IndexOptions { cache_dir: Some(cache.clone()), ..IndexOptions::default() })
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert_eq!(d.len(), n, "{url}");
+        assert_eq!(d.classes(), NAMES.map(String::from).as_slice(), "{url}");
+        let first = if n == 15 { 18 } else { 0 };
+        let mut buf = Vec::new();
+        for i in [0, n / 2, n - 1] {
+            d.read_bytes(i, &mut buf).unwrap();
+            assert!(buf == jpeg(first + i), "{url} sample {i}");
+        }
+    }
+    for stream in [false, true] {
+        let remote = batches(config(&PathBuf::from("s3://hf-data/ds/data/train-"), stream));
+        let here = batches(config(&local, stream));
+        assert_eq!(remote.len(), 12);
+        assert!(remote == here, "stream {stream}: the store's batches are the local ones");
+    }
+}
