@@ -24,7 +24,7 @@ fn config(dataset: &Path, stream: bool) -> PipelineConfig {
     c.augment = AugmentSpec::train(16);
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
     if stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20 });
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
     }
     c
 }
@@ -310,7 +310,7 @@ fn a_row_group_larger_than_the_read_ahead_budget_is_refused_by_name() {
     let dir = tempdir("budget");
     write_both(&dir, clean());
     let mut c = config(&dir.join("data"), true);
-    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 4000 });
+    c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 4000, ..Default::default() });
     let e = Pipeline::new(c).err().expect("refused").to_string();
     assert!(e.contains("train-00000-of-00003.parquet") && e.contains("read_ahead_bytes (4000)"), "{e}");
 }

@@ -19,7 +19,7 @@ fn config(dataset: &Path, stream: bool) -> PipelineConfig {
     c.augment = AugmentSpec::train(16);
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
     if stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20 });
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
     }
     c
 }
