@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 case "$secs" in '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;; esac
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/stoke-ci"
-targets=(jpeg_header jpeg_decode png webp tar index resume_state sidecar)
+targets=(jpeg_header jpeg_decode png webp tar index resume_state sidecar parquet)
 
 fuzz_root="$cache/cargo-fuzz"
 if [ ! -x "$fuzz_root/bin/cargo-fuzz" ]; then
@@ -63,7 +63,7 @@ for t in "${targets[@]}"; do
         done < <(find "$corpus_dev" -type f -size -65k ! -path '*/licenses/*' ! -name '*.tsv' ! -name 'SHA256SUMS' ! -name '*.md' -print0)
       fi
       max_len=(-max_len=65536) ;;
-    png | webp | tar) max_len=(-max_len=65536) ;;
+    png | webp | tar | parquet) max_len=(-max_len=65536) ;;
   esac
   log="$work/$t.log"
   rc=0

@@ -113,6 +113,104 @@ pub fn seeds_from_env(target: &str) {
     }
 }
 
+/// The Parquet reader (src/source/parquet) on a file's bytes: the footer, the columns found
+/// from the HF metadata, every row group's image and label column chunks decoded. Written to a
+/// file of this thread's own first (the reader reads files and stores, not memory). Returns the
+/// rows per row group, each row's byte range checked to lie inside its group's data.
+pub fn parquet_file(bytes: &[u8]) -> Result<Vec<usize>> {
+    use crate::source::parquet::{Columns, ParquetSet};
+    thread_local! {
+        static DIR: std::cell::OnceCell<std::path::PathBuf> = const { std::cell::OnceCell::new() };
+    }
+    let dir = DIR.with(|d| {
+        d.get_or_init(|| {
+            let p = std::env::temp_dir().join(format!("stoke-fuzz-parquet-{}-{:?}", std::process::id(), std::thread::current().id()));
+            let _ = std::fs::create_dir_all(&p);
+            p
+        })
+        .clone()
+    });
+    let file = dir.join("fuzz.parquet");
+    std::fs::write(&file, bytes).map_err(|e| crate::Error::io(&file, e))?;
+    let set = ParquetSet::open_local(&dir, std::slice::from_ref(&file), &Columns::default(), 1)?;
+    let mut rows = Vec::with_capacity(set.groups.len());
+    for g in 0..set.groups.len() {
+        let d = set.read_group(g)?;
+        assert_eq!(d.rows.len() as u64, set.groups[g].rows, "row group {g}: rows decoded vs listed");
+        for r in &d.rows {
+            assert!(r.bytes.start <= r.bytes.end && r.bytes.end <= d.data.len(), "row bytes {:?} past {}", r.bytes, d.data.len());
+        }
+        rows.push(d.rows.len());
+    }
+    Ok(rows)
+}
+
+/// An HF-style Parquet file (the `image` column `struct<bytes, path>`, the `label` an int64
+/// ClassLabel named `names` in the `huggingface` metadata), one row group per element of
+/// `groups`, each row `(image bytes or null, label or null)`: the fuzz seeds and the tests'
+/// files.
+pub fn hf_parquet(groups: &[Vec<(Option<Vec<u8>>, Option<i64>)>], compression: parquet::basic::Compression, names: &[&str]) -> Vec<u8> {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use std::sync::Arc;
+    let schema = parquet::schema::parser::parse_message_type(
+        "message schema { optional group image { optional binary bytes; optional binary path (STRING); } optional int64 label; }",
+    )
+    .expect("a valid schema");
+    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    let meta = format!(
+        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
+        names.join(", ")
+    );
+    let props = WriterProperties::builder()
+        .set_compression(compression)
+        .set_key_value_metadata(Some(vec![KeyValue::new("huggingface".into(), meta)]))
+        .build();
+    let mut w = SerializedFileWriter::new(Vec::new(), Arc::new(schema), Arc::new(props)).expect("a writer into memory");
+    for (g, rows) in groups.iter().enumerate() {
+        let mut rg = w.next_row_group().expect("a row group");
+        // image.bytes and image.path: definition level 2 present, 0 a null struct.
+        let defs: Vec<i16> = rows.iter().map(|r| if r.0.is_some() { 2 } else { 0 }).collect();
+        let vals: Vec<ByteArray> = rows.iter().filter_map(|r| r.0.clone().map(ByteArray::from)).collect();
+        let paths: Vec<ByteArray> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.0.is_some())
+            .map(|(i, _)| ByteArray::from(format!("g{g}-{i}.jpg").as_str()))
+            .collect();
+        for values in [&vals, &paths] {
+            let mut c = rg.next_column().expect("a column").expect("the image columns");
+            c.typed::<ByteArrayType>().write_batch(values, Some(&defs), None).expect("image values");
+            c.close().expect("a closed column");
+        }
+        let labels: Vec<i64> = rows.iter().filter_map(|r| r.1).collect();
+        let ldefs: Vec<i16> = rows.iter().map(|r| r.1.is_some() as i16).collect();
+        let mut c = rg.next_column().expect("a column").expect("the label column");
+        c.typed::<Int64Type>().write_batch(&labels, Some(&ldefs), None).expect("labels");
+        c.close().expect("a closed column");
+        rg.close().expect("a closed row group");
+    }
+    w.into_inner().expect("the file's bytes")
+}
+
+/// Small HF-style Parquet files: snappy and zstd, a null image and label, two row groups.
+fn parquets() -> Vec<(String, Vec<u8>)> {
+    use parquet::basic::{Compression, ZstdLevel};
+    let imgs: Vec<Vec<u8>> = jpegs().into_iter().take(3).map(|(_, b)| b).collect();
+    let row = |k: usize| (Some(imgs[k % imgs.len()].clone()), Some((k % 3) as i64));
+    let names = ["a", "b", "c"];
+    vec![
+        ("snappy.parquet".into(), hf_parquet(&[vec![row(0), row(1)], vec![row(2)]], Compression::SNAPPY, &names)),
+        (
+            "zstd-nulls.parquet".into(),
+            hf_parquet(&[vec![row(0), (None, Some(1)), (Some(imgs[1].clone()), None)]], Compression::ZSTD(ZstdLevel::default()), &names),
+        ),
+        ("plain.parquet".into(), hf_parquet(&[vec![row(1)]], Compression::UNCOMPRESSED, &names)),
+    ]
+}
+
 /// The seeds of one target, named.
 pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     match target {
@@ -123,6 +221,7 @@ pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
         "index" => indexes(),
         "resume_state" => states(),
         "sidecar" => sidecars(),
+        "parquet" => parquets(),
         _ => Vec::new(),
     }
 }

@@ -4,13 +4,7 @@
 
 use jpeg_encoder::{ColorType, Encoder};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::parser::parse_message_type;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use stoke::source::tar::TarWriter;
 
 /// Rows per row group, as shard sizes (58 in all), and which file each row group is in.
@@ -33,52 +27,12 @@ pub struct RowIn {
     pub label: Option<i64>,
 }
 
-pub fn hf_metadata(names: &[&str]) -> String {
-    let names: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    format!(
-        r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
-        names.join(", ")
-    )
-}
-
-/// An HF-style file at `path`, one row group per element of `groups`.
+/// An HF-style file at `path`, one row group per element of `groups` (the writer is
+/// `stoke::fuzzing::hf_parquet`, which also makes the fuzz seeds).
 pub fn write_hf(path: &Path, groups: &[Vec<RowIn>], compression: Compression, names: &[&str]) {
-    let schema = parse_message_type(
-        "message schema { optional group image { optional binary bytes; optional binary path (STRING); } optional int64 label; }",
-    )
-    .unwrap();
-    let props = WriterProperties::builder()
-        .set_compression(compression)
-        .set_key_value_metadata(Some(vec![KeyValue::new("huggingface".into(), hf_metadata(names))]))
-        .build();
-    let mut w = SerializedFileWriter::new(std::fs::File::create(path).unwrap(), Arc::new(schema), Arc::new(props)).unwrap();
-    for (g, rows) in groups.iter().enumerate() {
-        let mut rg = w.next_row_group().unwrap();
-        // image.bytes: def 2 present, 0 a null struct.
-        let vals: Vec<ByteArray> = rows.iter().filter_map(|r| r.image.clone().map(ByteArray::from)).collect();
-        let defs: Vec<i16> = rows.iter().map(|r| if r.image.is_some() { 2 } else { 0 }).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<ByteArrayType>().write_batch(&vals, Some(&defs), None).unwrap();
-        c.close().unwrap();
-        // image.path
-        let paths: Vec<ByteArray> = rows
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.image.is_some())
-            .map(|(i, _)| ByteArray::from(format!("g{g}-{i}.jpg").as_str()))
-            .collect();
-        let pdefs: Vec<i16> = rows.iter().map(|r| if r.image.is_some() { 2 } else { 0 }).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<ByteArrayType>().write_batch(&paths, Some(&pdefs), None).unwrap();
-        c.close().unwrap();
-        let labels: Vec<i64> = rows.iter().filter_map(|r| r.label).collect();
-        let ldefs: Vec<i16> = rows.iter().map(|r| r.label.is_some() as i16).collect();
-        let mut c = rg.next_column().unwrap().unwrap();
-        c.typed::<Int64Type>().write_batch(&labels, Some(&ldefs), None).unwrap();
-        c.close().unwrap();
-        rg.close().unwrap();
-    }
-    w.close().unwrap();
+    let groups: Vec<Vec<(Option<Vec<u8>>, Option<i64>)>> =
+        groups.iter().map(|g| g.iter().map(|r| (r.image.clone(), r.label)).collect()).collect();
+    std::fs::write(path, stoke::fuzzing::hf_parquet(&groups, compression, names)).unwrap();
 }
 
 /// Sample `k`: its JPEG and label.
