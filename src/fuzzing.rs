@@ -145,11 +145,14 @@ pub fn parquet_file(bytes: &[u8]) -> Result<Vec<usize>> {
     Ok(rows)
 }
 
+/// One row of [`hf_parquet`]: the image's bytes (None: a null image) and its label (None: null).
+pub type HfRow = (Option<Vec<u8>>, Option<i64>);
+
 /// An HF-style Parquet file (the `image` column `struct<bytes, path>`, the `label` an int64
 /// ClassLabel named `names` in the `huggingface` metadata), one row group per element of
 /// `groups`, each row `(image bytes or null, label or null)`: the fuzz seeds and the tests'
 /// files.
-pub fn hf_parquet(groups: &[Vec<(Option<Vec<u8>>, Option<i64>)>], compression: parquet::basic::Compression, names: &[&str]) -> Vec<u8> {
+pub fn hf_parquet(groups: &[Vec<HfRow>], compression: parquet::basic::Compression, names: &[&str]) -> Vec<u8> {
     use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
     use parquet::file::metadata::KeyValue;
     use parquet::file::properties::WriterProperties;

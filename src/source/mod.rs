@@ -431,6 +431,8 @@ impl Dataset {
             candidates.push(index::beside_path(SourceKind::Parquet, path, &root));
             candidates.extend(index::cache_path(opts.cache_dir.as_deref(), path));
         } else {
+            // (A store URL opens only with the `remote` feature: open_if_parquet refuses it.)
+            #[cfg(feature = "remote")]
             candidates.extend(index::cache_path_for_url(opts.cache_dir.as_deref(), &path.to_string_lossy()));
         }
         let build = || parquet::list(&set, fingerprint, opts.threads, opts.progress);

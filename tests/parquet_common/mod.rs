@@ -30,8 +30,7 @@ pub struct RowIn {
 /// An HF-style file at `path`, one row group per element of `groups` (the writer is
 /// `stoke::fuzzing::hf_parquet`, which also makes the fuzz seeds).
 pub fn write_hf(path: &Path, groups: &[Vec<RowIn>], compression: Compression, names: &[&str]) {
-    let groups: Vec<Vec<(Option<Vec<u8>>, Option<i64>)>> =
-        groups.iter().map(|g| g.iter().map(|r| (r.image.clone(), r.label)).collect()).collect();
+    let groups: Vec<Vec<stoke::fuzzing::HfRow>> = groups.iter().map(|g| g.iter().map(|r| (r.image.clone(), r.label)).collect()).collect();
     std::fs::write(path, stoke::fuzzing::hf_parquet(&groups, compression, names)).unwrap();
 }
 

@@ -376,9 +376,13 @@ fn open_file(fetch: &Fetch, path: &str, size: u64, want: &Columns) -> Result<(Pa
     for (r, rg) in meta.row_groups().iter().enumerate() {
         // A file cut short under an intact footer: its column chunks run past its end.
         for c in std::iter::once(image).chain(label) {
-            let (start, len) = rg.column(c).byte_range();
+            let name = || meta.file_metadata().schema_descr().column(c).path().string();
+            let Some((start, len)) = read::chunk_range(rg.column(c)) else {
+                let why = format!("damaged Parquet footer: row group {r}'s column chunk {} has a negative offset or length", name());
+                return Err(Error::dataset(path, why));
+            };
             if start.checked_add(len).is_none_or(|end| end > size) {
-                let name = meta.file_metadata().schema_descr().column(c).path().string();
+                let name = name();
                 let end = start.saturating_add(len);
                 let why = format!(
                     "truncated Parquet file: row group {r}'s column chunk {name} spans bytes {start}..{end}, but the file has {size} bytes"

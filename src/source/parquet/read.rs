@@ -29,15 +29,24 @@ pub(super) fn read_labels(fetch: &Fetch, file: &ParquetFile, r: u32, col: usize)
     Ok((present, values))
 }
 
+/// A column chunk's byte range, or None when the footer gives it a negative start or length
+/// (the parquet crate's `byte_range` asserts on those: a damaged footer must be an error
+/// naming the file, not a panic; found by the `parquet` fuzz target).
+pub(super) fn chunk_range(cm: &parquet::file::metadata::ColumnChunkMetaData) -> Option<(u64, u64)> {
+    let start = cm.dictionary_page_offset().unwrap_or_else(|| cm.data_page_offset());
+    let len = cm.compressed_size();
+    (start >= 0 && len >= 0).then_some((start as u64, len as u64))
+}
+
 /// Read column chunk `col` of row group `rg` (one ranged read) and decode every row:
 /// definition levels (empty when the column is required), non-null values, and the
 /// definition level of a present value.
 pub(super) fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32, col: usize) -> Result<(Vec<i16>, Vec<T::T>, i16)> {
     let rg = file.meta.row_group(r as usize);
     let cm = rg.column(col);
-    let (start, len) = cm.byte_range();
     let name = column_name(file, col);
     let bad = |m: String| Error::dataset(&file.path, format!("row group {r}, column {name}: {m}"));
+    let (start, len) = chunk_range(cm).ok_or_else(|| bad("damaged footer: a negative column chunk offset or length".into()))?;
     if start.checked_add(len).is_none_or(|end| end > file.size) {
         return Err(bad(format!(
             "truncated Parquet file: the column chunk spans bytes {start}..{} but the file has {} bytes",
