@@ -14,6 +14,7 @@
 #include "../augment_math.cuh"
 #include "../recipe_math.cuh"
 #include "../auto_math.cuh"
+#include "../blur_math.cuh"
 
 namespace {
 
@@ -71,6 +72,7 @@ struct Plan {
     int color;  // a ColorJitter/RandomGrayscale step or AutoAugment ops: the whole image is held before them
     int autoaug;  // AutoAugment-family ops: two uint8 images, a histogram and the tables
     int erase;  // RandomErasing boxes
+    int blur;   // a blur pass: two uint8 images (and an f32 one for torchvision's kernel)
 };
 
 int has_color(const StokeAugParams* p) { return p->color.order != 0u || p->color.grayscale != 0u; }
@@ -95,7 +97,8 @@ Plan plan(const StokeAugParams* p) {
     stoke_rotation_init(p, &r);
     pl.rotate = r.kind != STOKE_ROT_NONE;
     pl.autoaug = stoke_auto_active(&p->aa);
-    pl.color = has_color(p) || pl.autoaug;
+    pl.blur = stoke_blur_active(&p->blur);
+    pl.color = has_color(p) || pl.autoaug || pl.blur || p->blur.solarize != 0u;
     pl.erase = p->erase.count != 0u;
     size_t ow = (size_t)p->out_w, oh = (size_t)p->out_h;
     size_t b = 0;
@@ -113,6 +116,10 @@ Plan plan(const StokeAugParams* p) {
         b += 2 * align16(ow * oh * 3 + 1);                      // uint8 ping-pong images (+1: load_px reads 4 bytes)
         b += align16(STOKE_AUTO_BINS * sizeof(uint32_t));       // histogram
         b += align16(3 * 256);                                  // channel tables
+    }
+    if (pl.blur) {
+        b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
+        if (p->blur.kind == STOKE_BLUR_GAUSS) b += align16(ow * oh * 3 * sizeof(float));  // horizontal pass
     }
     pl.total_bytes = b;
     return pl;
@@ -457,8 +464,29 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 // the compiler vectorizes): when the drawn order reaches contrast, the image's mean is the
 // fixed-point sum of recipe_math.cuh (order-free, like the GPU's integer atomics). Then
 // RandomGrayscale and each row's output write.
+// The blur over the held image `post` (kernels/blur_math.cuh): rounded to uint8 (stoke_to_u8 of
+// each value, as the GPU's stoke_blur_base), then each pass over the whole image, pixel by pixel
+// with the kernels' functions (stoke_blur_pass), the result back into `post`.
+void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], float* hor) {
+    const int32_t W = p->out_w, H = p->out_h;
+    const size_t len = (size_t)W * H * 3;
+    const StokeBlurParams* bp = &p->blur;
+    u8_run(post, img[0], len);
+    float w[STOKE_BLUR_KMAX];
+    if (bp->kind == STOKE_BLUR_GAUSS) stoke_gauss_weights(bp->ksize, bp->sigma, w);
+    const StokePilBox box = stoke_pil_box(bp->sigma);
+    for (int pass = 0; pass < stoke_blur_passes(bp->kind); pass++) {
+        const int s = stoke_blur_src(bp->kind, pass);
+        for (int32_t y = 0; y < H; y++)
+            for (int32_t x = 0; x < W; x++) stoke_blur_pass_pixel(bp, pass, w, box, img[s], img[s ^ 1], hor, W, H, x, y);
+    }
+    const uint8_t* r = img[stoke_blur_result(bp->kind)];
+    for (size_t e = 0; e < len; e++) post[e] = (float)r[e];
+}
+
 void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
-                 uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm) {
+                 uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm,
+                 uint8_t* const blur_img[2], float* blur_hor) {
     const int32_t ow = p->out_w, oh = p->out_h;
     const size_t px = (size_t)ow * oh, len = px * 3;
     const StokeColorParams* cp = &p->color;
@@ -496,6 +524,9 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
             v[2] = g;
         }
     }
+    if (pl.blur) blur_image(p, post, blur_img, blur_hor);
+    if (p->blur.solarize)
+        for (size_t k = 0; k < px; k++) stoke_solarize(&p->blur, post + 3 * k);
     for (int32_t y = 0; y < oh; y++) {
         const float* row = post + (size_t)y * ow * 3;
         for (int32_t x = 0; x < ow; x++)
@@ -882,6 +913,16 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         auto_hist = (uint32_t*)s;
         s += align16(STOKE_AUTO_BINS * sizeof(uint32_t));
         auto_lut = s;
+        s += align16(3 * 256);
+    }
+    uint8_t* blur_img[2] = {nullptr, nullptr};
+    float* blur_hor = nullptr;
+    if (pl.blur) {
+        blur_img[0] = s;
+        s += align16((size_t)ow * oh * 3);
+        blur_img[1] = s;
+        s += align16((size_t)ow * oh * 3);
+        if (p->blur.kind == STOKE_BLUR_GAUSS) blur_hor = (float*)s;
     }
 
     // x taps as crop columns, then as offsets into a transposed block of crop rows (the crop
@@ -1073,7 +1114,7 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     }
     if (pre) rotate_image(p, pre, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
     if (pl.autoaug) auto_image(p, post, auto_a, auto_b, auto_hist, auto_lut);
-    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
+    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm, blur_img, blur_hor);
     return 0;
 }
 
