@@ -9,8 +9,12 @@
 //                         integer sum (recipe_math.cuh);
 //   stoke_augment(_rotate|_recipe) one thread per output pixel: rotation → flip/window →
 //                         resize (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
-//                         [recipe: color steps] → normalize → [recipe: erasing] → cast, three
-//                         output elements written once each.
+//                         [recipe: color steps] → [recipe: solarize] → normalize → [recipe:
+//                         erasing] → cast, three output elements written once each;
+//   stoke_blur_base/_weights/_pass (batches where some sample blurs, after stoke_recipe_stats and
+//                         before the recipe kernel): the color result as uint8, then the blur
+//                         passes over whole images (blur_math.cuh); the recipe kernel reads
+//                         the blurred bytes in place of its color result.
 //
 // All per-pixel math is augment_math.cuh's and recipe_math.cuh's (shared with the CPU backend). The accumulations
 // here are the same sequence of IEEE f32 operations as stoke_resized_pixel / stoke_host_augment,

@@ -12,6 +12,9 @@
 //!    accumulates `Σ_ky wy · (Σ_kx wx · src)` in exactly the CPU backend's order, normalizes,
 //!    casts and writes its three output elements once, in the final dtype and layout.
 //!
+//! Batches with AutoAugment-family ops or a blur run their own kernels before step 2
+//! (`stoke_auto_*`, `stoke_blur_*`: docs/semantics.md), over scratch images allocated once.
+//!
 //! Orientation costs nothing per tap: EXIF orientation is an affine map of pixel indices,
 //! so every sample carries the byte offset of its oriented crop origin and the (signed)
 //! byte steps of one oriented pixel right and down in the decoded buffer ([`SampleDesc`]).
