@@ -120,6 +120,7 @@ Plan plan(const StokeAugParams* p) {
     if (pl.blur) {
         b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
         if (p->blur.kind == STOKE_BLUR_GAUSS) b += align16(ow * oh * 3 * sizeof(float));  // horizontal pass
+        b += align16(ow * 3 * sizeof(float));                   // one row of sums
     }
     pl.total_bytes = b;
     return pl;
@@ -464,21 +465,100 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 // the compiler vectorizes): when the drawn order reaches contrast, the image's mean is the
 // fixed-point sum of recipe_math.cuh (order-free, like the GPU's integer atomics). Then
 // RandomGrayscale and each row's output write.
+// One Pillow box pass over a whole W × H image, `src` → `dst`, along `axis` (0: rows, 1:
+// columns): stoke_pil_pass_pixel's integers, in loops over a row's elements the compiler
+// vectorizes (the box sum added tap by tap into `acc`, 3·W u32), the per-pixel function where
+// a tap would leave the line (integer arithmetic: the same bytes whatever the order).
+void pil_pass_image(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int axis, StokePilBox b, uint32_t* acc) {
+    const size_t row = (size_t)W * 3u;
+    auto clampi = [](int32_t i, int32_t n) { return (size_t)(i < 0 ? 0 : (i >= n ? n - 1 : i)); };
+    for (int32_t y = 0; y < H; y++) {
+        uint8_t* o = dst + (size_t)y * row;
+        if (axis == 1) {  // every row the same loop, with clamped row pointers
+            for (size_t e = 0; e < row; e++) acc[e] = 0u;
+            for (int32_t d = -b.r; d <= b.r; d++) {
+                const uint8_t* r = src + clampi(y + d, H) * row;
+                for (size_t e = 0; e < row; e++) acc[e] += r[e];
+            }
+            const uint8_t* lo = src + clampi(y - b.r - 1, H) * row;
+            const uint8_t* hi = src + clampi(y + b.r + 1, H) * row;
+            for (size_t e = 0; e < row; e++)
+                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)lo[e] + hi[e]) * b.fw + (1u << 23)) >> 24);
+            continue;
+        }
+        // Columns whose taps (the far ones too) all lie inside the row: [r + 1, W − r − 1).
+        const int32_t x0 = b.r + 1 < W ? b.r + 1 : W, x1 = W - b.r - 1 > x0 ? W - b.r - 1 : x0;
+        for (int32_t x = 0; x < x0; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
+        if (x1 > x0) {
+            const uint8_t* sr = src + (size_t)y * row;
+            const size_t e0 = 3 * (size_t)x0, e1 = 3 * (size_t)x1, far = 3 * (size_t)(b.r + 1);
+            for (size_t e = e0; e < e1; e++) acc[e] = 0u;
+            for (int32_t d = -b.r; d <= b.r; d++) {
+                const uint8_t* r = sr + (e0 + 3 * (ptrdiff_t)d);  // tap d of element e0 (inside the row)
+                for (size_t e = 0; e < e1 - e0; e++) acc[e0 + e] += r[e];
+            }
+            for (size_t e = e0; e < e1; e++)
+                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)sr[e - far] + sr[e + far]) * b.fw + (1u << 23)) >> 24);
+        }
+        for (int32_t x = x1; x < W; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
+    }
+}
+
+// torchvision's blur over a whole W × H image: pass 0 (stoke_gauss_h) into `hor`, then pass 1
+// (stoke_gauss_v) into `dst`, as loops over a row's elements: each element starts at 0 and adds
+// w[i]·value tap by tap in the per-pixel functions' order (no contraction), so the same f32
+// bits; the horizontal pass's columns within k/2 of an edge (reflected taps) call the
+// per-pixel function. `line` holds 3·W floats.
+void gauss_image(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_t H, const float* w, uint32_t k,
+                 float* line) {
+    const size_t row = (size_t)W * 3u;
+    const int32_t h = (int32_t)(k / 2u);
+    const int32_t x0 = h < W ? h : W, x1 = W - h > x0 ? W - h : x0;
+    for (int32_t y = 0; y < H; y++) {
+        const uint8_t* sr = src + (size_t)y * row;
+        float* o = hor + (size_t)y * row;
+        for (int32_t x = 0; x < x0; x++) stoke_gauss_h(src, W, x, y, w, k, o + 3 * (size_t)x);
+        if (x1 > x0) {
+            for (size_t e = 0; e < row; e++) line[e] = (float)sr[e];
+            const size_t e0 = 3 * (size_t)x0, e1 = 3 * (size_t)x1;
+            for (size_t e = e0; e < e1; e++) o[e] = 0.0f;
+            for (uint32_t i = 0; i < k; i++) {
+                const float wi = w[i];
+                const float* r = line + (e0 + 3 * ((ptrdiff_t)i - h));  // tap i of element e0 (inside the row)
+                for (size_t e = 0; e < e1 - e0; e++) o[e0 + e] = o[e0 + e] + wi * r[e];
+            }
+        }
+        for (int32_t x = x1; x < W; x++) stoke_gauss_h(src, W, x, y, w, k, o + 3 * (size_t)x);
+    }
+    for (int32_t y = 0; y < H; y++) {
+        for (size_t e = 0; e < row; e++) line[e] = 0.0f;
+        for (uint32_t i = 0; i < k; i++) {
+            const float wi = w[i];
+            const float* r = hor + (size_t)stoke_reflect(y + (int32_t)i - h, H) * row;
+            for (size_t e = 0; e < row; e++) line[e] = line[e] + wi * r[e];
+        }
+        u8_run(line, dst + (size_t)y * row, row);  // stoke_to_u8 of each value
+    }
+}
+
 // The blur over the held image `post` (kernels/blur_math.cuh): rounded to uint8 (stoke_to_u8 of
-// each value, as the GPU's stoke_blur_base), then each pass over the whole image, pixel by pixel
-// with the kernels' functions (stoke_blur_pass), the result back into `post`.
-void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], float* hor) {
+// each value, as the GPU's stoke_blur_base), then the passes of stoke_blur_pass over whole
+// images, the result back into `post`. `line` holds 3·out_w floats (or u32).
+void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], float* hor, float* line) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t len = (size_t)W * H * 3;
     const StokeBlurParams* bp = &p->blur;
     u8_run(post, img[0], len);
-    float w[STOKE_BLUR_KMAX];
-    if (bp->kind == STOKE_BLUR_GAUSS) stoke_gauss_weights(bp->ksize, bp->sigma, w);
-    const StokePilBox box = stoke_pil_box(bp->sigma);
-    for (int pass = 0; pass < stoke_blur_passes(bp->kind); pass++) {
-        const int s = stoke_blur_src(bp->kind, pass);
-        for (int32_t y = 0; y < H; y++)
-            for (int32_t x = 0; x < W; x++) stoke_blur_pass_pixel(bp, pass, w, box, img[s], img[s ^ 1], hor, W, H, x, y);
+    if (bp->kind == STOKE_BLUR_GAUSS) {
+        float w[STOKE_BLUR_KMAX];
+        stoke_gauss_weights(bp->ksize, bp->sigma, w);
+        gauss_image(img[0], hor, img[1], W, H, w, bp->ksize, line);
+    } else {
+        const StokePilBox box = stoke_pil_box(bp->sigma);
+        for (int pass = 0; pass < stoke_blur_passes(bp->kind); pass++) {
+            const int s = stoke_blur_src(bp->kind, pass);
+            pil_pass_image(img[s], img[s ^ 1], W, H, pass < STOKE_PIL_PASSES ? 0 : 1, box, (uint32_t*)line);
+        }
     }
     const uint8_t* r = img[stoke_blur_result(bp->kind)];
     for (size_t e = 0; e < len; e++) post[e] = (float)r[e];
@@ -486,7 +566,7 @@ void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], flo
 
 void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
                  uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm,
-                 uint8_t* const blur_img[2], float* blur_hor) {
+                 uint8_t* const blur_img[2], float* blur_hor, float* blur_line) {
     const int32_t ow = p->out_w, oh = p->out_h;
     const size_t px = (size_t)ow * oh, len = px * 3;
     const StokeColorParams* cp = &p->color;
@@ -524,7 +604,7 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
             v[2] = g;
         }
     }
-    if (pl.blur) blur_image(p, post, blur_img, blur_hor);
+    if (pl.blur) blur_image(p, post, blur_img, blur_hor, blur_line);
     if (p->blur.solarize)
         for (size_t k = 0; k < px; k++) stoke_solarize(&p->blur, post + 3 * k);
     for (int32_t y = 0; y < oh; y++) {
@@ -917,12 +997,17 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     }
     uint8_t* blur_img[2] = {nullptr, nullptr};
     float* blur_hor = nullptr;
+    float* blur_line = nullptr;
     if (pl.blur) {
         blur_img[0] = s;
         s += align16((size_t)ow * oh * 3);
         blur_img[1] = s;
         s += align16((size_t)ow * oh * 3);
-        if (p->blur.kind == STOKE_BLUR_GAUSS) blur_hor = (float*)s;
+        if (p->blur.kind == STOKE_BLUR_GAUSS) {
+            blur_hor = (float*)s;
+            s += align16((size_t)ow * oh * 3 * sizeof(float));
+        }
+        blur_line = (float*)s;
     }
 
     // x taps as crop columns, then as offsets into a transposed block of crop rows (the crop
@@ -1114,7 +1199,7 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     }
     if (pre) rotate_image(p, pre, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
     if (pl.autoaug) auto_image(p, post, auto_a, auto_b, auto_hist, auto_lut);
-    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm, blur_img, blur_hor);
+    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm, blur_img, blur_hor, blur_line);
     return 0;
 }
 
