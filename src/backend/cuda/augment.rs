@@ -191,6 +191,8 @@ pub enum AugmentKind {
         auto: bool,
         /// Some sample blurs: the `stoke_blur_*` kernels run after the contrast statistics.
         blur: bool,
+        /// Some sample blurs with torchvision's kernel (its pass needs the f32 scratch images).
+        gauss: bool,
     },
 }
 
@@ -201,7 +203,8 @@ impl AugmentKind {
             let contrast = params.iter().any(|p| p.color.ops().contains(&crate::augment::params::ColorOp::Contrast));
             let auto = params.iter().any(|p| p.aa.is_active());
             let blur = params.iter().any(|p| p.blur.blurs());
-            AugmentKind::Recipe { contrast, auto, blur }
+            let gauss = params.iter().any(|p| p.blur.kind == crate::augment::params::BLUR_GAUSS);
+            AugmentKind::Recipe { contrast, auto, blur, gauss }
         } else if params.iter().any(|p| p.angle_deg != 0.0 || p.affine != 0) {
             AugmentKind::Rotate
         } else {
@@ -268,23 +271,25 @@ impl Augmenter {
         // than the plan's batch).
         Self::planned_device_bytes(self.plan, None, None)
             + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.out).iter().sum())
-            + self.blur.get().map_or(0, |b| BlurScratch::bytes(b.samples, b.out).iter().sum())
+            + self.blur.get().map_or(0, |b| BlurScratch::bytes(b.samples, b.out, b.gauss).iter().sum())
     }
 
     /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch for outputs of
     /// `auto` when given (what [`Augmenter::reserve_auto`] allocates) and the blur scratch for
-    /// outputs of `blur` when given ([`Augmenter::reserve_blur`]): the memory budget's fixed part.
-    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>, blur: Option<(u32, u32)>) -> u64 {
+    /// outputs of `blur.0` when given, with torchvision's f32 image when `blur.1`
+    /// ([`Augmenter::reserve_blur`]): the memory budget's fixed part.
+    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>, blur: Option<((u32, u32), bool)>) -> u64 {
         4 * (plan.spans.max(1) as u64 + 2 * plan.weights.max(1) as u64)
             + 8 * plan.batch.max(1) as u64
             + auto.map_or(0, |out| AutoScratch::bytes(plan.batch.max(1), out).iter().sum())
-            + blur.map_or(0, |out| BlurScratch::bytes(plan.batch.max(1), out).iter().sum())
+            + blur.map_or(0, |(out, gauss)| BlurScratch::bytes(plan.batch.max(1), out, gauss).iter().sum())
     }
 
     /// Allocate the blur scratch for a full batch of `out` outputs now (as
-    /// [`Augmenter::reserve_auto`]).
-    pub fn reserve_blur(&self, out: (u32, u32)) -> Result<(), crate::error::GpuError> {
-        self.blur_scratch(self.plan.batch.max(1), out).map(|_| ())
+    /// [`Augmenter::reserve_auto`]); `gauss`: the recipe uses torchvision's kernel, whose
+    /// horizontal pass needs an f32 image per sample (Pillow's form, DINO's, does not).
+    pub fn reserve_blur(&self, out: (u32, u32), gauss: bool) -> Result<(), crate::error::GpuError> {
+        self.blur_scratch(self.plan.batch.max(1), out, gauss).map(|_| ())
     }
 
     /// Allocate the AutoAugment scratch for a full batch of `out` outputs now, so that a recipe
@@ -426,7 +431,7 @@ impl Augmenter {
         }
         let (mut blur_img, blur_n) = (0u64, n as u32);
         let blur_scratch = match kind {
-            AugmentKind::Recipe { blur: true, .. } => Some(self.blur_scratch(n, out_size)?),
+            AugmentKind::Recipe { blur: true, gauss, .. } => Some(self.blur_scratch(n, out_size, gauss)?),
             _ => None,
         };
         let _blur_guards;
@@ -529,23 +534,28 @@ struct BlurScratch {
     weights: cudarc::driver::CudaSlice<f32>,
     samples: usize,
     out: (u32, u32),
+    /// `hor` holds an f32 image per sample (else one float: no sample may use torchvision's kernel).
+    gauss: bool,
 }
 
 impl BlurScratch {
-    /// Bytes of the uint8 images, the f32 images and the kernels for `samples` outputs of `out`.
-    fn bytes(samples: usize, out: (u32, u32)) -> [u64; 3] {
+    /// Bytes of the uint8 images, the f32 images (when `gauss`) and the kernels for `samples`
+    /// outputs of `out`.
+    fn bytes(samples: usize, out: (u32, u32), gauss: bool) -> [u64; 3] {
         let (s, px) = (samples as u64, out.0 as u64 * out.1 as u64 * 3);
-        [2 * s * px, 4 * s * px, 4 * s * crate::augment::params::BLUR_KMAX as u64]
+        [2 * s * px, if gauss { 4 * s * px } else { 4 }, 4 * s * crate::augment::params::BLUR_KMAX as u64]
     }
 }
 
 impl Augmenter {
-    fn blur_scratch(&self, n: usize, out: (u32, u32)) -> Result<&BlurScratch, crate::error::GpuError> {
+    /// The blur scratch, allocated on first use for `n` samples of `out` (with the f32 images
+    /// when `gauss`); an error naming the sizes when an allocated one is too small.
+    fn blur_scratch(&self, n: usize, out: (u32, u32), gauss: bool) -> Result<&BlurScratch, crate::error::GpuError> {
         use super::device::alloc_err;
         let stream = &self.alloc_stream;
         if self.blur.get().is_none() {
             let samples = self.plan.batch.max(n).max(1);
-            let [img_bytes, hor_bytes, w_bytes] = BlurScratch::bytes(samples, out).map(|b| b as usize);
+            let [img_bytes, hor_bytes, w_bytes] = BlurScratch::bytes(samples, out, gauss).map(|b| b as usize);
             // SAFETY: written by stoke_blur_base / stoke_blur_weights / stoke_blur_pass before
             // any read, on the producer stream.
             let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "blur images"))?;
@@ -554,11 +564,17 @@ impl Augmenter {
                 unsafe { stream.alloc::<f32>(hor_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, hor_bytes, "blur f32 images"))?;
             // SAFETY: as above.
             let weights = unsafe { stream.alloc::<f32>(w_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, w_bytes, "blur kernels"))?;
-            let _ = self.blur.set(BlurScratch { img, hor, weights, samples, out });
+            let _ = self.blur.set(BlurScratch { img, hor, weights, samples, out, gauss });
         }
         let b = self.blur.get().expect("set above");
-        if n > b.samples || out != b.out {
-            let message = format!("blur scratch is for {} samples of {:?}, the batch has {n} of {out:?}", b.samples, b.out);
+        if n > b.samples || out != b.out || (gauss && !b.gauss) {
+            let message = format!(
+                "blur scratch is for {} samples of {:?}{}, the batch has {n} of {out:?}{}",
+                b.samples,
+                b.out,
+                if b.gauss { "" } else { " without torchvision's f32 images" },
+                if gauss { " with torchvision's kernel" } else { "" }
+            );
             return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
         }
         Ok(b)
@@ -725,6 +741,27 @@ mod tests {
     #[test]
     fn descriptor_structs_match_the_kernels() {
         assert_eq!(host_struct_sizes(), (std::mem::size_of::<SampleDesc>(), 24));
+    }
+
+    /// A batch's kind says which blur scratch it needs; the f32 images are sized only for
+    /// torchvision's kernel.
+    #[test]
+    fn blur_batches_pick_the_recipe_kernel_and_size_their_scratch() {
+        use crate::augment::params::{BlurParams, BLUR_GAUSS, BLUR_PIL};
+        let with = |kind, solarize| AugParams { blur: BlurParams { kind, solarize, ..Default::default() }, ..Default::default() };
+        assert_eq!(AugmentKind::of(&[with(0, 1)]), AugmentKind::Recipe { contrast: false, auto: false, blur: false, gauss: false });
+        assert_eq!(
+            AugmentKind::of(&[with(0, 0), with(BLUR_PIL, 0)]),
+            AugmentKind::Recipe { contrast: false, auto: false, blur: true, gauss: false }
+        );
+        assert_eq!(
+            AugmentKind::of(&[with(BLUR_PIL, 0), with(BLUR_GAUSS, 0)]),
+            AugmentKind::Recipe { contrast: false, auto: false, blur: true, gauss: true }
+        );
+        assert_eq!(AugmentKind::of(&[with(0, 0)]), AugmentKind::Plain);
+        let px = 224 * 224 * 3;
+        assert_eq!(BlurScratch::bytes(256, (224, 224), false), [2 * 256 * px, 4, 4 * 256 * 127]);
+        assert_eq!(BlurScratch::bytes(256, (224, 224), true)[1], 4 * 256 * px);
     }
 
     #[test]

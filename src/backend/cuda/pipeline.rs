@@ -192,7 +192,7 @@ impl CudaBackend {
             config.augment.antialias,
         );
         let auto_out = config.augment.auto_augment.is_some().then_some((ow, oh));
-        let blur_out = config.augment.blur.is_some().then_some((ow, oh));
+        let blur_out = config.augment.blur.as_ref().map(|b| ((ow, oh), b.kernel.is_some()));
         let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
         let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
         let fixed = FixedBytes {
@@ -239,8 +239,8 @@ impl CudaBackend {
         if let Some(out) = auto_out {
             augmenter.reserve_auto(out)?;
         }
-        if let Some(out) = blur_out {
-            augmenter.reserve_blur(out)?;
+        if let Some((out, gauss)) = blur_out {
+            augmenter.reserve_blur(out, gauss)?;
         }
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
