@@ -18,7 +18,6 @@ use stoke::config::{AugmentSpec, DType, Layout, OptionNames, OutputSpec, Pipelin
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden");
 
-
 /// torchvision's GaussianBlur: stoke sums the separable passes in f32 (horizontal, then
 /// vertical), torchvision convolves with the 2-D outer-product kernel, and the reference sums
 /// those operands exactly; both round half to even to uint8. The f32 sums differ from the exact
