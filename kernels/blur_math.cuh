@@ -35,7 +35,6 @@
 #pragma once
 #include "augment_math.cuh"
 
-#define STOKE_BLUR_KMAX 127   // largest GAUSS kernel (the config refuses larger)
 #define STOKE_PIL_PASSES 3    // Pillow's GaussianBlur: box passes per axis
 #define STOKE_BLUR_PASSES 6   // the most passes either kind runs (PIL: 3 + 3)
 

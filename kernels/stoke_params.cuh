@@ -65,6 +65,8 @@ struct StokeAutoParams {
 #define STOKE_BLUR_NONE 0u    // no blur (not configured, or its probability did not fire)
 #define STOKE_BLUR_GAUSS 1u   // torchvision GaussianBlur(kernel_size = ksize, sigma)
 #define STOKE_BLUR_PIL 2u     // Pillow ImageFilter.GaussianBlur(radius = sigma): 3 box passes per axis
+#define STOKE_BLUR_KMAX 127   // largest GAUSS kernel (the config refuses larger)
+#define STOKE_BLUR_SIGMA_MAX 1024.0f  // largest sigma / radius (bounds a Pillow box's width)
 struct StokeBlurParams {
     uint32_t kind;        // STOKE_BLUR_*
     uint32_t ksize;       // GAUSS: odd kernel size, 1..STOKE_BLUR_KMAX

@@ -226,15 +226,19 @@ fn bad_blur_and_solarize_options_are_named_errors() {
         ),
         (
             PipelineOptions { blur_prob: Some(1.0), blur_sigma: Some((2.0, 1.0)), ..o() },
-            "--blur-sigma must satisfy 0 < min <= max (finite), got (2, 1)",
+            "--blur-sigma must satisfy 0 < min <= max <= 1024, got (2, 1)",
         ),
         (
             PipelineOptions { blur_prob: Some(1.0), blur_sigma: Some((0.0, 1.0)), ..o() },
-            "--blur-sigma must satisfy 0 < min <= max (finite), got (0, 1)",
+            "--blur-sigma must satisfy 0 < min <= max <= 1024, got (0, 1)",
         ),
         (
             PipelineOptions { blur_prob: Some(1.0), blur_sigma: Some((-1.0, 1.0)), ..o() },
-            "--blur-sigma must satisfy 0 < min <= max (finite), got (-1, 1)",
+            "--blur-sigma must satisfy 0 < min <= max <= 1024, got (-1, 1)",
+        ),
+        (
+            PipelineOptions { blur_prob: Some(1.0), blur_sigma: Some((1.0, 1e6)), ..o() },
+            "--blur-sigma must satisfy 0 < min <= max <= 1024, got (1, 1000000)",
         ),
         (PipelineOptions { blur_prob: Some(1.5), ..o() }, "--blur-prob must be in [0, 1], got 1.5"),
         (PipelineOptions { blur_prob: Some(-0.1), ..o() }, "--blur-prob must be in [0, 1], got -0.1"),

@@ -359,6 +359,8 @@ pub const BLUR_GAUSS: u32 = 1;
 pub const BLUR_PIL: u32 = 2;
 /// Largest GaussianBlur kernel size (`STOKE_BLUR_KMAX`).
 pub const BLUR_KMAX: u32 = 127;
+/// Largest blur sigma or radius (`STOKE_BLUR_SIGMA_MAX`: bounds the width of a Pillow box).
+pub const BLUR_SIGMA_MAX: f32 = 1024.0;
 
 /// The drawn blur and solarize of one sample (mirrored by `StokeBlurParams`): what
 /// `kernels/blur_math.cuh` applies after the color steps.

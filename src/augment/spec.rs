@@ -442,7 +442,7 @@ pub struct BlurSpec {
     pub prob: f64,
     /// torchvision's odd `kernel_size` (one value for both axes); `None`: Pillow's form.
     pub kernel: Option<u32>,
-    /// Range sigma (Pillow: the radius) is drawn uniformly from, `0 < lo <= hi`.
+    /// Range sigma (Pillow: the radius) is drawn uniformly from, `0 < lo <= hi <= 1024`.
     pub sigma: (f32, f32),
 }
 
@@ -457,8 +457,8 @@ impl BlurSpec {
             return bad(format!("blur_prob must be in [0, 1], got {}", self.prob));
         }
         let (lo, hi) = self.sigma;
-        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && lo <= hi) {
-            return bad(format!("blur_sigma must satisfy 0 < min <= max (finite), got ({lo}, {hi})"));
+        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && lo <= hi && hi <= super::params::BLUR_SIGMA_MAX) {
+            return bad(format!("blur_sigma must satisfy 0 < min <= max <= {}, got ({lo}, {hi})", super::params::BLUR_SIGMA_MAX));
         }
         if let Some(k) = self.kernel {
             if k % 2 == 0 || k > super::params::BLUR_KMAX {
