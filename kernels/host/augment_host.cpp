@@ -120,7 +120,7 @@ Plan plan(const StokeAugParams* p) {
     if (pl.blur) {
         b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
         if (p->blur.kind == STOKE_BLUR_GAUSS) b += align16(ow * oh * 3 * sizeof(float));  // horizontal pass
-        b += align16(ow * 3 * sizeof(float));                   // one row of sums
+        b += align16((ow + 2 * (STOKE_BLUR_KMAX / 2)) * 3 * sizeof(float));  // one padded row
     }
     pl.total_bytes = b;
     return pl;
@@ -504,39 +504,72 @@ void pil_pass_image(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int 
     }
 }
 
+typedef float BlurLanes __attribute__((vector_size(8 * sizeof(float))));
+
+// out[e] = Σ_i w[i]·src[e + stride·i] for e < n, each element from 0 adding its taps in order
+// i = 0..k−1 (stoke_gauss_h's sum), eight elements at a time in a register.
+void blur_taps(const float* src, size_t stride, const float* w, uint32_t k, size_t n, float* out) {
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        BlurLanes a = {};
+        for (uint32_t i = 0; i < k; i++) {
+            BlurLanes v;
+            memcpy(&v, src + e + stride * i, sizeof v);
+            a = a + w[i] * v;
+        }
+        memcpy(out + e, &a, sizeof a);
+    }
+    for (; e < n; e++) {
+        float a = 0.0f;
+        for (uint32_t i = 0; i < k; i++) a = a + w[i] * src[e + stride * i];
+        out[e] = a;
+    }
+}
+
+// out[e] = Σ_i w[i]·rows[i][e] for e < n, in order i = 0..k−1 (stoke_gauss_v's sum).
+void blur_rows(const float* const* rows, const float* w, uint32_t k, size_t n, float* out) {
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        BlurLanes a = {};
+        for (uint32_t i = 0; i < k; i++) {
+            BlurLanes v;
+            memcpy(&v, rows[i] + e, sizeof v);
+            a = a + w[i] * v;
+        }
+        memcpy(out + e, &a, sizeof a);
+    }
+    for (; e < n; e++) {
+        float a = 0.0f;
+        for (uint32_t i = 0; i < k; i++) a = a + w[i] * rows[i][e];
+        out[e] = a;
+    }
+}
+
 // torchvision's blur over a whole W × H image: pass 0 (stoke_gauss_h) into `hor`, then pass 1
 // (stoke_gauss_v) into `dst`, as loops over a row's elements: each element starts at 0 and adds
 // w[i]·value tap by tap in the per-pixel functions' order (no contraction), so the same f32
-// bits; the horizontal pass's columns within k/2 of an edge (reflected taps) call the
-// per-pixel function. `line` holds 3·W floats.
+// bits. The horizontal pass reads the row as floats with its reflect padding written out
+// (stoke_reflect's pixels, what stoke_gauss_h reads), so every column is the same loop.
+// `line` holds 3·(W + 2·(k/2)) floats.
 void gauss_image(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_t H, const float* w, uint32_t k,
                  float* line) {
     const size_t row = (size_t)W * 3u;
     const int32_t h = (int32_t)(k / 2u);
-    const int32_t x0 = h < W ? h : W, x1 = W - h > x0 ? W - h : x0;
     for (int32_t y = 0; y < H; y++) {
         const uint8_t* sr = src + (size_t)y * row;
         float* o = hor + (size_t)y * row;
-        for (int32_t x = 0; x < x0; x++) stoke_gauss_h(src, W, x, y, w, k, o + 3 * (size_t)x);
-        if (x1 > x0) {
-            for (size_t e = 0; e < row; e++) line[e] = (float)sr[e];
-            const size_t e0 = 3 * (size_t)x0, e1 = 3 * (size_t)x1;
-            for (size_t e = e0; e < e1; e++) o[e] = 0.0f;
-            for (uint32_t i = 0; i < k; i++) {
-                const float wi = w[i];
-                const float* r = line + (e0 + 3 * ((ptrdiff_t)i - h));  // tap i of element e0 (inside the row)
-                for (size_t e = 0; e < e1 - e0; e++) o[e0 + e] = o[e0 + e] + wi * r[e];
-            }
-        }
-        for (int32_t x = x1; x < W; x++) stoke_gauss_h(src, W, x, y, w, k, o + 3 * (size_t)x);
+        for (int32_t x = -h; x < 0; x++)
+            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
+        for (size_t e = 0; e < row; e++) line[3 * (size_t)h + e] = (float)sr[e];
+        for (int32_t x = W; x < W + h; x++)
+            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
+        // Tap i of pixel x is padded pixel x + i: element e's taps are line[e + 3·i].
+        blur_taps(line, 3, w, k, row, o);
     }
+    const float* rows[STOKE_BLUR_KMAX];
     for (int32_t y = 0; y < H; y++) {
-        for (size_t e = 0; e < row; e++) line[e] = 0.0f;
-        for (uint32_t i = 0; i < k; i++) {
-            const float wi = w[i];
-            const float* r = hor + (size_t)stoke_reflect(y + (int32_t)i - h, H) * row;
-            for (size_t e = 0; e < row; e++) line[e] = line[e] + wi * r[e];
-        }
+        for (uint32_t i = 0; i < k; i++) rows[i] = hor + (size_t)stoke_reflect(y + (int32_t)i - h, H) * row;
+        blur_rows(rows, w, k, row, line);
         u8_run(line, dst + (size_t)y * row, row);  // stoke_to_u8 of each value
     }
 }
