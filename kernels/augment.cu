@@ -9,8 +9,12 @@
 //                         integer sum (recipe_math.cuh);
 //   stoke_augment(_rotate|_recipe) one thread per output pixel: rotation → flip/window →
 //                         resize (Σ_ky wy·(Σ_kx wx·src), the CPU backend's order) → clamp →
-//                         [recipe: color steps] → normalize → [recipe: erasing] → cast, three
-//                         output elements written once each.
+//                         [recipe: color steps] → [recipe: solarize] → normalize → [recipe:
+//                         erasing] → cast, three output elements written once each;
+//   stoke_blur_base/_weights/_pass (batches where some sample blurs, after stoke_recipe_stats and
+//                         before the recipe kernel): the color result as uint8, then the blur
+//                         passes over whole images (blur_math.cuh); the recipe kernel reads
+//                         the blurred bytes in place of its color result.
 //
 // All per-pixel math is augment_math.cuh's and recipe_math.cuh's (shared with the CPU backend). The accumulations
 // here are the same sequence of IEEE f32 operations as stoke_resized_pixel / stoke_host_augment,
@@ -22,6 +26,7 @@
 #include "augment_math.cuh"
 #include "recipe_math.cuh"
 #include "auto_math.cuh"
+#include "blur_math.cuh"
 
 // Per-channel mean and std on the 0..1 scale, by value. Mirrored by `Normalize` in
 // src/backend/cuda/augment.rs (24 bytes).
@@ -108,6 +113,10 @@ struct StokeTables {
     // 2 × auto_n samples of out_w × out_h × 3; null when no sample of the batch has ops.
     const uint8_t* auto_img;
     uint32_t auto_n;
+    // Blur (recipe kernels only): the two uint8 images per sample of the blur passes, blur_n
+    // samples (stoke_auto_offset's layout); null when no sample of the batch blurs.
+    const uint8_t* blur_img;
+    uint32_t blur_n;
 };
 
 // Buffer `buf` (0 or 1) of sample n's AutoAugment images (interleaved RGB, W × H).
@@ -225,6 +234,15 @@ STOKE_HD void stoke_recipe_input(const uint8_t* __restrict__ arena, const StokeA
     stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
 }
 
+// A recipe sample's 0..255 value after the color steps (what the blur starts from).
+template <bool ROTATE>
+STOKE_HD void stoke_recipe_color(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
+                                 const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t, uint32_t n,
+                                 int32_t x, int32_t y, float mean, float v[3]) {
+    stoke_recipe_input<ROTATE>(arena, sp, sd, sr, t, n, x, y, v);
+    stoke_color_apply(&sp.color, mean, v);
+}
+
 template <bool ROTATE, bool RECIPE>
 STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const StokeAugParams& sp,
                                   const StokeSampleDesc& sd, const StokeRotation& sr, const StokeTables& t,
@@ -233,12 +251,20 @@ STOKE_HD void stoke_augment_pixel(const uint8_t* __restrict__ arena, const Stoke
     const int32_t W = sp.out_w, H = sp.out_h;
     float v[3];
     if (RECIPE) {
-        stoke_recipe_input<ROTATE>(arena, sp, sd, sr, t, n, x, y, v);
+        if (t.blur_img && stoke_blur_active(&sp.blur)) {  // the blur passes' result (stoke_blur_pass)
+            const uint8_t* px = t.blur_img + stoke_auto_offset(t.blur_n, n, stoke_blur_result(sp.blur.kind), W, H) +
+                                ((size_t)y * (size_t)W + (size_t)x) * 3u;
+            v[0] = (float)px[0];
+            v[1] = (float)px[1];
+            v[2] = (float)px[2];
+        } else {
+            stoke_recipe_color<ROTATE>(arena, sp, sd, sr, t, n, x, y, mean, v);
+        }
+        stoke_solarize(&sp.blur, v);
     } else {
         stoke_geometry_pixel<ROTATE>(arena, sp, sd, sr, t, x, y, v);
     }
     if (RECIPE) {
-        stoke_color_apply(&sp.color, mean, v);
         const int hit = stoke_erase_box(&sp.erase, x, y);
         for (int c = 0; c < 3; c++) {
             const uint64_t idx = stoke_out_index(layout, n, c, y, x, H, W);
@@ -319,7 +345,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
-    const StokeTables t = {counts, offs, weights, nullptr, 0u};
+    const StokeTables t = {counts, offs, weights, nullptr, 0u, nullptr, 0u};
     stoke_augment_block<false, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
 }
 
@@ -328,7 +354,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_rotate(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm) {
-    const StokeTables t = {counts, offs, weights, nullptr, 0u};
+    const StokeTables t = {counts, offs, weights, nullptr, 0u, nullptr, 0u};
     stoke_augment_block<true, false>(arena, params, descs, t, out, dtype, layout, norm, nullptr);
 }
 
@@ -339,8 +365,9 @@ extern "C" __global__ void __launch_bounds__(256) stoke_augment_recipe(
     const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
     const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
     const float* __restrict__ weights, void* __restrict__ out, uint32_t dtype, uint32_t layout, StokeNormalize norm,
-    const unsigned long long* __restrict__ sums, const uint8_t* __restrict__ auto_img, uint32_t auto_n) {
-    const StokeTables t = {counts, offs, weights, auto_img, auto_n};
+    const unsigned long long* __restrict__ sums, const uint8_t* __restrict__ auto_img, uint32_t auto_n,
+    const uint8_t* __restrict__ blur_img, uint32_t blur_n) {
+    const StokeTables t = {counts, offs, weights, auto_img, auto_n, blur_img, blur_n};
     stoke_augment_block<true, true>(arena, params, descs, t, out, dtype, layout, norm, sums);
 }
 
@@ -358,7 +385,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_recipe_stats(
     if (threadIdx.x == 0 && threadIdx.y == 0) stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
     __syncthreads();
     if (!stoke_color_needs_mean(&sp.color)) return;  // the whole block: sp is shared
-    const StokeTables t = {counts, offs, weights, auto_img, auto_n};
+    const StokeTables t = {counts, offs, weights, auto_img, auto_n, nullptr, 0u};
     const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
     unsigned long long v = 0;
@@ -398,7 +425,7 @@ extern "C" __global__ void __launch_bounds__(256) stoke_auto_base(
     if (threadIdx.x == 0 && threadIdx.y == 0) stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
     __syncthreads();
     if (!stoke_auto_active(&sp.aa)) return;
-    const StokeTables t = {counts, offs, weights, nullptr, 0u};
+    const StokeTables t = {counts, offs, weights, nullptr, 0u, nullptr, 0u};
     const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
     const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
     if (x >= sp.out_w || y >= sp.out_h) return;
@@ -460,6 +487,78 @@ extern "C" __global__ void __launch_bounds__(256) stoke_auto_step(const StokeAug
     uint8_t* out = auto_img + stoke_auto_offset(auto_n, n, src ^ 1, s.w, s.h);
     stoke_auto_pixel(&s.aa.ops[step], &g, s.aa.fill, luts + (size_t)n * 768u, in, s.w, s.h, x, y,
                      out + ((size_t)y * s.w + x) * 3u);
+}
+
+// ---- Blur (kernels/blur_math.cuh), for batches where some sample blurs, after
+// stoke_recipe_stats (the color steps need the contrast mean) and before stoke_augment_recipe:
+// stoke_blur_base writes each such sample's color result as uint8 into its image 0;
+// stoke_blur_weights computes each GAUSS sample's 1-D kernel once; then stoke_blur_pass for
+// pass = 0..STOKE_BLUR_PASSES−1 (samples with fewer passes skip the rest). The recipe kernel
+// then reads the result image (stoke_augment_pixel).
+
+extern "C" __global__ void __launch_bounds__(256) stoke_blur_base(
+    const uint8_t* __restrict__ arena, const StokeAugParams* __restrict__ params,
+    const StokeSampleDesc* __restrict__ descs, const int32_t* __restrict__ counts, const int32_t* __restrict__ offs,
+    const float* __restrict__ weights, const unsigned long long* __restrict__ sums,
+    const uint8_t* __restrict__ auto_img, uint32_t auto_n, uint8_t* __restrict__ blur_img, uint32_t blur_n) {
+    __shared__ StokeAugParams sp;
+    __shared__ StokeSampleDesc sd;
+    __shared__ StokeRotation sr;
+    __shared__ float mean;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        stoke_block_sample(params, descs, n, true, &sp, &sd, &sr);
+        mean = stoke_color_needs_mean(&sp.color) ? stoke_contrast_mean(sums[n], (uint64_t)sp.out_w * (uint64_t)sp.out_h)
+                                                  : 0.0f;
+    }
+    __syncthreads();
+    if (!stoke_blur_active(&sp.blur)) return;
+    const StokeTables t = {counts, offs, weights, auto_img, auto_n, nullptr, 0u};
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= sp.out_w || y >= sp.out_h) return;
+    float v[3];
+    stoke_recipe_color<true>(arena, sp, sd, sr, t, n, x, y, mean, v);
+    uint8_t* dst = blur_img + stoke_auto_offset(blur_n, n, 0, sp.out_w, sp.out_h) + ((size_t)y * sp.out_w + x) * 3u;
+    dst[0] = stoke_to_u8(v[0]);
+    dst[1] = stoke_to_u8(v[1]);
+    dst[2] = stoke_to_u8(v[2]);
+}
+
+// grid (batch), one thread: sample n's GAUSS kernel into w + n·STOKE_BLUR_KMAX.
+extern "C" __global__ void stoke_blur_weights(const StokeAugParams* __restrict__ params, uint32_t samples,
+                                              float* __restrict__ w) {
+    const uint32_t n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= samples) return;
+    const StokeBlurParams bp = params[n].blur;
+    if (bp.kind == STOKE_BLUR_GAUSS) stoke_gauss_weights(bp.ksize, bp.sigma, w + (size_t)n * STOKE_BLUR_KMAX);
+}
+
+// Same grid as stoke_augment: pass `pass` of every blurring sample (stoke_blur_pass_pixel).
+extern "C" __global__ void __launch_bounds__(256) stoke_blur_pass(const StokeAugParams* __restrict__ params,
+                                                                  uint8_t* __restrict__ blur_img,
+                                                                  float* __restrict__ blur_hor, uint32_t blur_n,
+                                                                  const float* __restrict__ w, int32_t pass) {
+    __shared__ StokeBlurParams bp;
+    __shared__ StokePilBox box;
+    __shared__ int32_t W, H;
+    const uint32_t n = blockIdx.z;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        bp = params[n].blur;
+        box = stoke_pil_box(bp.sigma);
+        W = params[n].out_w;
+        H = params[n].out_h;
+    }
+    __syncthreads();
+    if (pass >= stoke_blur_passes(bp.kind)) return;
+    const int32_t x = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int32_t y = (int32_t)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (x >= W || y >= H) return;
+    const int s = stoke_blur_src(bp.kind, pass);
+    const size_t px = (size_t)W * (size_t)H * 3u;
+    stoke_blur_pass_pixel(&bp, pass, w + (size_t)n * STOKE_BLUR_KMAX, box,
+                          blur_img + stoke_auto_offset(blur_n, n, s, W, H),
+                          blur_img + stoke_auto_offset(blur_n, n, s ^ 1, W, H), blur_hor + (size_t)n * px, W, H, x, y);
 }
 
 #endif  // device only

@@ -443,6 +443,7 @@ STOKE_HD void stoke_store(void* out, uint32_t dtype, uint64_t idx, float v255, f
 #define STOKE_PARAMS_WINDOW_OUTSIDE 5
 #define STOKE_PARAMS_UNKNOWN_INTERP 6
 #define STOKE_PARAMS_ANGLE_NOT_FINITE 7
+#define STOKE_PARAMS_BAD_BLUR 8
 #define STOKE_PARAMS_SCRATCH_TOO_SMALL (-1)
 #define STOKE_PARAMS_REGION_MISSES_CROP (-2)
 
@@ -463,5 +464,11 @@ STOKE_HD int stoke_params_check(const StokeAugParams* p, int32_t stored_w, int32
     if (p->filter > STOKE_FILTER_BICUBIC || p->rot_interp > STOKE_ROT_BILINEAR) return STOKE_PARAMS_UNKNOWN_INTERP;
     float a = p->angle_deg;
     if (!(a == a) || a > 3.0e38f || a < -3.0e38f) return STOKE_PARAMS_ANGLE_NOT_FINITE;
+    // Blur: a known kind, a sigma the passes can use, a GAUSS kernel that fits its weight array
+    // (the kernels index STOKE_BLUR_KMAX weights per sample).
+    const StokeBlurParams* b = &p->blur;
+    if (b->kind > STOKE_BLUR_PIL) return STOKE_PARAMS_BAD_BLUR;
+    if (b->kind != STOKE_BLUR_NONE && !(b->sigma > 0.0f && b->sigma <= STOKE_BLUR_SIGMA_MAX)) return STOKE_PARAMS_BAD_BLUR;
+    if (b->kind == STOKE_BLUR_GAUSS && (b->ksize % 2u == 0u || b->ksize > (uint32_t)STOKE_BLUR_KMAX)) return STOKE_PARAMS_BAD_BLUR;
     return 0;
 }

@@ -60,6 +60,21 @@ struct StokeAutoParams {
     StokeAutoOp ops[STOKE_AUTO_MAX];
 };
 
+// GaussianBlur / Pillow's GaussianBlur and RandomSolarize of one sample, after the color steps
+// and before normalize (kernels/blur_math.cuh). Mirror of `BlurParams` (20 bytes).
+#define STOKE_BLUR_NONE 0u    // no blur (not configured, or its probability did not fire)
+#define STOKE_BLUR_GAUSS 1u   // torchvision GaussianBlur(kernel_size = ksize, sigma)
+#define STOKE_BLUR_PIL 2u     // Pillow ImageFilter.GaussianBlur(radius = sigma): 3 box passes per axis
+#define STOKE_BLUR_KMAX 127   // largest GAUSS kernel (the config refuses larger)
+#define STOKE_BLUR_SIGMA_MAX 1024.0f  // largest sigma / radius (bounds a Pillow box's width)
+struct StokeBlurParams {
+    uint32_t kind;        // STOKE_BLUR_*
+    uint32_t ksize;       // GAUSS: odd kernel size, 1..STOKE_BLUR_KMAX
+    float sigma;          // GAUSS: the drawn sigma; PIL: the drawn radius
+    uint32_t solarize;    // 1: RandomSolarize fired
+    float threshold;      // its threshold on the 0..255 scale (values >= it are inverted)
+};
+
 struct StokeAugParams {
     int32_t src_w, src_h;                   // oriented source size
     int32_t crop_x, crop_y, crop_w, crop_h; // crop box in oriented coordinates
@@ -78,12 +93,14 @@ struct StokeAugParams {
     uint32_t affine;                        // 1: RandomAffine: `affine_m` replaces the rotation angle
     float affine_m[6];                      // inverse map, output → pre-rotation, centred pixel units
     StokeAutoParams aa;                     // AutoAugment-family ops, after the geometry, before color
+    StokeBlurParams blur;                   // blur and solarize, after color, before normalize
 };
 
 static_assert(sizeof(StokeColorParams) == 24, "StokeColorParams must match ColorParams (24 bytes)");
 static_assert(sizeof(StokeEraseParams) == 128, "StokeEraseParams must match EraseParams (128 bytes)");
 static_assert(sizeof(StokeAutoParams) == 56, "StokeAutoParams must match AutoParams (56 bytes)");
-static_assert(sizeof(StokeAugParams) == 324, "StokeAugParams must match AugParams (324 bytes)");
+static_assert(sizeof(StokeBlurParams) == 20, "StokeBlurParams must match BlurParams (20 bytes)");
+static_assert(sizeof(StokeAugParams) == 344, "StokeAugParams must match AugParams (344 bytes)");
 #if !defined(__CUDACC_RTC__)  // NVRTC has no offsetof; nvcc and the host build check these
 static_assert(offsetof(StokeAugParams, orientation) == 48, "orientation offset");
 static_assert(offsetof(StokeAugParams, angle_deg) == 72, "angle_deg offset");
@@ -92,6 +109,7 @@ static_assert(offsetof(StokeAugParams, color) == 88, "color offset");
 static_assert(offsetof(StokeAugParams, erase) == 112, "erase offset");
 static_assert(offsetof(StokeAugParams, affine) == 240, "affine offset");
 static_assert(offsetof(StokeAugParams, aa) == 268, "aa offset");
+static_assert(offsetof(StokeAugParams, blur) == 324, "blur offset");
 static_assert(offsetof(StokeEraseParams, box) == 16, "erase box offset");
 static_assert(offsetof(StokeEraseParams, color) == 80, "erase color offset");
 #endif

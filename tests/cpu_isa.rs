@@ -58,6 +58,14 @@ fn recipes() -> Vec<(&'static str, PipelineOptions)> {
         ("autoaugment", PipelineOptions { aa: Some("original".into()), ..base.clone() }),
         ("trivialaugment", PipelineOptions { aa: Some("trivialaugment".into()), ..base.clone() }),
         ("deit", PipelineOptions { preset: Preset::Deit, ..base.clone() }),
+        (
+            "pillow blur + solarize",
+            PipelineOptions { blur_prob: Some(0.8), blur_sigma: Some((0.1, 5.0)), solarize_prob: Some(0.5), ..base.clone() },
+        ),
+        (
+            "gaussian blur k23 + jitter",
+            PipelineOptions { blur_prob: Some(0.8), blur_kernel: Some(23), color_jitter: Some(vec![0.4]), ..base.clone() },
+        ),
     ]
 }
 
@@ -96,7 +104,7 @@ fn the_avx2_augment_is_bit_identical_to_the_baseline_on_every_recipe_dtype_and_l
             }
         }
     }
-    assert_eq!(compared, 12 * 5 * 6 * 8);
+    assert_eq!(compared, recipes().len() * 5 * 6 * 8);
 }
 
 /// A region decode (the crop's rows and columns only, with a padded stride) gives the same

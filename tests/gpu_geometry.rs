@@ -81,6 +81,24 @@ fn device_augment_matches_the_cpu_backend() {
         }
         specs.push(s);
     }
+    // The blur kernels (stoke_blur_base/weights/pass) in both forms, with solarize, jitter (its
+    // contrast mean before the blur), AutoAugment ops and erasing around them; a batch where
+    // only some samples blur.
+    use stoke::augment::spec::{BlurSpec, SolarizeSpec};
+    for (kernel, prob) in [(Some(9), 0.6), (None, 0.6), (Some(23), 1.0)] {
+        let mut s = AugmentSpec::train(42);
+        s.size = (42, 30);
+        s.blur = Some(BlurSpec { prob, kernel, sigma: (0.1, 4.0) });
+        s.solarize = Some(SolarizeSpec { prob: 0.5, threshold: 128.0 });
+        s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.2, 0.1).unwrap());
+        s.grayscale_p = 0.2;
+        if kernel.is_none() {
+            s.auto_augment = Some(stoke::augment::auto::AutoAugmentSpec::parse("rand-m9-mstd0.5-inc1", [0.485, 0.456, 0.406]).unwrap());
+            s.erasing = Some(stoke::config::EraseSpec::timm(0.5, stoke::config::EraseMode::Pixel, 1));
+            s.rotate_deg = (-20.0, 20.0);
+        }
+        specs.push(s);
+    }
     let mut worst = 0;
     for spec in &specs {
         for dtype in [DType::F32, DType::F16, DType::Bf16] {

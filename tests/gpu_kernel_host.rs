@@ -129,6 +129,27 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
         }
         v.push((name, s));
     }
+    // Blur and solarize (kernels/blur_math.cuh): torchvision's kernel and Pillow's boxes, with
+    // jitter (contrast mean before the blur), AutoAugment ops, rotation and erasing around them.
+    use stoke::augment::spec::{BlurSpec, SolarizeSpec};
+    let mut s = AugmentSpec::train(27);
+    s.size = (27, 19);
+    s.blur = Some(BlurSpec { prob: 0.7, kernel: Some(9), sigma: (0.1, 2.0) });
+    s.solarize = Some(SolarizeSpec { prob: 0.5, threshold: 128.0 });
+    s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.2, 0.1).unwrap());
+    s.grayscale_p = 0.2;
+    v.push(("gaussian-blur-solarize-jitter", s));
+    let mut s = AugmentSpec::train(26);
+    s.blur = Some(BlurSpec { prob: 0.8, kernel: None, sigma: (0.1, 6.0) });
+    s.solarize = Some(SolarizeSpec { prob: 0.3, threshold: 77.5 });
+    s.rotate_deg = (-30.0, 30.0);
+    s.rotate_interp = stoke::config::RotateInterp::Bilinear;
+    s.erasing = Some(EraseSpec::timm(0.5, EraseMode::Pixel, 2));
+    s.auto_augment = Some(stoke::augment::auto::AutoAugmentSpec::parse("rand-m9-mstd0.5-inc1", [0.485, 0.456, 0.406]).unwrap());
+    v.push(("pil-blur-solarize-rotate-aa-erase", s));
+    let mut s = AugmentSpec::train(24);
+    s.solarize = Some(SolarizeSpec { prob: 1.0, threshold: 0.0 });
+    v.push(("solarize-alone", s));
     v
 }
 

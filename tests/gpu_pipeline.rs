@@ -162,6 +162,37 @@ fn every_element_is_written_and_close_to_the_cpu_backend() {
     assert_ne!(backend.hardware_width(), Some(0), "a hardware route with no engine");
 }
 
+/// GaussianBlur (both forms) and RandomSolarize through the whole CUDA backend (its blur scratch
+/// reserved at start-up, the stoke_blur_* kernels per batch): every element written and each
+/// sample as close to the CPU backend as without them (the blur's uint8 rounding may turn a
+/// decoder difference into a level, never more on average).
+#[test]
+fn blur_and_solarize_batches_are_written_and_close_to_the_cpu_backend() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 72, 3);
+    for kernel in [None, Some(9)] {
+        let mut c = config(&ds, 5);
+        c.augment.blur = Some(stoke::augment::spec::BlurSpec { prob: 0.7, kernel, sigma: (0.1, 2.0) });
+        c.augment.solarize = Some(stoke::augment::spec::SolarizeSpec { prob: 0.3, threshold: 128.0 });
+        c.augment.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(0.4, 0.4, 0.2, 0.1).unwrap());
+        let mut cpu = CpuBackend::new(&c).unwrap();
+        let mut cpu_batch = Batch::new_host(c.output.dtype, c.output.layout);
+        let mut worst = 0f32;
+        run(&gpu, &ds, &c, 0..1, |b, rb| {
+            let got = host(b);
+            assert_eq!(got.chunks(2).position(|h| h == [0xff, 0xff]), None, "{kernel:?}: element left unwritten");
+            cpu_reference(&mut cpu, &ds, rb, &mut cpu_batch);
+            let want = cpu_batch.host_bytes().unwrap();
+            worst = sample_mean_diffs(&got, want, b.len()).into_iter().fold(worst, f32::max);
+            b.device().unwrap().poison(0xff).unwrap();
+        });
+        eprintln!("blur {kernel:?}: worst per-sample mean difference from the CPU backend {worst}");
+        assert!(worst < MAX_SAMPLE_MEAN_DIFF, "blur {kernel:?}: worst per-sample mean difference {worst}");
+    }
+}
+
 /// `gpu_upsampling = nearest` (the default) reaches nvJPEG (its batches differ from the smooth ones)
 /// and stays within the per-sample bound of the CPU backend, which always interpolates.
 #[test]

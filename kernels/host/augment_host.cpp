@@ -14,6 +14,7 @@
 #include "../augment_math.cuh"
 #include "../recipe_math.cuh"
 #include "../auto_math.cuh"
+#include "../blur_math.cuh"
 
 namespace {
 
@@ -71,6 +72,7 @@ struct Plan {
     int color;  // a ColorJitter/RandomGrayscale step or AutoAugment ops: the whole image is held before them
     int autoaug;  // AutoAugment-family ops: two uint8 images, a histogram and the tables
     int erase;  // RandomErasing boxes
+    int blur;   // a blur pass: two uint8 images (and an f32 one for torchvision's kernel)
 };
 
 int has_color(const StokeAugParams* p) { return p->color.order != 0u || p->color.grayscale != 0u; }
@@ -95,7 +97,8 @@ Plan plan(const StokeAugParams* p) {
     stoke_rotation_init(p, &r);
     pl.rotate = r.kind != STOKE_ROT_NONE;
     pl.autoaug = stoke_auto_active(&p->aa);
-    pl.color = has_color(p) || pl.autoaug;
+    pl.blur = stoke_blur_active(&p->blur);
+    pl.color = has_color(p) || pl.autoaug || pl.blur || p->blur.solarize != 0u;
     pl.erase = p->erase.count != 0u;
     size_t ow = (size_t)p->out_w, oh = (size_t)p->out_h;
     size_t b = 0;
@@ -113,6 +116,11 @@ Plan plan(const StokeAugParams* p) {
         b += 2 * align16(ow * oh * 3 + 1);                      // uint8 ping-pong images (+1: load_px reads 4 bytes)
         b += align16(STOKE_AUTO_BINS * sizeof(uint32_t));       // histogram
         b += align16(3 * 256);                                  // channel tables
+    }
+    if (pl.blur) {
+        b += 2 * align16(ow * oh * 3);                          // uint8 ping-pong images
+        if (p->blur.kind == STOKE_BLUR_GAUSS) b += align16(ow * oh * 3 * sizeof(float));  // horizontal pass
+        b += align16((ow + 2 * (STOKE_BLUR_KMAX / 2)) * 3 * sizeof(float));  // one padded row
     }
     pl.total_bytes = b;
     return pl;
@@ -457,8 +465,141 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 // the compiler vectorizes): when the drawn order reaches contrast, the image's mean is the
 // fixed-point sum of recipe_math.cuh (order-free, like the GPU's integer atomics). Then
 // RandomGrayscale and each row's output write.
+// One Pillow box pass over a whole W × H image, `src` → `dst`, along `axis` (0: rows, 1:
+// columns): stoke_pil_pass_pixel's integers, in loops over a row's elements the compiler
+// vectorizes (the box sum added tap by tap into `acc`, 3·W u32), the per-pixel function where
+// a tap would leave the line (integer arithmetic: the same bytes whatever the order).
+void pil_pass_image(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int axis, StokePilBox b, uint32_t* acc) {
+    const size_t row = (size_t)W * 3u;
+    auto clampi = [](int32_t i, int32_t n) { return (size_t)(i < 0 ? 0 : (i >= n ? n - 1 : i)); };
+    for (int32_t y = 0; y < H; y++) {
+        uint8_t* o = dst + (size_t)y * row;
+        if (axis == 1) {  // every row the same loop, with clamped row pointers
+            for (size_t e = 0; e < row; e++) acc[e] = 0u;
+            for (int32_t d = -b.r; d <= b.r; d++) {
+                const uint8_t* r = src + clampi(y + d, H) * row;
+                for (size_t e = 0; e < row; e++) acc[e] += r[e];
+            }
+            const uint8_t* lo = src + clampi(y - b.r - 1, H) * row;
+            const uint8_t* hi = src + clampi(y + b.r + 1, H) * row;
+            for (size_t e = 0; e < row; e++)
+                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)lo[e] + hi[e]) * b.fw + (1u << 23)) >> 24);
+            continue;
+        }
+        // Columns whose taps (the far ones too) all lie inside the row: [r + 1, W − r − 1).
+        const int32_t x0 = b.r + 1 < W ? b.r + 1 : W, x1 = W - b.r - 1 > x0 ? W - b.r - 1 : x0;
+        for (int32_t x = 0; x < x0; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
+        if (x1 > x0) {
+            const uint8_t* sr = src + (size_t)y * row;
+            const size_t e0 = 3 * (size_t)x0, e1 = 3 * (size_t)x1, far = 3 * (size_t)(b.r + 1);
+            for (size_t e = e0; e < e1; e++) acc[e] = 0u;
+            for (int32_t d = -b.r; d <= b.r; d++) {
+                const uint8_t* r = sr + (e0 + 3 * (ptrdiff_t)d);  // tap d of element e0 (inside the row)
+                for (size_t e = 0; e < e1 - e0; e++) acc[e0 + e] += r[e];
+            }
+            for (size_t e = e0; e < e1; e++)
+                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)sr[e - far] + sr[e + far]) * b.fw + (1u << 23)) >> 24);
+        }
+        for (int32_t x = x1; x < W; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
+    }
+}
+
+typedef float BlurLanes __attribute__((vector_size(8 * sizeof(float))));
+
+// out[e] = Σ_i w[i]·src[e + stride·i] for e < n, each element from 0 adding its taps in order
+// i = 0..k−1 (stoke_gauss_h's sum), eight elements at a time in a register.
+void blur_taps(const float* src, size_t stride, const float* w, uint32_t k, size_t n, float* out) {
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        BlurLanes a = {};
+        for (uint32_t i = 0; i < k; i++) {
+            BlurLanes v;
+            memcpy(&v, src + e + stride * i, sizeof v);
+            a = a + w[i] * v;
+        }
+        memcpy(out + e, &a, sizeof a);
+    }
+    for (; e < n; e++) {
+        float a = 0.0f;
+        for (uint32_t i = 0; i < k; i++) a = a + w[i] * src[e + stride * i];
+        out[e] = a;
+    }
+}
+
+// out[e] = Σ_i w[i]·rows[i][e] for e < n, in order i = 0..k−1 (stoke_gauss_v's sum).
+void blur_rows(const float* const* rows, const float* w, uint32_t k, size_t n, float* out) {
+    size_t e = 0;
+    for (; e + 8 <= n; e += 8) {
+        BlurLanes a = {};
+        for (uint32_t i = 0; i < k; i++) {
+            BlurLanes v;
+            memcpy(&v, rows[i] + e, sizeof v);
+            a = a + w[i] * v;
+        }
+        memcpy(out + e, &a, sizeof a);
+    }
+    for (; e < n; e++) {
+        float a = 0.0f;
+        for (uint32_t i = 0; i < k; i++) a = a + w[i] * rows[i][e];
+        out[e] = a;
+    }
+}
+
+// torchvision's blur over a whole W × H image: pass 0 (stoke_gauss_h) into `hor`, then pass 1
+// (stoke_gauss_v) into `dst`, as loops over a row's elements: each element starts at 0 and adds
+// w[i]·value tap by tap in the per-pixel functions' order (no contraction), so the same f32
+// bits. The horizontal pass reads the row as floats with its reflect padding written out
+// (stoke_reflect's pixels, what stoke_gauss_h reads), so every column is the same loop.
+// `line` holds 3·(W + 2·(k/2)) floats.
+void gauss_image(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_t H, const float* w, uint32_t k,
+                 float* line) {
+    const size_t row = (size_t)W * 3u;
+    const int32_t h = (int32_t)(k / 2u);
+    for (int32_t y = 0; y < H; y++) {
+        const uint8_t* sr = src + (size_t)y * row;
+        float* o = hor + (size_t)y * row;
+        for (int32_t x = -h; x < 0; x++)
+            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
+        for (size_t e = 0; e < row; e++) line[3 * (size_t)h + e] = (float)sr[e];
+        for (int32_t x = W; x < W + h; x++)
+            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
+        // Tap i of pixel x is padded pixel x + i: element e's taps are line[e + 3·i].
+        blur_taps(line, 3, w, k, row, o);
+    }
+    const float* rows[STOKE_BLUR_KMAX];
+    for (int32_t y = 0; y < H; y++) {
+        for (uint32_t i = 0; i < k; i++) rows[i] = hor + (size_t)stoke_reflect(y + (int32_t)i - h, H) * row;
+        blur_rows(rows, w, k, row, line);
+        u8_run(line, dst + (size_t)y * row, row);  // stoke_to_u8 of each value
+    }
+}
+
+// The blur over the held image `post` (kernels/blur_math.cuh): rounded to uint8 (stoke_to_u8 of
+// each value, as the GPU's stoke_blur_base), then the passes of stoke_blur_pass over whole
+// images, the result back into `post`. `line` holds 3·out_w floats (or u32).
+void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], float* hor, float* line) {
+    const int32_t W = p->out_w, H = p->out_h;
+    const size_t len = (size_t)W * H * 3;
+    const StokeBlurParams* bp = &p->blur;
+    u8_run(post, img[0], len);
+    if (bp->kind == STOKE_BLUR_GAUSS) {
+        float w[STOKE_BLUR_KMAX];
+        stoke_gauss_weights(bp->ksize, bp->sigma, w);
+        gauss_image(img[0], hor, img[1], W, H, w, bp->ksize, line);
+    } else {
+        const StokePilBox box = stoke_pil_box(bp->sigma);
+        for (int pass = 0; pass < stoke_blur_passes(bp->kind); pass++) {
+            const int s = stoke_blur_src(bp->kind, pass);
+            pil_pass_image(img[s], img[s ^ 1], W, H, pass < STOKE_PIL_PASSES ? 0 : 1, box, (uint32_t*)line);
+        }
+    }
+    const uint8_t* r = img[stoke_blur_result(bp->kind)];
+    for (size_t e = 0; e < len; e++) post[e] = (float)r[e];
+}
+
 void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
-                 uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm) {
+                 uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm,
+                 uint8_t* const blur_img[2], float* blur_hor, float* blur_line) {
     const int32_t ow = p->out_w, oh = p->out_h;
     const size_t px = (size_t)ow * oh, len = px * 3;
     const StokeColorParams* cp = &p->color;
@@ -496,6 +637,9 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
             v[2] = g;
         }
     }
+    if (pl.blur) blur_image(p, post, blur_img, blur_hor, blur_line);
+    if (p->blur.solarize)
+        for (size_t k = 0; k < px; k++) stoke_solarize(&p->blur, post + 3 * k);
     for (int32_t y = 0; y < oh; y++) {
         const float* row = post + (size_t)y * ow * 3;
         for (int32_t x = 0; x < ow; x++)
@@ -882,6 +1026,21 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         auto_hist = (uint32_t*)s;
         s += align16(STOKE_AUTO_BINS * sizeof(uint32_t));
         auto_lut = s;
+        s += align16(3 * 256);
+    }
+    uint8_t* blur_img[2] = {nullptr, nullptr};
+    float* blur_hor = nullptr;
+    float* blur_line = nullptr;
+    if (pl.blur) {
+        blur_img[0] = s;
+        s += align16((size_t)ow * oh * 3);
+        blur_img[1] = s;
+        s += align16((size_t)ow * oh * 3);
+        if (p->blur.kind == STOKE_BLUR_GAUSS) {
+            blur_hor = (float*)s;
+            s += align16((size_t)ow * oh * 3 * sizeof(float));
+        }
+        blur_line = (float*)s;
     }
 
     // x taps as crop columns, then as offsets into a transposed block of crop rows (the crop
@@ -1073,7 +1232,7 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     }
     if (pre) rotate_image(p, pre, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
     if (pl.autoaug) auto_image(p, post, auto_a, auto_b, auto_hist, auto_lut);
-    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm);
+    if (post) color_image(p, post, planar, out, dtype, layout, n, pl, mean, std, acc, nrm, blur_img, blur_hor, blur_line);
     return 0;
 }
 

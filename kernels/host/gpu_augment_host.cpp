@@ -10,9 +10,10 @@
 
 extern "C" {
 
-// What stoke_augment_tables + stoke_recipe_stats + stoke_augment(_rotate|_recipe) compute for
-// `n` samples: tables into counts/offs/weights (laid out by the descriptors), the contrast sums
-// (recipe), then every output element into `out`.
+// What stoke_augment_tables + stoke_recipe_stats + [stoke_blur_*] + stoke_augment(_rotate|_recipe)
+// compute for `n` samples: tables into counts/offs/weights (laid out by the descriptors), the
+// contrast sums (recipe), the blur passes (recipe samples that blur), then every output element
+// into `out`.
 void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, const StokeSampleDesc* descs,
                             uint32_t n, int32_t* counts, int32_t* offs, float* weights, void* out, uint32_t dtype,
                             uint32_t layout, const float* mean, const float* std, int rotate, int recipe) {
@@ -27,7 +28,7 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
             for (int32_t i = 0; i < len; i++) stoke_table_entry(params + s, descs + s, axis, i, counts, offs, weights);
         }
     }
-    StokeTables t = {counts, offs, weights, nullptr, 0u};
+    StokeTables t = {counts, offs, weights, nullptr, 0u, nullptr, 0u};
     // The AutoAugment kernels' work (stoke_auto_base, then per op slot stoke_auto_hist,
     // stoke_auto_tables, stoke_auto_step), sample by sample, pixel by pixel.
     std::vector<uint8_t> auto_img;
@@ -76,6 +77,18 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
         t.auto_img = auto_img.data();
         t.auto_n = n;
     }
+    // The blur kernels' images (stoke_blur_base, stoke_blur_pass), filled per sample below.
+    std::vector<uint8_t> blur_img;
+    std::vector<float> blur_hor;
+    int any_blur = 0;
+    for (uint32_t s = 0; s < n && recipe; s++) any_blur |= stoke_blur_active(&params[s].blur);
+    if (any_blur) {
+        const size_t px = (size_t)params[0].out_w * (size_t)params[0].out_h * 3u;
+        blur_img.assign(2 * (size_t)n * px, 0);
+        blur_hor.assign(px, 0.0f);
+        t.blur_img = blur_img.data();
+        t.blur_n = n;
+    }
     for (uint32_t s = 0; s < n; s++) {
         const StokeAugParams& p = params[s];
         StokeRotation sr;
@@ -86,6 +99,28 @@ void stoke_host_gpu_augment(const uint8_t* arena, const StokeAugParams* params, 
             for (int32_t y = 0; y < p.out_h; y++)
                 for (int32_t x = 0; x < p.out_w; x++) sum += stoke_contrast_pixel(arena, p, descs[s], sr, t, s, x, y);
             contrast_mean = stoke_contrast_mean(sum, (uint64_t)p.out_w * (uint64_t)p.out_h);
+        }
+        if (any_blur && stoke_blur_active(&p.blur)) {
+            const int32_t W = p.out_w, H = p.out_h;
+            uint8_t* img[2] = {blur_img.data() + stoke_auto_offset(n, s, 0, W, H),
+                               blur_img.data() + stoke_auto_offset(n, s, 1, W, H)};
+            StokeTables tb = t;
+            tb.blur_img = nullptr;
+            for (int32_t y = 0; y < H; y++)
+                for (int32_t x = 0; x < W; x++) {
+                    float v[3];
+                    stoke_recipe_color<true>(arena, p, descs[s], sr, tb, s, x, y, contrast_mean, v);
+                    for (int c = 0; c < 3; c++) img[0][((size_t)y * W + x) * 3 + c] = stoke_to_u8(v[c]);
+                }
+            float w[STOKE_BLUR_KMAX];
+            if (p.blur.kind == STOKE_BLUR_GAUSS) stoke_gauss_weights(p.blur.ksize, p.blur.sigma, w);
+            const StokePilBox box = stoke_pil_box(p.blur.sigma);
+            for (int pass = 0; pass < stoke_blur_passes(p.blur.kind); pass++) {
+                const int src = stoke_blur_src(p.blur.kind, pass);
+                for (int32_t y = 0; y < H; y++)
+                    for (int32_t x = 0; x < W; x++)
+                        stoke_blur_pass_pixel(&p.blur, pass, w, box, img[src], img[src ^ 1], blur_hor.data(), W, H, x, y);
+            }
         }
         for (int32_t y = 0; y < p.out_h; y++) {
             for (int32_t x = 0; x < p.out_w; x++) {

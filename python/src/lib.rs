@@ -293,6 +293,11 @@ const OPTIONS: &[&str] = &[
     "affine_translate",
     "affine_scale",
     "affine_shear",
+    "blur_prob",
+    "blur_sigma",
+    "blur_kernel",
+    "solarize_prob",
+    "solarize_threshold",
     "config",
     "stream",
     "stream_group",
@@ -448,6 +453,11 @@ fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyDict>) -> Py
     o.affine_shear = floats("affine_shear")?;
     o.affine_translate = opt!("affine_translate", (f64, f64));
     o.affine_scale = opt!("affine_scale", (f64, f64));
+    o.blur_prob = opt!("blur_prob", f64);
+    o.blur_sigma = opt!("blur_sigma", (f64, f64));
+    o.blur_kernel = opt!("blur_kernel", u32);
+    o.solarize_prob = opt!("solarize_prob", f64);
+    o.solarize_threshold = opt!("solarize_threshold", f64);
     o.config = opt!("config", PathBuf);
     o.stream = opt!("stream", bool).unwrap_or(false);
     o.stream_group = opt!("stream_group", usize);

@@ -93,6 +93,8 @@ pub enum ParamsProblem {
     UnknownInterp = 6,
     /// A NaN or infinite rotation angle.
     AngleNotFinite = 7,
+    /// An unknown blur kind, a sigma outside (0, 1024], or an even or too large kernel.
+    BadBlur = 8,
     /// The caller's scratch is too small (`stoke_host_augment`; a bug, never input).
     ScratchTooSmall = -1,
     /// The decoded region does not hold the crop box (`stoke_host_augment`).
@@ -111,6 +113,7 @@ impl ParamsProblem {
             WindowOutside,
             UnknownInterp,
             AngleNotFinite,
+            BadBlur,
             ScratchTooSmall,
             RegionMissesCrop,
         ]
@@ -138,6 +141,14 @@ pub fn params_problem(code: i32, p: &AugParams, stored_w: i32, stored_h: i32) ->
         ),
         Some(UnknownInterp) => format!("unknown filter {} or rotation interpolation {}", p.filter, p.rot_interp),
         Some(AngleNotFinite) => format!("rotation angle must be finite, got {}", p.angle_deg),
+        Some(BadBlur) => format!(
+            "blur kind {} needs a sigma in (0, {}] and an odd kernel of at most {}, got sigma {} kernel {}",
+            p.blur.kind,
+            crate::augment::params::BLUR_SIGMA_MAX,
+            crate::augment::params::BLUR_KMAX,
+            p.blur.sigma,
+            p.blur.ksize
+        ),
         Some(ScratchTooSmall) => "augment scratch too small (a bug in stoke)".to_string(),
         Some(RegionMissesCrop) => format!(
             "the decoded region does not hold the crop box {}x{} at ({}, {}) (orientation {})",
@@ -514,7 +525,8 @@ mod tests {
         let spec = crate::augment::spec::AugmentSpec::train(32);
         let good = crate::augment::params::draw(&spec, 1, 0, 0, 120, 80, 1);
         assert_eq!(params_check(&good, 120, 80), 0);
-        let cases: [(ParamsProblem, AugParams); 7] = [
+        let blur = |kind, ksize, sigma| crate::augment::params::BlurParams { kind, ksize, sigma, ..Default::default() };
+        let cases: [(ParamsProblem, AugParams); 11] = [
             (ParamsProblem::BadOrientation, AugParams { orientation: 9, ..good }),
             (ParamsProblem::SourceSize, AugParams { src_w: 121, ..good }),
             (ParamsProblem::CropOutside, AugParams { crop_x: 120, ..good }),
@@ -522,6 +534,10 @@ mod tests {
             (ParamsProblem::WindowOutside, AugParams { win_x: good.resize_w, ..good }),
             (ParamsProblem::UnknownInterp, AugParams { filter: 99, ..good }),
             (ParamsProblem::AngleNotFinite, AugParams { angle_deg: f32::NAN, ..good }),
+            (ParamsProblem::BadBlur, AugParams { blur: blur(3, 0, 1.0), ..good }),
+            (ParamsProblem::BadBlur, AugParams { blur: blur(1, 4, 1.0), ..good }),
+            (ParamsProblem::BadBlur, AugParams { blur: blur(1, 129, 1.0), ..good }),
+            (ParamsProblem::BadBlur, AugParams { blur: blur(2, 0, 1e9), ..good }),
         ];
         for (want, p) in cases {
             let code = params_check(&p, 120, 80);

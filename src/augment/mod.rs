@@ -12,7 +12,9 @@
 //! torchvision's RandomAffine: its inverse matrix in the same resampling stage), then the
 //! AutoAugment-family ops ([`auto`]: the window rounded to uint8, each drawn op on the uint8
 //! image the previous one left, with Pillow's arithmetic, `kernels/auto_math.cuh`), then the
-//! per-sample color steps (ColorJitter in its drawn order, then RandomGrayscale), normalize
+//! per-sample color steps (ColorJitter in its drawn order, then RandomGrayscale), GaussianBlur
+//! (torchvision's kernel or Pillow's box form, on the image rounded to uint8,
+//! `kernels/blur_math.cuh`) and RandomSolarize, normalize
 //! `(x/255 − mean)/std`, RandomErasing on the normalized values, and the cast (round to
 //! nearest even for f16/bf16). Batch-level Mixup/CutMix ([`mixup`]) runs on the finished
 //! batch. Each step
@@ -32,6 +34,9 @@
 //! | RandAugment / AutoAugment / TrivialAugmentWide ops | timm's PIL ops (Pillow `ImageOps`, `ImageEnhance`, `Image.transform`) on the uint8 image | the same Pillow arithmetic (blend in f32 truncated, SMOOTH in f32, affine bilinear/bicubic in f64 with Pillow's edge rules, luma in 16.16, `round(·, 15)` of cos/sin with an exact product) on the uint8 image | 0: 213 golden cases from timm's functions equal bit for bit (tests/cpu_auto.rs); the input differs as the resize does (uint8 rounding of stoke's f32 window) |
 //! | posterize to 0 bits | Pillow ≥ 12 raises (timm's `inc1` reaches it at magnitude 10) | black (Pillow < 12, TensorFlow) | — |
 //! | TrivialAugmentWide geometric ops | torchvision: nearest, black fill | the training interpolation, timm's mean fill | a documented choice |
+//! | GaussianBlur (`blur_kernel` given) | v2 `gaussian_blur` on uint8: f32 2-D convolution, `round_()` | the color result rounded to uint8, torchvision's f32 1-D kernel, separable f32 passes, round half to even | 0 on 26 golden cases (bound: 1 level on ≤ 0.2 % of values, tests/cpu_blur.rs); a float-tensor pipeline would blur unrounded values (≤ 0.5 level) |
+//! | Pillow GaussianBlur (no `blur_kernel`, DINO) | `ImageFilter.GaussianBlur(radius)`: 3 + 3 extended box passes, uint8 after each | the same integer passes | 0: equal bit for bit on the goldens |
+//! | RandomSolarize | `v >= t → 255 − v` on uint8 (PIL `ImageOps.solarize`) | the same on the 0..255 value (an integer after a blur, the f32 color result otherwise: torchvision's float solarize) | 0 after a blur |
 //! | RandomErasing `pixel`/`rand` | `torch.normal_` values | Box–Muller normals keyed by the sample and the element (pixel) or drawn per box (rand) | same distribution (tested), different values |
 //!
 //! Where the per-image statistics are taken: each AutoAugment-family op that needs one

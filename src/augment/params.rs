@@ -82,9 +82,14 @@ pub struct AugParams {
     /// AutoAugment-family ops (RandAugment, AutoAugment, TrivialAugmentWide), after the
     /// geometry on the uint8 image, before the color steps.
     pub aa: AutoParams,
+    /// GaussianBlur (torchvision's or Pillow's) and RandomSolarize, after the color steps,
+    /// before normalize.
+    pub blur: BlurParams,
 }
 
-const _: () = assert!(std::mem::size_of::<AugParams>() == 324);
+const _: () = assert!(std::mem::size_of::<AugParams>() == 344);
+const _: () = assert!(std::mem::offset_of!(AugParams, blur) == 324);
+const _: () = assert!(std::mem::size_of::<BlurParams>() == 20);
 const _: () = assert!(std::mem::offset_of!(AugParams, aa) == 268);
 const _: () = assert!(std::mem::size_of::<AutoParams>() == 56);
 const _: () = assert!(std::mem::offset_of!(AugParams, affine) == 240);
@@ -132,6 +137,14 @@ impl AugParams {
         }
         if self.color.grayscale != 0 {
             parts.push("grayscale".into());
+        }
+        match self.blur.kind {
+            BLUR_GAUSS => parts.push(format!("blur k{} sigma {:.3}", self.blur.ksize, self.blur.sigma)),
+            BLUR_PIL => parts.push(format!("pil blur radius {:.3}", self.blur.sigma)),
+            _ => {}
+        }
+        if self.blur.solarize != 0 {
+            parts.push(format!("solarize {}", self.blur.threshold));
         }
         let n = (self.erase.count as usize).min(ERASE_MAX);
         if n > 0 {
@@ -336,6 +349,90 @@ impl serde::Serialize for AutoParams {
         }
         m.end()
     }
+}
+
+/// [`BlurParams::kind`]: no blur (`STOKE_BLUR_NONE`).
+pub const BLUR_NONE: u32 = 0;
+/// [`BlurParams::kind`]: torchvision's `GaussianBlur(ksize, sigma)` (`STOKE_BLUR_GAUSS`).
+pub const BLUR_GAUSS: u32 = 1;
+/// [`BlurParams::kind`]: Pillow's `ImageFilter.GaussianBlur(radius)` (`STOKE_BLUR_PIL`).
+pub const BLUR_PIL: u32 = 2;
+/// Largest GaussianBlur kernel size (`STOKE_BLUR_KMAX`).
+pub const BLUR_KMAX: u32 = 127;
+/// Largest blur sigma or radius (`STOKE_BLUR_SIGMA_MAX`: bounds the width of a Pillow box).
+pub const BLUR_SIGMA_MAX: f32 = 1024.0;
+
+/// The drawn blur and solarize of one sample (mirrored by `StokeBlurParams`): what
+/// `kernels/blur_math.cuh` applies after the color steps.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable, Serialize)]
+pub struct BlurParams {
+    /// [`BLUR_NONE`], [`BLUR_GAUSS`] or [`BLUR_PIL`]; NONE also when the probability did not fire.
+    pub kind: u32,
+    /// [`BLUR_GAUSS`]: the odd kernel size.
+    pub ksize: u32,
+    /// [`BLUR_GAUSS`]: the drawn sigma; [`BLUR_PIL`]: the drawn radius.
+    pub sigma: f32,
+    /// 1: RandomSolarize fired.
+    pub solarize: u32,
+    /// Solarize threshold on the 0..255 scale: values `>=` it become `255 − v`.
+    pub threshold: f32,
+}
+
+impl BlurParams {
+    /// Does the sample need the blur passes (a neighbourhood pass over its whole image)?
+    pub fn blurs(&self) -> bool {
+        self.kind != BLUR_NONE
+    }
+
+    /// Does it change the image at all (blur or solarize)?
+    pub fn is_active(&self) -> bool {
+        self.blurs() || self.solarize != 0
+    }
+}
+
+/// Stream id for GaussianBlur and RandomSolarize draws.
+pub const STREAM_BLUR: u64 = 10;
+
+/// The blur and solarize of one sample (one view): with probability `blur.prob` a blur with
+/// sigma (radius) uniform on the spec's range, drawn as f32 like torchvision's
+/// `torch.empty(1).uniform_(lo, hi)` (DINO's `random.uniform` in double reaches Pillow as a C
+/// float: the same value); then with probability `solarize.prob` a solarize. The three draws
+/// (blur fires, sigma, solarize fires) are made whether or not they are used, so turning one on
+/// does not move the other. The specs are passed in, not read from an [`AugmentSpec`], so that
+/// each view of a multi-view recipe can give its own (DINO: blur 1.0 / 0.1 / 0.5, solarize 0 /
+/// 0.2 / 0); `stream` separates those views' draws.
+pub fn draw_blur(
+    blur: Option<&super::spec::BlurSpec>,
+    solarize: Option<&super::spec::SolarizeSpec>,
+    seed: u64,
+    epoch: u64,
+    sample: u64,
+    stream: u64,
+) -> BlurParams {
+    let mut b = BlurParams::default();
+    if blur.is_none() && solarize.is_none() {
+        return b;
+    }
+    let mut rng = SampleRng::new(seed, epoch, sample, stream);
+    let fires = rng.uniform();
+    let u = rng.uniform();
+    let sol = rng.uniform();
+    if let Some(s) = blur {
+        let (lo, hi) = s.sigma;
+        if fires < s.prob {
+            b.sigma = (lo as f64 + (hi as f64 - lo as f64) * u) as f32;
+            match s.kernel {
+                Some(k) => (b.kind, b.ksize) = (BLUR_GAUSS, k),
+                None => b.kind = BLUR_PIL,
+            }
+        }
+    }
+    if let Some(s) = solarize {
+        b.threshold = s.threshold;
+        b.solarize = (sol < s.prob) as u32;
+    }
+    b
 }
 
 /// Most RandomErasing boxes per sample (`STOKE_ERASE_MAX`).
@@ -668,6 +765,7 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
         affine: 0,
         affine_m: [0.0; 6],
         aa: AutoParams::default(),
+        blur: BlurParams::default(),
     };
     match spec.crop {
         super::spec::CropMode::RandomResized { scale, ratio } => {
@@ -707,6 +805,7 @@ pub fn draw(spec: &AugmentSpec, seed: u64, epoch: u64, sample: u64, stored_w: i3
     }
     p.color = draw_color(spec, seed, epoch, sample);
     p.erase = draw_erase(spec, seed, epoch, sample, out_w, out_h);
+    p.blur = draw_blur(spec.blur.as_ref(), spec.solarize.as_ref(), seed, epoch, sample, STREAM_BLUR);
     p
 }
 

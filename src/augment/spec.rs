@@ -424,6 +424,79 @@ pub struct AugmentSpec {
     /// RandAugment / AutoAugment / TrivialAugmentWide after the geometry (`None`: off).
     #[serde(default)]
     pub auto_augment: Option<super::auto::AutoAugmentSpec>,
+    /// GaussianBlur after the color steps (`None`: off).
+    #[serde(default)]
+    pub blur: Option<BlurSpec>,
+    /// RandomSolarize after the blur (`None`: off).
+    #[serde(default)]
+    pub solarize: Option<SolarizeSpec>,
+}
+
+/// GaussianBlur, applied with probability `prob` after the color steps: torchvision's
+/// `GaussianBlur(kernel, sigma)` when `kernel` is given, else Pillow's
+/// `ImageFilter.GaussianBlur(radius)` with the radius drawn from `sigma` (DINO's
+/// `GaussianBlur(p, radius_min, radius_max)`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlurSpec {
+    /// Probability the blur runs (torchvision's `GaussianBlur` always runs: 1).
+    pub prob: f64,
+    /// torchvision's odd `kernel_size` (one value for both axes); `None`: Pillow's form.
+    pub kernel: Option<u32>,
+    /// Range sigma (Pillow: the radius) is drawn uniformly from, `0 < lo <= hi <= 1024`.
+    pub sigma: (f32, f32),
+}
+
+/// torchvision's default sigma range of `GaussianBlur`, and DINO's radius range.
+pub const BLUR_SIGMA_DEFAULT: (f32, f32) = (0.1, 2.0);
+
+impl BlurSpec {
+    /// Check the values; errors name the option and show the value.
+    pub fn validate(&self, size: (u32, u32)) -> Result<()> {
+        let bad = |msg: String| Err(Error::config(msg));
+        if !(0.0..=1.0).contains(&self.prob) {
+            return bad(format!("blur_prob must be in [0, 1], got {}", self.prob));
+        }
+        let (lo, hi) = self.sigma;
+        if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && lo <= hi && hi <= super::params::BLUR_SIGMA_MAX) {
+            return bad(format!("blur_sigma must satisfy 0 < min <= max <= {}, got ({lo}, {hi})", super::params::BLUR_SIGMA_MAX));
+        }
+        if let Some(k) = self.kernel {
+            if k % 2 == 0 || k > super::params::BLUR_KMAX {
+                return bad(format!("blur_kernel must be odd and 1..={}, got {k}", super::params::BLUR_KMAX));
+            }
+            let side = size.0.min(size.1);
+            if k / 2 >= side {
+                return bad(format!("blur_kernel {k} needs reflect padding of {} < the output's shorter side {side}", k / 2));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// RandomSolarize(threshold, p): with probability `prob`, every value `>= threshold` (0..255
+/// scale) becomes `255 − value`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SolarizeSpec {
+    /// Probability the solarize runs.
+    pub prob: f64,
+    /// Threshold on the 0..255 scale (DINO and `ImageOps.solarize`: 128).
+    pub threshold: f32,
+}
+
+/// DINO's solarize threshold (`ImageOps.solarize`'s default).
+pub const SOLARIZE_THRESHOLD_DEFAULT: f32 = 128.0;
+
+impl SolarizeSpec {
+    /// Check the values; errors name the option and show the value.
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.prob) {
+            return Err(Error::config(format!("solarize_prob must be in [0, 1], got {}", self.prob)));
+        }
+        if !(self.threshold.is_finite() && (0.0..=255.0).contains(&self.threshold)) {
+            return Err(Error::config(format!("solarize_threshold must be in [0, 255], got {}", self.threshold)));
+        }
+        Ok(())
+    }
 }
 
 /// ImageNet channel means (RGB), on the 0..1 scale.
@@ -451,6 +524,8 @@ impl AugmentSpec {
             erasing: None,
             affine: None,
             auto_augment: None,
+            blur: None,
+            solarize: None,
         }
     }
 
@@ -507,6 +582,12 @@ impl AugmentSpec {
         }
         if let Some(e) = &self.erasing {
             e.validate()?;
+        }
+        if let Some(b) = &self.blur {
+            b.validate(self.size)?;
+        }
+        if let Some(s) = &self.solarize {
+            s.validate()?;
         }
         if let Some(a) = &self.affine {
             if self.rotate_deg != (0.0, 0.0) {

@@ -208,6 +208,17 @@ pub struct PipelineOptions {
     pub affine_scale: Option<(f64, f64)>,
     /// RandomAffine shear: `s` for x in `(-s, s)`, `x0, x1`, or `x0, x1, y0, y1`.
     pub affine_shear: Option<Vec<f64>>,
+    /// GaussianBlur probability after the color steps (0 = off; torchvision's `GaussianBlur`
+    /// is 1, DINO's views 1.0 / 0.1 / 0.5).
+    pub blur_prob: Option<f64>,
+    /// GaussianBlur sigma range (Pillow's form: the radius range), default (0.1, 2.0).
+    pub blur_sigma: Option<(f64, f64)>,
+    /// torchvision's odd kernel size; absent: Pillow's `ImageFilter.GaussianBlur(radius)`.
+    pub blur_kernel: Option<u32>,
+    /// RandomSolarize probability after the blur (0 = off).
+    pub solarize_prob: Option<f64>,
+    /// RandomSolarize threshold on the 0..255 scale (default 128).
+    pub solarize_threshold: Option<f64>,
     /// JSON file of config fields that override everything above.
     pub config: Option<PathBuf>,
 }
@@ -261,6 +272,11 @@ struct RecipeSection {
     affine_translate: Option<(f64, f64)>,
     affine_scale: Option<(f64, f64)>,
     affine_shear: Option<OneOrMany>,
+    blur_prob: Option<f64>,
+    blur_sigma: Option<(f64, f64)>,
+    blur_kernel: Option<u32>,
+    solarize_prob: Option<f64>,
+    solarize_threshold: Option<f64>,
 }
 
 impl PipelineOptions {
@@ -287,6 +303,7 @@ impl PipelineOptions {
         }
         over!(color_jitter_prob, grayscale_prob, reprob, remode, recount, mixup, cutmix, cutmix_minmax, mixup_prob, mixup_switch_prob);
         over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale, aa);
+        over!(blur_prob, blur_sigma, blur_kernel, solarize_prob, solarize_threshold);
         if train_interpolation.is_some() {
             o.train_interpolation = train_interpolation;
         }
@@ -476,6 +493,7 @@ impl PipelineOptions {
             let spec = AffineSpec { degrees, translate: self.affine_translate, scale: self.affine_scale, shear };
             a.affine = Some(spec);
         }
+        self.blur_solarize(a, names)?;
         for (option, p) in [("grayscale_prob", a.grayscale_p), ("reprob", reprob)] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(Error::config(format!("{} must be in [0, 1], got {p}", names.of(option))));
@@ -485,6 +503,48 @@ impl PipelineOptions {
             if !(1..=crate::augment::params::ERASE_MAX as u32).contains(&n) {
                 return Err(Error::config(format!("{} must be 1..={}, got {n}", names.of("recount"), crate::augment::params::ERASE_MAX)));
             }
+        }
+        Ok(())
+    }
+}
+
+impl PipelineOptions {
+    /// GaussianBlur and RandomSolarize from their options: on when their probability is above 0;
+    /// a range, kernel or threshold without its probability is refused (as `remode` without
+    /// `reprob`). The values are checked by [`AugmentSpec::validate`], under these names.
+    fn blur_solarize(&self, a: &mut AugmentSpec, names: OptionNames) -> Result<()> {
+        let named = |e: Error| match e {
+            Error::Config(m) => {
+                let mut m = m;
+                for o in ["blur_prob", "blur_sigma", "blur_kernel", "solarize_prob", "solarize_threshold"] {
+                    m = m.replacen(o, names.of(o).as_str(), 1);
+                }
+                Error::config(m)
+            }
+            e => e,
+        };
+        let blur_prob = self.blur_prob.unwrap_or(0.0);
+        if blur_prob != 0.0 {
+            let sigma = self.blur_sigma.map_or(crate::augment::spec::BLUR_SIGMA_DEFAULT, |(lo, hi)| (lo as f32, hi as f32));
+            let spec = crate::augment::spec::BlurSpec { prob: blur_prob, kernel: self.blur_kernel, sigma };
+            spec.validate(a.size).map_err(named)?;
+            a.blur = Some(spec);
+        } else if self.blur_sigma.is_some() || self.blur_kernel.is_some() {
+            return Err(Error::config(format!(
+                "{} and {} need {} above 0",
+                names.of("blur_sigma"),
+                names.of("blur_kernel"),
+                names.of("blur_prob")
+            )));
+        }
+        let solarize_prob = self.solarize_prob.unwrap_or(0.0);
+        if solarize_prob != 0.0 {
+            let threshold = self.solarize_threshold.map_or(crate::augment::spec::SOLARIZE_THRESHOLD_DEFAULT, |t| t as f32);
+            let spec = crate::augment::spec::SolarizeSpec { prob: solarize_prob, threshold };
+            spec.validate().map_err(named)?;
+            a.solarize = Some(spec);
+        } else if self.solarize_threshold.is_some() {
+            return Err(Error::config(format!("{} needs {} above 0", names.of("solarize_threshold"), names.of("solarize_prob"))));
         }
         Ok(())
     }

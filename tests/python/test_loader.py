@@ -340,6 +340,36 @@ def test_recipe_keywords_use_timm_names_and_meaning(folder):
             loader(folder, **kw)
 
 
+def test_blur_and_solarize_keywords(folder):
+    """blur_prob / blur_sigma / blur_kernel / solarize_prob / solarize_threshold reach the
+    pipeline: solarize_prob=1 with threshold 0 inverts every value of the plain run; a blur
+    (Pillow's form and torchvision's kernel) changes the images and repeats under the same seed;
+    bad values are ValueErrors naming the keyword."""
+    plain = collect(loader(folder, batch_size=4, seed=4, size=24, dtype="uint8"))
+    inverted = collect(loader(folder, batch_size=4, seed=4, size=24, dtype="uint8", solarize_prob=1.0, solarize_threshold=0))
+    for (x0, _), (x1, _) in zip(plain, inverted):
+        # solarize inverts the f32 value before the uint8 rounding (half to even): 255 − v and v
+        # round to levels summing to 255 except at exact halves, one level apart there
+        assert (np.abs(x1.astype(int) - (255 - x0.astype(int))) <= 1).all()
+        assert (x1.astype(int) + x0.astype(int) == 255).mean() > 0.9
+    for kw in [dict(blur_prob=1.0, blur_sigma=(1.0, 2.0)), dict(blur_prob=1.0, blur_kernel=5)]:
+        a = collect(loader(folder, batch_size=4, seed=4, size=24, dtype="uint8", **kw))
+        b = collect(loader(folder, batch_size=4, seed=4, size=24, dtype="uint8", **kw))
+        assert any((x0 != x1).any() for (x0, _), (x1, _) in zip(plain, a)), kw
+        for (x0, _), (x1, _) in zip(a, b):
+            np.testing.assert_array_equal(x0, x1)
+    for kw, word in [
+        (dict(blur_prob=1.0, blur_kernel=4), "blur_kernel"),
+        (dict(blur_prob=1.0, blur_sigma=(2.0, 1.0)), "blur_sigma"),
+        (dict(blur_prob=1.5), "blur_prob"),
+        (dict(blur_kernel=3), "blur_prob"),
+        (dict(solarize_prob=0.5, solarize_threshold=300), "solarize_threshold"),
+        (dict(solarize_prob=-0.5), "solarize_prob"),
+    ]:
+        with pytest.raises(ValueError, match=word):
+            loader(folder, **kw)
+
+
 def test_autoaugment_policies_and_the_deit_preset(folder):
     """aa= takes timm's strings: 'trivialaugment' changes the uint8 images and repeats under
     the same seed; RandAugment with p=0 (no op fires) equals the plain run; preset='deit'

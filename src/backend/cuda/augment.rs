@@ -12,6 +12,9 @@
 //!    accumulates `Σ_ky wy · (Σ_kx wx · src)` in exactly the CPU backend's order, normalizes,
 //!    casts and writes its three output elements once, in the final dtype and layout.
 //!
+//! Batches with AutoAugment-family ops or a blur run their own kernels before step 2
+//! (`stoke_auto_*`, `stoke_blur_*`: docs/semantics.md), over scratch images allocated once.
+//!
 //! Orientation costs nothing per tap: EXIF orientation is an affine map of pixel indices,
 //! so every sample carries the byte offset of its oriented crop origin and the (signed)
 //! byte steps of one oriented pixel right and down in the decoded buffer ([`SampleDesc`]).
@@ -186,16 +189,22 @@ pub enum AugmentKind {
         contrast: bool,
         /// Some sample has AutoAugment-family ops: the `stoke_auto_*` kernels run first.
         auto: bool,
+        /// Some sample blurs: the `stoke_blur_*` kernels run after the contrast statistics.
+        blur: bool,
+        /// Some sample blurs with torchvision's kernel (its pass needs the f32 scratch images).
+        gauss: bool,
     },
 }
 
 impl AugmentKind {
     /// The kernel for a batch of `params`.
     pub fn of(params: &[AugParams]) -> Self {
-        if params.iter().any(|p| p.color.is_active() || p.erase.count != 0 || p.aa.is_active()) {
+        if params.iter().any(|p| p.color.is_active() || p.erase.count != 0 || p.aa.is_active() || p.blur.is_active()) {
             let contrast = params.iter().any(|p| p.color.ops().contains(&crate::augment::params::ColorOp::Contrast));
             let auto = params.iter().any(|p| p.aa.is_active());
-            AugmentKind::Recipe { contrast, auto }
+            let blur = params.iter().any(|p| p.blur.blurs());
+            let gauss = params.iter().any(|p| p.blur.kind == crate::augment::params::BLUR_GAUSS);
+            AugmentKind::Recipe { contrast, auto, blur, gauss }
         } else if params.iter().any(|p| p.angle_deg != 0.0 || p.affine != 0) {
             AugmentKind::Rotate
         } else {
@@ -244,6 +253,9 @@ pub struct Augmenter {
     /// AutoAugment scratch: allocated by [`Augmenter::reserve_auto`] when the recipe has ops
     /// (the backend does it at start-up), else by the first batch that has ops.
     auto: std::sync::OnceLock<AutoScratch>,
+    /// Blur scratch: allocated by [`Augmenter::reserve_blur`] when the recipe blurs, else by the
+    /// first batch that blurs.
+    blur: std::sync::OnceLock<BlurScratch>,
     /// The stream the scratch is allocated on (the one given to `new`).
     alloc_stream: std::sync::Arc<cudarc::driver::CudaStream>,
     dtype: crate::config::DType,
@@ -257,16 +269,27 @@ impl Augmenter {
     pub fn device_bytes(&self) -> u64 {
         // The AutoAugment scratch as allocated (a lazily allocated one may be for more samples
         // than the plan's batch).
-        Self::planned_device_bytes(self.plan, None) + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.out).iter().sum())
+        Self::planned_device_bytes(self.plan, None, None)
+            + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.out).iter().sum())
+            + self.blur.get().map_or(0, |b| BlurScratch::bytes(b.samples, b.out, b.gauss).iter().sum())
     }
 
     /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch for outputs of
-    /// `auto` when given (what [`Augmenter::reserve_auto`] allocates): the memory budget's
-    /// fixed part.
-    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>) -> u64 {
+    /// `auto` when given (what [`Augmenter::reserve_auto`] allocates) and the blur scratch for
+    /// outputs of `blur.0` when given, with torchvision's f32 image when `blur.1`
+    /// ([`Augmenter::reserve_blur`]): the memory budget's fixed part.
+    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>, blur: Option<((u32, u32), bool)>) -> u64 {
         4 * (plan.spans.max(1) as u64 + 2 * plan.weights.max(1) as u64)
             + 8 * plan.batch.max(1) as u64
             + auto.map_or(0, |out| AutoScratch::bytes(plan.batch.max(1), out).iter().sum())
+            + blur.map_or(0, |(out, gauss)| BlurScratch::bytes(plan.batch.max(1), out, gauss).iter().sum())
+    }
+
+    /// Allocate the blur scratch for a full batch of `out` outputs now (as
+    /// [`Augmenter::reserve_auto`]); `gauss`: the recipe uses torchvision's kernel, whose
+    /// horizontal pass needs an f32 image per sample (Pillow's form, DINO's, does not).
+    pub fn reserve_blur(&self, out: (u32, u32), gauss: bool) -> Result<(), crate::error::GpuError> {
+        self.blur_scratch(self.plan.batch.max(1), out, gauss).map(|_| ())
     }
 
     /// Allocate the AutoAugment scratch for a full batch of `out` outputs now, so that a recipe
@@ -301,6 +324,7 @@ impl Augmenter {
             weights: w,
             sums,
             auto: std::sync::OnceLock::new(),
+            blur: std::sync::OnceLock::new(),
             alloc_stream: stream.clone(),
             dtype: output.dtype,
             layout: output.layout,
@@ -405,13 +429,48 @@ impl Augmenter {
             // `sums` has a slot per sample (checked above).
             unsafe { super::module::launch(&mut b, "stoke_recipe_stats", cfg) }?;
         }
+        let (mut blur_img, blur_n) = (0u64, n as u32);
+        let blur_scratch = match kind {
+            AugmentKind::Recipe { blur: true, gauss, .. } => Some(self.blur_scratch(n, out_size, gauss)?),
+            _ => None,
+        };
+        let _blur_guards;
+        if let Some(bs) = blur_scratch {
+            let (img, g1) = bs.img.device_ptr(stream);
+            let (hor, g2) = bs.hor.device_ptr(stream);
+            let (w, g3) = bs.weights.device_ptr(stream);
+            _blur_guards = (g1, g2, g3);
+            blur_img = img;
+            let f = k.function("stoke_blur_base")?;
+            let mut b = stream.launch_builder(&f);
+            b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&sums).arg(&auto_img).arg(&auto_n);
+            b.arg(&blur_img).arg(&blur_n);
+            // SAFETY: argument list of `stoke_blur_base`; taps as for the fused kernel below;
+            // `sums` was filled above when a sample reads it; `img` holds 2 × n samples of
+            // out_w × out_h × 3 bytes (blur_scratch).
+            unsafe { super::module::launch(&mut b, "stoke_blur_base", cfg) }?;
+            let f = k.function("stoke_blur_weights")?;
+            let mut b = stream.launch_builder(&f);
+            b.arg(&params).arg(&blur_n).arg(&w);
+            let wcfg = LaunchConfig { grid_dim: ((n as u32).div_ceil(32), 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: argument list of `stoke_blur_weights`; `weights` holds n × BLUR_KMAX f32.
+            unsafe { super::module::launch(&mut b, "stoke_blur_weights", wcfg) }?;
+            for pass in 0..BLUR_PASSES {
+                let f = k.function("stoke_blur_pass")?;
+                let mut b = stream.launch_builder(&f);
+                b.arg(&params).arg(&blur_img).arg(&hor).arg(&blur_n).arg(&w).arg(&pass);
+                // SAFETY: argument list of `stoke_blur_pass`; `img` as above, `hor` holds n
+                // samples of out_w × out_h × 3 f32, `weights` was filled above on this stream.
+                unsafe { super::module::launch(&mut b, "stoke_blur_pass", cfg) }?;
+            }
+        }
         let name = kind.kernel();
         let f = k.function(name)?;
         let mut b = stream.launch_builder(&f);
         let (dtype, layout) = (self.dtype.code(), self.layout.code());
         b.arg(&arena).arg(&params).arg(&descs).arg(&counts).arg(&offs).arg(&weights).arg(&out).arg(&dtype).arg(&layout).arg(&self.norm);
         if let AugmentKind::Recipe { .. } = kind {
-            b.arg(&sums).arg(&auto_img).arg(&auto_n);
+            b.arg(&sums).arg(&auto_img).arg(&auto_n).arg(&blur_img).arg(&blur_n);
         }
         // SAFETY: argument list of `stoke_augment(_rotate|_recipe)`; every tap lies in its
         // sample's decoded region inside `arena` (decode::decode_roi contains all taps,
@@ -460,6 +519,65 @@ impl Augmenter {
             return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
         }
         Ok(a)
+    }
+}
+
+/// Passes `stoke_blur_pass` is launched for (`STOKE_BLUR_PASSES`: Pillow's 3 + 3; a GAUSS
+/// sample runs 2 and skips the rest).
+const BLUR_PASSES: i32 = 6;
+
+/// Device scratch of the blur kernels: two uint8 images per sample, an f32 image per sample
+/// (torchvision's horizontal pass) and each sample's 1-D kernel.
+struct BlurScratch {
+    img: cudarc::driver::CudaSlice<u8>,
+    hor: cudarc::driver::CudaSlice<f32>,
+    weights: cudarc::driver::CudaSlice<f32>,
+    samples: usize,
+    out: (u32, u32),
+    /// `hor` holds an f32 image per sample (else one float: no sample may use torchvision's kernel).
+    gauss: bool,
+}
+
+impl BlurScratch {
+    /// Bytes of the uint8 images, the f32 images (when `gauss`) and the kernels for `samples`
+    /// outputs of `out`.
+    fn bytes(samples: usize, out: (u32, u32), gauss: bool) -> [u64; 3] {
+        let (s, px) = (samples as u64, out.0 as u64 * out.1 as u64 * 3);
+        [2 * s * px, if gauss { 4 * s * px } else { 4 }, 4 * s * crate::augment::params::BLUR_KMAX as u64]
+    }
+}
+
+impl Augmenter {
+    /// The blur scratch, allocated on first use for `n` samples of `out` (with the f32 images
+    /// when `gauss`); an error naming the sizes when an allocated one is too small.
+    fn blur_scratch(&self, n: usize, out: (u32, u32), gauss: bool) -> Result<&BlurScratch, crate::error::GpuError> {
+        use super::device::alloc_err;
+        let stream = &self.alloc_stream;
+        if self.blur.get().is_none() {
+            let samples = self.plan.batch.max(n).max(1);
+            let [img_bytes, hor_bytes, w_bytes] = BlurScratch::bytes(samples, out, gauss).map(|b| b as usize);
+            // SAFETY: written by stoke_blur_base / stoke_blur_weights / stoke_blur_pass before
+            // any read, on the producer stream.
+            let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "blur images"))?;
+            // SAFETY: as above.
+            let hor =
+                unsafe { stream.alloc::<f32>(hor_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, hor_bytes, "blur f32 images"))?;
+            // SAFETY: as above.
+            let weights = unsafe { stream.alloc::<f32>(w_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, w_bytes, "blur kernels"))?;
+            let _ = self.blur.set(BlurScratch { img, hor, weights, samples, out, gauss });
+        }
+        let b = self.blur.get().expect("set above");
+        if n > b.samples || out != b.out || (gauss && !b.gauss) {
+            let message = format!(
+                "blur scratch is for {} samples of {:?}{}, the batch has {n} of {out:?}{}",
+                b.samples,
+                b.out,
+                if b.gauss { "" } else { " without torchvision's f32 images" },
+                if gauss { " with torchvision's kernel" } else { "" }
+            );
+            return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
+        }
+        Ok(b)
     }
 }
 
@@ -623,6 +741,27 @@ mod tests {
     #[test]
     fn descriptor_structs_match_the_kernels() {
         assert_eq!(host_struct_sizes(), (std::mem::size_of::<SampleDesc>(), 24));
+    }
+
+    /// A batch's kind says which blur scratch it needs; the f32 images are sized only for
+    /// torchvision's kernel.
+    #[test]
+    fn blur_batches_pick_the_recipe_kernel_and_size_their_scratch() {
+        use crate::augment::params::{BlurParams, BLUR_GAUSS, BLUR_PIL};
+        let with = |kind, solarize| AugParams { blur: BlurParams { kind, solarize, ..Default::default() }, ..Default::default() };
+        assert_eq!(AugmentKind::of(&[with(0, 1)]), AugmentKind::Recipe { contrast: false, auto: false, blur: false, gauss: false });
+        assert_eq!(
+            AugmentKind::of(&[with(0, 0), with(BLUR_PIL, 0)]),
+            AugmentKind::Recipe { contrast: false, auto: false, blur: true, gauss: false }
+        );
+        assert_eq!(
+            AugmentKind::of(&[with(BLUR_PIL, 0), with(BLUR_GAUSS, 0)]),
+            AugmentKind::Recipe { contrast: false, auto: false, blur: true, gauss: true }
+        );
+        assert_eq!(AugmentKind::of(&[with(0, 0)]), AugmentKind::Plain);
+        let px = 224 * 224 * 3;
+        assert_eq!(BlurScratch::bytes(256, (224, 224), false), [2 * 256 * px, 4, 4 * 256 * 127]);
+        assert_eq!(BlurScratch::bytes(256, (224, 224), true)[1], 4 * 256 * px);
     }
 
     #[test]

@@ -192,12 +192,13 @@ impl CudaBackend {
             config.augment.antialias,
         );
         let auto_out = config.augment.auto_augment.is_some().then_some((ow, oh));
+        let blur_out = config.augment.blur.as_ref().map(|b| ((ow, oh), b.kernel.is_some()));
         let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
         let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
         let fixed = FixedBytes {
             ring_device: (config.ring_depth * slot.slot_bytes) as u64,
             ring_pinned: (config.ring_depth * slot.tail_bytes()) as u64,
-            augment_device: Augmenter::planned_device_bytes(tables, auto_out),
+            augment_device: Augmenter::planned_device_bytes(tables, auto_out, blur_out),
         };
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
@@ -237,6 +238,9 @@ impl CudaBackend {
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
         if let Some(out) = auto_out {
             augmenter.reserve_auto(out)?;
+        }
+        if let Some((out, gauss)) = blur_out {
+            augmenter.reserve_blur(out, gauss)?;
         }
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {

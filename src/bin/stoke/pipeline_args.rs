@@ -219,6 +219,22 @@ pub struct RecipeArgs {
     /// RandomAffine shear in degrees: S for x in (-S, S), X0,X1, or X0,X1,Y0,Y1.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub affine_shear: Option<Vec<f64>>,
+    /// GaussianBlur probability, after the color steps; 0 = off.
+    #[arg(long)]
+    pub blur_prob: Option<f64>,
+    /// GaussianBlur sigma range MIN,MAX (Pillow's form: the radius), default 0.1,2.0.
+    #[arg(long, value_delimiter = ',')]
+    pub blur_sigma: Option<Vec<f64>>,
+    /// torchvision GaussianBlur's odd kernel size; without it, Pillow's
+    /// ImageFilter.GaussianBlur(radius), as DINO.
+    #[arg(long)]
+    pub blur_kernel: Option<u32>,
+    /// RandomSolarize probability, after the blur; 0 = off.
+    #[arg(long)]
+    pub solarize_prob: Option<f64>,
+    /// RandomSolarize threshold on the 0..255 scale (default 128).
+    #[arg(long)]
+    pub solarize_threshold: Option<f64>,
 }
 
 /// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
@@ -392,6 +408,9 @@ impl PipelineArgs {
         };
         o.affine_translate = pair("--affine-translate", &r.affine_translate)?;
         o.affine_scale = pair("--affine-scale", &r.affine_scale)?;
+        o.blur_sigma = pair("--blur-sigma", &r.blur_sigma)?;
+        (o.blur_prob, o.blur_kernel) = (r.blur_prob, r.blur_kernel);
+        (o.solarize_prob, o.solarize_threshold) = (r.solarize_prob, r.solarize_threshold);
         (o.affine_degrees, o.affine_shear) = (r.affine_degrees.clone(), r.affine_shear.clone());
         Ok(o)
     }
