@@ -75,4 +75,34 @@ fn parquet_in_s3_reads_as_the_local_files_do() {
         assert_eq!(remote.len(), 12);
         assert!(remote == here, "stream {stream}: the store's batches are the local ones");
     }
+    // Stream mode with the node cache: every row group's column chunks downloaded once; the
+    // next epoch and a second pipeline of the node read them from its disk; same batches.
+    let node = dir.join("node-cache");
+    let cached = |c: PipelineConfig| {
+        let mut c = c;
+        let st = c.stream.as_mut().unwrap();
+        (st.cache_dir, st.cache_limit) = (Some(node.clone()), 1 << 30);
+        c
+    };
+    let url = PathBuf::from("s3://hf-data/ds/data/train-");
+    let mut p = Pipeline::new(cached(config(&url, true))).unwrap();
+    let mut epoch = |p: &mut Pipeline, e: u64| {
+        p.start_epoch(e, 0);
+        let mut out = Vec::new();
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            out.push((b.labels.clone(), b.host_bytes().unwrap().to_vec()));
+        }
+        out
+    };
+    assert!(epoch(&mut p, 1) == batches(config(&local, true)), "through the cache: the local batches");
+    let stats = |p: &Pipeline| p.stream_source().unwrap().cache_stats().expect("a node cache over the store");
+    let first = stats(&p);
+    // 8 row groups, two column chunks each (image, label).
+    assert_eq!(first.fetches, 16, "{first:?}");
+    epoch(&mut p, 2);
+    assert_eq!(stats(&p).fetches, 16, "epoch 2 downloaded nothing: {:?}", stats(&p));
+    let mut again = Pipeline::new(cached(config(&url, true))).unwrap();
+    epoch(&mut again, 1);
+    assert_eq!(stats(&again).fetches, 0, "a second pipeline of the node downloaded nothing");
 }

@@ -160,6 +160,12 @@ impl StreamSource {
     /// (`crate::source::cache`). Local shards are read as they are: the cache is for stores.
     #[cfg(feature = "remote")]
     pub fn with_cache(mut self, dir: &Path, limit: u64) -> Result<Self> {
+        if let Some(pq) = &mut self.set.parquet {
+            // Parquet: each row group's column chunks, through the same cache.
+            let pq = std::sync::Arc::get_mut(pq).expect("the shard set is not shared before the pipeline starts");
+            pq.with_cache(dir, limit)?;
+            return Ok(self);
+        }
         if self.store.is_some() {
             self.cache = Some(crate::source::cache::ObjectCache::open(dir, limit)?);
         }
@@ -169,7 +175,10 @@ impl StreamSource {
     /// What the node cache did (None without one).
     #[cfg(feature = "remote")]
     pub fn cache_stats(&self) -> Option<crate::source::cache::CacheStats> {
-        self.cache.as_ref().map(|c| c.stats())
+        match &self.set.parquet {
+            Some(pq) => pq.cache_stats(),
+            None => self.cache.as_ref().map(|c| c.stats()),
+        }
     }
 
     /// Samples in the set.

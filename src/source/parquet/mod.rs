@@ -171,7 +171,16 @@ pub fn open_if_parquet(path: &Path, want: &Columns, threads: usize) -> Result<Op
 enum Fetch {
     Local,
     #[cfg(feature = "remote")]
-    Store(Arc<super::remote::Store>),
+    Store(Arc<super::remote::Store>, Option<NodeCache>),
+}
+
+/// The node cache a store's column chunks go through (stream mode's `cache_dir`), with each
+/// object's version as listed: an entry is keyed by the URL, the byte range and that version.
+#[cfg(feature = "remote")]
+#[derive(Debug)]
+struct NodeCache {
+    cache: super::cache::ObjectCache,
+    versions: std::collections::HashMap<String, String>,
 }
 
 impl Fetch {
@@ -186,8 +195,26 @@ impl Fetch {
                 Ok(v.into())
             }
             #[cfg(feature = "remote")]
-            Fetch::Store(s) => s.get_range(path, r),
+            Fetch::Store(s, None) => s.get_range(path, r),
+            #[cfg(feature = "remote")]
+            Fetch::Store(s, Some(c)) => {
+                let version = c.versions.get(path).map(String::as_str).unwrap_or("");
+                let key = format!("{path}#bytes={}-{}", r.start, r.end);
+                // A ranged GET gives no version to check: the listing's goes with it (a changed
+                // object is still named by its length or by the chunk's own decoding).
+                c.cache.get(&key, version, r.end - r.start, || Ok((s.get_range(path, r.clone())?, version.to_string())))
+            }
         }
+    }
+
+    /// Column chunks of a store through the node cache in `dir` (at most `limit` bytes); local
+    /// files are read as they are.
+    #[cfg(feature = "remote")]
+    fn cached(&mut self, dir: &Path, limit: u64, versions: std::collections::HashMap<String, String>) -> Result<()> {
+        if let Fetch::Store(_, c) = self {
+            *c = Some(NodeCache { cache: super::cache::ObjectCache::open(dir, limit)?, versions });
+        }
+        Ok(())
     }
 }
 
@@ -253,6 +280,8 @@ pub struct ParquetSet {
     pub classes: Vec<String>,
     fetch: Fetch,
     cache: GroupCache,
+    /// Each object's version as the store's listing gave it (until the node cache takes them).
+    versions: std::collections::HashMap<String, String>,
 }
 
 /// The `huggingface` metadata's features: name → `_type` and, for a `ClassLabel`, its names.
@@ -427,8 +456,29 @@ impl ParquetSet {
         if objects.is_empty() {
             return Err(Error::dataset(url, "empty dataset: no .parquet objects found under this prefix"));
         }
+        let versions = objects.iter().map(|o| (o.url.clone(), o.version.clone())).collect();
         let listed = objects.into_iter().map(|o| (o.url, o.size)).collect();
-        Self::open(root, listed, Fetch::Store(store), want, threads)
+        let mut set = Self::open(root, listed, Fetch::Store(store, None), want, threads)?;
+        set.versions = versions;
+        Ok(set)
+    }
+
+    /// Read the row groups' column chunks of a store through the node cache in `dir` (stream
+    /// mode's `cache_dir`, at most `limit` bytes; `crate::source::cache`): epoch 2 reads local
+    /// disk. Local files are read as they are.
+    #[cfg(feature = "remote")]
+    pub fn with_cache(&mut self, dir: &Path, limit: u64) -> Result<()> {
+        let versions = std::mem::take(&mut self.versions);
+        self.fetch.cached(dir, limit, versions)
+    }
+
+    /// What the node cache did (None without one).
+    #[cfg(feature = "remote")]
+    pub fn cache_stats(&self) -> Option<super::cache::CacheStats> {
+        match &self.fetch {
+            Fetch::Store(_, Some(c)) => Some(c.cache.stats()),
+            _ => None,
+        }
     }
 
     fn open(root: String, listed: Vec<(String, u64)>, fetch: Fetch, want: &Columns, threads: usize) -> Result<ParquetSet> {
@@ -463,7 +513,16 @@ impl ParquetSet {
             files.push(file);
         }
         let classes = classes.map(|c| c.0).unwrap_or_default();
-        Ok(ParquetSet { root, files, groups, first_group, classes, fetch, cache: GroupCache::new(SAMPLE_CACHE_BYTES) })
+        Ok(ParquetSet {
+            root,
+            files,
+            groups,
+            first_group,
+            classes,
+            fetch,
+            cache: GroupCache::new(SAMPLE_CACHE_BYTES),
+            versions: Default::default(),
+        })
     }
 
     /// Each row group's largest image (compressed bytes, stored size), by reading every row group
