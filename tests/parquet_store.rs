@@ -86,7 +86,7 @@ fn parquet_in_s3_reads_as_the_local_files_do() {
     };
     let url = PathBuf::from("s3://hf-data/ds/data/train-");
     let mut p = Pipeline::new(cached(config(&url, true))).unwrap();
-    let mut epoch = |p: &mut Pipeline, e: u64| {
+    let epoch = |p: &mut Pipeline, e: u64| {
         p.start_epoch(e, 0);
         let mut out = Vec::new();
         while let Some(b) = p.next_batch() {

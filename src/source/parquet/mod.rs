@@ -281,6 +281,7 @@ pub struct ParquetSet {
     fetch: Fetch,
     cache: GroupCache,
     /// Each object's version as the store's listing gave it (until the node cache takes them).
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     versions: std::collections::HashMap<String, String>,
 }
 
