@@ -302,6 +302,43 @@ fn stoke_pack_on_a_disk_that_fills_leaves_only_whole_files_under_their_names() {
     }
 }
 
+#[cfg(feature = "remote")]
+#[test]
+fn a_node_cache_on_a_disk_that_fills_serves_the_object_and_leaves_no_partial_entry() {
+    use stoke::source::cache::ObjectCache;
+    let t = tempfile::tempdir().unwrap();
+    let mnt = t.path().join("small");
+    fs::create_dir_all(&mnt).unwrap();
+    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&mnt).status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount a small tmpfs here (needs root); the disk-full case is not tested");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    // A limit far above the disk: the write fails half way, not the eviction.
+    let c = ObjectCache::open(&mnt.join("cache"), 1 << 30).unwrap();
+    let big = vec![9u8; 400 << 10];
+    let got = c.get("s3://b/big.tar", "v1", big.len() as u64, || Ok((big.clone().into(), "v1".into()))).unwrap();
+    assert_eq!(got.len(), big.len(), "served from the store all the same");
+    let names: Vec<String> =
+        fs::read_dir(mnt.join("cache")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.ends_with(".obj") && !n.contains(".tmp.")), "a partial entry was left: {names:?}");
+    // It stepped aside: the next read goes to the store again, and still works.
+    let mut fetched = false;
+    c.get("s3://b/small.tar", "v1", 10, || {
+        fetched = true;
+        Ok((vec![1u8; 10].into(), "v1".into()))
+    })
+    .unwrap();
+    assert!(fetched);
+}
+
 // ---- shard facts ------------------------------------------------------------------------
 
 #[test]
