@@ -162,7 +162,9 @@ impl StreamSource {
     pub fn with_cache(mut self, dir: &Path, limit: u64) -> Result<Self> {
         if let Some(pq) = &mut self.set.parquet {
             // Parquet: each row group's column chunks, through the same cache.
-            let pq = std::sync::Arc::get_mut(pq).expect("the shard set is not shared before the pipeline starts");
+            let Some(pq) = std::sync::Arc::get_mut(pq) else {
+                return Err(Error::config("cache_dir: the Parquet set is already in use; set the cache before the pipeline starts"));
+            };
             pq.with_cache(dir, limit)?;
             return Ok(self);
         }
