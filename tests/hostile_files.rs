@@ -210,24 +210,31 @@ fn a_tar_index_naming_a_shard_or_a_byte_range_that_cannot_be_is_rebuilt() {
     }
 }
 
-#[test]
-fn a_full_disk_while_the_index_is_written_leaves_no_file_and_the_next_open_builds_it() {
-    let mnt = std::env::temp_dir().join(format!("stoke-full-{}", std::process::id()));
-    fs::create_dir_all(&mnt).unwrap();
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"]).arg(&mnt).status();
+/// A tmpfs of `size` (e.g. "512k") mounted on `mnt` (created) for a disk-full case, unmounted
+/// when the guard drops; None (the test says it skips) where mounting is not allowed.
+fn small_disk(mnt: &Path, size: &str) -> Option<Unmount> {
+    fs::create_dir_all(mnt).unwrap();
+    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(mnt).status();
     if !ok.is_ok_and(|s| s.success()) {
         eprintln!("skipped: cannot mount a small tmpfs here (needs root); the disk-full case is not tested");
-        let _ = fs::remove_dir(&mnt);
-        return;
+        return None;
     }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-            let _ = fs::remove_dir(&self.0);
-        }
+    Some(Unmount(mnt.to_path_buf()))
+}
+
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
-    let _guard = Unmount(mnt.clone());
+}
+
+#[test]
+fn a_full_disk_while_the_index_is_written_leaves_no_file_and_the_next_open_builds_it() {
+    let t = tempfile::tempdir().unwrap();
+    let mnt = t.path().join("small");
+    let Some(_disk) = small_disk(&mnt, "1m") else { return };
     let root = mnt.join("ds");
     let cache = mnt.join("cache");
     // Long names make an index of tens of KiB: it cannot fit in the space left below.
@@ -260,19 +267,7 @@ fn a_full_disk_while_the_index_is_written_leaves_no_file_and_the_next_open_build
 fn stoke_pack_on_a_disk_that_fills_leaves_only_whole_files_under_their_names() {
     let t = tempfile::tempdir().unwrap();
     let mnt = t.path().join("small");
-    fs::create_dir_all(&mnt).unwrap();
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"]).arg(&mnt).status();
-    if !ok.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot mount a small tmpfs here (needs root); the disk-full case is not tested");
-        return;
-    }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Unmount(mnt.clone());
+    let Some(_disk) = small_disk(&mnt, "512k") else { return };
     // Noise JPEGs of ~20 KiB each, 60 of them: more than the 512 KiB disk holds.
     let src = t.path().join("src");
     for i in 0..60 {
@@ -308,19 +303,7 @@ fn a_node_cache_on_a_disk_that_fills_serves_the_object_and_leaves_no_partial_ent
     use stoke::source::cache::ObjectCache;
     let t = tempfile::tempdir().unwrap();
     let mnt = t.path().join("small");
-    fs::create_dir_all(&mnt).unwrap();
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&mnt).status();
-    if !ok.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: cannot mount a small tmpfs here (needs root); the disk-full case is not tested");
-        return;
-    }
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Unmount(mnt.clone());
+    let Some(_disk) = small_disk(&mnt, "256k") else { return };
     // A limit far above the disk: the write fails half way, not the eviction.
     let c = ObjectCache::open(&mnt.join("cache"), 1 << 30).unwrap();
     let big = vec![9u8; 400 << 10];

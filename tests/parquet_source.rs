@@ -12,22 +12,12 @@ use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use parquet_common::{clean, jpeg, sample, tempdir, write_both, write_hf, RowIn, COUNTS, NAMES};
+use parquet_common::{clean, config, jpeg, sample, tempdir, write_both, write_hf, RowIn, COUNTS, NAMES};
 use std::path::Path;
 use std::sync::Arc;
-use stoke::config::{AugmentSpec, BackendKind, OnError, PipelineConfig, StreamSpec};
+use stoke::config::{OnError, StreamSpec};
 use stoke::pipeline::Pipeline;
 use stoke::source::{Dataset, IndexOptions};
-
-fn config(dataset: &Path, stream: bool) -> PipelineConfig {
-    let mut c = PipelineConfig::new(dataset);
-    c.augment = AugmentSpec::train(16);
-    (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
-    if stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
-    }
-    c
-}
 
 /// One delivered sample: position, dataset index, label, pixels.
 type Got = (u64, usize, i64, Vec<u8>);

@@ -6,23 +6,13 @@
 mod parquet_common;
 mod store_common;
 
-use parquet_common::{clean, jpeg, tempdir, write_both, NAMES};
+use parquet_common::{clean, config, jpeg, tempdir, write_both, NAMES};
 use std::path::{Path, PathBuf};
-use stoke::config::{AugmentSpec, BackendKind, PipelineConfig, StreamSpec};
+use stoke::config::PipelineConfig;
 use stoke::pipeline::Pipeline;
 use stoke::source::remote::Store;
 use stoke::source::{Dataset, IndexOptions};
 use store_common::{make_bucket, moto, short_timeouts, use_endpoint};
-
-fn config(dataset: &Path, stream: bool) -> PipelineConfig {
-    let mut c = PipelineConfig::new(dataset);
-    c.augment = AugmentSpec::train(16);
-    (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
-    if stream {
-        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
-    }
-    c
-}
 
 fn batches(c: PipelineConfig) -> Vec<(Vec<i64>, Vec<u8>)> {
     let mut p = Pipeline::new(c).unwrap();

@@ -76,3 +76,16 @@ pub fn tempdir(name: &str) -> PathBuf {
 pub fn clean() -> impl Fn(usize, &mut RowIn) {
     |_, _| {}
 }
+
+/// The tests' pipeline over `dataset`: the train preset at 16, batches of 5, CPU backend; in
+/// stream mode groups of 2 row groups.
+pub fn config(dataset: &Path, stream: bool) -> stoke::config::PipelineConfig {
+    use stoke::config::{AugmentSpec, BackendKind, PipelineConfig, StreamSpec};
+    let mut c = PipelineConfig::new(dataset);
+    c.augment = AugmentSpec::train(16);
+    (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (5, 7, BackendKind::Cpu, 1, 2);
+    if stream {
+        c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
+    }
+    c
+}
