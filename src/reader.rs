@@ -23,7 +23,8 @@
 //! ([`crate::config::StreamSpec`]): no per-sample index, whole shards read ahead, the same
 //! [`ReadBatch`] out.
 
-use crate::augment::params::{draw, AugParams};
+use crate::augment::params::AugParams;
+use crate::augment::views::draw_views;
 use crate::config::PipelineConfig;
 use crate::config::{AugmentSpec, OnError, Sampling, WeightSource};
 use crate::error::{Error, Result};
@@ -48,8 +49,8 @@ pub struct ReadSample {
     pub position: u64,
     /// Where its compressed bytes are in [`ReadBatch::data`] (empty on error).
     pub bytes: Range<usize>,
-    /// Augment parameters drawn for it.
-    pub params: AugParams,
+    /// Augment parameters drawn for it, one per view.
+    pub params: Vec<AugParams>,
     /// Class label (`-1` unlabeled, or unknown when it could not be read).
     pub label: i64,
     /// Why it could not be read (policy `skip` only); the bytes are then empty.
@@ -75,7 +76,7 @@ pub struct ReadBatch {
 struct Shared {
     dataset: Arc<Dataset>,
     sampler: Sampler,
-    spec: AugmentSpec,
+    specs: Vec<AugmentSpec>,
     seed: u64,
     batch_size: usize,
     on_error: OnError,
@@ -157,7 +158,8 @@ impl Shared {
                 Some(info) => (info.width as i32, info.height as i32, info.orientation as u32),
                 None => (1, 1, 1),
             };
-            let params = draw(&self.spec, self.seed, job.epoch, position, w, h, o);
+            let mut params = Vec::with_capacity(self.specs.len());
+            draw_views(&self.specs, self.seed, job.epoch, position, w, h, o, &mut params);
             let append = |b: &mut ReadBatch, bytes: &[u8]| {
                 let start = b.data.len();
                 b.data.extend_from_slice(bytes);
@@ -181,7 +183,14 @@ impl Shared {
                     OnError::Fail => return Err(e),
                     OnError::Skip => {
                         let at = b.data.len();
-                        b.samples.push(ReadSample { index, position, bytes: at..at, params, label: meta.label, error: Some(e) });
+                        b.samples.push(ReadSample {
+                            index,
+                            position,
+                            bytes: at..at,
+                            params: params.clone(),
+                            label: meta.label,
+                            error: Some(e),
+                        });
                     }
                 },
             }
@@ -229,8 +238,9 @@ fn worker(shared: Arc<Shared>, jobs: Receiver<Job>, results: Sender<Done>) {
 /// ([`SamplerConfig::from_pipeline`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReaderConfig {
-    /// The augmentation whose parameters are drawn per sample.
-    pub spec: AugmentSpec,
+    /// The augmentation of each view (one without `views`), whose parameters are drawn per
+    /// sample.
+    pub specs: Vec<AugmentSpec>,
     /// Base seed of the draws.
     pub seed: u64,
     /// Samples per batch.
@@ -251,7 +261,7 @@ impl ReaderConfig {
     /// The reader settings of a (validated) pipeline config.
     pub fn from_pipeline(c: &PipelineConfig) -> Self {
         Self {
-            spec: c.augment.clone(),
+            specs: c.view_specs(),
             seed: c.seed,
             batch_size: c.batch_size,
             on_error: c.on_error,
@@ -328,7 +338,7 @@ impl Reader {
         let shared = Arc::new(Shared {
             dataset,
             sampler,
-            spec: config.spec.clone(),
+            specs: config.specs.clone(),
             seed: config.seed,
             batch_size: config.batch_size,
             on_error: config.on_error,

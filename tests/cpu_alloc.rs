@@ -52,13 +52,14 @@ fn batch_allocations_do_not_grow_with_the_batch() {
     let mut batch = Batch::new_host(DType::F32, TensorLayout::Nchw);
     let describe = |i: usize| (format!("k{i}"), String::new());
     let mut count = |n: usize, seed: u64| {
+        let params: Vec<_> = (0..n).map(|i| draw(&spec, seed, 0, i as u64, 160, 120, 1)).collect();
         let ins: Vec<SampleIn<'_>> = (0..n)
             .map(|i| SampleIn {
                 index: i,
                 position: i as u64,
                 label: 0,
                 bytes: &file,
-                params: draw(&spec, seed, 0, i as u64, 160, 120, 1),
+                params: std::slice::from_ref(&params[i]),
                 read_error: None,
             })
             .collect();

@@ -5,6 +5,7 @@
 use jpeg_encoder::{ColorType, Encoder};
 use stoke::augment::host::{self, Scratch, SrcImage};
 use stoke::augment::params::draw;
+use stoke::augment::AugParams;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::{BatchInput, SampleIn};
@@ -47,7 +48,12 @@ fn config(spec: AugmentSpec, threads: usize, on_error: OnError, dtype: DType, la
     c
 }
 
-fn samples<'a>(s: &'a Set, spec: &AugmentSpec, broken: &[usize]) -> Vec<SampleIn<'a>> {
+/// Each sample's params for `spec` (one view).
+fn draws(s: &Set, spec: &AugmentSpec) -> Vec<AugParams> {
+    (0..s.files.len()).map(|i| draw(spec, 7, 1, 100 + i as u64, s.dims[i].0, s.dims[i].1, 1)).collect()
+}
+
+fn samples<'a>(s: &'a Set, params: &'a [AugParams], broken: &[usize]) -> Vec<SampleIn<'a>> {
     s.files
         .iter()
         .enumerate()
@@ -56,7 +62,7 @@ fn samples<'a>(s: &'a Set, spec: &AugmentSpec, broken: &[usize]) -> Vec<SampleIn
             position: 100 + i as u64,
             label: i as i64 * 10,
             bytes: if broken.contains(&i) { &f[..f.len() / 3] } else { f },
-            params: draw(spec, 7, 1, 100 + i as u64, s.dims[i].0, s.dims[i].1, 1),
+            params: std::slice::from_ref(&params[i]),
             read_error: None,
         })
         .collect()
@@ -71,7 +77,8 @@ fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
     let s = set();
     for spec in [AugmentSpec::train(48), AugmentSpec::eval(40)] {
         for (dtype, layout) in [(DType::F32, Layout::Nchw), (DType::F16, Layout::Nhwc), (DType::Bf16, Layout::Nchw)] {
-            let ins = samples(&s, &spec, &[]);
+            let params = draws(&s, &spec);
+            let ins = samples(&s, &params, &[]);
             let mut outs = Vec::new();
             for threads in [1, 2, 3] {
                 let c = config(spec.clone(), threads, OnError::Skip, dtype, layout);
@@ -93,7 +100,7 @@ fn same_bytes_whatever_the_thread_count_and_equal_to_the_whole_image_path() {
                 decode_rgb(smp.bytes, 1 << 30, &mut img).unwrap();
                 let mut want = vec![0u8; per];
                 let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
-                host::augment(src, &smp.params, &c.output, &mut want, 0, &mut Scratch::default()).unwrap();
+                host::augment(src, &smp.params[0], &c.output, &mut want, 0, &mut Scratch::default()).unwrap();
                 assert_eq!(&outs[0][i * per..(i + 1) * per], &want[..], "sample {i} {dtype:?} {layout:?}");
             }
         }
@@ -126,15 +133,9 @@ fn dct_scaled_decoding_stays_close_to_the_full_path() {
     let mut file = Vec::new();
     Encoder::new(&mut file, 92).encode(&rgb, w, h, ColorType::Rgb).unwrap();
     let spec = AugmentSpec::eval(48); // shorter side 54: 800/54 = 14.8× → 1/4 leaves 3.7×
-    let ins = vec![SampleIn {
-        index: 0,
-        position: 0,
-        label: 0,
-        bytes: &file,
-        params: draw(&spec, 0, 0, 0, w as i32, h as i32, 1),
-        read_error: None,
-    }];
-    assert_eq!(stoke::backend::cpu::dct_denominator(&ins[0].params), 4);
+    let params = draw(&spec, 0, 0, 0, w as i32, h as i32, 1);
+    let ins = vec![SampleIn { index: 0, position: 0, label: 0, bytes: &file, params: std::slice::from_ref(&params), read_error: None }];
+    assert_eq!(stoke::backend::cpu::dct_denominator(&ins[0].params[0]), 4);
     let run = |dct: bool, threads: usize| {
         let mut c = config(spec.clone(), threads, OnError::Fail, DType::F32, Layout::Nchw);
         c.output.mean = [0.0; 3];
@@ -156,7 +157,8 @@ fn dct_scaled_decoding_stays_close_to_the_full_path() {
 fn decode_only_decodes_every_sample_writes_no_images_and_still_names_a_broken_one() {
     let s = set();
     let spec = AugmentSpec::train(48);
-    let ins = samples(&s, &spec, &[2]);
+    let params = draws(&s, &spec);
+    let ins = samples(&s, &params, &[2]);
     let mut c = config(spec.clone(), 2, OnError::Skip, DType::F32, Layout::Nchw);
     c.decode_only = true;
     let mut b = CpuBackend::new(&c).unwrap();

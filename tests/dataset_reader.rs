@@ -29,13 +29,13 @@ fn config(root: &Path, threads: usize, prefetch: usize) -> PipelineConfig {
 }
 
 /// (epoch, step, [(index, position, bytes, params, error?)]) for a whole batch.
-type Flat = (u64, u64, Vec<(usize, u64, Vec<u8>, stoke::AugParams, Option<String>)>);
+type Flat = (u64, u64, Vec<(usize, u64, Vec<u8>, Vec<stoke::AugParams>, Option<String>)>);
 
 fn flatten(b: &ReadBatch) -> Flat {
     let s = b
         .samples
         .iter()
-        .map(|s| (s.index, s.position, b.data[s.bytes.clone()].to_vec(), s.params, s.error.as_ref().map(|e| e.to_string())))
+        .map(|s| (s.index, s.position, b.data[s.bytes.clone()].to_vec(), s.params.clone(), s.error.as_ref().map(|e| e.to_string())))
         .collect();
     (b.epoch, b.step, s)
 }
@@ -65,7 +65,7 @@ fn reference(d: &Dataset, c: &PipelineConfig, epoch: u64) -> Vec<Flat> {
                     d.read_bytes(i, &mut buf).unwrap();
                     let info = d.sample(i).info.unwrap();
                     let params = draw(&c.augment, c.seed, epoch, p, info.width as i32, info.height as i32, info.orientation as u32);
-                    (i, p, buf, params, None)
+                    (i, p, buf, vec![params], None)
                 })
                 .collect();
             (epoch, step as u64, samples)

@@ -129,7 +129,7 @@ fn skip_replaces_bad_files_with_the_next_good_slot(kind: BackendKind) {
         let j = if is_bad { next_good(i) } else { i };
         assert_eq!(batch.indices[i], rb.samples[j].index, "slot {i}");
         assert_eq!(batch.labels[i], ds.sample(rb.samples[j].index).label, "slot {i}");
-        assert_eq!(batch.params[i], rb.samples[j].params, "slot {i}");
+        assert_eq!(batch.params[i], rb.samples[j].params[0], "slot {i}");
         assert_eq!(batch.positions[i], rb.samples[i].position, "slot {i} keeps its position");
         if is_bad {
             assert_eq!(&px[i * per..(i + 1) * per], &px[j * per..(j + 1) * per], "slot {i} shows slot {j}'s pixels");

@@ -125,7 +125,7 @@ fn device_augment_matches_the_cpu_backend() {
                     tables.add(p, &mut d);
                     descs.push(d);
                 }
-                let plan = TablePlan { spans: tables.spans, weights: tables.weights, k_max: u32::MAX, batch };
+                let plan = TablePlan { spans: tables.spans, weights: tables.weights, k_max: u32::MAX, batch, pixels: 0 };
                 let aug = Augmenter::new(&gpu, &stream, plan, &output).unwrap();
                 let (ow, oh) = spec.size;
                 let sample = 3 * (ow * oh) as usize * dtype.size();

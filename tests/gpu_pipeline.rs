@@ -109,7 +109,7 @@ fn cpu_reference(cpu: &mut CpuBackend, ds: &Dataset, rb: &stoke::reader::ReadBat
             position: s.position,
             label: ds.sample(s.index).label,
             bytes: &rb.data[s.bytes.clone()],
-            params: s.params,
+            params: &s.params,
             read_error: None,
         })
         .collect();

@@ -215,7 +215,7 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
     // Room for the two largest shards (a group of 2 always fits), plus a little.
     let roomy = sorted[sorted.len() - 1] + sorted[sorted.len() - 2] + 1000;
     let reader_cfg = ReaderConfig {
-        spec: AugmentSpec::train(16),
+        specs: vec![AugmentSpec::train(16)],
         seed: 5,
         batch_size: 4,
         on_error: OnError::Fail,

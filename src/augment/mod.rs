@@ -61,5 +61,6 @@ pub mod params;
 pub(crate) mod region;
 
 pub mod spec;
+pub mod views;
 
 pub use params::AugParams;

@@ -22,8 +22,8 @@ pub struct SampleIn<'a> {
     pub label: i64,
     /// Compressed bytes (empty when `read_error` is set).
     pub bytes: &'a [u8],
-    /// Augment parameters drawn for it.
-    pub params: AugParams,
+    /// Augment parameters drawn for it, one per view (one without `views`).
+    pub params: &'a [AugParams],
     /// Why it could not be read, if it could not.
     pub read_error: Option<SlotError>,
 }
@@ -399,7 +399,7 @@ pub(crate) fn fill_records(samples: &[SampleIn<'_>], sources: &[usize], batch: &
         batch.labels.push(from.label);
         batch.positions.push(s.position);
         batch.indices.push(from.index);
-        batch.params.push(from.params);
+        batch.params.extend_from_slice(from.params);
     }
 }
 
@@ -486,13 +486,15 @@ mod tests {
 
     #[test]
     fn records_follow_the_sources_and_keep_their_positions() {
-        let ins: Vec<SampleIn<'static>> = (0..4)
+        let params: Vec<[AugParams; 2]> =
+            (0..4).map(|i| [AugParams { crop_x: i, ..AugParams::default() }, AugParams { crop_y: i, ..AugParams::default() }]).collect();
+        let ins: Vec<SampleIn<'_>> = (0..4)
             .map(|i| SampleIn {
                 index: 10 + i,
                 position: 100 + i as u64,
                 label: 1000 + i as i64,
                 bytes: &[],
-                params: AugParams { crop_x: i as i32, ..AugParams::default() },
+                params: &params[i],
                 read_error: None,
             })
             .collect();
@@ -501,6 +503,8 @@ mod tests {
         assert_eq!(batch.labels, vec![1000, 1002, 1002, 1000]);
         assert_eq!(batch.indices, vec![10, 12, 12, 10]);
         assert_eq!(batch.positions, vec![100, 101, 102, 103], "a slot keeps its own position");
-        assert_eq!(batch.params.iter().map(|p| p.crop_x).collect::<Vec<_>>(), vec![0, 2, 2, 0]);
+        // Every view's params, slot by slot.
+        let got: Vec<(i32, i32)> = batch.params.iter().map(|p| (p.crop_x, p.crop_y)).collect();
+        assert_eq!(got, vec![(0, 0), (0, 0), (2, 0), (0, 2), (2, 0), (0, 2), (0, 0), (0, 0)]);
     }
 }

@@ -22,8 +22,11 @@ pub const SLOT_ALIGN: usize = 256;
 /// images is the slot's *tail*, uploaded in one copy per batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotLayout {
-    /// `[batch, 3, h, w]` or `[batch, h, w, 3]`.
+    /// `[batch, 3, h, w]` or `[batch, h, w, 3]`: the first view's (the only one without
+    /// `views`; the images hold every view of every sample, [`crate::augment::views`]).
     pub shape: [usize; 4],
+    /// Views per sample: the params and descriptors arrays hold `batch · views` entries.
+    pub views: usize,
     /// Element type of the images.
     pub dtype: DType,
     /// Layout of the images.
@@ -49,21 +52,39 @@ pub struct SlotLayout {
 impl SlotLayout {
     /// Layout for batches of `batch` images of `out_w × out_h`, with `desc_bytes` of kernel
     /// descriptor per sample and soft targets of `classes` columns (0: none).
+    #[cfg(test)]
     pub fn new(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout, desc_bytes: usize, classes: usize) -> Self {
+        let one = [crate::augment::views::GroupShape { count: 1, width: out_w, height: out_h }];
+        Self::for_views(batch, &one, dtype, layout, desc_bytes, classes)
+    }
+
+    /// Layout for batches of `batch` samples of the views of `groups` (each view of each
+    /// sample has its params and a descriptor of `desc_bytes`).
+    pub fn for_views(
+        batch: usize,
+        groups: &[crate::augment::views::GroupShape],
+        dtype: DType,
+        layout: Layout,
+        desc_bytes: usize,
+        classes: usize,
+    ) -> Self {
+        let first = groups.first().copied().unwrap_or_default();
         let shape = match layout {
-            Layout::Nchw => [batch, 3, out_h, out_w],
-            Layout::Nhwc => [batch, out_h, out_w, 3],
+            Layout::Nchw => [batch, 3, first.height, first.width],
+            Layout::Nhwc => [batch, first.height, first.width, 3],
         };
-        let image_bytes = batch * 3 * out_h * out_w * dtype.size();
+        let views: usize = groups.iter().map(|g| g.count).sum::<usize>().max(1);
+        let image_bytes = batch * groups.iter().map(|g| g.count * g.sample_elements()).sum::<usize>() * dtype.size();
         let labels_offset = image_bytes.next_multiple_of(SLOT_ALIGN);
         let params_offset = (labels_offset + batch * 8).next_multiple_of(SLOT_ALIGN);
-        let descs_offset = (params_offset + batch * std::mem::size_of::<AugParams>()).next_multiple_of(SLOT_ALIGN);
+        let descs_offset = (params_offset + batch * views * std::mem::size_of::<AugParams>()).next_multiple_of(SLOT_ALIGN);
         let mix_bytes = if classes > 0 { batch * std::mem::size_of::<crate::augment::mixup::MixParams>() } else { 0 };
-        let mix_offset = (descs_offset + batch * desc_bytes).next_multiple_of(SLOT_ALIGN);
+        let mix_offset = (descs_offset + batch * views * desc_bytes).next_multiple_of(SLOT_ALIGN);
         let targets_offset = (mix_offset + mix_bytes).next_multiple_of(SLOT_ALIGN);
         let slot_bytes = (targets_offset + batch * classes * 4).next_multiple_of(SLOT_ALIGN);
         Self {
             shape,
+            views,
             dtype,
             layout,
             image_bytes,
@@ -753,6 +774,25 @@ mod tests {
                 assert!(l.slot_bytes >= l.descs_offset + 48 * b && l.slot_bytes % SLOT_ALIGN == 0);
             }
         }
+    }
+
+    #[test]
+    fn a_views_slot_holds_every_view_then_params_and_descriptors_per_view() {
+        use crate::augment::views::GroupShape;
+        let groups = [GroupShape { count: 2, width: 224, height: 224 }, GroupShape { count: 8, width: 96, height: 96 }];
+        let l = SlotLayout::for_views(4, &groups, DType::F16, Layout::Nchw, 48, 0);
+        let pb = std::mem::size_of::<crate::augment::AugParams>();
+        assert_eq!((l.shape, l.views), ([4, 3, 224, 224], 10));
+        assert_eq!(l.image_bytes, 4 * (2 * 3 * 224 * 224 + 8 * 3 * 96 * 96) * 2);
+        assert_eq!(l.params_offset, (l.labels_offset + 32).next_multiple_of(256));
+        assert_eq!(l.descs_offset, (l.params_offset + 40 * pb).next_multiple_of(256));
+        assert_eq!(l.slot_bytes, (l.descs_offset + 40 * 48).next_multiple_of(256));
+        // One group of one view is the single-view layout.
+        let one = [GroupShape { count: 1, width: 7, height: 5 }];
+        assert_eq!(
+            SlotLayout::for_views(3, &one, DType::F32, Layout::Nhwc, 48, 0),
+            SlotLayout::new(3, 7, 5, DType::F32, Layout::Nhwc, 48, 0)
+        );
     }
 
     #[test]

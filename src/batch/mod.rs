@@ -6,6 +6,7 @@
 //! good sample of the same batch (cyclic): its pixels, `params[i]`, `labels[i]` and
 //! `indices[i]` are the replacement's, and a [`Substitute`] records what happened.
 
+use crate::augment::views::{view_offsets, GroupShape, ViewPlace};
 use crate::augment::AugParams;
 use crate::config::{DType, Layout};
 use crate::error::SlotError;
@@ -96,8 +97,12 @@ pub struct Batch {
     pub images: Images,
     /// Class labels, one per slot.
     pub labels: Vec<i64>,
-    /// `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]` (NHWC).
+    /// `[N, 3, H, W]` (NCHW) or `[N, H, W, 3]` (NHWC): the shape of the first view (the only
+    /// one without `views`).
     pub shape: [usize; 4],
+    /// The view groups in the images, one after another, each view-major
+    /// ([`crate::augment::views`]); one group of one view without `views`.
+    pub groups: Vec<GroupShape>,
     /// Element type.
     pub dtype: DType,
     /// Memory layout.
@@ -110,7 +115,8 @@ pub struct Batch {
     pub positions: Vec<u64>,
     /// Dataset index of the sample whose pixels are in each slot.
     pub indices: Vec<usize>,
-    /// Augment parameters applied to each slot.
+    /// Augment parameters applied to each slot: [`Batch::views`] per slot, slot by slot (one
+    /// per slot without `views`).
     pub params: Vec<AugParams>,
     /// Slots whose sample was replaced.
     pub substitutes: Vec<Substitute>,
@@ -134,6 +140,7 @@ impl Batch {
             images: Images::Host(HostImages::new(dtype)),
             labels: Vec::new(),
             shape: [0; 4],
+            groups: Vec::new(),
             dtype,
             layout,
             epoch: 0,
@@ -167,16 +174,40 @@ impl Batch {
         }
     }
 
-    /// Bytes of one sample.
+    /// Bytes of one sample of the first view (the only one without `views`).
     pub fn sample_bytes(&self) -> usize {
         self.shape[1] * self.shape[2] * self.shape[3] * self.dtype.size()
     }
 
+    /// Views of each sample (1 without `views`).
+    pub fn views(&self) -> usize {
+        self.groups.iter().map(|g| g.count).sum::<usize>().max(1)
+    }
+
+    /// Where each view lies in the images ([`crate::augment::views::view_offsets`]).
+    pub fn view_places(&self) -> Vec<ViewPlace> {
+        view_offsets(&self.groups, self.len(), self.dtype.size())
+    }
+
+    /// Bytes of all the images: every view of every sample.
+    pub fn images_bytes(&self) -> usize {
+        self.groups.iter().map(|g| g.count * self.len() * g.sample_elements()).sum::<usize>() * self.dtype.size()
+    }
+
+    /// The shape of a tensor of `n` images of `w × h` in this batch's layout.
+    pub fn shape_of(&self, n: usize, w: usize, h: usize) -> [usize; 4] {
+        match self.layout {
+            Layout::Nchw => [n, 3, h, w],
+            Layout::Nhwc => [n, h, w, 3],
+        }
+    }
+
     /// The tensor bytes when the batch is on the host (`None` for a device batch, and for a
-    /// host batch whose images a tensor took, `Batch::take_candle`, feature `candle`).
+    /// host batch whose images a tensor took, `Batch::take_candle`, feature `candle`): every
+    /// view, group after group.
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match &self.images {
-            Images::Host(v) => v.get(..self.len() * self.sample_bytes()),
+            Images::Host(v) => v.get(..self.images_bytes()),
             Images::Device(_) => None,
         }
     }
@@ -217,11 +248,17 @@ impl Batch {
         })
     }
 
-    /// Set the shape for `n` samples of `w × h` in this batch's layout.
+    /// Set the shape for `n` samples of one view of `w × h` in this batch's layout.
     pub fn set_shape(&mut self, n: usize, w: usize, h: usize) {
-        self.shape = match self.layout {
-            Layout::Nchw => [n, 3, h, w],
-            Layout::Nhwc => [n, h, w, 3],
-        };
+        self.set_views(n, &[GroupShape { count: 1, width: w, height: h }]);
+    }
+
+    /// Set the shape for `n` samples of the views of `groups` (the first view's shape is
+    /// `shape`).
+    pub fn set_views(&mut self, n: usize, groups: &[GroupShape]) {
+        let first = groups.first().copied().unwrap_or_default();
+        self.shape = self.shape_of(n, first.width, first.height);
+        self.groups.clear();
+        self.groups.extend_from_slice(groups);
     }
 }

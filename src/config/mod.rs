@@ -4,13 +4,16 @@
 //! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
 
 mod options;
+mod views;
 pub use crate::augment::mixup::{MixupMode, MixupSpec};
 pub use options::{OptionNames, PipelineOptions, Preset, TrainInterpolation};
+pub use views::ViewOptions;
 
 pub use crate::augment::spec::{
     AffineSpec, AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec, RotateInterp,
     IMAGENET_MEAN, IMAGENET_STD,
 };
+pub use crate::augment::views::{GroupShape, ViewGroup, MAX_VIEWS};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -281,6 +284,11 @@ pub struct PipelineConfig {
     /// Parquet data sets: the label column (`None`: the `ClassLabel` feature, else `label`).
     #[serde(default)]
     pub label_column: Option<String>,
+    /// Several views of every sample from its one decode, in groups of one size (empty: the
+    /// one view `augment`). `augment` is then the first view's spec. See
+    /// [`crate::augment::views`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<ViewGroup>,
 }
 
 /// Read-ahead budget of the streaming reader by default: 1 GiB.
@@ -364,6 +372,7 @@ impl PipelineConfig {
             stream: None,
             image_column: None,
             label_column: None,
+            views: Vec::new(),
         }
     }
 
@@ -394,9 +403,33 @@ impl PipelineConfig {
         Ok(())
     }
 
+    /// The view groups the pipeline makes: `views`, or the one view `augment`.
+    pub fn view_groups(&self) -> std::borrow::Cow<'_, [ViewGroup]> {
+        if self.views.is_empty() {
+            std::borrow::Cow::Owned(vec![ViewGroup { views: vec![self.augment.clone()] }])
+        } else {
+            std::borrow::Cow::Borrowed(&self.views)
+        }
+    }
+
+    /// Every view's spec, in view order (group by group).
+    pub fn view_specs(&self) -> Vec<AugmentSpec> {
+        self.view_groups().iter().flat_map(|g| g.views.iter().cloned()).collect()
+    }
+
+    /// Views per sample (1 without `views`).
+    pub fn view_count(&self) -> usize {
+        if self.views.is_empty() {
+            1
+        } else {
+            self.views.iter().map(ViewGroup::count).sum()
+        }
+    }
+
     /// Check every field; the error names the field and the value.
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
+        self.validate_views()?;
         self.sampling.validate()?;
         self.mixup.validate()?;
         let bad = |msg: String| Err(Error::config(msg));
@@ -466,6 +499,35 @@ impl PipelineConfig {
             if !(*s > 0.0 && s.is_finite()) {
                 return bad(format!("std[{i}] must be positive and finite, got {s}"));
             }
+        }
+        Ok(())
+    }
+}
+
+impl PipelineConfig {
+    /// The views' checks: each group valid, at most [`MAX_VIEWS`] in all, `augment` the first
+    /// view's spec, and nothing that has no meaning per view.
+    fn validate_views(&self) -> Result<()> {
+        if self.views.is_empty() {
+            return Ok(());
+        }
+        for (g, group) in self.views.iter().enumerate() {
+            group.validate(g)?;
+        }
+        let n = self.view_count();
+        if n > MAX_VIEWS {
+            return Err(Error::config(format!("views: at most {MAX_VIEWS} views of a sample, got {n}")));
+        }
+        if self.views[0].views[0] != self.augment {
+            return Err(Error::config("views: `augment` must be the first view's spec (the options set both)"));
+        }
+        if self.mixup.enabled() {
+            // One mixing partner per sample would mix every view of a sample with the same
+            // partner's views: no self-supervised recipe does that, and the soft targets of a
+            // view batch mean nothing to its losses.
+            return Err(Error::config(
+                "views with mixup/cutmix: refused (the multi-view recipes, DINO, DINOv2, SimCLR, do not mix samples, and the soft targets would be shared by differently cropped views); turn one off",
+            ));
         }
         Ok(())
     }

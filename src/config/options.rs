@@ -219,6 +219,8 @@ pub struct PipelineOptions {
     pub solarize_prob: Option<f64>,
     /// RandomSolarize threshold on the 0..255 scale (default 128).
     pub solarize_threshold: Option<f64>,
+    /// Several views of every sample from its one decode ([`super::ViewOptions`]).
+    pub views: Option<Vec<super::ViewOptions>>,
     /// JSON file of config fields that override everything above.
     pub config: Option<PathBuf>,
 }
@@ -277,6 +279,7 @@ struct RecipeSection {
     blur_kernel: Option<u32>,
     solarize_prob: Option<f64>,
     solarize_threshold: Option<f64>,
+    views: Option<Vec<super::ViewOptions>>,
 }
 
 impl PipelineOptions {
@@ -304,6 +307,9 @@ impl PipelineOptions {
         over!(color_jitter_prob, grayscale_prob, reprob, remode, recount, mixup, cutmix, cutmix_minmax, mixup_prob, mixup_switch_prob);
         over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale, aa);
         over!(blur_prob, blur_sigma, blur_kernel, solarize_prob, solarize_threshold);
+        if r.views.is_some() {
+            o.views = r.views;
+        }
         if train_interpolation.is_some() {
             o.train_interpolation = train_interpolation;
         }
@@ -335,12 +341,6 @@ impl PipelineOptions {
 
     fn build(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
         let mut c = PipelineConfig::new(dataset);
-        let size = self.size.unwrap_or(224);
-        c.augment = match self.preset {
-            Preset::Train | Preset::Deit => AugmentSpec::train(size),
-            Preset::Eval => AugmentSpec::eval(size),
-        };
-        c.augment.apply_exif = !self.no_exif;
         set(&mut c.output.dtype, self.dtype);
         set(&mut c.output.layout, self.layout);
         set(&mut c.output.mean, self.mean);
@@ -395,7 +395,41 @@ impl PipelineOptions {
                 names.of("stream")
             )));
         }
-        let a = &mut c.augment;
+        c.augment = self.augment_spec(c.output.mean, names)?;
+        let m = &mut c.mixup;
+        if self.preset == Preset::Deit {
+            (m.mixup, m.cutmix, m.smoothing) = (0.8, 1.0, 0.1);
+        }
+        set(&mut m.mixup, self.mixup);
+        set(&mut m.cutmix, self.cutmix);
+        m.cutmix_minmax = self.cutmix_minmax;
+        set(&mut m.prob, self.mixup_prob);
+        set(&mut m.switch_prob, self.mixup_switch_prob);
+        set(&mut m.mode, self.mixup_mode);
+        set(&mut m.smoothing, self.smoothing);
+        set(&mut m.num_classes, self.num_classes);
+        if let Some(groups) = &self.views {
+            c.views = self.view_groups(groups, c.output.mean, names)?;
+            c.augment = c.views[0].views[0].clone();
+        }
+        if let Some(f) = &self.config {
+            c.merge_json_file(f)?;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+impl PipelineOptions {
+    /// The augmentation these options describe: the preset at `size`, then the geometry
+    /// options, then the training recipe (timm's names). `mean` sets AutoAugment's fill.
+    pub(super) fn augment_spec(&self, mean: [f32; 3], names: OptionNames) -> Result<AugmentSpec> {
+        let size = self.size.unwrap_or(224);
+        let mut a = match self.preset {
+            Preset::Train | Preset::Deit => AugmentSpec::train(size),
+            Preset::Eval => AugmentSpec::eval(size),
+        };
+        a.apply_exif = !self.no_exif;
         set(&mut a.filter, self.filter);
         if self.no_antialias {
             a.antialias = false;
@@ -412,28 +446,10 @@ impl PipelineOptions {
                 names.of("ratio")
             )));
         }
-        let m = &mut c.mixup;
-        if self.preset == Preset::Deit {
-            (m.mixup, m.cutmix, m.smoothing) = (0.8, 1.0, 0.1);
-        }
-        set(&mut m.mixup, self.mixup);
-        set(&mut m.cutmix, self.cutmix);
-        m.cutmix_minmax = self.cutmix_minmax;
-        set(&mut m.prob, self.mixup_prob);
-        set(&mut m.switch_prob, self.mixup_switch_prob);
-        set(&mut m.mode, self.mixup_mode);
-        set(&mut m.smoothing, self.smoothing);
-        set(&mut m.num_classes, self.num_classes);
-        self.recipe(&mut c.augment, c.output.mean, names)?;
-        if let Some(f) = &self.config {
-            c.merge_json_file(f)?;
-        }
-        c.validate()?;
-        Ok(c)
+        self.recipe(&mut a, mean, names)?;
+        Ok(a)
     }
-}
 
-impl PipelineOptions {
     /// The training-recipe options (timm's names) on top of the preset.
     fn recipe(&self, a: &mut AugmentSpec, mean: [f32; 3], names: OptionNames) -> Result<()> {
         let named = |option: &str, e: Error| match e {

@@ -206,7 +206,7 @@ fn sample_inputs(rb: &ReadBatch) -> Vec<SampleIn<'_>> {
             position: s.position,
             label: s.label,
             bytes: &rb.data[s.bytes.clone()],
-            params: s.params,
+            params: &s.params,
             read_error: s.error.as_ref().map(|e| {
                 SlotError::Read(match e {
                     Error::Sample { message, .. } => message.clone(),

@@ -55,7 +55,7 @@
 //! backend substitutes it); under [`OnError::Fail`] the batch is an error naming the shard.
 
 use super::{ReadBatch, ReadSample, ReaderConfig};
-use crate::augment::params::draw;
+use crate::augment::views::draw_views;
 use crate::config::OnError;
 use crate::error::{Error, Result};
 use crate::sampler::rest::Share;
@@ -489,6 +489,12 @@ impl Assembler {
             let j = plan.need_of[at.shard];
             let index = self.source.index_of(at.shard, at.index);
             let path = &self.source.set.paths[at.shard];
+            let (cfg, epoch) = (&self.cfg, plan.epoch);
+            let views = |w, h, o| {
+                let mut params = Vec::with_capacity(cfg.specs.len());
+                draw_views(&cfg.specs, cfg.seed, epoch, position, w, h, o, &mut params);
+                params
+            };
             match take(plan, j) {
                 Ok(l) if l.members[at.index as usize].error.is_some() => {
                     let m = &l.members[at.index as usize];
@@ -496,7 +502,7 @@ impl Assembler {
                     if self.cfg.on_error == OnError::Fail {
                         return Err(err);
                     }
-                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
+                    let params = views(1, 1, 1);
                     let at_end = b.data.len();
                     b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: m.label, error: Some(err) });
                     b.names.push((m.key.clone(), m.location.clone()));
@@ -508,7 +514,7 @@ impl Assembler {
                         Ok(info) => (info.width as i32, info.height as i32, info.orientation as u32),
                         Err(_) => (1, 1, 1),
                     };
-                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, w, h, o);
+                    let params = views(w, h, o);
                     let start = b.data.len();
                     b.data.extend_from_slice(bytes);
                     b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
@@ -519,7 +525,7 @@ impl Assembler {
                     if self.cfg.on_error == OnError::Fail {
                         return Err(err);
                     }
-                    let params = draw(&self.cfg.spec, self.cfg.seed, plan.epoch, position, 1, 1, 1);
+                    let params = views(1, 1, 1);
                     let at_end = b.data.len();
                     b.samples.push(ReadSample { index, position, bytes: at_end..at_end, params, label: -1, error: Some(err) });
                     b.names.push((format!("{}#{}", self.source.set.facts[at.shard].name, at.index), path.clone()));

@@ -36,13 +36,17 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The batch's images, written by the pool's workers at disjoint ranges (see its use).
+struct SharedOut(*mut u8);
+// SAFETY: only used to make disjoint per-(view, sample) slices, one worker per sample.
+unsafe impl Sync for SharedOut {}
+
 /// The CPU decode + augment backend.
 pub struct CpuBackend {
     pool: rayon::ThreadPool,
     threads: usize,
     output: OutputSpec,
-    out_w: usize,
-    out_h: usize,
+    groups: Vec<crate::augment::views::GroupShape>,
     max_pixels: u64,
     dct: bool,
     on_error: OnError,
@@ -83,30 +87,35 @@ pub fn dct_denominator(p: &AugParams) -> u32 {
     [8u32, 4, 2].into_iter().find(|&d| left / d as f64 >= DCT_MIN_REMAINING_DOWNSCALE).unwrap_or(1)
 }
 
-/// Decode the region of `bytes` that holds `p`'s crop box (or, with `dct`, the whole image at
-/// reduced scale where [`dct_denominator`] allows) and augment it into `out` (decode only, for
-/// `decode_only`'s measurement, when `out` is `None`).
+/// Decode the region of `bytes` that holds every view's crop box (or, with `dct` and one
+/// view, the whole image at reduced scale where [`dct_denominator`] allows) once, and augment
+/// each view `views[v]` into `outs[v]` (decode only, for `decode_only`'s measurement, when
+/// `outs` is `None`).
 #[allow(clippy::too_many_arguments)]
 fn process_one(
     bytes: &[u8],
-    p: &AugParams,
+    views: &[AugParams],
     spec: &OutputSpec,
     max_pixels: u64,
     dct: bool,
-    out: Option<&mut [u8]>,
+    outs: Option<&mut [&mut [u8]]>,
     decode_ns: &AtomicU64,
     augment_ns: &AtomicU64,
 ) -> std::result::Result<(), SlotError> {
     WORKER.with(|w| {
         let w = &mut *w.borrow_mut();
         let t0 = Instant::now();
-        let denom = if dct { dct_denominator(p) } else { 1 };
+        let denom = match views {
+            [p] if dct => dct_denominator(p),
+            _ => 1,
+        };
         if denom > 1 {
+            let p = &views[0];
             let r = decode::decode_rgb_scaled(bytes, max_pixels, denom, &mut w.image);
             let t1 = Instant::now();
             decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
             r?;
-            let Some(out) = out else { return Ok(()) };
+            let Some([out]) = outs else { return Ok(()) };
             let img = &w.image;
             // The same geometry on the reduced image: its whole oriented extent is the crop.
             let (ow, oh) = oriented_size(img.width as i32, img.height as i32, p.orientation);
@@ -116,13 +125,13 @@ fn process_one(
             augment_ns.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
             return r.map_err(SlotError::Params);
         }
-        // Stored bounding box of the crop (the params describe the oriented image).
-        let region = crate::augment::region::crop_region(p);
+        // Stored bounding box of every view's crop (the params describe the oriented image).
+        let region = crate::augment::region::crop_region(&crate::augment::views::covering(views));
         let r = decode::decode_rgb_region(bytes, max_pixels, region, &mut w.image);
         let t1 = Instant::now();
         decode_ns.fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
         r?;
-        let Some(out) = out else { return Ok(()) };
+        let Some(outs) = outs else { return Ok(()) };
         let img = &w.image;
         let src = SrcImage {
             rgb: &img.rgb,
@@ -131,7 +140,7 @@ fn process_one(
             region: (img.region_x as i32, img.region_y as i32, img.region_w as i32, img.region_h as i32),
             row_stride: img.region_w as usize * 3,
         };
-        let r = host::augment(src, p, spec, out, 0, &mut w.scratch);
+        let r = views.iter().zip(outs.iter_mut()).try_for_each(|(p, out)| host::augment(src, p, spec, out, 0, &mut w.scratch));
         augment_ns.fetch_add(t1.elapsed().as_nanos() as u64, Ordering::Relaxed);
         r.map_err(SlotError::Params)
     })
@@ -158,8 +167,7 @@ impl CpuBackend {
             pool,
             threads,
             output: config.output.clone(),
-            out_w: config.augment.size.0 as usize,
-            out_h: config.augment.size.1 as usize,
+            groups: crate::augment::views::GroupShape::of(&config.view_groups()),
             max_pixels: config.max_decoded_pixels,
             dct: config.cpu_dct_scaling,
             on_error: config.on_error,
@@ -188,23 +196,29 @@ impl Backend for CpuBackend {
         let n = samples.len();
         batch.dtype = self.output.dtype;
         batch.layout = self.output.layout;
-        batch.set_shape(n, self.out_w, self.out_h);
+        batch.set_views(n, &self.groups);
         batch.epoch = epoch;
         batch.step = step;
-        let sample_bytes = batch.sample_bytes();
+        let places = batch.view_places();
+        let image_bytes = batch.images_bytes();
         if !matches!(batch.images, Images::Host(_)) || self.decode_only {
             // A device batch held before is returned; a decode-only batch holds no images.
             batch.images = Images::Host(Default::default());
         }
         let Images::Host(images) = &mut batch.images else { unreachable!("made a host batch above") };
         if !self.decode_only {
-            images.resize(self.output.dtype, n * sample_bytes);
+            images.resize(self.output.dtype, image_bytes);
         }
         for s in samples {
-            if (s.params.out_w as usize, s.params.out_h as usize) != (self.out_w, self.out_h) {
+            let ok = s.params.len() == places.len()
+                && s.params.iter().zip(&places).all(|(p, v)| (p.out_w as usize, p.out_h as usize) == (v.width, v.height));
+            if !ok {
+                let got: Vec<String> = s.params.iter().map(|p| format!("{}x{}", p.out_w, p.out_h)).collect();
+                let want: Vec<String> = places.iter().map(|v| format!("{}x{}", v.width, v.height)).collect();
                 return Err(Error::config(format!(
-                    "sample params ask for a {}x{} output, the pipeline makes {}x{}",
-                    s.params.out_w, s.params.out_h, self.out_w, self.out_h
+                    "sample params ask for views [{}], the pipeline makes [{}]",
+                    got.join(", "),
+                    want.join(", ")
                 )));
             }
         }
@@ -212,21 +226,37 @@ impl Backend for CpuBackend {
         let (decode_ns, augment_ns) = (AtomicU64::new(0), AtomicU64::new(0));
         let (spec, max_pixels, dct) = (&self.output, self.max_pixels, self.dct);
         let stop = &self.stop;
-        let one = |out: Option<&mut [u8]>, s: &crate::backend::SampleIn<'_>| match &s.read_error {
+        let one = |outs: Option<&mut [&mut [u8]]>, s: &crate::backend::SampleIn<'_>| match &s.read_error {
             Some(e) => Some(e.clone()),
             // The batch will be thrown away (Backend::set_stop): not worth decoding.
             None if stop.load(std::sync::atomic::Ordering::Relaxed) => Some(SlotError::Read("not made: the pipeline is stopping".into())),
-            None => process_one(s.bytes, &s.params, spec, max_pixels, dct, out, &decode_ns, &augment_ns).err(),
+            None => process_one(s.bytes, s.params, spec, max_pixels, dct, outs, &decode_ns, &augment_ns).err(),
         };
         self.pool.install(|| {
             if self.decode_only {
                 samples.par_iter().zip(status.par_iter_mut()).for_each(|(s, st)| *st = one(None, s));
-            } else {
-                images[..n * sample_bytes]
-                    .par_chunks_mut(sample_bytes)
+            } else if let [v] = places[..] {
+                // One view: each sample's output is one contiguous chunk.
+                images[..n * v.sample_bytes]
+                    .par_chunks_mut(v.sample_bytes)
                     .zip(samples.par_iter())
                     .zip(status.par_iter_mut())
-                    .for_each(|((out, s), st)| *st = one(Some(out), s));
+                    .for_each(|((out, s), st)| *st = one(Some(&mut [out]), s));
+            } else {
+                let base = SharedOut(images[..image_bytes].as_mut_ptr());
+                samples.par_iter().enumerate().zip(status.par_iter_mut()).for_each(|((i, s), st)| {
+                    let base = &base;
+                    // SAFETY: view `v` of sample `i` is the range `places[v].offset + i ·
+                    // sample_bytes` of length `sample_bytes`, inside the `image_bytes` above;
+                    // the ranges of distinct (view, sample) pairs are disjoint (views lie
+                    // view-major, groups one after another: `view_offsets`), and each sample's
+                    // ranges are made by this one closure call only.
+                    let mut outs: Vec<&mut [u8]> = places
+                        .iter()
+                        .map(|v| unsafe { std::slice::from_raw_parts_mut(base.0.add(v.offset + i * v.sample_bytes), v.sample_bytes) })
+                        .collect();
+                    *st = one(Some(&mut outs), s);
+                });
             }
         });
 
@@ -235,7 +265,10 @@ impl Backend for CpuBackend {
         if let Some(sources) = plan.sources() {
             if !self.decode_only {
                 for (to, &from) in sources.iter().enumerate().filter(|(to, from)| to != *from) {
-                    images.copy_within(from * sample_bytes..(from + 1) * sample_bytes, to * sample_bytes);
+                    for v in &places {
+                        let at = |i: usize| v.offset + i * v.sample_bytes;
+                        images.copy_within(at(from)..at(from) + v.sample_bytes, at(to));
+                    }
                 }
             }
             super::fill_records(samples, sources, batch);

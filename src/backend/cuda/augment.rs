@@ -112,6 +112,20 @@ impl TableLayout {
     }
 }
 
+/// What the table plan needs of one view: its output size, the smallest size its crop is
+/// resized to, its filter (the bicubic code when drawn per sample) and antialiasing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableView {
+    /// Output `(width, height)`.
+    pub out: (u32, u32),
+    /// Smallest resize target on either axis.
+    pub resize_min: u32,
+    /// `FILTER_*` code.
+    pub filter: u32,
+    /// Antialias when downscaling.
+    pub antialias: bool,
+}
+
 /// The table scratch, sized once from the config and the index: room for `batch` samples of
 /// `out_w × out_h` whose crops are at most `max_side` pixels on a side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,8 +137,12 @@ pub struct TablePlan {
     /// Most taps per span any sample may need: a batch of samples that each stay within it
     /// always fits.
     pub k_max: u32,
-    /// Samples per batch.
+    /// Most images one launch makes: the samples per batch, times the views of the largest
+    /// group with `views` ([`crate::augment::views`]: one launch per group).
     pub batch: usize,
+    /// Most output pixels one launch makes (images × width × height): what the per-image
+    /// scratch of the AutoAugment and blur kernels is sized for.
+    pub pixels: u64,
 }
 
 impl TablePlan {
@@ -133,10 +151,24 @@ impl TablePlan {
     /// the crop is resized to on either axis (the output size for random-resized crop, the
     /// shorter side for resize + center crop).
     pub fn new(batch: usize, out: (u32, u32), max_side: u32, resize_min: u32, filter: u32, antialias: bool) -> Self {
-        let k = max_taps(max_side, resize_min.max(1), filter, antialias);
-        let spans = batch as u64 * (out.0 + out.1) as u64;
+        Self::for_views(batch, &[1], &[TableView { out, resize_min, filter, antialias }], max_side)
+    }
+
+    /// [`TablePlan::new`] for the views of `group_counts` groups (views of each group in
+    /// order in `views`): room for every view of `batch` samples, taps for the worst view.
+    pub fn for_views(batch: usize, group_counts: &[usize], views: &[TableView], max_side: u32) -> Self {
+        let k = views.iter().map(|v| max_taps(max_side, v.resize_min.max(1), v.filter, v.antialias)).max().unwrap_or(1);
+        let spans: u64 = views.iter().map(|v| batch as u64 * (v.out.0 + v.out.1) as u64).sum();
         let weights = spans * k as u64;
-        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32, k_max: k, batch }
+        let mut at = 0;
+        let (mut most, mut pixels) = (batch, 0u64);
+        for &c in group_counts {
+            let out = views.get(at).map_or((0, 0), |v| v.out);
+            most = most.max(c * batch);
+            pixels = pixels.max((c * batch) as u64 * out.0 as u64 * out.1 as u64);
+            at += c;
+        }
+        Self { spans: spans.min(u32::MAX as u64) as u32, weights: weights.min(u32::MAX as u64) as u32, k_max: k, batch: most, pixels }
     }
 
     /// Whether one sample's tables stay within [`TablePlan::k_max`] (its crop is no larger than
@@ -269,33 +301,34 @@ impl Augmenter {
     pub fn device_bytes(&self) -> u64 {
         // The AutoAugment scratch as allocated (a lazily allocated one may be for more samples
         // than the plan's batch).
-        Self::planned_device_bytes(self.plan, None, None)
-            + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.out).iter().sum())
-            + self.blur.get().map_or(0, |b| BlurScratch::bytes(b.samples, b.out, b.gauss).iter().sum())
+        Self::planned_device_bytes(self.plan, false, None)
+            + self.auto.get().map_or(0, |a| AutoScratch::bytes(a.samples, a.pixels).iter().sum())
+            + self.blur.get().map_or(0, |b| BlurScratch::bytes(b.samples, b.pixels, b.gauss).iter().sum())
     }
 
-    /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch for outputs of
-    /// `auto` when given (what [`Augmenter::reserve_auto`] allocates) and the blur scratch for
-    /// outputs of `blur.0` when given, with torchvision's f32 image when `blur.1`
-    /// ([`Augmenter::reserve_blur`]): the memory budget's fixed part.
-    pub fn planned_device_bytes(plan: TablePlan, auto: Option<(u32, u32)>, blur: Option<((u32, u32), bool)>) -> u64 {
+    /// Device bytes an augmenter for `plan` holds, with the AutoAugment scratch when `auto`
+    /// (what [`Augmenter::reserve_auto`] allocates) and the blur scratch when `blur` is given,
+    /// with torchvision's f32 image when `blur == Some(true)` ([`Augmenter::reserve_blur`]):
+    /// the memory budget's fixed part. The scratch is for the plan's largest launch.
+    pub fn planned_device_bytes(plan: TablePlan, auto: bool, blur: Option<bool>) -> u64 {
+        let (samples, pixels) = (plan.batch.max(1), plan.pixels.max(1));
         4 * (plan.spans.max(1) as u64 + 2 * plan.weights.max(1) as u64)
-            + 8 * plan.batch.max(1) as u64
-            + auto.map_or(0, |out| AutoScratch::bytes(plan.batch.max(1), out).iter().sum())
-            + blur.map_or(0, |(out, gauss)| BlurScratch::bytes(plan.batch.max(1), out, gauss).iter().sum())
+            + 8 * samples as u64
+            + if auto { AutoScratch::bytes(samples, pixels).iter().sum() } else { 0 }
+            + blur.map_or(0, |gauss| BlurScratch::bytes(samples, pixels, gauss).iter().sum())
     }
 
-    /// Allocate the blur scratch for a full batch of `out` outputs now (as
+    /// Allocate the blur scratch for the plan's largest launch now (as
     /// [`Augmenter::reserve_auto`]); `gauss`: the recipe uses torchvision's kernel, whose
     /// horizontal pass needs an f32 image per sample (Pillow's form, DINO's, does not).
-    pub fn reserve_blur(&self, out: (u32, u32), gauss: bool) -> Result<(), crate::error::GpuError> {
-        self.blur_scratch(self.plan.batch.max(1), out, gauss).map(|_| ())
+    pub fn reserve_blur(&self, gauss: bool) -> Result<(), crate::error::GpuError> {
+        self.blur_scratch(0, (0, 0), gauss).map(|_| ())
     }
 
-    /// Allocate the AutoAugment scratch for a full batch of `out` outputs now, so that a recipe
+    /// Allocate the AutoAugment scratch for the plan's largest launch now, so that a recipe
     /// with ops holds its memory from the start (and fails there, named, when it does not fit).
-    pub fn reserve_auto(&self, out: (u32, u32)) -> Result<(), crate::error::GpuError> {
-        self.auto_scratch(self.plan.batch.max(1), out).map(|_| ())
+    pub fn reserve_auto(&self) -> Result<(), crate::error::GpuError> {
+        self.auto_scratch(0, (0, 0)).map(|_| ())
     }
 
     /// Allocate the table scratch for `plan` on `stream`.
@@ -487,16 +520,21 @@ struct AutoScratch {
     hist: cudarc::driver::CudaSlice<u32>,
     luts: cudarc::driver::CudaSlice<u8>,
     samples: usize,
-    out: (u32, u32),
+    pixels: u64,
 }
 
 impl AutoScratch {
     /// Bytes of the images (two uint8 RGB per sample), histograms (4 × 256 u32 per sample)
-    /// and tables (3 × 256 per sample) for `samples` outputs of `out`.
-    fn bytes(samples: usize, out: (u32, u32)) -> [u64; 3] {
+    /// and tables (3 × 256 per sample) for up to `samples` outputs of `pixels` pixels in all.
+    fn bytes(samples: usize, pixels: u64) -> [u64; 3] {
         let s = samples as u64;
-        [2 * s * out.0 as u64 * out.1 as u64 * 3, s * 1024 * 4, s * 768]
+        [2 * pixels * 3, s * 1024 * 4, s * 768]
     }
+}
+
+/// Room a launch of `n` images of `out` needs, and whether `(samples, pixels)` holds it.
+fn scratch_holds(samples: usize, pixels: u64, n: usize, out: (u32, u32)) -> bool {
+    n <= samples && n as u64 * out.0 as u64 * out.1 as u64 <= pixels
 }
 
 impl Augmenter {
@@ -505,17 +543,19 @@ impl Augmenter {
         let stream = &self.alloc_stream;
         if self.auto.get().is_none() {
             let samples = self.plan.batch.max(n).max(1);
-            let [img_bytes, hist_bytes, lut_bytes] = AutoScratch::bytes(samples, out).map(|b| b as usize);
+            let pixels = self.plan.pixels.max(n as u64 * out.0 as u64 * out.1 as u64).max(1);
+            let [img_bytes, hist_bytes, lut_bytes] = AutoScratch::bytes(samples, pixels).map(|b| b as usize);
             // SAFETY: written by stoke_auto_base / stoke_auto_step before any read.
             let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "AutoAugment images"))?;
             let hist = unsafe { stream.alloc::<u32>(hist_bytes / 4) }
                 .map_err(|e| alloc_err("cuMemAlloc", e, hist_bytes, "AutoAugment histograms"))?;
             let luts = unsafe { stream.alloc::<u8>(lut_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, lut_bytes, "AutoAugment tables"))?;
-            let _ = self.auto.set(AutoScratch { img, hist, luts, samples, out });
+            let _ = self.auto.set(AutoScratch { img, hist, luts, samples, pixels });
         }
         let a = self.auto.get().expect("set above");
-        if n > a.samples || out != a.out {
-            let message = format!("AutoAugment scratch is for {} samples of {:?}, the batch has {n} of {out:?}", a.samples, a.out);
+        if !scratch_holds(a.samples, a.pixels, n, out) {
+            let message =
+                format!("AutoAugment scratch is for {} images of {} pixels in all, the launch has {n} of {out:?}", a.samples, a.pixels);
             return Err(crate::error::GpuError::Cuda { call: "cuLaunchKernel", message });
         }
         Ok(a)
@@ -533,17 +573,17 @@ struct BlurScratch {
     hor: cudarc::driver::CudaSlice<f32>,
     weights: cudarc::driver::CudaSlice<f32>,
     samples: usize,
-    out: (u32, u32),
+    pixels: u64,
     /// `hor` holds an f32 image per sample (else one float: no sample may use torchvision's kernel).
     gauss: bool,
 }
 
 impl BlurScratch {
-    /// Bytes of the uint8 images, the f32 images (when `gauss`) and the kernels for `samples`
-    /// outputs of `out`.
-    fn bytes(samples: usize, out: (u32, u32), gauss: bool) -> [u64; 3] {
-        let (s, px) = (samples as u64, out.0 as u64 * out.1 as u64 * 3);
-        [2 * s * px, if gauss { 4 * s * px } else { 4 }, 4 * s * crate::augment::params::BLUR_KMAX as u64]
+    /// Bytes of the uint8 images, the f32 images (when `gauss`) and the kernels for up to
+    /// `samples` outputs of `pixels` pixels in all.
+    fn bytes(samples: usize, pixels: u64, gauss: bool) -> [u64; 3] {
+        let (s, px) = (samples as u64, pixels * 3);
+        [2 * px, if gauss { 4 * px } else { 4 }, 4 * s * crate::augment::params::BLUR_KMAX as u64]
     }
 }
 
@@ -555,7 +595,8 @@ impl Augmenter {
         let stream = &self.alloc_stream;
         if self.blur.get().is_none() {
             let samples = self.plan.batch.max(n).max(1);
-            let [img_bytes, hor_bytes, w_bytes] = BlurScratch::bytes(samples, out, gauss).map(|b| b as usize);
+            let pixels = self.plan.pixels.max(n as u64 * out.0 as u64 * out.1 as u64).max(1);
+            let [img_bytes, hor_bytes, w_bytes] = BlurScratch::bytes(samples, pixels, gauss).map(|b| b as usize);
             // SAFETY: written by stoke_blur_base / stoke_blur_weights / stoke_blur_pass before
             // any read, on the producer stream.
             let img = unsafe { stream.alloc::<u8>(img_bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, img_bytes, "blur images"))?;
@@ -564,14 +605,14 @@ impl Augmenter {
                 unsafe { stream.alloc::<f32>(hor_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, hor_bytes, "blur f32 images"))?;
             // SAFETY: as above.
             let weights = unsafe { stream.alloc::<f32>(w_bytes / 4) }.map_err(|e| alloc_err("cuMemAlloc", e, w_bytes, "blur kernels"))?;
-            let _ = self.blur.set(BlurScratch { img, hor, weights, samples, out, gauss });
+            let _ = self.blur.set(BlurScratch { img, hor, weights, samples, pixels, gauss });
         }
         let b = self.blur.get().expect("set above");
-        if n > b.samples || out != b.out || (gauss && !b.gauss) {
+        if !scratch_holds(b.samples, b.pixels, n, out) || (gauss && !b.gauss) {
             let message = format!(
-                "blur scratch is for {} samples of {:?}{}, the batch has {n} of {out:?}{}",
+                "blur scratch is for {} images of {} pixels in all{}, the launch has {n} of {out:?}{}",
                 b.samples,
-                b.out,
+                b.pixels,
                 if b.gauss { "" } else { " without torchvision's f32 images" },
                 if gauss { " with torchvision's kernel" } else { "" }
             );
@@ -760,8 +801,8 @@ mod tests {
         );
         assert_eq!(AugmentKind::of(&[with(0, 0)]), AugmentKind::Plain);
         let px = 224 * 224 * 3;
-        assert_eq!(BlurScratch::bytes(256, (224, 224), false), [2 * 256 * px, 4, 4 * 256 * 127]);
-        assert_eq!(BlurScratch::bytes(256, (224, 224), true)[1], 4 * 256 * px);
+        assert_eq!(BlurScratch::bytes(256, 256 * 224 * 224, false), [2 * 256 * px, 4, 4 * 256 * 127]);
+        assert_eq!(BlurScratch::bytes(256, 256 * 224 * 224, true)[1], 4 * 256 * px);
     }
 
     #[test]

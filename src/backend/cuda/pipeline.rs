@@ -24,7 +24,7 @@
 //! Not yet verified on a GPU: written against the nvJPEG 13.0 and CUDA driver documentation
 //! and cudarc 0.19.10 on a machine without one; tests/gpu_*.rs check it where a GPU is lent.
 
-use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan};
+use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan, TableView};
 use super::decode::{
     cuda_slot_bytes, decoder_budget, ArenaPlan, Classified, Classifier, CpuAhead, CpuRoute, DecodeStats, Decoded, DecoderPlan, FixedBytes,
     GpuDecoder, MemoryPlan,
@@ -113,6 +113,8 @@ impl IndexBounds {
 pub struct CudaBackend {
     gpu: Arc<Gpu>,
     config: PipelineConfig,
+    // The view groups every batch is made of (one group of one view without `views`).
+    groups: Vec<crate::augment::views::GroupShape>,
     staging: PinnedStaging,
     decoder: GpuDecoder,
     augmenter: Augmenter,
@@ -175,30 +177,36 @@ impl CudaBackend {
         config.validate()?;
         check_limits(config)?;
         gpu.set_wait(config.gpu_wait)?;
-        let (ow, oh) = config.augment.size;
         let cpu_threads = if config.cpu_threads == 0 { default_cpu_route_threads() } else { config.cpu_threads };
         // What the batch, output size and recipe fix (the output ring, the augment scratch)
-        // comes off a stated budget first; the decoder gets the rest.
-        let resize_min = match config.augment.crop {
-            CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
-            _ => ow.min(oh),
-        };
-        let tables = TablePlan::new(
-            config.batch_size,
-            (ow, oh),
-            bounds.max_side,
-            resize_min,
-            if config.augment.random_filter { crate::augment::params::FILTER_BICUBIC } else { config.augment.filter.code() },
-            config.augment.antialias,
-        );
-        let auto_out = config.augment.auto_augment.is_some().then_some((ow, oh));
-        let blur_out = config.augment.blur.as_ref().map(|b| ((ow, oh), b.kernel.is_some()));
+        // comes off a stated budget first; the decoder gets the rest. Every view counts: one
+        // launch per group of views, the tables of all of them at once.
+        let groups = config.view_groups();
+        let specs: Vec<&crate::config::AugmentSpec> = groups.iter().flat_map(|g| &g.views).collect();
+        let views: Vec<TableView> = specs
+            .iter()
+            .map(|a| {
+                let (ow, oh) = a.size;
+                let resize_min = match a.crop {
+                    CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
+                    _ => ow.min(oh),
+                };
+                let filter = if a.random_filter { crate::augment::params::FILTER_BICUBIC } else { a.filter.code() };
+                TableView { out: a.size, resize_min, filter, antialias: a.antialias }
+            })
+            .collect();
+        let counts: Vec<usize> = groups.iter().map(|g| g.count()).collect();
+        let tables = TablePlan::for_views(config.batch_size, &counts, &views, bounds.max_side);
+        let auto = specs.iter().any(|a| a.auto_augment.is_some());
+        let blur =
+            specs.iter().any(|a| a.blur.is_some()).then(|| specs.iter().any(|a| a.blur.as_ref().is_some_and(|b| b.kernel.is_some())));
         let classes = if config.mixup.enabled() { config.mixup.num_classes } else { 0 };
-        let slot = slot_layout(config.batch_size, ow as usize, oh as usize, config.output.dtype, config.output.layout, classes);
+        let shapes = crate::augment::views::GroupShape::of(&groups);
+        let slot = slot_layout(config.batch_size, &shapes, config.output.dtype, config.output.layout, classes);
         let fixed = FixedBytes {
             ring_device: (config.ring_depth * slot.slot_bytes) as u64,
             ring_pinned: (config.ring_depth * slot.tail_bytes()) as u64,
-            augment_device: Augmenter::planned_device_bytes(tables, auto_out, blur_out),
+            augment_device: Augmenter::planned_device_bytes(tables, auto, blur),
         };
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
@@ -236,11 +244,11 @@ impl CudaBackend {
             },
         )?;
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
-        if let Some(out) = auto_out {
-            augmenter.reserve_auto(out)?;
+        if auto {
+            augmenter.reserve_auto()?;
         }
-        if let Some((out, gauss)) = blur_out {
-            augmenter.reserve_blur(out, gauss)?;
+        if let Some(gauss) = blur {
+            augmenter.reserve_blur(gauss)?;
         }
         let ring = OutputRing::new(gpu.stream(), slot, config.ring_depth)?;
         if config.ring_depth < config.prefetch_batches + 2 {
@@ -259,6 +267,7 @@ impl CudaBackend {
         Ok(Self {
             gpu,
             config: config.clone(),
+            groups: shapes,
             staging,
             ahead_classifier,
             ahead: None,
@@ -381,7 +390,6 @@ impl CudaBackend {
             batch.images = Images::Host(Default::default());
         }
         let n = samples.len();
-        let (ow, oh) = self.config.augment.size;
         let fits = |s: &[SampleIn<'_>]| (1..=self.config.batch_size).contains(&s.len());
         if !fits(samples) {
             // What was prepared for this call is dropped with it (nothing read its slot).
@@ -390,11 +398,16 @@ impl CudaBackend {
             }
             return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
         }
+        let sizes: Vec<(i32, i32)> =
+            self.groups.iter().flat_map(|g| std::iter::repeat_n((g.width as i32, g.height as i32), g.count)).collect();
         for s in samples {
-            if (s.params.out_w as u32, s.params.out_h as u32) != (ow, oh) {
+            if s.params.len() != sizes.len() || s.params.iter().zip(&sizes).any(|(p, &wh)| (p.out_w, p.out_h) != wh) {
+                let got: Vec<String> = s.params.iter().map(|p| format!("{}x{}", p.out_w, p.out_h)).collect();
+                let want: Vec<String> = sizes.iter().map(|(w, h)| format!("{w}x{h}")).collect();
                 return Err(Error::config(format!(
-                    "sample params ask for a {}x{} output, the pipeline makes {ow}x{oh}",
-                    s.params.out_w, s.params.out_h
+                    "sample params ask for views [{}], the pipeline makes [{}]",
+                    got.join(", "),
+                    want.join(", ")
                 )));
             }
         }
@@ -468,7 +481,7 @@ impl CudaBackend {
                 )))
             } else {
                 match &self.decoded[i] {
-                    Ok(_) if !self.augmenter.plan().fits_sample(&s.params) => Some(SlotError::Capacity(
+                    Ok(_) if !s.params.iter().all(|p| self.augmenter.plan().fits_sample(p)) => Some(SlotError::Capacity(
                         "the crop is larger than the index promised (filter tables are sized from it)".to_string(),
                     )),
                     Ok(_) => None,
@@ -479,7 +492,7 @@ impl CudaBackend {
         }
         batch.dtype = self.config.output.dtype;
         batch.layout = self.config.output.layout;
-        batch.set_shape(n, ow as usize, oh as usize);
+        batch.set_views(n, &self.groups);
         batch.epoch = epoch;
         batch.step = step;
         // Which slot's pixels each slot shows (itself unless replaced).
@@ -503,21 +516,30 @@ impl CudaBackend {
             return Ok(BatchRun { times, status, plan });
         }
 
-        // 4. Descriptors, upload, kernels, publish.
+        // 4. Descriptors, upload, kernels, publish. Params and descriptors in the images'
+        // order: group by group, view by view, slot by slot (`augment::views`).
         let t_aug = Instant::now();
         self.params.clear();
         self.descs.clear();
         let mut tables = TableLayout::default();
-        for &j in source {
-            let p = samples[j].params;
-            let d = self.decoded[j].as_ref().expect("a source slot decoded");
-            let mut desc = d.desc(&p);
-            tables.add(&p, &mut desc);
-            self.params.push(p);
-            self.descs.push(desc);
+        let mut kinds = Vec::with_capacity(self.groups.len());
+        let mut first_view = 0;
+        for g in &self.groups {
+            let start = self.params.len();
+            for v in first_view..first_view + g.count {
+                for &j in source {
+                    let p = samples[j].params[v];
+                    let d = self.decoded[j].as_ref().expect("a source slot decoded");
+                    let mut desc = d.desc(&p);
+                    tables.add(&p, &mut desc);
+                    self.params.push(p);
+                    self.descs.push(desc);
+                }
+            }
+            kinds.push(AugmentKind::of(&self.params[start..]));
+            first_view += g.count;
         }
         debug_assert!(self.augmenter.plan().fits(&tables), "per-sample checks bound the batch");
-        let kind = AugmentKind::of(&self.params);
         let stream = self.gpu.stream().clone();
         let slot = self.ring.acquire()?;
         gpu_times.augment = self.take_augment_time()?;
@@ -541,15 +563,29 @@ impl CudaBackend {
                     "label {bad} is outside the {classes} classes of the mixup soft targets (mixup.num_classes)"
                 )));
             }
+            let (ow, oh) = self.config.augment.size;
             self.mix = spec.draw(self.config.seed, epoch, step, n, ow, oh);
             spec.targets(&batch.labels, &self.mix, classes, &mut self.targets);
         }
         let launched = self.ring.upload(&slot, &batch.labels, &self.params, &self.descs, &self.mix, &self.targets).and_then(|()| {
             let (params_dev, descs_dev) = self.ring.launch_ptrs(&slot);
-            self.augmenter.launch(&stream, arena, params_dev, descs_dev, n, (ow, oh), slot.images, kind)?;
+            // One launch per group: its images are `count · n` consecutive ones.
+            let dsize = self.config.output.dtype.size() as u64;
+            let (mut item, mut out) = (0u64, slot.images);
+            for (g, &kind) in self.groups.iter().zip(&kinds) {
+                let items = g.count * n;
+                let (params_g, descs_g) = (
+                    params_dev + item * std::mem::size_of::<AugParams>() as u64,
+                    descs_dev + item * std::mem::size_of::<SampleDesc>() as u64,
+                );
+                self.augmenter.launch(&stream, arena, params_g, descs_g, items, (g.width as u32, g.height as u32), out, kind)?;
+                item += items as u64;
+                out += (items * g.sample_elements()) as u64 * dsize;
+            }
             if self.mix.is_empty() {
                 return Ok(());
             }
+            let (ow, oh) = self.config.augment.size;
             let f = self.gpu.kernels()?.function("stoke_mixup")?;
             let mut b = stream.launch_builder(&f);
             let (mix_dev, dtype, layout) = (self.ring.mix_ptr(&slot), self.config.output.dtype.code(), self.config.output.layout.code());
@@ -601,19 +637,23 @@ struct Prepared {
 struct AheadKey {
     epoch: u64,
     step: u64,
-    samples: Vec<(usize, usize, usize, AugParams)>,
+    samples: Vec<(usize, usize, usize, Vec<AugParams>)>,
 }
 
 impl AheadKey {
     fn of(epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> Self {
-        Self { epoch, step, samples: samples.iter().map(|s| (s.bytes.as_ptr() as usize, s.bytes.len(), s.index, s.params)).collect() }
+        Self {
+            epoch,
+            step,
+            samples: samples.iter().map(|s| (s.bytes.as_ptr() as usize, s.bytes.len(), s.index, s.params.to_vec())).collect(),
+        }
     }
 
     fn is_for(&self, epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> bool {
         (self.epoch, self.step, self.samples.len()) == (epoch, step, samples.len())
-            && self.samples.iter().zip(samples).all(|(&(ptr, len, index, p), s)| {
-                (ptr, len, index) == (s.bytes.as_ptr() as usize, s.bytes.len(), s.index)
-                    && bytemuck::bytes_of(&p) == bytemuck::bytes_of(&s.params)
+            && self.samples.iter().zip(samples).all(|((ptr, len, index, p), s)| {
+                (*ptr, *len, *index) == (s.bytes.as_ptr() as usize, s.bytes.len(), s.index)
+                    && bytemuck::cast_slice::<AugParams, u8>(p) == bytemuck::cast_slice::<AugParams, u8>(s.params)
             })
     }
 }
@@ -632,7 +672,8 @@ fn stage(staging: &mut PinnedStaging, samples: &[SampleIn<'_>], ranges: &mut Vec
 }
 
 /// The decoder's jobs for `samples` staged in `slot`: each sample's staged bytes (empty where
-/// they did not fit) and its params.
+/// they did not fit) and the params whose crop covers all its views' crops
+/// ([`crate::augment::views::covering`]: one decode serves every view).
 fn staged_jobs<'a>(
     staging: &PinnedStaging,
     slot: usize,
@@ -645,7 +686,7 @@ fn staged_jobs<'a>(
     // while it is held, and the slices are dropped before the call that released it returns.
     let bytes =
         |r: &Option<StagedRange>| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) });
-    ranges.iter().zip(samples).map(|(r, s)| (bytes(r), s.params)).collect()
+    ranges.iter().zip(samples).map(|(r, s)| (bytes(r), crate::augment::views::covering(s.params))).collect()
 }
 
 /// Stage and route `input` (the batch after the one decoding) and start its CPU-route decodes,

@@ -55,9 +55,16 @@ use crate::error::GpuError;
 use cudarc::driver::{sys, CudaStream};
 use std::sync::{Arc, Mutex};
 
-/// The slot layout of the CUDA backend's batches ([`SlotLayout::new`] with its descriptors).
-pub(crate) fn slot_layout(batch: usize, out_w: usize, out_h: usize, dtype: DType, layout: Layout, classes: usize) -> SlotLayout {
-    SlotLayout::new(batch, out_w, out_h, dtype, layout, std::mem::size_of::<SampleDesc>(), classes)
+/// The slot layout of the CUDA backend's batches ([`SlotLayout::for_views`] with its
+/// descriptors).
+pub(crate) fn slot_layout(
+    batch: usize,
+    groups: &[crate::augment::views::GroupShape],
+    dtype: DType,
+    layout: Layout,
+    classes: usize,
+) -> SlotLayout {
+    SlotLayout::for_views(batch, groups, dtype, layout, std::mem::size_of::<SampleDesc>(), classes)
 }
 
 /// The ring, owned by the producer.
@@ -200,7 +207,10 @@ impl OutputRing {
         let sh = &self.shared;
         let (k, l) = (p.slot, &sh.layout);
         let n = labels.len();
-        assert!(n <= l.batch() && params.len() == n && descs.len() == n, "one label, params and descriptor per sample");
+        assert!(
+            n <= l.batch() && params.len() == n * l.views && descs.len() == n * l.views,
+            "one label per sample, params and a descriptor per view of each"
+        );
         let mut host = sh.tail_host[k].lock().expect("tail buffer lock poisoned");
         if sh.used[k].load(std::sync::atomic::Ordering::Acquire) {
             // Invariant 2: the previous copy out of this buffer has completed.

@@ -86,6 +86,8 @@ pub struct Recorder {
     pub images: u64,
     /// Source pixels decoded in the window (oriented width × height per sample).
     pub pixels: u64,
+    /// Views made in the window (images × views per sample).
+    pub views: u64,
     /// Compressed bytes read in the window.
     pub bytes: u64,
     /// Samples replaced by substitutes in the window.
@@ -247,6 +249,13 @@ pub struct Report {
     pub errors: u64,
     /// Source megapixels decoded per second (oriented width × height of every sample).
     pub mpix_per_sec: f64,
+    /// Samples decoded per second: each sample once, however many views it gives
+    /// (`images_per_sec`).
+    pub decodes_per_sec: f64,
+    /// Views made per sample (1 without `views`).
+    pub views_per_sample: usize,
+    /// Views made per second (images × views per sample).
+    pub views_per_sec: f64,
     /// Compressed input, MB (10⁶ bytes) per second.
     pub compressed_mb_per_sec: f64,
     /// Process CPU time (user + system, all threads) over the window, divided by its length.
@@ -443,7 +452,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
                     rec.images += batch.len() as u64;
                     rec.errors += batch.substitutes.len() as u64;
                     rec.decoders += batch.decoders;
-                    rec.pixels += batch.params.iter().map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
+                    // Decoded pixels: one decode per sample, whatever its views.
+                    rec.pixels +=
+                        batch.params.iter().step_by(batch.views()).map(|p| p.src_w.max(0) as u64 * p.src_h.max(0) as u64).sum::<u64>();
+                    rec.views += (batch.len() * batch.views()) as u64;
                     if let Some(d) = pipeline.dataset() {
                         rec.bytes += batch.indices.iter().map(|&i| d.sample(i).len).sum::<u64>();
                     }
@@ -511,6 +523,9 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         cpu_isa: stoke::augment::host::augment_isa(),
         errors: rec.errors,
         mpix_per_sec: rec.pixels as f64 / 1e6 / seconds,
+        decodes_per_sec: rec.images as f64 / seconds,
+        views_per_sample: config.view_count(),
+        views_per_sec: rec.views as f64 / seconds,
         compressed_mb_per_sec: rec.bytes as f64 / 1e6 / seconds,
         cpu_cores_used: secs(cpu) / seconds,
         batches: rec.waits.len(),

@@ -122,8 +122,12 @@ pub fn run(args: Args) -> stoke::Result<()> {
                 "key": pipeline.key(&batch, slot),
                 "label": batch.labels[slot],
                 "position": batch.positions[slot],
-                "params": batch.params[slot],
+                "params": batch.params[slot * batch.views()],
             });
+            if batch.views() > 1 {
+                // Every view's params, in view order (`params` is the first view's).
+                line["views"] = json!(batch.params[slot * batch.views()..(slot + 1) * batch.views()]);
+            }
             if let Some(s) = batch.substitutes.iter().find(|s| s.slot == slot) {
                 line["replaces"] = json!(s.key);
             }
@@ -131,7 +135,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
                 // RandomAffine's draw by name (the params hold only its matrix): drawn again
                 // from the sample's key, written when it gives this slot's matrix (a
                 // substitute carries its source's).
-                let p = &batch.params[slot];
+                let p = &batch.params[slot * batch.views()];
                 let mut rng = SampleRng::new(config.seed, args.pipeline.epoch, batch.positions[slot], STREAM_AFFINE);
                 let d = a.draw(&mut rng, p.out_w, p.out_h);
                 if d.inverse_matrix() == p.affine_m {

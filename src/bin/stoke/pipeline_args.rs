@@ -235,6 +235,12 @@ pub struct RecipeArgs {
     /// RandomSolarize threshold on the 0..255 scale (default 128).
     #[arg(long)]
     pub solarize_threshold: Option<f64>,
+    /// Several views of every sample from one decode: a JSON list of groups, e.g.
+    /// '[{"count":2,"size":224,"scale":[0.4,1]},{"count":8,"size":96,"scale":[0.05,0.4]}]'
+    /// (each group takes the augment options above under their snake_case names, and
+    /// "per_view": one object of them per view; docs/semantics.md, "Views").
+    #[arg(long)]
+    pub views: Option<String>,
 }
 
 /// Mixup / CutMix, with timm's flag names and meaning (soft targets `[N, classes]` beside the
@@ -411,6 +417,7 @@ impl PipelineArgs {
         o.blur_sigma = pair("--blur-sigma", &r.blur_sigma)?;
         (o.blur_prob, o.blur_kernel) = (r.blur_prob, r.blur_kernel);
         (o.solarize_prob, o.solarize_threshold) = (r.solarize_prob, r.solarize_threshold);
+        o.views = r.views.as_deref().map(|t| stoke::config::ViewOptions::parse_list(t, OptionNames::Cli)).transpose()?;
         (o.affine_degrees, o.affine_shear) = (r.affine_degrees.clone(), r.affine_shear.clone());
         Ok(o)
     }

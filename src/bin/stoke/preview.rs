@@ -159,7 +159,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
         let shown: String = chars[chars.len().saturating_sub(fit)..].iter().collect();
         canvas.text(ox, oy + th + 2, &shown, scale);
         // Every drawn parameter, one line per tile, on standard output.
-        println!("tile {i} (row {}, column {}) {key}: {}", i / cols, i % cols, batch.params[i].summary());
+        println!("tile {i} (row {}, column {}) {key}: {}", i / cols, i % cols, batch.params[i * batch.views()].summary());
     }
     let file = std::fs::File::create(&args.out).map_err(|e| stoke::Error::io(&args.out, e))?;
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), cw as u32, ch as u32);

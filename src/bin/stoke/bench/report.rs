@@ -36,6 +36,12 @@ impl Report {
             w.median,
             w.max
         );
+        if self.views_per_sample > 1 {
+            println!(
+                "views        {} per sample: {:.1} decodes/s, {:.1} views/s (each sample decoded once)",
+                self.views_per_sample, self.decodes_per_sec, self.views_per_sec
+            );
+        }
         println!("             {:.1} MPix/s decoded, {:.1} MB/s compressed", self.mpix_per_sec, self.compressed_mb_per_sec);
         println!(
             "cpu          {:.2} cores busy{}",
