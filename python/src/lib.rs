@@ -28,7 +28,7 @@ use options::build_config;
 use stoke::batch::{Batch, Images};
 use stoke::config::{
     BackendKind, DType, EraseMode, Filter, GpuDecoders, GpuUpsampling, GpuWait, Layout, MixupMode, OnError, OptionNames, PipelineConfig,
-    PipelineOptions, Preset, RotateInterp, TrainInterpolation,
+    PipelineOptions, Preset, RotateInterp, TrainInterpolation, ViewOptions,
 };
 use stoke::pipeline::Pipeline;
 use stoke::ResumeState;
@@ -79,6 +79,10 @@ fn held(h: &Arc<Held>) -> &Batch {
 enum Part {
     Images,
     Labels,
+    /// One view of a `views` batch (its index in view order).
+    View(usize),
+    /// One group of a `views` batch: its views, view-major, as one tensor.
+    Group(usize),
 }
 
 /// A zero-copy view of a batch's images or labels: pass it to `torch.from_dlpack`,
@@ -93,12 +97,19 @@ impl Tensor {
     fn view(&self) -> View {
         let b = held(&self.batch);
         let n = b.len() as i64;
-        let (w, h) = b.image_size();
-        let (w, h) = (w as i64, h as i64);
-        let img_shape = match b.layout {
-            Layout::Nchw => vec![n, 3, h, w],
-            Layout::Nhwc => vec![n, h, w, 3],
+        // Where the part's images start in the batch's images, and their shape.
+        let (offset, img_shape) = match self.part {
+            Part::View(v) => {
+                let p = b.view_places()[v];
+                (p.offset as u64, b.shape_of(b.len(), p.width, p.height))
+            }
+            Part::Group(g) => {
+                let p = *b.view_places().iter().find(|p| p.group == g).expect("a group of the batch");
+                (p.offset as u64, b.shape_of(b.groups[g].count * b.len(), p.width, p.height))
+            }
+            _ => (0, b.shape),
         };
+        let img_shape: Vec<i64> = img_shape.iter().map(|&d| d as i64).collect();
         let dtype = match b.dtype {
             DType::F32 => DLDataType { code: KDL_FLOAT, bits: 32, lanes: 1 },
             DType::F16 => DLDataType { code: KDL_FLOAT, bits: 16, lanes: 1 },
@@ -108,9 +119,13 @@ impl Tensor {
         let i64t = DLDataType { code: KDL_INT, bits: 64, lanes: 1 };
         let owner: Arc<dyn Send + Sync> = self.batch.clone();
         match (&b.images, self.part) {
-            (Images::Host(v), Part::Images) => {
-                View { owner, data: v.as_ptr() as u64, device: DLDevice { device_type: KDL_CPU, device_id: 0 }, dtype, shape: img_shape }
-            }
+            (Images::Host(v), Part::Images | Part::View(_) | Part::Group(_)) => View {
+                owner,
+                data: v.as_ptr() as u64 + offset,
+                device: DLDevice { device_type: KDL_CPU, device_id: 0 },
+                dtype,
+                shape: img_shape,
+            },
             // Under Mixup/CutMix the second tensor is the soft targets [N, classes] (timm's
             // `Mixup` returns them in place of the labels).
             (Images::Host(_), Part::Labels) if b.num_classes > 0 => View {
@@ -130,7 +145,9 @@ impl Tensor {
             (Images::Device(d), part) => {
                 let device = DLDevice { device_type: KDL_CUDA, device_id: d.context().ordinal() as i32 };
                 match (part, d.targets_ptr()) {
-                    (Part::Images, _) => View { owner, data: d.images_ptr(), device, dtype, shape: img_shape },
+                    (Part::Images | Part::View(_) | Part::Group(_), _) => {
+                        View { owner, data: d.images_ptr() + offset, device, dtype, shape: img_shape }
+                    }
                     (Part::Labels, Some(t)) => View {
                         owner,
                         data: t,
@@ -162,7 +179,7 @@ impl Tensor {
         let view = self.view();
         dlpack::check_request(view.device, dl_device, copy)?;
         let b = held(&self.batch);
-        if matches!((&b.images, self.part), (Images::Host(_), Part::Images)) && b.host_bytes().is_none() {
+        if matches!(&b.images, Images::Host(_)) && self.part != Part::Labels && b.host_bytes().is_none() {
             // A decode-only batch (`decode_only=True`: decoded, not augmented) holds no images;
             // its shape is the pipeline's, its buffer empty: nothing to export.
             return Err(PyValueError::new_err(
@@ -230,6 +247,20 @@ impl Tensor {
 
     fn __repr__(&self) -> String {
         format!("stoke.Tensor(shape={:?}, dtype={}, device={})", self.shape(), self.dtype(), self.device())
+    }
+
+    /// A view's whole group as one tensor `[count · N, ...]` (views of one size, view-major),
+    /// with no copy: DINO's loop runs one forward per resolution on it. `None` for the images
+    /// of a batch without `views` and for labels.
+    #[getter]
+    fn group(&self, py: Python<'_>) -> PyResult<Option<Py<Tensor>>> {
+        match self.part {
+            Part::View(v) => {
+                let g = held(&self.batch).view_places()[v].group;
+                Ok(Some(Py::new(py, Tensor { batch: self.batch.clone(), part: Part::Group(g) })?))
+            }
+            _ => Ok(None),
+        }
     }
 }
 
@@ -514,7 +545,7 @@ impl Loader {
     }
 
     /// The next batch of the running epoch, `None` at its end.
-    fn next_item(&mut self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
+    fn next_item(&mut self, py: Python<'_>) -> PyResult<Option<(PyObject, Py<Tensor>)>> {
         self.same_process()?;
         if !self.running {
             return Ok(None);
@@ -559,7 +590,15 @@ impl Loader {
         }
         self.held.fetch_add(1, Ordering::SeqCst);
         let h = Arc::new(Held { batch: Some(batch), back: self.back.clone(), held: self.held.clone() });
-        let images = Py::new(py, Tensor { batch: h.clone(), part: Part::Images })?;
+        // With `views`: a list of one tensor per view, in group order (views into one buffer).
+        let images = if self.config.views.is_empty() {
+            Py::new(py, Tensor { batch: h.clone(), part: Part::Images })?.into_py(py)
+        } else {
+            let views = (0..self.config.view_count())
+                .map(|v| Py::new(py, Tensor { batch: h.clone(), part: Part::View(v) }))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new_bound(py, views).into_py(py)
+        };
         let labels = Py::new(py, Tensor { batch: h, part: Part::Labels })?;
         Ok(Some((images, labels)))
     }
@@ -578,7 +617,7 @@ impl EpochIter {
         slf
     }
 
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<(Py<Tensor>, Py<Tensor>)>> {
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<(PyObject, Py<Tensor>)>> {
         let mut l = self.loader.bind(py).try_borrow_mut().map_err(|_| in_use())?;
         if l.generation != self.generation {
             return Ok(None); // a newer iter() took over this loader

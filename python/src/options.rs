@@ -65,6 +65,7 @@ const OPTIONS: &[&str] = &[
     "affine_translate",
     "affine_scale",
     "affine_shear",
+    "views",
     "blur_prob",
     "blur_sigma",
     "blur_kernel",
@@ -230,6 +231,13 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.blur_kernel = opt!("blur_kernel", u32);
     o.solarize_prob = opt!("solarize_prob", f64);
     o.solarize_threshold = opt!("solarize_threshold", f64);
+    if let Some(v) = get("views")? {
+        // A list of dicts, as JSON: the command line's `--views` text, parsed by the same code.
+        let text: String = v.py().import_bound("json")?.call_method1("dumps", (v,)).and_then(|t| t.extract()).map_err(|e| {
+            PyValueError::new_err(format!("views must be a list of dicts of numbers, lists and strings: {e}"))
+        })?;
+        o.views = Some(ViewOptions::parse_list(&text, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?);
+    }
     o.config = opt!("config", PathBuf);
     o.stream = opt!("stream", bool).unwrap_or(false);
     o.stream_group = opt!("stream_group", usize);
