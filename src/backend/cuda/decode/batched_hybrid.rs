@@ -22,7 +22,7 @@
 //!   then call nvjpegDecodeBatchedInitialize() again" — it is called before every call.
 //! - `nvjpegDecodeBatchedPreAllocate` is "a No Op for other backends" than the hardware one:
 //!   nvJPEG sizes this route's buffers itself, on the first calls, and keeps them. The route
-//!   bounds them: the coefficients of its images (at most 6 bytes a pixel, [`cuda_slot_bytes`])
+//!   bounds them: the coefficients of its images ([`coefficient_bytes`])
 //!   plus their bitstreams stay within one arena's bytes, which the memory plan counts
 //!   ([`super::MemoryPlan`], `hybrid`).
 //!
@@ -75,6 +75,22 @@ pub fn first_scan_components(bytes: &[u8]) -> Option<u8> {
         }
     }
     None
+}
+
+/// Bytes of an image's DCT coefficients: 2 a sample, chroma at its subsampled resolution
+/// (what nvJPEG's buffers hold between the Huffman and the IDCT pass; nvJPEG does not
+/// document its exact sizes, the stand-in models them so).
+pub fn coefficient_bytes(info: &JpegInfo) -> u64 {
+    let (w, h) = (info.width as u64, info.height as u64);
+    let chroma = match info.subsampling {
+        Subsampling::S420 => w.div_ceil(2) * h.div_ceil(2),
+        Subsampling::S422 => w.div_ceil(2) * h,
+        Subsampling::S440 => w * h.div_ceil(2),
+        Subsampling::S411 => w.div_ceil(4) * h,
+        Subsampling::S410 => w.div_ceil(4) * h.div_ceil(2),
+        _ => w * h,
+    };
+    2 * (w * h + 2 * chroma)
 }
 
 /// The route's nvJPEG objects, its stream, and its meter.
@@ -137,10 +153,11 @@ impl BatchedHybrid {
         for &i in engine.iter().rev() {
             let Ok((_, roi, (w, h), _)) = &routes[i] else { continue };
             let bytes = jobs[i].0;
-            let takes = crate::codec::jpeg::parse(bytes).is_ok_and(|info| batched_gpu_hybrid_takes(&info, first_scan_components(bytes)));
+            let info = crate::codec::jpeg::parse(bytes).ok().filter(|info| batched_gpu_hybrid_takes(info, first_scan_components(bytes)));
+            let Some(info) = info else { continue };
             let grow = decoded_bytes(*w, *h) - decoded_bytes(roi.w, roi.h);
-            let need = cuda_slot_bytes(*w as u64 * *h as u64) + bytes.len() as u64;
-            if !takes || grow > room || buffers + need > self.max_bytes {
+            let need = coefficient_bytes(&info) + bytes.len() as u64;
+            if grow > room || buffers + need > self.max_bytes {
                 continue;
             }
             room -= grow;
