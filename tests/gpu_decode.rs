@@ -288,7 +288,9 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
     }
     let mut want_out = Vec::new();
     let arena = plain.decode(&jobs, &mut want_out).unwrap();
-    let want: Vec<Option<(Route, (u32, u32, u32, u32), Vec<u8>)>> = (0..batch)
+    // Per slot: the plain path's route, region and pixels.
+    type Slot = (Route, (u32, u32, u32, u32), Vec<u8>);
+    let want: Vec<Option<Slot>> = (0..batch)
         .map(|i| {
             want_out[i].as_ref().ok().map(|d| {
                 let roi = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
