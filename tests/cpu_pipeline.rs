@@ -89,7 +89,7 @@ fn every_sample_once_per_epoch_and_the_same_bytes_whatever_the_threads() {
     assert_eq!(&c[1..], &tail[..]);
     let s = p1.stats();
     assert_eq!((s.batches, s.images, s.substitutes), (6, 22, 0));
-    assert_eq!(s.decoders, stoke::batch::DecoderCounts { hardware: 0, cuda: 0, cpu: 22, retried: 0 }, "the CPU backend decodes everything");
+    assert_eq!(s.decoders, stoke::batch::DecoderCounts { cpu: 22, ..Default::default() }, "the CPU backend decodes everything");
     assert!(s.bytes > 0 && s.decode > std::time::Duration::ZERO);
 }
 
@@ -112,11 +112,7 @@ fn a_broken_file_is_substituted_and_named() {
     }
     assert_eq!(n, 11);
     assert_eq!(subs.len(), 1, "{subs:?}");
-    assert_eq!(
-        p.stats().decoders,
-        stoke::batch::DecoderCounts { hardware: 0, cuda: 0, cpu: 10, retried: 0 },
-        "the broken file is not counted"
-    );
+    assert_eq!(p.stats().decoders, stoke::batch::DecoderCounts { cpu: 10, ..Default::default() }, "the broken file is not counted");
     assert!(subs[0].key.contains("02") && subs[0].location.ends_with("02.jpg"), "{:?}", subs[0]);
     // Under `fail` the same epoch stops with an error naming the file.
     c.on_error = OnError::Fail;

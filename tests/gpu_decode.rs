@@ -242,3 +242,128 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
         assert!(per_route.iter().any(|p| p.0 != Route::Cpu), "no region decoded on the GPU with {which:?}: {:?}", dec.stats());
     }
 }
+
+/// The batched GPU-hybrid route (`gpu_hybrid_share`, off by default) on the generated set in
+/// one batch of random-resized crops: the batch split across the engine, the batched
+/// GPU-hybrid call, the CUDA decoders and the CPU gives every slot the same pixels as the plain
+/// path, bit for bit on the stand-in, in slot order; only baseline interleaved 3-component
+/// images go to it (the stand-in counts none decoded with host Huffman: every call over 100
+/// images); a share of 1 moves every eligible engine image; `auto` probes an unmeasured route
+/// with the floor of 101; device memory grows by at most the route's part (one arena) and
+/// stays flat across batches.
+#[test]
+fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
+    use stoke::backend::cuda::decode::{batched_gpu_hybrid_takes, first_scan_components, GPU_HUFFMAN_MIN_CALL};
+    use stoke::config::HybridShare;
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = references();
+    let batch = refs.len();
+    assert!(batch > GPU_HUFFMAN_MIN_CALL + 20, "{batch} images");
+    let spec = AugmentSpec::train(32);
+    let jobs: Vec<(&[u8], _)> = refs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, b, img))| (&b[..], draw(&spec, 7, 0, i as u64, img.width as i32, img.height as i32, 1)))
+        .collect();
+    let sim_count = |k: &str| gpu_common::sim_stats().map(|s| s["gpu_hybrid_batched"][k].as_u64().unwrap());
+    let device_bytes = || gpu_common::sim_stats().map(|s| s["device_bytes"].as_u64().unwrap());
+    let on_sim = gpu_common::sim_stats().is_some();
+    // The region each slot's augment reads, copied out of the arena.
+    let pixels = |arena: u64,
+                  out: &[Result<stoke::backend::cuda::decode::Decoded, stoke::error::SlotError>],
+                  i: usize,
+                  roi: (u32, u32, u32, u32)| {
+        let d = out[i].as_ref().unwrap_or_else(|e| panic!("{}: {e}", refs[i].0));
+        let mut whole = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
+        gpu.ctx().bind_to_thread().unwrap();
+        // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena; decode() waited for it.
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut whole[..], arena + d.offset) }.unwrap();
+        let (x, y, w, h) = (roi.0 - d.roi.x, roi.1 - d.roi.y, roi.2 as usize, roi.3 as usize);
+        (0..h).flat_map(|r| whole[3 * ((y as usize + r) * d.roi.w as usize + x as usize)..][..3 * w].to_vec()).collect::<Vec<u8>>()
+    };
+    let mut plain = decoder(&gpu, &refs, batch, GpuDecoders::All, false);
+    if plain.hardware_width().is_none() {
+        eprintln!("skipped: no hardware engine (the route takes a share of the engine's images)");
+        return;
+    }
+    let mut want_out = Vec::new();
+    let arena = plain.decode(&jobs, &mut want_out).unwrap();
+    // Per slot: the plain path's route, region and pixels.
+    type Slot = (Route, (u32, u32, u32, u32), Vec<u8>);
+    let want: Vec<Option<Slot>> = (0..batch)
+        .map(|i| {
+            want_out[i].as_ref().ok().map(|d| {
+                let roi = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
+                (d.route, roi, pixels(arena, &want_out, i, roi))
+            })
+        })
+        .collect();
+    let engine = want.iter().flatten().filter(|w| w.0 == Route::Hardware).count();
+    let plain_bytes = plain.device_bytes();
+    drop(plain);
+    for share in [HybridShare::Pinned(1.0), HybridShare::Auto] {
+        let before = device_bytes();
+        let mut dec = decoder(&gpu, &refs, batch, GpuDecoders::All, false);
+        dec.enable_batched_hybrid(share).unwrap();
+        let host_huffman = sim_count("host_huffman");
+        let mut out = Vec::new();
+        let mut after_first = None;
+        for round in 0..3 {
+            let arena = dec.decode(&jobs, &mut out).unwrap();
+            for (i, w) in want.iter().enumerate() {
+                let Some((route, roi, px)) = w else {
+                    assert!(out[i].is_err(), "{}: slot {i} failed on the plain path only", refs[i].0);
+                    continue;
+                };
+                let d = out[i].as_ref().unwrap();
+                if d.route == Route::GpuHybridBatched {
+                    let info = stoke::codec::jpeg::parse(jobs[i].0).unwrap();
+                    assert!(
+                        *route == Route::Hardware && batched_gpu_hybrid_takes(&info, first_scan_components(jobs[i].0)),
+                        "{}",
+                        refs[i].0
+                    );
+                    assert_eq!((d.roi.x, d.roi.y, d.roi.w, d.roi.h), (0, 0, d.stored.0, d.stored.1), "whole image");
+                } else {
+                    assert_eq!(d.route, *route, "{}: slot {i}", refs[i].0);
+                }
+                let got = pixels(arena, &out, i, *roi);
+                if on_sim || d.route == *route {
+                    assert!(got == *px, "{share} round {round}: {} (slot {i}, {:?}) differs from the plain path", refs[i].0, d.route);
+                } else {
+                    // On a GPU the route's CUDA IDCT and the engine's may differ by rounding.
+                    let mad = got.iter().zip(px).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>() / px.len() as f64;
+                    assert!(mad < NEAREST_MAX_MEAN_ABS_DIFF, "{}: {mad:.3} from the engine's pixels", refs[i].0);
+                }
+            }
+            if round == 0 {
+                after_first = device_bytes();
+            }
+        }
+        let s = dec.stats();
+        assert_eq!(s.retried, 0, "{share}: {s:?}");
+        if on_sim {
+            assert_eq!(sim_count("host_huffman"), host_huffman, "{share}: an image decoded with host Huffman on the route");
+        }
+        match share {
+            // Every eligible engine image, every round.
+            HybridShare::Pinned(_) => {
+                assert!(s.gpu_hybrid_batched >= 3 * GPU_HUFFMAN_MIN_CALL as u64 && 4 * s.hardware < 9 * engine as u64, "{s:?}")
+            }
+            // The unmeasured route is probed with the floor.
+            _ => assert!(s.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64, "{s:?}"),
+        }
+        if let (Some(b), Some(a1), Some(a3)) = (before, after_first, device_bytes()) {
+            assert_eq!(a1, a3, "{share}: device memory flat across batches");
+            // The route's part (one arena) is what it may add over the plain decoder's own
+            // allocations; nvJPEG's lazily grown engine buffers come on top of both alike.
+            let route_part = dec.device_bytes() - plain_bytes;
+            println!(
+                "STOKE-Q batched gpu-hybrid ({share}): {s:?}; device bytes +{} (decoder plan {}, route part {route_part})",
+                a1 - b,
+                dec.device_bytes()
+            );
+            assert!(route_part > 0 && a1 - b <= 2 * dec.device_bytes(), "{share}: grew {} bytes", a1 - b);
+        }
+    }
+}

@@ -239,6 +239,47 @@ fn child_entry() {
         },
         // cuBLAS/cuRAND handles as a candle device makes them, looked up in the stand-in the way
         // a linked binary finds them: destroyed once ("handles_ok"), or twice ("handle_twice").
+        // nvJPEG's GPU-hybrid backend in batched mode: whole images with nvjpegDecodeBatched
+        // ("hyb_plain"); nvjpegDecodeBatchedEx, documented for the hardware and lossless
+        // backends only, is a finding ("hyb_ex").
+        "hyb_plain" | "hyb_ex" => {
+            use stoke::backend::cuda::nvjpeg::safe::{DecodeParams, JpegState, NvjpegHandle};
+            use stoke::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegImage_t, nvjpegOutputFormat_t};
+            let dir = tempfile::tempdir().unwrap();
+            stoke::gen::generate(dir.path(), &stoke::gen::GenConfig::new(12), &|_| {}).unwrap();
+            let files = walk(dir.path());
+            let (bytes, info) = files
+                .iter()
+                .filter_map(|p| std::fs::read(p).ok())
+                .find_map(|b| {
+                    stoke::codec::jpeg::parse(&b)
+                        .ok()
+                        .filter(|i| i.components == 3 && i.coding == stoke::codec::jpeg::Coding::Baseline)
+                        .map(|i| (b, i))
+                })
+                .expect("a baseline JPEG among the generated files");
+            let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, 0).unwrap();
+            let mut state = JpegState::new(&handle).unwrap();
+            let rgbi = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
+            state.batched_initialize(1, 1, rgbi).unwrap();
+            let n = 3 * info.width as usize * info.height as usize;
+            let dest = stream.alloc_zeros::<u8>(n).unwrap();
+            let mut img = nvjpegImage_t::default();
+            img.channel[0] = cudarc::driver::DevicePtr::device_ptr(&dest, &stream).0 as *mut u8;
+            img.pitch[0] = 3 * info.width as usize;
+            let mut dests = [img];
+            // SAFETY: one input, one whole-image RGBI destination of n bytes; synchronised below.
+            let r = unsafe {
+                if case == "hyb_ex" {
+                    let params = [DecodeParams::new(&handle).unwrap()];
+                    state.decode_batched_ex(&[&bytes], &mut dests, &params, stream.cu_stream() as _)
+                } else {
+                    state.decode_batched(&[&bytes], &mut dests, stream.cu_stream() as _)
+                }
+            };
+            stream.synchronize().unwrap();
+            eprintln!("decode: {r:?}");
+        }
         "handles_ok" | "handle_twice" => unsafe {
             // SAFETY: the stand-in's exports with their C signatures; handles created here.
             let lib = libloading::Library::new("libcuda.so.1").unwrap();
@@ -411,10 +452,33 @@ fn a_device_too_small_for_the_backend_is_a_named_out_of_memory_error() {
 }
 
 #[test]
+fn a_batched_gpu_hybrid_decode_with_regions_is_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("hyb_ex", "nvjpeg", &["nvjpegDecodeBatchedEx", "GPU_HYBRID", "hardware and lossless"]);
+    expect_clean("hyb_plain");
+}
+
+#[test]
 fn context_flags_with_two_scheduling_modes_are_refused() {
     if !on_sim() {
         return;
     }
     expect_finding("flags_bad", "invalid value", &["cuCtxSetFlags", "0xd"]);
     expect_clean("flags_ok");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

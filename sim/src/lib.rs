@@ -166,7 +166,7 @@ pub extern "C" fn stoke_sim_take_findings() -> *mut c_char {
 /// waited on. Free with [`stoke_sim_free`].
 #[no_mangle]
 pub extern "C" fn stoke_sim_stats() -> *mut c_char {
-    into_c(format!("{{{},{}}}", mem::stats_json(), dev::stats_json()))
+    into_c(format!("{{{},{},{}}}", mem::stats_json(), dev::stats_json(), nvjpeg::stats_json()))
 }
 
 /// Frees a string this library returned.

@@ -18,6 +18,22 @@
 //!   the stream. A pinned or device buffer too small for an image grows (a new allocation),
 //!   as nvJPEG's do, unless resized first (`nvjpegBuffer*Resize`). `GPU_HYBRID` takes
 //!   sequential JPEGs only, `HYBRID` progressive too.
+//! - **Batched GPU-assisted hybrid** (`nvjpegDecodeBatched` on an `NVJPEG_BACKEND_GPU_HYBRID`
+//!   handle): nvjpeg.h says this backend's batched decode "will use GPU decoding for baseline
+//!   JPEG bitstreams with interleaved scan when batch size is bigger than 100"; the rest of a
+//!   call is decoded as the hybrid backend does (Huffman on the host). The stand-in decodes
+//!   what `HYBRID` takes, parses and decodes every image **at the call** (the host's part; an
+//!   image it cannot decode fails the whole call), and writes the outputs **on the stream**
+//!   (asynchronous to the host, as the docs say), whole images only: `nvjpegDecodeBatchedEx`
+//!   (ROI) is documented for the hardware and lossless backends only and is a finding here.
+//!   Its buffers are the state's, grown to a call's needs (coefficients of every image plus
+//!   the bitstreams, device; the bitstreams, pinned) and kept: `nvjpegDecodeBatchedPreAllocate`
+//!   is documented as a no-op for backends other than the hardware one. Calling
+//!   `nvjpegDecodeBatchedInitialize` while the state's last batched decode is still queued
+//!   ("any currently running batched decoding should be finished", nvJPEG docs) and decoding
+//!   again after a failed call without initializing ("if the batch decoding fails, call
+//!   nvjpegDecodeBatchedInitialize() again") are findings. `stoke_sim_stats` counts the images
+//!   decoded on each path (`gpu_hybrid_batched.gpu_huffman` / `host_huffman`).
 //! - Output `NVJPEG_OUTPUT_RGBI` only (what stoke uses); an ROI must lie inside the image; every
 //!   destination row must lie inside a live device allocation.
 //!
@@ -34,6 +50,7 @@
 use crate::dev::{self, Access};
 use crate::mem::{self, Kind, Want};
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use turbojpeg_sys as tj;
 
@@ -46,6 +63,7 @@ const JPEG_NOT_SUPPORTED: Status = 4;
 const ALLOCATOR_FAILURE: Status = 5;
 const EXECUTION_FAILED: Status = 6;
 const ARCH_MISMATCH: Status = 7;
+const IMPLEMENTATION_NOT_SUPPORTED: Status = 9;
 
 const BACKEND_DEFAULT: c_int = 0;
 const BACKEND_HYBRID: c_int = 1;
@@ -122,7 +140,13 @@ impl Buffer {
 }
 
 struct State {
+    /// `nvjpegDecodeBatchedInitialize`'s batch size and format; cleared by a failed batched
+    /// decode (the docs ask for a new initialization then).
     batch: Option<(c_int, c_int)>,
+    /// The last batched GPU-hybrid decode's op: its stream and sequence number.
+    batched_pending: Option<(Arc<dev::Stream>, u64)>,
+    /// GPU-hybrid batched: the pinned copy of a call's bitstreams (grown, kept).
+    batch_pinned: Buffer,
     pinned: *mut Mutex<Buffer>,
     device: *mut Mutex<Buffer>,
     /// Hardware: reserved by PreAllocate or grown by decodes.
@@ -455,6 +479,8 @@ fn new_state(h: *mut c_void, out: *mut *mut c_void, call: &str) -> Status {
             pinned: std::ptr::null_mut(),
             device: std::ptr::null_mut(),
             hw_buffer: Buffer { kind: Kind::Device, ptr: 0, len: 0 },
+            batched_pending: None,
+            batch_pinned: Buffer { kind: Kind::Pinned, ptr: 0, len: 0 },
             host: None,
         },
     )
@@ -474,6 +500,7 @@ pub extern "C" fn nvjpegDecoderStateCreate(h: *mut c_void, _dec: *mut c_void, ou
 pub extern "C" fn nvjpegJpegStateDestroy(s: *mut c_void) -> Status {
     let st = obj!(s, State);
     st.hw_buffer.release();
+    st.batch_pinned.release();
     destroy::<State>(s)
 }
 
@@ -520,6 +547,13 @@ pub unsafe extern "C" fn nvjpegGetImageInfo(
 pub extern "C" fn nvjpegDecodeBatchedInitialize(h: *mut c_void, s: *mut c_void, batch: c_int, _threads: c_int, fmt: c_int) -> Status {
     let _ = obj!(h, Handle);
     let st = obj!(s, State);
+    if let Some((strm, seq)) = &st.batched_pending {
+        if strm.completed() < *seq {
+            return finding(
+                "nvjpegDecodeBatchedInitialize while this state's last batched decode is still queued on its stream (nvJPEG: any running batched decoding should be finished first)".into(),
+            );
+        }
+    }
     if batch <= 0 || fmt != OUTPUT_RGBI {
         return if fmt != OUTPUT_RGBI {
             finding(format!("nvjpegDecodeBatchedInitialize: output format {fmt} is not simulated (RGBI only)"))
@@ -544,7 +578,9 @@ pub unsafe extern "C" fn nvjpegDecodeBatchedPreAllocate(
     let hd = obj!(h, Handle);
     let st = obj!(s, State);
     if !hd.hw() {
-        return ARCH_MISMATCH;
+        // "available only when the handle is instantiated using NVJPEG_BACKEND_HARDWARE. It
+        // is currently a No Op for other backends" (nvJPEG docs).
+        return SUCCESS;
     }
     if batch <= 0 || w <= 0 || hh <= 0 {
         return INVALID_PARAMETER;
@@ -581,13 +617,29 @@ unsafe fn hw_batched(
         return INVALID_PARAMETER;
     }
     let Some((batch, _)) = st.batch else {
-        return finding(format!("{call} before nvjpegDecodeBatchedInitialize on this state"));
+        return finding(format!(
+            "{call} before nvjpegDecodeBatchedInitialize on this state (or after a failed batched decode, which needs it again)"
+        ));
     };
     if data.is_null() || lens.is_null() || out.is_null() {
         return INVALID_PARAMETER;
     }
+    if hd.backend == BACKEND_GPU_HYBRID {
+        if params.is_some() {
+            finding(format!(
+                "{call} on a GPU_HYBRID handle: nvjpegDecodeBatchedEx is supported only by the hardware and lossless backends (nvJPEG docs)"
+            ));
+            return IMPLEMENTATION_NOT_SUPPORTED;
+        }
+        // SAFETY: the API's contract, forwarded.
+        let r = unsafe { gpu_hybrid_batched(hd, st, batch as usize, data, lens, out, stream, call) };
+        if r != SUCCESS {
+            st.batch = None;
+        }
+        return r;
+    }
     if !hd.hw() {
-        return finding(format!("{call}: the batched decode of a non-hardware handle is not simulated (stoke uses the hardware one)"));
+        return finding(format!("{call}: the batched decode of a {} handle is not simulated", hd.backend));
     }
     if crate::config().hw_engines == 0 {
         return ARCH_MISMATCH;
@@ -640,6 +692,110 @@ unsafe fn hw_batched(
             Err(e) => return e,
         }
     }
+    SUCCESS
+}
+
+/// Images the GPU-hybrid batched decode took with Huffman decoding on the GPU, and on the host.
+static GPU_HUFFMAN: AtomicU64 = AtomicU64::new(0);
+static HOST_HUFFMAN: AtomicU64 = AtomicU64::new(0);
+
+/// This module's counters for `stoke_sim_stats`.
+pub(crate) fn stats_json() -> String {
+    format!(
+        "\"gpu_hybrid_batched\":{{\"gpu_huffman\":{},\"host_huffman\":{}}}",
+        GPU_HUFFMAN.load(Ordering::Relaxed),
+        HOST_HUFFMAN.load(Ordering::Relaxed)
+    )
+}
+
+/// Components of the first scan (SOS `Ns`), scanning marker segments from SOI.
+fn first_scan_components(d: &[u8]) -> Option<u8> {
+    let mut i = 2;
+    while i + 4 < d.len() {
+        if d[i] != 0xff {
+            return None;
+        }
+        let m = d[i + 1];
+        if m == 0xff {
+            i += 1;
+            continue;
+        }
+        if m == 0xda {
+            return Some(d[i + 4]);
+        }
+        i += 2 + u16::from_be_bytes([d[i + 2], d[i + 3]]) as usize;
+    }
+    None
+}
+
+/// `nvjpegDecodeBatched` on a GPU_HYBRID handle (module doc): decoded at the call, written on
+/// the stream.
+#[allow(clippy::too_many_arguments)] // nvjpegDecodeBatched's own arguments
+unsafe fn gpu_hybrid_batched(
+    hd: &Handle,
+    st: &mut State,
+    n: usize,
+    data: *const *const u8,
+    lens: *const usize,
+    out: *mut NvImage,
+    stream: usize,
+    call: &'static str,
+) -> Status {
+    let Ok(strm) = dev::stream(stream, call) else { return INVALID_PARAMETER };
+    let mut accesses = Vec::new();
+    let mut images = Vec::with_capacity(n);
+    let (mut coefficients, mut bitstreams) = (0usize, 0usize);
+    let mut gpu_path = 0u64;
+    for i in 0..n {
+        // SAFETY: `batch` inputs, lengths and outputs per the API's contract.
+        let (d, img) = unsafe { (std::slice::from_raw_parts(*data.add(i), *lens.add(i)), *out.add(i)) };
+        let info = match parse(d) {
+            Ok(i) => i,
+            Err(e) => return e,
+        };
+        if !supported(BACKEND_HYBRID, &info, false) {
+            return JPEG_NOT_SUPPORTED;
+        }
+        // No ROI in this API: the whole image.
+        match destination(&img, info.w, info.h, call) {
+            Ok(a) => accesses.extend(a),
+            Err(e) => return e,
+        }
+        let interleaved = info.comps > 1 && first_scan_components(d) == Some(info.comps as u8);
+        gpu_path += u64::from(n > 100 && info.sof == 0xc0 && interleaved);
+        coefficients += stage_bytes(&info);
+        bitstreams += d.len();
+        images.push((info, img, d));
+    }
+    // The state's buffers, grown to this call and kept.
+    if let Err(e) = st.hw_buffer.ensure(coefficients + bitstreams, call) {
+        return e;
+    }
+    if let Err(e) = st.batch_pinned.ensure(bitstreams, call) {
+        return e;
+    }
+    dev::host_access(&access_of(&st.batch_pinned, bitstreams, true, call));
+    accesses.extend(access_of(&st.batch_pinned, bitstreams, false, call));
+    accesses.extend(access_of(&st.hw_buffer, coefficients + bitstreams, true, call));
+    let mut decoded = Vec::with_capacity(n);
+    for (info, img, d) in images {
+        match decode(d, &info, (0, 0, info.w, info.h), hd.interpolate) {
+            Ok(px) => decoded.push((SendImage(img), px)),
+            Err(e) => return e,
+        }
+    }
+    GPU_HUFFMAN.fetch_add(gpu_path, Ordering::Relaxed);
+    HOST_HUFFMAN.fetch_add(n as u64 - gpu_path, Ordering::Relaxed);
+    let (seq, _) = dev::enqueue(
+        &strm,
+        dev::Enqueue::work(accesses, move || {
+            for (img, px) in &decoded {
+                write_rows(&img.0, px);
+            }
+            Ok(())
+        }),
+    );
+    st.batched_pending = Some((strm, seq));
     SUCCESS
 }
 

@@ -264,6 +264,9 @@ pub struct GpuStageTimes {
     pub hw_host_cpu: f64,
     /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
     pub cuda_decode: f64,
+    /// The batched GPU-hybrid route's call (CUDA events around it, its host part included;
+    /// zero when it is off or took nothing).
+    pub hybrid_decode: f64,
     /// CPU route: libjpeg-turbo decode + upload (host wall); for a batch whose CPU decodes
     /// started while the batch before it decoded, only what it still waited for them.
     pub cpu_route: f64,
@@ -278,13 +281,14 @@ pub struct GpuStageTimes {
 
 impl GpuStageTimes {
     /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 8] {
+    pub fn rows(&self) -> [(&'static str, f64); 9] {
         [
             ("classify", self.classify),
             ("hw decode", self.hw_decode),
             ("hw in calls", self.hw_host),
             ("hw calls cpu", self.hw_host_cpu),
             ("cuda decode", self.cuda_decode),
+            ("hybrid batch", self.hybrid_decode),
             ("cpu route", self.cpu_route),
             ("augment", self.augment),
             ("ahead", self.ahead),
@@ -299,6 +303,7 @@ impl GpuStageTimes {
             hw_host: f(self.hw_host, o.hw_host),
             hw_host_cpu: f(self.hw_host_cpu, o.hw_host_cpu),
             cuda_decode: f(self.cuda_decode, o.cuda_decode),
+            hybrid_decode: f(self.hybrid_decode, o.hybrid_decode),
             cpu_route: f(self.cpu_route, o.cpu_route),
             augment: f(self.augment, o.augment),
             ahead: f(self.ahead, o.ahead),

@@ -67,6 +67,9 @@ pub struct DecoderCounts {
     pub hardware: u64,
     /// Decoded by nvJPEG's CUDA decoders.
     pub cuda: u64,
+    /// Decoded by nvJPEG's GPU-assisted hybrid decoder in one batched call beside the
+    /// hardware engine (its share of the engine's images; `gpu_hybrid_share`).
+    pub gpu_hybrid_batched: u64,
     /// Decoded on the CPU (the CPU backend, or the CUDA backend's CPU route and retries).
     pub cpu: u64,
     /// GPU decodes that failed, or reported success but left canaries unwritten, and were
@@ -77,7 +80,7 @@ pub struct DecoderCounts {
 impl DecoderCounts {
     /// Samples decoded by any decoder.
     pub fn total(&self) -> u64 {
-        self.hardware + self.cuda + self.cpu
+        self.hardware + self.cuda + self.gpu_hybrid_batched + self.cpu
     }
 }
 
@@ -85,6 +88,7 @@ impl std::ops::AddAssign for DecoderCounts {
     fn add_assign(&mut self, o: Self) {
         self.hardware += o.hardware;
         self.cuda += o.cuda;
+        self.gpu_hybrid_batched += o.gpu_hybrid_batched;
         self.cpu += o.cpu;
         self.retried += o.retried;
     }

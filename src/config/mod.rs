@@ -58,6 +58,65 @@ pub enum GpuDecoders {
     Cuda,
 }
 
+/// CUDA backend: how many of the hardware engine's images nvJPEG's GPU-assisted hybrid
+/// decoder (`NVJPEG_BACKEND_GPU_HYBRID`, Huffman on the GPU) takes in one batched call beside
+/// the engine (issue 40, "past the engine's ceiling").
+///
+/// `off` (the default until a GPU measures the route: it runs on the simulated device only);
+/// `auto`: a share computed from the rates measured in the run, so that the engine and the
+/// route finish each batch together (`backend::cuda::decode::share`); a number in (0, 1]: that
+/// fraction of the engine's eligible images, pinned (a call of 100 images or fewer does its
+/// Huffman decoding on the host, nvjpeg.h). Config files spell it `"off"`, `"auto"` or
+/// `"0.25"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum HybridShare {
+    /// No batched GPU-hybrid route.
+    #[default]
+    Off,
+    /// From the measured rates.
+    Auto,
+    /// A fixed fraction of the engine's eligible images.
+    Pinned(f64),
+}
+
+impl std::str::FromStr for HybridShare {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "off" => Ok(Self::Off),
+            "auto" => Ok(Self::Auto),
+            x => match x.parse::<f64>() {
+                Ok(f) if f > 0.0 && f <= 1.0 => Ok(Self::Pinned(f)),
+                _ => Err(format!("gpu hybrid share {s:?}: expected 'off', 'auto' or a fraction in (0, 1]")),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for HybridShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Off => f.write_str("off"),
+            Self::Auto => f.write_str("auto"),
+            Self::Pinned(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl TryFrom<String> for HybridShare {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<HybridShare> for String {
+    fn from(h: HybridShare) -> String {
+        h.to_string()
+    }
+}
+
 /// How the CUDA backend's decoders (nvJPEG) upsample chroma (4:2:0 and 4:2:2 JPEGs).
 ///
 /// `nearest` (the default) replicates each chroma sample: nvJPEG's own default and what
@@ -252,6 +311,10 @@ pub struct PipelineConfig {
     /// CUDA backend: which nvJPEG decoders it may use (default: all).
     #[serde(default)]
     pub gpu_decoders: GpuDecoders,
+    /// CUDA backend: the batched GPU-hybrid route's share of the engine's images (default:
+    /// off; [`HybridShare`]).
+    #[serde(default)]
+    pub gpu_hybrid_share: HybridShare,
     /// CUDA backend: chroma upsampling of the nvJPEG decoders (default: nearest, nvJPEG's own).
     #[serde(default)]
     pub gpu_upsampling: GpuUpsampling,
@@ -364,6 +427,7 @@ impl PipelineConfig {
             device: 0,
             ring_depth: 2,
             gpu_decoders: GpuDecoders::All,
+            gpu_hybrid_share: HybridShare::Off,
             gpu_upsampling: GpuUpsampling::Nearest,
             gpu_wait: GpuWait::Auto,
             decode_only: false,

@@ -7,7 +7,7 @@
 
 use super::{
     rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders,
-    GpuUpsampling, GpuWait, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
+    GpuUpsampling, GpuWait, HybridShare, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -120,6 +120,8 @@ pub struct PipelineOptions {
     pub epoch_length: Option<u64>,
     /// CUDA backend: which nvJPEG decoders.
     pub decoders: Option<GpuDecoders>,
+    /// CUDA backend: the batched GPU-hybrid route's share of the engine's images.
+    pub gpu_hybrid_share: Option<HybridShare>,
     /// CUDA backend: chroma upsampling of the nvJPEG decoders.
     pub gpu_upsampling: Option<GpuUpsampling>,
     /// CUDA backend: how host threads wait for the GPU.
@@ -373,6 +375,7 @@ impl PipelineOptions {
         c.label_column = self.label_column.clone();
         set(&mut c.prefetch_batches, self.prefetch);
         set(&mut c.gpu_decoders, self.decoders);
+        set(&mut c.gpu_hybrid_share, self.gpu_hybrid_share);
         set(&mut c.gpu_upsampling, self.gpu_upsampling);
         set(&mut c.gpu_wait, self.gpu_wait);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);

@@ -211,7 +211,8 @@ impl CudaBackend {
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
         // that fits is kept as the index made it (module docs of `decode::budget`).
-        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_image_pixels), budget);
+        let hybrid = config.gpu_hybrid_share != crate::config::HybridShare::Off;
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_image_pixels), budget, hybrid);
         if memory.arena != bounds.arena || memory.staging != bounds.staging {
             log::warn!(
                 "GPU memory budget: {budget} bytes for the decoder ({} fixed: output ring and augment scratch); decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
@@ -224,7 +225,7 @@ impl CudaBackend {
         }
         let (use_hardware, use_cuda) = DecoderPlan::switches(config.gpu_decoders);
         let staging = PinnedStaging::new(gpu.ctx(), memory.staging)?;
-        let decoder = GpuDecoder::new(
+        let mut decoder = GpuDecoder::new(
             &gpu,
             DecoderPlan {
                 batch: config.batch_size,
@@ -243,6 +244,7 @@ impl CudaBackend {
                 interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
             },
         )?;
+        decoder.enable_batched_hybrid(config.gpu_hybrid_share)?;
         let augmenter = Augmenter::new(&gpu, gpu.stream(), tables, &config.output)?;
         if auto {
             augmenter.reserve_auto()?;
@@ -463,6 +465,7 @@ impl CudaBackend {
         batch.decoders = DecoderCounts {
             hardware: after.hardware - before.hardware,
             cuda: after.cuda - before.cuda,
+            gpu_hybrid_batched: after.gpu_hybrid_batched - before.gpu_hybrid_batched,
             cpu: after.cpu - before.cpu,
             retried: after.retried - before.retried,
         };
@@ -786,10 +789,10 @@ mod tests {
         let b = IndexBounds::new(s.iter().copied(), 256, crate::config::DEFAULT_MAX_DECODED_PIXELS);
         assert_eq!((b.max_dims, b.max_image_pixels), ((4000, 4000), 2_400_000));
         let budget = crate::config::default_gpu_memory_budget(256);
-        let plan = MemoryPlan::fit(b.staging, b.arena, cuda_slot_bytes(b.max_image_pixels), budget);
+        let plan = MemoryPlan::fit(b.staging, b.arena, cuda_slot_bytes(b.max_image_pixels), budget, false);
         assert_eq!((plan.arena, plan.staging), (b.arena, b.staging), "nothing cut");
         // What the phantom square asked for: over the budget, so the arenas were cut.
-        let square = MemoryPlan::fit(b.staging, b.arena, 6 * 4000 * 4000, budget);
+        let square = MemoryPlan::fit(b.staging, b.arena, 6 * 4000 * 4000, budget, false);
         assert!(square.arena.bytes < b.arena.bytes * 3 / 4, "{square:?} against {:?}", b.arena);
     }
 

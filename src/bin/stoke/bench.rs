@@ -649,6 +649,7 @@ mod tests {
             hw_host: 1.0,
             hw_host_cpu: 0.5,
             cuda_decode: 3.0,
+            hybrid_decode: 1.0,
             cpu_route: 4.0,
             augment: 5.0,
             ahead: 1.0,
@@ -660,12 +661,13 @@ mod tests {
             hw_host: 1.75,
             hw_host_cpu: 0.625,
             cuda_decode: 3.25,
+            hybrid_decode: 1.5,
             cpu_route: 4.0,
             augment: 6.0,
             ahead: 3.0,
             ahead_batches: 5.0,
         };
-        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.0, 1.0, 2.0]);
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 2.0]);
         assert_eq!((b - a).ahead_batches, 3.0);
         let mut sum = a;
         sum += b - a;

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, GpuWait, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions,
-    RotateInterp, Sampling,
+    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, GpuWait, HybridShare, Layout, OnError, OptionNames, PipelineConfig,
+    PipelineOptions, RotateInterp, Sampling,
 };
 
 pub use stoke::config::Preset;
@@ -117,6 +117,11 @@ pub struct PipelineArgs {
     /// refuses goes to the CPU; cuda: never the engine).
     #[arg(long, value_enum, default_value = "all")]
     pub decoders: GpuDecoders,
+    /// CUDA backend: the share of the hardware engine's images decoded by nvJPEG's GPU-assisted
+    /// hybrid decoder in one batched call beside it (off; auto: from the rates measured in the
+    /// run; or a fixed fraction such as 0.25). Runs on the simulated device; not GPU-verified.
+    #[arg(long, default_value = "off")]
+    pub gpu_hybrid_share: HybridShare,
     /// CUDA backend: chroma upsampling of the nvJPEG decoders (nearest: replicated, nvJPEG's
     /// default and the GPU peers'; smooth: interpolated, as libjpeg-turbo and the CPU backend,
     /// pictures within 0.04 levels of the CPU's at half the hardware engine's rate).
@@ -377,6 +382,7 @@ impl PipelineArgs {
             class_weights: self.sampling.class_weights.clone(),
             epoch_length: self.sampling.epoch_length,
             decoders: Some(self.decoders),
+            gpu_hybrid_share: Some(self.gpu_hybrid_share),
             gpu_upsampling: Some(self.gpu_upsampling),
             gpu_wait: Some(self.gpu_wait),
             decode_only: self.decode_only,

@@ -13,6 +13,10 @@
 //!   ([`SLOT_BUFFERS`] device and as many pinned, each sized by [`super::cuda_slot_bytes`]
 //!   for the index's largest image), cut in the same proportion.
 //!
+//! With the batched GPU-hybrid route on ([`super::batched_hybrid`]), one more arena-sized
+//! device part (nvJPEG's buffers for that call, which the route keeps within one arena's
+//! bytes) and one more staging slot of pinned memory (its copy of the call's bitstreams).
+//!
 //! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
 //! never meets the budget. With a budget in force, only each sample's crop region is decoded
 //! (`decode_roi`), which is what a random-resized crop of a large photo needs.
@@ -44,13 +48,16 @@ pub struct MemoryPlan {
     pub arena: ArenaPlan,
     /// Bytes of each CUDA-decoder slot buffer (pinned and device alike).
     pub slot: u64,
+    /// The batched GPU-hybrid route is on (its buffers counted).
+    pub hybrid: bool,
 }
 
 impl MemoryPlan {
     /// `staging`, `arena` and the slot buffers' `slot` bytes (from the index) cut down, where
-    /// needed, so that [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`.
-    pub fn fit(staging: StagingPlan, arena: ArenaPlan, slot: u64, budget: u64) -> Self {
-        let unchanged = Self { staging, arena, slot };
+    /// needed, so that [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`; `hybrid`:
+    /// the batched GPU-hybrid route is on.
+    pub fn fit(staging: StagingPlan, arena: ArenaPlan, slot: u64, budget: u64, hybrid: bool) -> Self {
+        let unchanged = Self { staging, arena, slot, hybrid };
         if unchanged.device_bytes() + unchanged.pinned_bytes() <= budget {
             return unchanged;
         }
@@ -58,24 +65,32 @@ impl MemoryPlan {
         let slot_cap = (budget / STAGING_SHARE / slots) / STAGING_ALIGN * STAGING_ALIGN;
         let slot_bytes = staging.slot_bytes.min(slot_cap).max(STAGING_ALIGN);
         let staging = StagingPlan { slot_bytes, slots: staging.slots };
-        let left = budget.saturating_sub(staging.total_bytes());
+        let pinned_staging = staging.total_bytes() + if hybrid { staging.slot_bytes } else { 0 };
+        let left = budget.saturating_sub(pinned_staging);
         // The arenas and the slot buffers in the same proportion.
-        let want = DEVICE_PARTS_PER_ARENA * arena.bytes + 2 * SLOT_BUFFERS * slot;
+        let want = device_parts(hybrid) * arena.bytes + 2 * SLOT_BUFFERS * slot;
         let scale = |x: u64| (x as u128 * left as u128 / want.max(1) as u128) as u64;
         let arena = ArenaPlan { bytes: (scale(arena.bytes) / ARENA_ALIGN * ARENA_ALIGN).max(ARENA_ALIGN) };
-        Self { staging, arena, slot: scale(slot) }
+        Self { staging, arena, slot: scale(slot), hybrid }
     }
 
     /// Device bytes the decoder holds at most under this plan (arenas, the hardware engine's
     /// reserved buffers, the CUDA decoders' slot buffers).
     pub fn device_bytes(&self) -> u64 {
-        DEVICE_PARTS_PER_ARENA * self.arena.bytes + SLOT_BUFFERS * self.slot
+        device_parts(self.hybrid) * self.arena.bytes + SLOT_BUFFERS * self.slot
     }
 
-    /// Pinned host bytes: the staging ring and the CUDA decoders' slot buffers.
+    /// Pinned host bytes: the staging ring, the CUDA decoders' slot buffers and, with the
+    /// batched GPU-hybrid route, one more staging slot.
     pub fn pinned_bytes(&self) -> u64 {
-        self.staging.total_bytes() + SLOT_BUFFERS * self.slot
+        self.staging.total_bytes() + SLOT_BUFFERS * self.slot + if self.hybrid { self.staging.slot_bytes } else { 0 }
     }
+}
+
+/// Arena-sized device parts: [`DEVICE_PARTS_PER_ARENA`], one more with the batched GPU-hybrid
+/// route.
+pub fn device_parts(hybrid: bool) -> u64 {
+    DEVICE_PARTS_PER_ARENA + u64::from(hybrid)
 }
 
 /// What the backend holds besides the decoder, fixed by the batch, the output size and dtype
@@ -157,10 +172,10 @@ mod tests {
         samples.extend((0..10).map(|_| (20_000_000u64, 10000, 5000)));
         for batch in [32usize, 256, 1024] {
             let (staging, arena, slot) = index_plan(&samples, batch);
-            let naive = MemoryPlan { staging, arena, slot };
+            let naive = MemoryPlan { staging, arena, slot, hybrid: false };
             let budget = default_gpu_memory_budget(batch);
             assert!(naive.device_bytes() + naive.pinned_bytes() > budget, "the index must need more than the budget");
-            let p = MemoryPlan::fit(staging, arena, slot, budget);
+            let p = MemoryPlan::fit(staging, arena, slot, budget, false);
             assert!(p.device_bytes() + p.pinned_bytes() <= budget, "batch {batch}: {p:?} over {budget}");
             assert!(p.staging.total_bytes() <= budget / STAGING_SHARE);
             // What is left is used: the arenas and slot buffers take the budget the staging
@@ -172,7 +187,7 @@ mod tests {
         }
         // A bigger budget than the index needs changes nothing.
         let (staging, arena, slot) = index_plan(&samples, 64);
-        assert_eq!(MemoryPlan::fit(staging, arena, slot, u64::MAX), MemoryPlan { staging, arena, slot });
+        assert_eq!(MemoryPlan::fit(staging, arena, slot, u64::MAX, false), MemoryPlan { staging, arena, slot, hybrid: false });
     }
 
     #[test]
@@ -180,15 +195,28 @@ mod tests {
         let samples: Vec<(u64, u32, u32)> = (0..20_000).map(|i| (110_000 + (i % 97) * 1000, 500 + (i % 13) as u32, 375)).collect();
         for batch in [1usize, 64, 256] {
             let (staging, arena, slot) = index_plan(&samples, batch);
-            let p = MemoryPlan::fit(staging, arena, slot, default_gpu_memory_budget(batch));
-            assert_eq!(p, MemoryPlan { staging, arena, slot }, "batch {batch}");
+            let p = MemoryPlan::fit(staging, arena, slot, default_gpu_memory_budget(batch), false);
+            assert_eq!(p, MemoryPlan { staging, arena, slot, hybrid: false }, "batch {batch}");
         }
+    }
+
+    #[test]
+    fn the_batched_gpu_hybrid_route_is_held_to_the_same_budget() {
+        let samples: Vec<(u64, u32, u32)> = (0..5000).map(|i| (3_500_000 + i * 100, 4000, 3000)).collect();
+        let (staging, arena, slot) = index_plan(&samples, 256);
+        let budget = default_gpu_memory_budget(256);
+        let off = MemoryPlan::fit(staging, arena, slot, budget, false);
+        let on = MemoryPlan::fit(staging, arena, slot, budget, true);
+        assert!(on.device_bytes() + on.pinned_bytes() <= budget, "{on:?} over {budget}");
+        // Its part comes out of the arenas: smaller ones than without it.
+        assert!(on.arena.bytes < off.arena.bytes && on.device_bytes() == 5 * on.arena.bytes + SLOT_BUFFERS * on.slot);
+        assert_eq!(on.pinned_bytes(), on.staging.total_bytes() + on.staging.slot_bytes + SLOT_BUFFERS * on.slot);
     }
 
     #[test]
     fn a_tiny_budget_still_leaves_one_aligned_unit_each() {
         let (staging, arena, slot) = index_plan(&[(5_000_000, 8000, 6000)], 1);
-        let p = MemoryPlan::fit(staging, arena, slot, 0);
+        let p = MemoryPlan::fit(staging, arena, slot, 0, false);
         assert_eq!((p.staging.slot_bytes, p.arena.bytes), (STAGING_ALIGN, ARENA_ALIGN));
     }
 }

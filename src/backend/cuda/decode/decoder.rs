@@ -4,6 +4,7 @@
 //! Needs a GPU. Not yet verified on one: written against the nvJPEG 13.0 header and
 //! documentation and cudarc 0.19.10 on a machine without one.
 
+use super::batched_hybrid::BatchedHybrid;
 use super::hybrid::CudaLane;
 use super::*;
 use crate::augment::params::AugParams;
@@ -106,6 +107,8 @@ pub struct DecodeStats {
     pub hardware: u64,
     /// Images the CUDA decoders decoded.
     pub cuda: u64,
+    /// Images the batched GPU-hybrid route decoded (a share of the engine's).
+    pub gpu_hybrid_batched: u64,
     /// Images routed to the CPU decoder.
     pub cpu: u64,
     /// GPU decodes that failed or were not written (canaries) and went to the CPU.
@@ -190,6 +193,8 @@ pub struct GpuDecoder {
     pub(super) routes: Vec<Result<Classified, SlotError>>,
     // The CPU route's persistent workers (shared with the closure that queues GPU work).
     pub(super) cpu_pool: Arc<CpuPool>,
+    // The batched GPU-hybrid route, when turned on (`Self::enable_batched_hybrid`).
+    pub(super) batched_hybrid: Option<BatchedHybrid>,
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -208,7 +213,8 @@ impl Drop for GpuDecoder {
                 }
             }
         }
-        for s in self.cuda_lane_streams.iter().chain([&self.cuda_stream, &self.hw_stream]) {
+        let batched = self.batched_hybrid.as_ref().map(|b| &b.stream);
+        for s in self.cuda_lane_streams.iter().chain([&self.cuda_stream, &self.hw_stream]).chain(batched) {
             if let Err(e) = s.synchronize() {
                 log::error!("waiting for a decode stream before freeing the arenas: {e}");
             }
@@ -383,7 +389,24 @@ impl GpuDecoder {
             classifier,
             routes: Vec::new(),
             cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
+            batched_hybrid: None,
         })
+    }
+
+    /// Turn on the batched GPU-hybrid route ([`super::batched_hybrid`]) with `share`
+    /// (`Off` turns it off). Only with the hardware engine: the route takes a share of the
+    /// engine's images. Its buffers are bounded by one arena's bytes (the memory plan's
+    /// `hybrid` part).
+    pub fn enable_batched_hybrid(&mut self, share: crate::config::HybridShare) -> Result<(), GpuError> {
+        self.batched_hybrid = None;
+        if share == crate::config::HybridShare::Off || self.hw.is_none() {
+            return Ok(());
+        }
+        self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+        let flags = nvjpeg_flags(self.plan.interpolated);
+        self.batched_hybrid = Some(BatchedHybrid::new(self.gpu.ctx(), flags, share, self.plan.arena.bytes)?);
+        log::info!("batched GPU-hybrid route on: share {share} of the hardware engine's images");
+        Ok(())
     }
 
     /// Another classifier routing as this decoder does, to route a batch on another thread
@@ -433,7 +456,9 @@ impl GpuDecoder {
     pub fn device_bytes(&self) -> u64 {
         let n = self.plan.batch as u64;
         let hw = self.hw.as_ref().map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64);
-        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes()
+        // The batched GPU-hybrid route keeps a call's buffers within one arena's bytes.
+        let batched = self.batched_hybrid.as_ref().map_or(0, |_| self.plan.arena.bytes);
+        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
     }
 
     /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
@@ -493,10 +518,16 @@ impl GpuDecoder {
         let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
         out.clear();
 
-        // 1. Give every image its place (ROI-sized for the GPU decoders).
+        // 1. Give every image its place (ROI-sized for the GPU decoders; whole for the batched
+        //    GPU-hybrid route, which takes its share of the engine's images first).
         let mut hw_list = Vec::new();
         let mut cuda_list = Vec::new();
         let mut cpu_list = Vec::new();
+        let mut batched_list = Vec::new();
+        let moved = match self.batched_hybrid.as_mut() {
+            Some(b) if self.hw.is_some() => b.take(jobs, routes, self.plan.arena.bytes),
+            _ => Vec::new(),
+        };
         out.extend(routes.iter().enumerate().map(|(i, r)| match r {
             Err(e) => Err(e.clone()),
             // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
@@ -504,21 +535,27 @@ impl GpuDecoder {
                 cpu_list.push(i);
                 Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
             }
-            Ok((route, roi, stored, _)) => match cursor.place(roi.w, roi.h) {
-                None => Err(arena_full(self.plan.arena.bytes)),
-                Some(offset) => {
-                    if *route == Route::Hardware {
-                        hw_list.push(i);
-                    } else {
-                        cuda_list.push(i);
+            Ok((route, roi, stored, _)) => {
+                let (route, roi) = match moved.contains(&i) {
+                    true => (Route::GpuHybridBatched, Roi { x: 0, y: 0, w: stored.0, h: stored.1 }),
+                    false => (*route, *roi),
+                };
+                match cursor.place(roi.w, roi.h) {
+                    None => Err(arena_full(self.plan.arena.bytes)),
+                    Some(offset) => {
+                        match route {
+                            Route::Hardware => hw_list.push(i),
+                            Route::GpuHybridBatched => batched_list.push(i),
+                            _ => cuda_list.push(i),
+                        }
+                        Ok(Decoded { offset, roi, stored: *stored, route })
                     }
-                    Ok(Decoded { offset, roi: *roi, stored: *stored, route: *route })
                 }
-            },
+            }
         }));
 
         // 2. Canaries into every GPU destination, before any decoder runs.
-        let gpu_list: Vec<usize> = hw_list.iter().chain(&cuda_list).copied().collect();
+        let gpu_list: Vec<usize> = hw_list.iter().chain(&cuda_list).chain(&batched_list).copied().collect();
         let targets = self.targets_host.as_mut_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {
             let d = out[i].as_ref().expect("placed above");
@@ -537,6 +574,10 @@ impl GpuDecoder {
 
         // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
+        // The batched GPU-hybrid call first: queued on its stream, it decodes while the engine does.
+        if let Some(b) = self.batched_hybrid.as_mut() {
+            b.decode(&self.canaries_set, &batched_list, jobs, arena, out, &mut gpu_failed)?;
+        }
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
         // CPU decodes started ahead are this batch's when they cover its CPU-route images.
@@ -619,6 +660,9 @@ impl GpuDecoder {
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        if let Some(b) = &self.batched_hybrid {
+            self.hw_stream.join(&b.stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        }
         if !gpu_list.is_empty() {
             self.launch_canaries("stoke_canary_check", arena, gpu_list.len(), true)?;
             self.hw_stream.memcpy_dtoh(&self.intact_dev, &mut self.intact_host).map_err(driver_err("cuMemcpyDtoHAsync"))?;
@@ -632,6 +676,11 @@ impl GpuDecoder {
         }
         if !cuda_list.is_empty() {
             self.stage_times.cuda_decode = elapsed_secs(&self.timers[2], &self.timers[3])?;
+        }
+        if let Some(b) = self.batched_hybrid.as_mut() {
+            let mpx =
+                |l: &[usize]| l.iter().filter_map(|&i| out[i].as_ref().ok()).map(|d| d.stored.0 as f64 * d.stored.1 as f64 / 1e6).sum();
+            self.stage_times.hybrid_decode = b.measured((self.stage_times.hw_decode, mpx(&hw_list)))?;
         }
         let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {
@@ -701,6 +750,7 @@ impl GpuDecoder {
             match r {
                 Ok(d) if d.route == Route::Hardware => self.stats.hardware += 1,
                 Ok(d) if d.route == Route::Cuda => self.stats.cuda += 1,
+                Ok(d) if d.route == Route::GpuHybridBatched => self.stats.gpu_hybrid_batched += 1,
                 Ok(_) => self.stats.cpu += 1,
                 Err(_) => self.stats.failed += 1,
             }

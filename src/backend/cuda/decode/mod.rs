@@ -10,6 +10,9 @@
 //! - progressive, extended-sequential and what the engine refuses go to the CUDA decoders
 //!   (`NVJPEG_BACKEND_GPU_HYBRID`, then `NVJPEG_BACKEND_HYBRID`, whichever
 //!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
+//! - with `gpu_hybrid_share` on (off by default), a share of the engine's baseline images,
+//!   computed from the rates measured in the run, goes to nvJPEG's GPU-assisted hybrid
+//!   decoder in one batched call (`batched_hybrid.rs`), whole images, concurrently;
 //! - what nvJPEG cannot represent faithfully (CMYK/YCCK and Adobe no-transform RGB, whose
 //!   colour conventions are libjpeg-turbo's; 12-bit; lossless; arithmetic; hierarchical; DNL;
 //!   odd sampling factors; unreadable headers; streams without an EOI; headers libjpeg-turbo
@@ -41,9 +44,12 @@
 //! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
 //! | `hardware.rs` | the hardware engine's batched calls |
 //! | `hybrid.rs` | the CUDA decoders' decoupled phases |
+//! | `batched_hybrid.rs` | a share of the engine's images in one batched GPU-hybrid call (off by default) |
+//! | `share.rs` | [`ShareMeter`], [`split`]: that share, from the rates measured in the run |
 //! | `cpu_route.rs` | libjpeg-turbo workers for the CPU route and retries |
 
 mod arena;
+mod batched_hybrid;
 mod budget;
 mod canary;
 mod classify;
@@ -53,9 +59,11 @@ mod hardware;
 mod hybrid;
 mod roi;
 mod routing;
+mod share;
 
 use crate::error::SlotError;
 pub use arena::*;
+pub use batched_hybrid::{batched_gpu_hybrid_takes, first_scan_components};
 pub use budget::*;
 pub use canary::*;
 pub use classify::*;
@@ -65,6 +73,7 @@ pub use decoder::*;
 pub use hardware::{cuda_slot_bytes, prealloc_dims};
 pub use roi::*;
 pub use routing::*;
+pub use share::*;
 
 #[cfg(test)]
 mod tests;

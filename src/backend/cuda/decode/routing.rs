@@ -10,6 +10,10 @@ pub enum Route {
     Hardware,
     /// nvJPEG's CUDA decoders (GPU-assisted hybrid, then hybrid), on their own stream.
     Cuda,
+    /// nvJPEG's GPU-assisted hybrid decoder in one batched call, whole images, beside the
+    /// engine: a share of the engine's images ([`super::batched_hybrid`]). Never a
+    /// classifier's answer: the decoder moves images here from [`Route::Hardware`].
+    GpuHybridBatched,
     /// The CPU decoder.
     Cpu,
 }

@@ -65,13 +65,24 @@ impl Report {
         }
         let d = &self.decoders;
         println!(
-            "decoders     hardware {}, cuda {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
+            "decoders     hardware {}, cuda {}, gpu-hybrid batched {}, cpu {} (images decoded by each); {} GPU decodes retried on the CPU{}",
             d.hardware,
             d.cuda,
+            d.gpu_hybrid_batched,
             d.cpu,
             d.retried,
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
         );
+        if d.gpu_hybrid_batched > 0 {
+            let share = 100.0 * d.gpu_hybrid_batched as f64 / (d.hardware + d.gpu_hybrid_batched) as f64;
+            let rate = |n: u64, secs: Option<f64>| secs.filter(|s| *s > 0.0).map_or("-".to_string(), |s| format!("{:.0}", n as f64 / s));
+            let g = self.gpu_stages.as_ref().map(|g| g.seconds);
+            println!(
+                "             gpu-hybrid batched: {share:.1} % of the engine's images; {} images/s in its calls (engine {} images/s in its own)",
+                rate(d.gpu_hybrid_batched, g.map(|g| g.hybrid_decode)),
+                rate(d.hardware, g.map(|g| g.hw_decode))
+            );
+        }
         println!(
             "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
             self.seconds
