@@ -116,7 +116,11 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
         })
     };
     let mut o = PipelineOptions { batch_size: Some(batch_size), ..PipelineOptions::default() };
-    o.preset = [Preset::Train, Preset::Eval, Preset::Deit][choice("preset", "train", &[("train", 0), ("eval", 1), ("deit", 2)])? as usize];
+    o.preset = [Preset::Train, Preset::Eval, Preset::Deit, Preset::Dino, Preset::Dinov2, Preset::Simclr, Preset::Mae][choice(
+        "preset",
+        "train",
+        &[("train", 0), ("eval", 1), ("deit", 2), ("dino", 3), ("dinov2", 4), ("simclr", 5), ("mae", 6)],
+    )? as usize];
     let device = opt!("device", String).unwrap_or_else(|| "auto".into());
     (o.backend, o.device) = match device.as_str() {
         "auto" => (Some(BackendKind::Auto), None),
@@ -233,9 +237,12 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.solarize_threshold = opt!("solarize_threshold", f64);
     if let Some(v) = get("views")? {
         // A list of dicts, as JSON: the command line's `--views` text, parsed by the same code.
-        let text: String = v.py().import_bound("json")?.call_method1("dumps", (v,)).and_then(|t| t.extract()).map_err(|e| {
-            PyValueError::new_err(format!("views must be a list of dicts of numbers, lists and strings: {e}"))
-        })?;
+        let text: String = v
+            .py()
+            .import_bound("json")?
+            .call_method1("dumps", (v,))
+            .and_then(|t| t.extract())
+            .map_err(|e| PyValueError::new_err(format!("views must be a list of dicts of numbers, lists and strings: {e}")))?;
         o.views = Some(ViewOptions::parse_list(&text, OptionNames::Python).map_err(|e| PyValueError::new_err(e.to_string()))?);
     }
     o.config = opt!("config", PathBuf);

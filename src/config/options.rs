@@ -25,6 +25,51 @@ pub enum Preset {
     /// `rand-m9-mstd0.5-inc1` RandAugment, RandomErasing 0.25 (pixel), Mixup 0.8 / CutMix 1.0
     /// (switch 0.5, batch mode), label smoothing 0.1. Each part can be changed by its option.
     Deit,
+    /// DINO's multi-crop (facebookresearch/dino `DataAugmentationDINO`): 2 global views at
+    /// `size` (default 224), scale (0.4, 1), and 8 local views at 96, scale (0.05, 0.4);
+    /// bicubic, flip, ColorJitter(0.4, 0.4, 0.2, 0.1) at p 0.8, grayscale 0.2, Pillow's
+    /// GaussianBlur at p 1.0 / 0.1 / 0.5, solarize 0.2 on the second global view.
+    Dino,
+    /// DINOv2's multi-crop as its code runs it (facebookresearch/dinov2
+    /// `data/augmentations.py`): scales (0.32, 1) and (0.05, 0.32), torchvision's 9-tap blur with
+    /// its probabilities inverted by `RandomApply` (0 / 0.9 / 0.5), solarize 0.2 on view 2.
+    Dinov2,
+    /// SimCLR's two views (google-research/simclr `tf2/data_util.py`): RandomResizedCrop
+    /// (bicubic, not antialiased, as TF's `tf.image.resize`), flip, colour strength 1
+    /// (ColorJitter(0.8, 0.8, 0.8, 0.2) at p 0.8, grayscale 0.2), a Gaussian blur of kernel
+    /// `size/10` at p 0.5; no normalization (mean 0, std 1) as the reference.
+    Simclr,
+    /// MAE's pretraining crop (facebookresearch/mae `main_pretrain.py`): one view,
+    /// RandomResizedCrop scale (0.2, 1) bicubic, flip.
+    Mae,
+}
+
+impl Preset {
+    /// The multi-crop presets' view groups for a global size `global` (`None` for the
+    /// single-view presets), as `views` would give them.
+    fn views(self, global: u32) -> Option<Vec<super::ViewOptions>> {
+        let text = match self {
+            Preset::Dino => format!(
+                r#"[{{"count": 2, "size": {global}, "scale": [0.4, 1.0], "interpolation": "bicubic",
+                     "per_view": [{{"blur_prob": 1.0}}, {{"blur_prob": 0.1, "solarize_prob": 0.2}}]}},
+                    {{"count": 8, "size": 96, "scale": [0.05, 0.4], "interpolation": "bicubic", "blur_prob": 0.5}}]"#
+            ),
+            Preset::Dinov2 => format!(
+                r#"[{{"count": 2, "size": {global}, "scale": [0.32, 1.0], "interpolation": "bicubic", "blur_kernel": 9,
+                     "per_view": [{{"blur_prob": 0.0}}, {{"blur_prob": 0.9, "solarize_prob": 0.2}}]}},
+                    {{"count": 8, "size": 96, "scale": [0.05, 0.32], "interpolation": "bicubic", "blur_prob": 0.5, "blur_kernel": 9}}]"#
+            ),
+            // tf2/data_util.py: random_blur's kernel_size = height // 10, made odd as
+            // `radius = kernel_size / 2; kernel_size = radius * 2 + 1`; crop_and_resize resizes
+            // with tf.image.resize(method=BICUBIC), TF2's default antialias=False.
+            Preset::Simclr => format!(
+                r#"[{{"count": 2, "size": {global}, "interpolation": "bicubic", "antialias": false, "blur_prob": 0.5, "blur_kernel": {}}}]"#,
+                (global / 10 / 2) * 2 + 1
+            ),
+            Preset::Train | Preset::Eval | Preset::Deit | Preset::Mae => return None,
+        };
+        Some(serde_json::from_str(&text).expect("the presets' views parse"))
+    }
 }
 
 /// The resize filter of training samples, timm's `--train-interpolation`.
@@ -338,7 +383,37 @@ impl PipelineOptions {
     /// option as `names` spells it. A config file (`config`) is applied last: its `"recipe"`
     /// object (timm's option names) over the options, its other fields over the config.
     pub fn to_config(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
-        self.with_recipe_file()?.build(dataset, names)
+        self.with_recipe_file()?.with_preset_defaults().build(dataset, names)
+    }
+
+    /// These options with the self-supervised presets' settings filled in where an option was
+    /// not given (an option given wins; `views` replaces the preset's views).
+    fn with_preset_defaults(&self) -> Self {
+        let mut o = self.clone();
+        let jitter = |o: &mut Self, values: Vec<f64>| {
+            if o.color_jitter.is_none() {
+                o.color_jitter = Some(values);
+                o.color_jitter_prob = o.color_jitter_prob.or(Some(0.8));
+            }
+            o.grayscale_prob = o.grayscale_prob.or(Some(0.2));
+        };
+        match self.preset {
+            Preset::Dino | Preset::Dinov2 => jitter(&mut o, vec![0.4, 0.4, 0.2, 0.1]),
+            Preset::Simclr => {
+                jitter(&mut o, vec![0.8, 0.8, 0.8, 0.2]);
+                o.mean = o.mean.or(Some([0.0; 3]));
+                o.std = o.std.or(Some([1.0; 3]));
+            }
+            Preset::Mae => {
+                o.scale = o.scale.or(Some((0.2, 1.0)));
+                o.train_interpolation = o.train_interpolation.or(Some(TrainInterpolation::Bicubic));
+            }
+            Preset::Train | Preset::Eval | Preset::Deit => {}
+        }
+        if o.views.is_none() {
+            o.views = self.preset.views(self.size.unwrap_or(224));
+        }
+        o
     }
 
     fn build(&self, dataset: impl Into<PathBuf>, names: OptionNames) -> Result<PipelineConfig> {
@@ -429,8 +504,8 @@ impl PipelineOptions {
     pub(super) fn augment_spec(&self, mean: [f32; 3], names: OptionNames) -> Result<AugmentSpec> {
         let size = self.size.unwrap_or(224);
         let mut a = match self.preset {
-            Preset::Train | Preset::Deit => AugmentSpec::train(size),
             Preset::Eval => AugmentSpec::eval(size),
+            Preset::Train | Preset::Deit | Preset::Dino | Preset::Dinov2 | Preset::Simclr | Preset::Mae => AugmentSpec::train(size),
         };
         a.apply_exif = !self.no_exif;
         set(&mut a.filter, self.filter);
