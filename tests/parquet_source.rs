@@ -220,7 +220,8 @@ fn a_file_that_is_not_parquet_or_is_truncated_is_named() {
 }
 
 /// Stream and per-sample epochs of the set with sample `bad` edited: under skip, that sample
-/// alone is substituted; under fail, the error names it.
+/// alone is substituted, and the substitute names its row and why; under fail, the error names
+/// it. Per-sample mode opens the set all the same (the bad row fails when read).
 fn one_bad_row(name: &str, bad: usize, edit: impl Fn(&mut RowIn), why: &str) {
     let dir = tempdir(name);
     write_both(&dir, |k, r| {
@@ -229,48 +230,60 @@ fn one_bad_row(name: &str, bad: usize, edit: impl Fn(&mut RowIn), why: &str) {
         }
     });
     let data = dir.join("data");
-    let mut p = Pipeline::new(config(&data, true)).unwrap();
-    let (got, subs) = epoch(&mut p, 0);
-    assert_eq!((got.len(), subs), (58, 1), "{name}: skip substitutes the one sample, nothing else is lost");
-    let mut c = config(&data, true);
-    c.on_error = OnError::Fail;
-    let mut p = Pipeline::new(c).unwrap();
-    p.start_epoch(0, 0);
-    let mut err = None;
-    while let Some(b) = p.next_batch() {
-        if let Err(e) = b {
-            err = Some(e.to_string());
-            break;
-        }
-    }
-    let e = err.unwrap_or_else(|| panic!("{name}: fail names the sample"));
     let row = bad - 18; // row group 0 of file 1 starts at sample 18
-    assert!(e.contains("train-00001-of-00003") && e.contains(&format!("row group 0 row {row}")) && e.contains(why), "{e}");
+    let at = format!("train-00001-of-00003.parquet row group 0 row {row}");
+    for stream in [true, false] {
+        let mode = if stream { "stream" } else { "per-sample" };
+        let mut p = Pipeline::new(config(&data, stream)).unwrap_or_else(|e| panic!("{name}, {mode}: the set opens: {e}"));
+        p.start_epoch(0, 0);
+        let (mut got, mut subs) = (0, Vec::new());
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            got += b.positions.len();
+            subs.extend(b.substitutes);
+        }
+        assert_eq!((got, subs.len()), (58, 1), "{name}, {mode}: skip substitutes the one sample, nothing else is lost");
+        let s = &subs[0];
+        assert_eq!(s.index, bad, "{name}, {mode}: the substitute is the bad row");
+        assert!(s.location.contains(&at) && s.reason.contains(why), "{name}, {mode}: {} / {}", s.location, s.reason);
+        let mut c = config(&data, stream);
+        c.on_error = OnError::Fail;
+        let mut p = Pipeline::new(c).unwrap();
+        p.start_epoch(0, 0);
+        let mut err = None;
+        while let Some(b) = p.next_batch() {
+            if let Err(e) = b {
+                err = Some(e.to_string());
+                break;
+            }
+        }
+        let e = err.unwrap_or_else(|| panic!("{name}, {mode}: fail names the sample"));
+        assert!(e.contains(&at) && e.contains(why), "{name}, {mode}: {e}");
+    }
 }
 
 #[test]
 fn a_null_image_fails_its_sample_alone() {
     one_bad_row("null", 20, |r| r.image = None, "null image (column image.bytes)");
-    // Per-sample mode: the same, through the index.
     let dir = std::env::temp_dir().join(format!("stoke-parquet-null-{}", std::process::id()));
     let d = Dataset::open(&dir.join("data"), &IndexOptions { save: false, ..IndexOptions::default() }).unwrap();
     let e = d.read_bytes(20, &mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("null image") && e.contains("row group 0 row 2"), "{e}");
-    let mut p = Pipeline::new(config(&dir.join("data"), false)).unwrap();
-    let (got, subs) = epoch(&mut p, 0);
-    assert_eq!((got.len(), subs), (58, 1), "per-sample: one substitute, nothing else lost");
 }
 
 #[test]
-fn a_label_outside_the_names_fails_its_sample_in_stream_mode_and_the_open_in_per_sample_mode() {
+fn a_label_outside_the_names_fails_its_sample_alone_in_both_modes() {
     one_bad_row("label", 21, |r| r.label = Some(9), "label 9 is outside the 5 class names");
+    // The per-sample index keeps no label outside the names: the classes are the 5 names.
     let dir = std::env::temp_dir().join(format!("stoke-parquet-label-{}", std::process::id()));
-    let e = open_err(&dir.join("data"));
+    let d = Dataset::open(&dir.join("data"), &IndexOptions { save: false, ..IndexOptions::default() }).unwrap();
+    assert_eq!(d.classes(), NAMES, "no class made up for label 9");
+    let e = d.read_bytes(21, &mut Vec::new()).unwrap_err().to_string();
     assert!(e.contains("train-00001-of-00003.parquet row group 0 row 3") && e.contains("label 9 is outside"), "{e}");
 }
 
 #[test]
-fn a_null_label_fails_its_sample() {
+fn a_null_label_fails_its_sample_alone() {
     one_bad_row("nolabel", 19, |r| r.label = None, "null label");
 }
 
@@ -391,4 +404,40 @@ fn only_the_image_and_label_column_chunks_are_read() {
     }
     let (got, subs) = epoch(&mut Pipeline::new(config(&dir.join("data"), true)).unwrap(), 0);
     assert_eq!((got.len(), subs), (58, 0));
+}
+
+#[test]
+fn the_row_groups_largest_images_are_measured_once_per_set_and_saved_for_the_next_start() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use stoke::source::parquet::{open_if_parquet, Columns};
+    let dir = tempdir("largest");
+    write_both(&dir, clean());
+    let (data, cache) = (dir.join("data"), dir.join("cache"));
+    let open = || open_if_parquet(&data, &Columns::default(), 2).unwrap().unwrap();
+    let measured = open().largest(2);
+    assert_eq!(open().largest_saved(2, Some(&cache)), measured, "the first start measures");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "and saves one file");
+    // Every image column chunk overwritten, each file's size and modification time kept: a
+    // start that read a row group would find no image in it.
+    let files: Vec<_> = (0..3).map(|f| data.join(format!("train-{f:05}-of-00003.parquet"))).collect();
+    for path in &files {
+        let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+        let meta = SerializedFileReader::new(std::fs::File::open(path).unwrap()).unwrap().metadata().clone();
+        let mut bytes = std::fs::read(path).unwrap();
+        for rg in meta.row_groups() {
+            let (start, len) = rg.column(0).byte_range();
+            bytes[start as usize..(start + len) as usize].fill(0xFF);
+        }
+        std::fs::write(path, bytes).unwrap();
+        std::fs::File::options().write(true).open(path).unwrap().set_modified(modified).unwrap();
+    }
+    assert_ne!(open().largest(2), measured, "measuring now finds no image");
+    assert_eq!(open().largest_saved(2, Some(&cache)), measured, "the next start reads no row group");
+    // A file changed since (here: its modification time): the set is measured again.
+    let later = std::fs::metadata(&files[1]).unwrap().modified().unwrap() + std::time::Duration::from_secs(1);
+    std::fs::File::options().write(true).open(&files[1]).unwrap().set_modified(later).unwrap();
+    let again = open().largest_saved(2, Some(&cache));
+    assert_ne!(again, measured, "a changed file is measured again");
+    assert!(again.iter().all(|l| l.headerless > 0), "every row group unreadable now: sized at the decode guard");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "measures with unreadable row groups are not saved");
 }

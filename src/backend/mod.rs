@@ -140,14 +140,14 @@ impl AnyBackend {
         match (config.backend, bounds) {
             (BackendKind::Cpu, _) => Ok(Self::Cpu(cpu::CpuBackend::new(config)?)),
             (_, Some(b)) => Self::choose(config, || cuda::pipeline::CudaBackend::for_shards(config, b)),
-            // Parquet: the row groups' largest images are measured by reading each row group
-            // once, and only when there is a GPU to size buffers for.
+            // Parquet: the row groups' largest images, measured by reading each row group once
+            // per set (saved for the next start), and only when there is a GPU to size
+            // buffers for.
             (_, None) if set.parquet.is_some() => Self::choose(config, || {
                 drop(cuda::open_for_pipeline(config.device)?);
                 let pq = set.parquet.as_ref().expect("checked");
-                log::info!("reading the {} row groups once to size the CUDA buffers by their largest images", pq.groups.len());
                 let mut facts = set.facts.clone();
-                for (f, l) in facts.iter_mut().zip(pq.largest(0)) {
+                for (f, l) in facts.iter_mut().zip(pq.largest_saved(0, None)) {
                     f.largest = Some(l);
                 }
                 let b = cuda::pipeline::IndexBounds::from_shards(&facts, config.batch_size, config.max_decoded_pixels)

@@ -35,10 +35,10 @@ const VERSION: u32 = 2;
 /// big EXIF thumbnails or ICC profiles need the second; a DNL height needs the whole file.
 pub(crate) const HEADER_READS: [usize; 2] = [8 << 10, 256 << 10];
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         h ^= b as u64;
         h = h.wrapping_mul(FNV_PRIME);
@@ -209,7 +209,7 @@ pub(crate) fn beside_path(kind: SourceKind, given: &Path, root: &Path) -> PathBu
 }
 
 /// The cache folder: `cache_dir`, else `$XDG_CACHE_HOME/stoke`, else `~/.cache/stoke`.
-fn cache_folder(cache_dir: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn cache_folder(cache_dir: Option<&Path>) -> Option<PathBuf> {
     Some(match cache_dir {
         Some(d) => d.to_path_buf(),
         None => match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {

@@ -33,6 +33,7 @@
 
 mod read;
 
+use super::shards::Largest;
 use super::{Entry, Listing, Location};
 use crate::error::{Error, Result};
 use bytes::Bytes;
@@ -225,6 +226,9 @@ pub struct ParquetFile {
     pub path: String,
     /// Size in bytes.
     pub size: u64,
+    /// Its version: the store's listing's (ETag or modification time), or a local file's
+    /// modification time in nanoseconds.
+    pub version: String,
     meta: Arc<ParquetMetaData>,
     /// Leaf column index of the image bytes.
     image: usize,
@@ -248,6 +252,15 @@ pub struct Group {
     /// Smallest and largest label (`[-1, -1]` when unlabelled).
     pub labels: [i64; 2],
 }
+
+/// The saved form of [`ParquetSet::largest_saved`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedLargest {
+    format: String,
+    groups: Vec<Largest>,
+}
+
+const LARGEST_FORMAT: &str = "stoke-parquet-largest 1";
 
 /// A row group decoded: the images back to back, and each row.
 pub(crate) struct Decoded {
@@ -280,9 +293,6 @@ pub struct ParquetSet {
     pub classes: Vec<String>,
     fetch: Fetch,
     cache: GroupCache,
-    /// Each object's version as the store's listing gave it (until the node cache takes them).
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    versions: std::collections::HashMap<String, String>,
 }
 
 /// The `huggingface` metadata's features: name → `_type` and, for a `ClassLabel`, its names.
@@ -399,7 +409,12 @@ fn label_stats(rg: &RowGroupMetaData, col: usize) -> Option<[i64; 2]> {
 
 /// One file opened: its footer, columns and class names, and each row group's label range
 /// (from the statistics, else by reading the label column chunk).
-fn open_file(fetch: &Fetch, path: &str, size: u64, want: &Columns) -> Result<(ParquetFile, Vec<String>, Vec<[i64; 2]>)> {
+fn open_file(
+    fetch: &Fetch,
+    (path, size, version): &(String, u64, String),
+    want: &Columns,
+) -> Result<(ParquetFile, Vec<String>, Vec<[i64; 2]>)> {
+    let (path, size) = (path.as_str(), *size);
     let meta = footer(fetch, path, size)?;
     let (image, label, names) = columns(path, &meta, want)?;
     let mut stats = Vec::with_capacity(meta.num_row_groups());
@@ -422,7 +437,7 @@ fn open_file(fetch: &Fetch, path: &str, size: u64, want: &Columns) -> Result<(Pa
         }
         stats.push(label.and_then(|c| label_stats(rg, c)));
     }
-    let file = ParquetFile { path: path.to_string(), size, meta: Arc::new(meta), image, label };
+    let file = ParquetFile { path: path.to_string(), size, version: version.clone(), meta: Arc::new(meta), image, label };
     let labels = stats
         .iter()
         .enumerate()
@@ -444,7 +459,8 @@ impl ParquetSet {
         let mut listed = Vec::with_capacity(files.len());
         for p in files {
             let md = std::fs::metadata(p).map_err(|e| Error::dataset(p, format!("cannot read: {e}")))?;
-            listed.push((p.to_string_lossy().into_owned(), md.len()));
+            let modified = md.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+            listed.push((p.to_string_lossy().into_owned(), md.len(), modified.to_string()));
         }
         Self::open(root.to_string_lossy().into_owned(), listed, Fetch::Local, want, threads)
     }
@@ -457,11 +473,8 @@ impl ParquetSet {
         if objects.is_empty() {
             return Err(Error::dataset(url, "empty dataset: no .parquet objects found under this prefix"));
         }
-        let versions = objects.iter().map(|o| (o.url.clone(), o.version.clone())).collect();
-        let listed = objects.into_iter().map(|o| (o.url, o.size)).collect();
-        let mut set = Self::open(root, listed, Fetch::Store(store, None), want, threads)?;
-        set.versions = versions;
-        Ok(set)
+        let listed = objects.into_iter().map(|o| (o.url, o.size, o.version)).collect();
+        Self::open(root, listed, Fetch::Store(store, None), want, threads)
     }
 
     /// Read the row groups' column chunks of a store through the node cache in `dir` (stream
@@ -469,7 +482,7 @@ impl ParquetSet {
     /// disk. Local files are read as they are.
     #[cfg(feature = "remote")]
     pub fn with_cache(&mut self, dir: &Path, limit: u64) -> Result<()> {
-        let versions = std::mem::take(&mut self.versions);
+        let versions = self.files.iter().map(|f| (f.path.clone(), f.version.clone())).collect();
         self.fetch.cached(dir, limit, versions)
     }
 
@@ -482,12 +495,12 @@ impl ParquetSet {
         }
     }
 
-    fn open(root: String, listed: Vec<(String, u64)>, fetch: Fetch, want: &Columns, threads: usize) -> Result<ParquetSet> {
+    fn open(root: String, listed: Vec<(String, u64, String)>, fetch: Fetch, want: &Columns, threads: usize) -> Result<ParquetSet> {
         if listed.is_empty() {
             return Err(Error::dataset(&root, "empty dataset: no .parquet files found"));
         }
         let threads = if matches!(fetch, Fetch::Local) { threads } else { threads.max(8) };
-        let opened = super::index::parallel_map(listed.len(), threads, None, |i| open_file(&fetch, &listed[i].0, listed[i].1, want));
+        let opened = super::index::parallel_map(listed.len(), threads, None, |i| open_file(&fetch, &listed[i], want));
         let mut files = Vec::with_capacity(listed.len());
         let (mut groups, mut first_group) = (Vec::new(), Vec::with_capacity(listed.len()));
         let mut classes: Option<(Vec<String>, bool, String)> = None;
@@ -514,34 +527,91 @@ impl ParquetSet {
             files.push(file);
         }
         let classes = classes.map(|c| c.0).unwrap_or_default();
-        Ok(ParquetSet {
-            root,
-            files,
-            groups,
-            first_group,
-            classes,
-            fetch,
-            cache: GroupCache::new(SAMPLE_CACHE_BYTES),
-            versions: Default::default(),
-        })
+        Ok(ParquetSet { root, files, groups, first_group, classes, fetch, cache: GroupCache::new(SAMPLE_CACHE_BYTES) })
     }
 
     /// Each row group's largest image (compressed bytes, stored size), by reading every row group
-    /// once, `threads` at once: what the CUDA backend sizes its buffers by in stream mode. A row
-    /// group that cannot be read counts its rows as headerless (sized at the decode guard); it
-    /// fails by name when its epoch reads it.
-    pub fn largest(&self, threads: usize) -> Vec<super::shards::Largest> {
-        super::index::parallel_map(self.groups.len(), threads, None, |g| match self.read_group(g) {
-            Ok(d) => super::shards::Largest::of(d.rows.iter().filter(|r| r.error.is_none()).map(|r| {
+    /// once, `threads` at once. A row group that cannot be read counts its rows as headerless
+    /// (sized at the decode guard); it fails by name when its epoch reads it.
+    pub fn largest(&self, threads: usize) -> Vec<Largest> {
+        self.measure(threads).0
+    }
+
+    /// [`Self::largest`], and whether every row group was read.
+    fn measure(&self, threads: usize) -> (Vec<Largest>, bool) {
+        let read = super::index::parallel_map(self.groups.len(), threads, None, |g| match self.read_group(g) {
+            Ok(d) => Some(Largest::of(d.rows.iter().filter(|r| r.error.is_none()).map(|r| {
                 let bytes = &d.data[r.bytes.clone()];
                 (bytes.len() as u64, crate::codec::parse_info(bytes).ok().map(|i| (i.width, i.height)))
-            })),
+            }))),
             Err(e) => {
                 log::warn!("cannot read {} to size the CUDA buffers: {e}", self.group_name(g));
-                let gr = &self.groups[g];
-                super::shards::Largest { bytes: gr.bytes, headerless: gr.rows, ..Default::default() }
+                None
             }
-        })
+        });
+        let all = read.iter().all(Option::is_some);
+        let largest = read
+            .into_iter()
+            .zip(&self.groups)
+            .map(|(l, gr)| l.unwrap_or(Largest { bytes: gr.bytes, headerless: gr.rows, ..Default::default() }))
+            .collect();
+        (largest, all)
+    }
+
+    /// What the CUDA backend sizes its buffers by in stream mode: [`Self::largest`], measured
+    /// once per set and saved in the index's cache folder (`cache_dir`, else
+    /// `$XDG_CACHE_HOME/stoke`, else `~/.cache/stoke`) under a name from every file's path, size
+    /// and version and every row group's rows and bytes. A start that finds it reads no row
+    /// group; a changed file measures the set again. Nothing in a Parquet footer says an
+    /// image's stored width and height, so the first start over a set reads each row group once
+    /// (through the node cache when stream mode has one: epoch 1 then reads local disk).
+    /// Measures with a row group that could not be read are not saved.
+    pub fn largest_saved(&self, threads: usize, cache_dir: Option<&Path>) -> Vec<Largest> {
+        let path = super::index::cache_folder(cache_dir).map(|d| d.join(format!("{}.stoke-largest.json", self.fingerprint())));
+        if let Some(p) = &path {
+            if let Some(saved) = std::fs::read(p).ok().and_then(|b| serde_json::from_slice::<SavedLargest>(&b).ok()) {
+                if saved.format == LARGEST_FORMAT && saved.groups.len() == self.groups.len() {
+                    log::info!("the row groups' largest images from {}", p.display());
+                    return saved.groups;
+                }
+            }
+        }
+        log::info!("reading the {} row groups once to size the CUDA buffers by their largest images", self.groups.len());
+        let (largest, all) = self.measure(threads);
+        if let (Some(p), true) = (&path, all) {
+            let text = serde_json::to_vec(&SavedLargest { format: LARGEST_FORMAT.into(), groups: largest.clone() }).expect("plain data");
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            let written = p
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|_| std::fs::write(&tmp, text))
+                .and_then(|_| std::fs::rename(&tmp, p));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                log::info!("cannot save the row groups' largest images to {}: {e}; the next start measures them again", p.display());
+            }
+        }
+        largest
+    }
+
+    /// A name for the set's contents: its folder's last part and a hash of every file's path,
+    /// size and version and every row group's rows and image bytes.
+    fn fingerprint(&self) -> String {
+        use super::index::{fnv, FNV_OFFSET};
+        let mut h = FNV_OFFSET;
+        for f in &self.files {
+            for part in [f.path.as_bytes(), &f.size.to_le_bytes(), f.version.as_bytes(), &[0]] {
+                h = fnv(h, part);
+            }
+        }
+        for g in &self.groups {
+            h = fnv(fnv(h, &g.rows.to_le_bytes()), &g.bytes.to_le_bytes());
+        }
+        let name: String = file_name(self.root.trim_end_matches('/'))
+            .chars()
+            .map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .collect();
+        format!("{name}-{h:016x}")
     }
 
     /// Keep at most `bytes` of decoded row groups for per-sample reads (module docs).
@@ -689,26 +759,21 @@ pub(crate) fn list(set: &ParquetSet, fingerprint: u64, threads: usize, progress:
                 };
                 Entry {
                     key: set.key(g, row),
-                    label: r.label,
+                    // A null label or one outside the class names: the sample fails by name
+                    // when read (its header error says why); the index keeps no such label.
+                    label: if r.bad_label { -1 } else { r.label },
                     len: r.bytes.len() as u64,
                     location: Location::Parquet { file: gr.file, rg: gr.rg, row: row as u32 },
                     header: Some(header),
                 }
             })
             .collect();
-        Ok::<_, Error>((entries, d.rows))
+        Ok::<_, Error>(entries)
     });
     pb.finish_and_clear();
     let mut entries = Vec::with_capacity(set.groups.iter().map(|g| g.rows as usize).sum());
-    for (g, r) in results.into_iter().enumerate() {
-        let (es, rows) = r?;
-        if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.bad_label) {
-            // The per-sample index holds labels of listed classes only (stream mode fails the
-            // sample alone).
-            let why = r.error.as_deref().unwrap_or("bad label");
-            return Err(Error::dataset(&set.files[set.groups[g].file as usize].path, format!("{}: {why}", set.location(g, row))));
-        }
-        entries.extend(es);
+    for r in results {
+        entries.extend(r?);
     }
     let max_label = entries.iter().map(|e| e.label).max().unwrap_or(-1);
     let mut classes = set.classes.clone();
