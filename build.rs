@@ -30,6 +30,10 @@ fn compile_host_kernels() {
         // fast-math reassociation.
         .flag_if_supported("-ffp-contract=off")
         .flag_if_supported("-fno-fast-math")
+        // No FP exception is ever looked at: lets the compiler evaluate both sides of a select
+        // (kernels/host/augment_host.cpp's hue pass vectorizes only so). Values are unchanged:
+        // value-changing rewrites need -ffast-math's other flags, which stay off.
+        .flag_if_supported("-fno-trapping-math")
         .warnings(true)
         .include("kernels");
     for f in &host {

@@ -597,6 +597,83 @@ void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], flo
     for (size_t e = 0; e < len; e++) post[e] = (float)r[e];
 }
 
+// torchvision's adjust_hue over the whole held image: stoke_adjust_hue (recipe_math.cuh, the
+// definition the GPU runs per pixel) on blocks of HUE_BLOCK pixels taken apart into channel
+// arrays, its branches written as selects of values computed unconditionally, so the compiler
+// vectorizes the block loop (build.rs: -fno-trapping-math lets it if-convert them; it changes
+// no value). Each value takes the definition's IEEE operations in the same
+// order (-ffp-contract=off), so the bits are the definition's: tests/gpu_kernel_host.rs holds
+// the CPU backend to the kernel's per-pixel host build. `(int)fi % 6` is `fi == 6 ? 0 : fi`:
+// h lies in [0, 1] there, so fi is an integer in 0..=6.
+constexpr size_t HUE_BLOCK = 16;
+
+void hue_image(float* post, size_t px, float hue) {
+    float r[HUE_BLOCK], g[HUE_BLOCK], b[HUE_BLOCK];
+    for (size_t k0 = 0; k0 < px; k0 += HUE_BLOCK) {
+        const size_t m = px - k0 < HUE_BLOCK ? px - k0 : HUE_BLOCK;
+        float* v = post + 3 * k0;
+        for (size_t j = 0; j < HUE_BLOCK; j++) {
+            const size_t q = j < m ? j : 0;
+            r[j] = v[3 * q] / 255.0f;
+            g[j] = v[3 * q + 1] / 255.0f;
+            b[j] = v[3 * q + 2] / 255.0f;
+        }
+        for (size_t j = 0; j < HUE_BLOCK; j++) {
+            const float R = r[j], G = g[j], B = b[j];
+            const float maxc = R > G ? (R > B ? R : B) : (G > B ? G : B);
+            const float minc = R < G ? (R < B ? R : B) : (G < B ? G : B);
+            const bool eqc = maxc == minc;
+            const float cr = maxc - minc;
+            const float s = cr / (eqc ? 1.0f : maxc);
+            const float div = eqc ? 1.0f : cr;
+            const float rc = (maxc - R) / div, gc = (maxc - G) / div, bc = (maxc - B) / div;
+            const float hr = bc - gc, hg = (rc + 2.0f) - bc, hb = (gc + 4.0f) - rc;
+            float h = maxc == R ? hr : (maxc == G ? hg : hb);
+            h = h * (float)(1.0 / 6.0) + 1.0f;
+            h = h >= 1.0f ? h - 1.0f : h;
+            h = h + hue;
+            const float hm = h - 1.0f, hp = h + 1.0f;
+            h = h >= 1.0f ? hm : (h < 0.0f ? hp : h);
+            const float h6 = h * 6.0f;
+            const float fi = floorf(h6);
+            const float f = h6 - fi;
+            const float i = fi == 6.0f ? 0.0f : fi;
+            const float sxf = s * f;
+            const float one_minus_s = 1.0f - s;
+            const float vq = (1.0f - sxf) * maxc;
+            const float vt = (sxf + one_minus_s) * maxc;
+            const float vp = one_minus_s * maxc;
+            const float Q = vq < 0.0f ? 0.0f : (vq > 1.0f ? 1.0f : vq);
+            const float T = vt < 0.0f ? 0.0f : (vt > 1.0f ? 1.0f : vt);
+            const float P = vp < 0.0f ? 0.0f : (vp > 1.0f ? 1.0f : vp);
+            const float V = maxc;
+            // stoke_adjust_hue's switch, (V,T,P) (Q,V,P) (P,V,T) (P,Q,V) (T,P,V) (V,P,Q) for
+            // i = 0..5, as one select after another (a chain the compiler if-converts).
+            const bool i0 = i == 0.0f, i1 = i == 1.0f, i2 = i == 2.0f, i3 = i == 3.0f, i4 = i == 4.0f, i5 = i == 5.0f;
+            float o0 = i0 ? V : P;
+            o0 = i1 ? Q : o0;
+            o0 = i4 ? T : o0;
+            o0 = i5 ? V : o0;
+            float o1 = i0 ? T : P;
+            o1 = i1 ? V : o1;
+            o1 = i2 ? V : o1;
+            o1 = i3 ? Q : o1;
+            float o2 = i2 ? T : V;
+            o2 = i0 ? P : o2;
+            o2 = i1 ? P : o2;
+            o2 = i5 ? Q : o2;
+            r[j] = o0 * 255.0f;
+            g[j] = o1 * 255.0f;
+            b[j] = o2 * 255.0f;
+        }
+        for (size_t j = 0; j < m; j++) {
+            v[3 * j] = r[j];
+            v[3 * j + 1] = g[j];
+            v[3 * j + 2] = b[j];
+        }
+    }
+}
+
 void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
                  uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm,
                  uint8_t* const blur_img[2], float* blur_hor, float* blur_line) {
@@ -624,6 +701,8 @@ void color_image(const StokeAugParams* p, float* post, float* planar, void* out,
                 v[1] = stoke_blend(v[1], g, f);
                 v[2] = stoke_blend(v[2], g, f);
             }
+        } else if (op == STOKE_COLOR_HUE) {
+            hue_image(post, px, cp->hue);
         } else {
             for (size_t k = 0; k < px; k++) stoke_color_step(cp, op, 0.0f, post + 3 * k);
         }
