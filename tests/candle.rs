@@ -199,3 +199,43 @@ fn a_device_batch_copies_to_tensors_equal_to_its_host_copies() {
         }
     }
 }
+
+/// A batch of several views: `take_candle_views` / `to_candle_views` give one tensor per view,
+/// each of its view's shape, holding the bytes at its place in the batch, sharing one storage
+/// (no copy per view); the single-tensor calls refuse the batch by name.
+#[test]
+fn views_become_one_tensor_each_over_one_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    candle_common::dataset(dir.path());
+    let groups = r#"[{"count": 2, "size": 20, "scale": [0.4, 1.0]}, {"count": 3, "size": 8, "scale": [0.05, 0.4]}]"#;
+    for (dtype, layout) in [(DType::F32, Layout::Nchw), (DType::F16, Layout::Nhwc)] {
+        let mut c = config(dir.path(), dtype, layout);
+        let o = stoke::config::PipelineOptions {
+            views: Some(stoke::config::ViewOptions::parse_list(groups, stoke::config::OptionNames::Cli).unwrap()),
+            ..Default::default()
+        };
+        let v = o.to_config(dir.path(), stoke::config::OptionNames::Cli).unwrap();
+        (c.views, c.augment) = (v.views, v.augment);
+        for mut b in batches(c) {
+            let n = b.len();
+            let e = b.to_candle(&Device::Cpu).unwrap_err().to_string();
+            assert!(e.contains("to_candle: this batch has 5 views") && e.contains("to_candle_views"), "{e}");
+            assert!(b.take_candle().unwrap_err().to_string().contains("take_candle_views"));
+            let want = naive_values(&b);
+            let places = b.view_places();
+            let (copied, labels) = b.to_candle_views(&Device::Cpu).unwrap();
+            let (views, taken) = b.take_candle_views().unwrap();
+            assert_eq!((views.len(), copied.len()), (5, 5));
+            assert_eq!(values(&taken), values(&labels));
+            let base = storage_ptr(&views[0]);
+            for ((t, u), p) in views.iter().zip(&copied).zip(&places) {
+                let shape = if layout == Layout::Nchw { vec![n, 3, p.height, p.width] } else { vec![n, p.height, p.width, 3] };
+                assert_eq!((t.dims().to_vec(), u.dims().to_vec()), (shape.clone(), shape));
+                let (at, len) = (p.offset / dtype.size(), n * p.sample_bytes / dtype.size());
+                assert_eq!(values(t), want[at..at + len]);
+                assert_eq!(values(u), want[at..at + len]);
+                assert_eq!(storage_ptr(t), base, "every view shares the batch's one storage");
+            }
+        }
+    }
+}

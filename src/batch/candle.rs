@@ -4,6 +4,10 @@
 //! batch's element type (`U8`, `F16`, `BF16`, `F32`), and the targets: the labels `[N]` as
 //! `I64`, or under Mixup/CutMix the soft targets `[N, classes]` as `F32` (what timm's `Mixup`
 //! returns in place of the labels; train with a soft cross-entropy).
+//!
+//! A batch with several views per sample (`views`, [`crate::augment::views`]) gives one tensor
+//! per view through the `*_views` methods: each a view (candle `narrow` + `reshape`, no copy)
+//! into the one tensor that holds every view's images, group after group.
 
 use super::{Batch, HostImages, Images};
 #[cfg(feature = "candle-cuda")]
@@ -21,7 +25,21 @@ impl Batch {
     ///
     /// A device batch (the CUDA backend) is refused: [`Batch::to_candle`] copies it to the host.
     pub fn take_candle(&mut self) -> Result<(Tensor, Tensor)> {
-        let (n, bytes, dtype) = (self.len(), self.len() * self.sample_bytes(), self.dtype);
+        self.one_view("take_candle")?;
+        self.take_candle_all()
+    }
+
+    /// [`Batch::take_candle`] for a batch of several views: one tensor per view, in view order
+    /// (views into one CPU tensor; a batch of one view gives one).
+    pub fn take_candle_views(&mut self) -> Result<(Vec<Tensor>, Tensor)> {
+        let (images, targets) = self.take_candle_all()?;
+        Ok((self.views_of(&images)?, targets))
+    }
+
+    /// Every view's images in one tensor (`shape` for one view, 1-D for several), and the
+    /// targets; what [`Batch::take_candle`] documents.
+    fn take_candle_all(&mut self) -> Result<(Tensor, Tensor)> {
+        let (n, bytes, dtype) = (self.len(), self.images_bytes(), self.dtype);
         let elements = bytes / dtype.size();
         let images =
             match &mut self.images {
@@ -32,7 +50,7 @@ impl Batch {
                         .into(),
                 )),
             };
-        let shape = self.shape.to_vec();
+        let shape = self.images_shape();
         let images = match images {
             HostImages::U8(v) => cpu_tensor(v, elements, shape)?,
             HostImages::F16(v) => cpu_tensor(v, elements, shape)?,
@@ -55,8 +73,20 @@ impl Batch {
     /// with one copy; a device batch is brought to the host first (it waits for the batch to be
     /// ready).
     pub fn to_candle(&self, device: &Device) -> Result<(Tensor, Tensor)> {
+        self.one_view("to_candle")?;
+        self.to_candle_all(device)
+    }
+
+    /// [`Batch::to_candle`] for a batch of several views: one tensor per view, in view order
+    /// (views into one tensor on `device`).
+    pub fn to_candle_views(&self, device: &Device) -> Result<(Vec<Tensor>, Tensor)> {
+        let (images, targets) = self.to_candle_all(device)?;
+        Ok((self.views_of(&images)?, targets))
+    }
+
+    fn to_candle_all(&self, device: &Device) -> Result<(Tensor, Tensor)> {
         let n = self.len();
-        let (bytes, elements) = (n * self.sample_bytes(), n * self.sample_bytes() / self.dtype.size());
+        let (bytes, elements) = (self.images_bytes(), self.images_bytes() / self.dtype.size());
         let mut copied = None;
         let mut targets = None;
         let host = match &self.images {
@@ -72,7 +102,7 @@ impl Batch {
                 copied.insert(h)
             }
         };
-        let shape = self.shape.to_vec();
+        let shape = self.images_shape();
         let images = match host {
             HostImages::U8(v) => Tensor::from_slice(&v[..elements], shape, device)?,
             HostImages::F16(v) => Tensor::from_slice(&v[..elements], shape, device)?,
@@ -94,6 +124,39 @@ impl Batch {
             Tensor::from_slice(l, n, device)?
         };
         Ok((images, targets))
+    }
+}
+
+impl Batch {
+    /// An error naming `call` and the `_views` method to use when the batch has several views.
+    fn one_view(&self, call: &str) -> Result<()> {
+        match self.views() {
+            1 => Ok(()),
+            v => Err(Error::Usage(format!("{call}: this batch has {v} views of each sample; {call}_views gives one tensor per view"))),
+        }
+    }
+
+    /// The shape of the tensor of every view's images: `shape` for one view, 1-D for several.
+    fn images_shape(&self) -> Vec<usize> {
+        if self.views() == 1 {
+            self.shape.to_vec()
+        } else {
+            vec![self.images_bytes() / self.dtype.size()]
+        }
+    }
+
+    /// Each view of `images` (every view's images, as `images_shape` shapes them) as its own
+    /// `[N, C, H, W]` (or NHWC) tensor sharing its storage.
+    fn views_of(&self, images: &Tensor) -> Result<Vec<Tensor>> {
+        let flat = images.flatten_all()?;
+        let size = self.dtype.size();
+        self.view_places()
+            .iter()
+            .map(|p| {
+                let shape = self.shape_of(self.len(), p.width, p.height).to_vec();
+                Ok(flat.narrow(0, p.offset / size, self.len() * p.sample_bytes / size)?.reshape(shape)?)
+            })
+            .collect()
     }
 }
 
@@ -135,6 +198,18 @@ impl Batch {
     /// Refused, with the batch unchanged: a host batch (use [`Batch::take_candle`]), a CPU or
     /// other device, a device without stream-ordered memory pools.
     pub fn take_candle_cuda(&mut self, device: &Device) -> Result<(Tensor, Tensor)> {
+        self.one_view("take_candle_cuda")?;
+        self.take_candle_cuda_all(device)
+    }
+
+    /// [`Batch::take_candle_cuda`] for a batch of several views: one tensor per view, in view
+    /// order, views into the one tensor that owns the batch's memory (or its copy).
+    pub fn take_candle_cuda_views(&mut self, device: &Device) -> Result<(Vec<Tensor>, Tensor)> {
+        let (images, targets) = self.take_candle_cuda_all(device)?;
+        Ok((self.views_of(&images)?, targets))
+    }
+
+    fn take_candle_cuda_all(&mut self, device: &Device) -> Result<(Tensor, Tensor)> {
         use candle_core::backend::BackendStorage;
         use candle_core::cuda_backend::{CudaStorage, CudaStorageSlice};
         use candle_core::op::BackpropOp;
@@ -169,7 +244,7 @@ impl Batch {
             ));
         }
         let (n, dtype, classes) = (self.len(), self.dtype, self.num_classes);
-        let elements = n * self.sample_bytes() / dtype.size();
+        let elements = self.images_bytes() / dtype.size();
         let gpu =
             |e: cudarc::driver::DriverError| Error::Gpu(crate::error::GpuError::Cuda { call: "cuMemAllocAsync", message: e.to_string() });
         // Candle's stream waits for the batch, and the slot's release is recorded on it.
@@ -200,7 +275,7 @@ impl Batch {
                 DType::F32 => CudaStorageSlice::F32(copied(&stream, d.images_ptr(), elements)?),
             };
             let images = CudaStorage { slice: images, device: cd.clone() };
-            let images = Tensor::from_storage(Storage::Cuda(images), self.shape.to_vec(), BackpropOp::none(), false);
+            let images = Tensor::from_storage(Storage::Cuda(images), self.images_shape(), BackpropOp::none(), false);
             self.images = Images::Host(HostImages::new(dtype));
             if classes > 0 {
                 self.targets.clear();
@@ -235,7 +310,7 @@ impl Batch {
         };
         let images = CudaStorage { slice, device: cd.clone() };
         debug_assert_eq!(images.dtype().size_in_bytes(), dtype.size());
-        let images = Tensor::from_storage(Storage::Cuda(images), self.shape.to_vec(), BackpropOp::none(), false);
+        let images = Tensor::from_storage(Storage::Cuda(images), self.images_shape(), BackpropOp::none(), false);
         if classes > 0 {
             self.targets.clear();
         } else {
