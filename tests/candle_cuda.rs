@@ -277,3 +277,42 @@ fn own_stream_tensors_dropped_on_another_thread_leave_nothing_held() {
     assert_eq!(made, 3 * 3, "every batch of three epochs (8, 8, 6 samples)");
     assert!(!copies, "a device with its own stream takes the batch's memory itself");
 }
+
+/// Several views per sample: `take_candle_cuda_views` gives one tensor per view, each a view
+/// into the batch's own memory (every tensor's storage is the batch's images, no copy), with
+/// the bytes at the view's place in the batch's own host copy.
+#[test]
+fn views_are_tensors_over_the_batchs_own_memory() {
+    let _serial = gpu_common::serial();
+    let Some(_gpu) = gpu_common::gpu_or_skip("candle_cuda") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path());
+    let dev = own_stream_device();
+    let groups = r#"[{"count": 2, "size": 20, "scale": [0.4, 1.0]}, {"count": 3, "size": 8, "scale": [0.05, 0.4]}]"#;
+    let o = stoke::config::PipelineOptions {
+        views: Some(stoke::config::ViewOptions::parse_list(groups, stoke::config::OptionNames::Cli).unwrap()),
+        ..Default::default()
+    };
+    let v = o.to_config(dir.path(), stoke::config::OptionNames::Cli).unwrap();
+    let mut c = config(dir.path(), DType::F16, Layout::Nchw);
+    (c.views, c.augment) = (v.views, v.augment);
+    let mut p = Pipeline::new(c).unwrap();
+    p.start_epoch(0, 0);
+    while let Some(b) = p.next_batch() {
+        let mut b = b.unwrap();
+        let (bytes, _) = candle_common::own_host_copies(&b);
+        let at = b.device().unwrap().images_ptr();
+        assert!(b.take_candle_cuda(&dev).unwrap_err().to_string().contains("take_candle_cuda_views"));
+        let places = b.view_places();
+        let n = b.len();
+        let (views, _y) = b.take_candle_cuda_views(&dev).unwrap();
+        assert_eq!(views.len(), 5);
+        for (t, pl) in views.iter().zip(&places) {
+            assert_eq!(t.dims(), &[n, 3, pl.height, pl.width]);
+            assert_eq!(device_ptr(t), at, "a view of the batch's own memory");
+            assert_eq!(host_bytes(t), bytes[pl.offset..pl.offset + n * pl.sample_bytes]);
+        }
+        drop(views);
+        p.recycle(b);
+    }
+}

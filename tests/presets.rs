@@ -173,3 +173,108 @@ fn dino_draws_fire_at_the_references_rates() {
     assert_eq!(blur[0], 0);
     assert!(near(blur[1], n, 0.9) && (2..10).all(|v| near(blur[v], n, 0.5)), "{blur:?}");
 }
+
+/// A Python with torchvision: `$STOKE_TORCH_PYTHON`, else `python3` when it imports
+/// torchvision; `None` (the test prints why and passes) without one, unless
+/// `STOKE_REQUIRE_TORCH=1`.
+fn torch_python() -> Option<String> {
+    let python = std::env::var("STOKE_TORCH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&python).args(["-c", "import torchvision"]).output().is_ok_and(|o| o.status.success());
+    if !ok && std::env::var("STOKE_REQUIRE_TORCH").as_deref() == Ok("1") {
+        panic!("STOKE_REQUIRE_TORCH=1 but {python} cannot import torchvision");
+    }
+    ok.then_some(python)
+}
+
+/// The largest distance between the empirical distribution functions of `a` and `b`
+/// (Kolmogorov–Smirnov's two-sample statistic).
+fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (mut i, mut j, mut d) = (0, 0, 0f64);
+    while i < a.len() && j < b.len() {
+        let x = a[i].min(b[j]);
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+    }
+    d
+}
+
+/// Every preset view's crop, drawn by stoke, against torchvision's own
+/// `RandomResizedCrop.get_params` (which DINO, DINOv2 and MAE call) on images of the same sizes:
+/// the distributions of the crop's area fraction, aspect ratio and position are the same
+/// (two-sample Kolmogorov–Smirnov, 4000 draws each, at a level where a true match fails once in
+/// a thousand runs).
+#[test]
+fn preset_crops_are_distributed_as_torchvisions_random_resized_crop() {
+    let Some(python) = torch_python() else {
+        eprintln!("skipped: no Python with torchvision (set STOKE_TORCH_PYTHON)");
+        return;
+    };
+    const N: usize = 4000;
+    // One spec per distinct crop range (the views' draws share the crop code), two image sizes.
+    let mut cases = Vec::new();
+    for preset in [Preset::Dino, Preset::Dinov2, Preset::Mae] {
+        let specs = config(preset).view_specs();
+        let mut picked = vec![0, specs.len() - 1];
+        picked.dedup();
+        for v in picked {
+            for (w, h) in [(500, 375), (300, 420)] {
+                cases.push((preset, specs.clone(), v, w, h));
+            }
+        }
+    }
+    let script = r#"
+import json, sys, torch
+from PIL import Image
+from torchvision.transforms import RandomResizedCrop
+torch.manual_seed(0)
+out = []
+for w, h, lo, hi, rlo, rhi, n in json.loads(sys.stdin.read()):
+    img = Image.new("RGB", (w, h))
+    crops = [RandomResizedCrop.get_params(img, (lo, hi), (rlo, rhi)) for _ in range(n)]
+    out.append([[j, i, cw, ch] for i, j, ch, cw in crops])
+print(json.dumps(out))
+"#;
+    let args: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(_, specs, v, w, h)| {
+            let ((lo, hi), (rlo, rhi)) = rrc(&specs[*v]);
+            serde_json::json!([w, h, lo, hi, rlo, rhi, N])
+        })
+        .collect();
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(serde_json::Value::Array(args).to_string().as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "torchvision's draws failed");
+    let all: Vec<Vec<[i32; 4]>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut views = Vec::new();
+    for ((preset, specs, v, w, h), theirs) in cases.iter().zip(all) {
+        let (v, w, h) = (*v, *w, *h);
+        let ours: Vec<[i32; 4]> = (0..N as u64)
+            .map(|s| {
+                draw_views(specs, 11, 0, s, w, h, 1, &mut views);
+                let p = &views[v];
+                [p.crop_x, p.crop_y, p.crop_w, p.crop_h]
+            })
+            .collect();
+        let stat = |f: &dyn Fn(&[i32; 4]) -> f64| ks(ours.iter().map(f).collect(), theirs.iter().map(f).collect());
+        let area = stat(&|c| (c[2] * c[3]) as f64 / (w * h) as f64);
+        let aspect = stat(&|c| (c[2] as f64 / c[3] as f64).ln());
+        let x = stat(&|c| c[0] as f64 / w as f64);
+        let bound = 1.95 * (2.0 / N as f64).sqrt();
+        eprintln!("{preset:?} view {v} {w}x{h}: KS area {area:.4}, aspect {aspect:.4}, x {x:.4} (bound {bound:.4})");
+        assert!(area < bound && aspect < bound && x < bound, "{preset:?} view {v} {w}x{h}: {area} {aspect} {x} >= {bound}");
+    }
+}

@@ -6,10 +6,13 @@
 //! - `batch_00000.npy` …: the batch tensor, standard NumPy format 1.0, little-endian: `<f4`
 //!   (f32) or `<f2` (f16); bf16 has no NumPy dtype and is written as its raw bits, `<u2`
 //!   (`torch.from_numpy(a).view(torch.bfloat16)` reads it back);
+//!   With `views` (several views per sample), one file per group instead:
+//!   `batch_00000.group_0.npy` … of shape `[views of the group, N, C, H, W]` (or NHWC), the
+//!   group's views in order (the batch's own memory layout);
 //! - `batch_00000.labels.npy`: the labels, `<i8`;
 //! - `samples.jsonl`: one line per delivered sample: `batch`, `slot`, `index`, `key`,
-//!   `label`, `position`, the drawn `params`, and `replaces` (the key it stands in for) when
-//!   the slot holds a substitute;
+//!   `label`, `position`, the drawn `params` (the first view's), `views` (every view's params,
+//!   with `views`), and `replaces` (the key it stands in for) when the slot holds a substitute;
 //! - `errors.jsonl`: one line per skipped sample: `key`, `reason`, `location`, `batch`,
 //!   `position`, `replaced_by`;
 //! - `dump.json`: the shape, dtype, layout, mean/std and how the `.npy` files are typed.
@@ -105,7 +108,19 @@ pub fn run(args: Args) -> stoke::Result<()> {
         let b = written;
         shape = batch.shape;
         let bytes = batch.host_bytes().ok_or_else(|| stoke::Error::config("dump needs host batches"))?;
-        write_npy(&args.out.join(format!("batch_{b:05}.npy")), npy_descr(batch.dtype), &batch.shape, bytes)?;
+        if config.views.is_empty() {
+            write_npy(&args.out.join(format!("batch_{b:05}.npy")), npy_descr(batch.dtype), &batch.shape, bytes)?;
+        } else {
+            let places = batch.view_places();
+            for (g, group) in batch.groups.iter().enumerate() {
+                let first = places.iter().find(|p| p.group == g).expect("a group has a view");
+                let view = batch.shape_of(batch.len(), first.width, first.height);
+                let shape = [group.count, view[0], view[1], view[2], view[3]];
+                let len = group.count * batch.len() * first.sample_bytes;
+                let path = args.out.join(format!("batch_{b:05}.group_{g}.npy"));
+                write_npy(&path, npy_descr(batch.dtype), &shape, &bytes[first.offset..first.offset + len])?;
+            }
+        }
         let labels: Vec<u8> = batch.labels.iter().flat_map(|l| l.to_le_bytes()).collect();
         write_npy(&args.out.join(format!("batch_{b:05}.labels.npy")), "<i8", &[batch.len()], &labels)?;
         if batch.num_classes > 0 {
@@ -166,6 +181,7 @@ pub fn run(args: Args) -> stoke::Result<()> {
     let meta = json!({
         "batches": written,
         "batch_shape": shape,
+        "groups": config.view_groups().iter().map(|g| json!({"count": g.count(), "size": [g.size().0, g.size().1]})).collect::<Vec<_>>(),
         "dtype": format!("{:?}", config.output.dtype).to_lowercase(),
         "npy_descr": npy_descr(config.output.dtype),
         "layout": format!("{:?}", config.output.layout).to_lowercase(),
