@@ -11,8 +11,8 @@ with `--dtype f32` (float32 NCHW views, batches of 64 images x 10 views).
 view): the issue's "6x" is DINO's 10 views against that.
 
 The clock is `common.Timer`; the JSON line is the usual peer result (`images_per_sec` counts
-images, each with its 10 views). Timed as a whole process against `stoke bench` with
-farm-bench (BENCHMARKS.md, "DINO's views").
+images, each with its 10 views). Timed as a whole process against `stoke bench`, A and B in
+turn (BENCHMARKS.md, "DINO's views").
 
 Install: the venv of hf_datasets.py (torch, torchvision, Pillow from PyPI); DINO's code:
     git clone https://github.com/facebookresearch/dino /tmp/dino   (main_dino.py imports only

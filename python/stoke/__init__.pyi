@@ -31,6 +31,10 @@ class Tensor:
         copy: Optional[bool] = None,
     ) -> Any: ...
     def __dlpack_device__(self) -> Tuple[int, int]: ...
+    @property
+    def group(self) -> Optional["Tensor"]:
+        """For one view of a ``views`` batch: its whole group ``[count * N, ...]`` (the group's
+        views one after another in one buffer, no copy); None otherwise."""
 
 class Loader:
     """Batches of augmented images (float32/float16/bfloat16) and int64 labels.
@@ -60,6 +64,14 @@ class Loader:
     ``huggingface`` metadata (else ``image``), the label the ``ClassLabel`` (else ``label``);
     ``image_column``/``label_column`` name others. With ``stream=True`` each row group is a
     shard; without, a sample is read from its row group, decoded into a cache of at most 1 GiB.
+
+    ``views`` (a list of groups, e.g. ``[{"count": 2, "size": 224, "scale": (0.4, 1.0)},
+    {"count": 8, "size": 96, "scale": (0.05, 0.4)}]``, each with any of the augment keywords
+    above and ``per_view``: one dict of them per view) makes several views of every sample from
+    its one decode: iterating yields ``(views, labels)``, ``views`` a list with one Tensor per
+    view in group order; ``views[i].group`` is its group's views as one tensor. The presets
+    ``dino``, ``dinov2``, ``simclr`` set views of their own (``mae`` is one view);
+    docs/semantics.md, "Views".
     """
 
     def __init__(
@@ -68,7 +80,7 @@ class Loader:
         batch_size: int,
         *,
         device: str = "auto",
-        preset: Literal["train", "eval", "deit"] = "train",
+        preset: Literal["train", "eval", "deit", "dino", "dinov2", "simclr", "mae"] = "train",
         size: int = 224,
         dtype: Literal["float32", "float16", "bfloat16", "uint8"] = "float32",
         layout: Literal["nchw", "nhwc"] = "nchw",
@@ -131,6 +143,7 @@ class Loader:
         blur_kernel: Optional[int] = None,
         solarize_prob: Optional[float] = None,
         solarize_threshold: Optional[float] = None,
+        views: Optional[Sequence[Dict[str, Any]]] = None,
         max_held_batches: int = 8,
         config: Optional[Union[str, os.PathLike]] = None,
         stream: bool = False,
@@ -140,7 +153,7 @@ class Loader:
         cache_limit: Optional[int] = None,
     ) -> None: ...
     def __len__(self) -> int: ...
-    def __iter__(self) -> Iterator[Tuple[Tensor, Tensor]]:
+    def __iter__(self) -> Iterator[Tuple[Union[Tensor, List[Tensor]], Tensor]]:
         """Start an epoch (the one given to set_epoch or a loaded state, else the next)."""
     def set_epoch(self, epoch: int) -> None: ...
     def state_dict(self) -> Dict[str, Any]:
