@@ -25,7 +25,13 @@ Without a dataset path, a small ImageNet-like set is generated with `stoke gen` 
 be built: `cargo build --release`, or STOKE_BIN) or with Pillow. `--device cpu` runs stoke's CPU
 backend (the harness logic, not a speed figure); `--smoke` is `--device cpu --model tiny` with
 small images and a few steps. `--preset deit` trains on stoke's DeiT recipe (mixup/cutmix soft
-targets); `--json` adds the older one-line JSON summary (medians) for scripts/bundle-questions.py.
+targets). `--preset dino` (or `dinov2`) trains DINO's multi-crop step on stoke's ten views per
+image: the model (e.g. `--model timm:vit_small_patch16_224`, made with `dynamic_img_size` so it
+takes the 96-pixel crops) runs one forward per resolution on each view group as one tensor
+(`views[i].group`, no copy), an EMA teacher runs on the two global views, and the loss is DINO's
+cross-entropy between the teacher's sharpened, centred outputs and the student's on every other
+view (the head is the model's classifier: `--classes` outputs). The alone loop runs the same step
+on a copy of the first groups. `--json` adds the older one-line JSON summary (medians) for scripts/bundle-questions.py.
 
 Nothing here imports torch or stoke at module import: the pure helpers (summarize_pairs,
 result_line, figure_from_log) are tested without either (tests/python/test_train_harness.py).
@@ -180,6 +186,34 @@ def fed_batches(torch, loader, channels_last):
         epoch += 1
 
 
+def group_tensors(torch, views, channels_last):
+    """stoke's views (a list of Tensors, group after group) as one torch tensor per group
+    `[count * N, ...]`: each group's views lie one after another in one buffer, and
+    `views[i].group` exports them whole (no concatenating copy, as DINO's MultiCropWrapper does
+    with torch.cat)."""
+    groups, i = [], 0
+    while i < len(views):
+        g = torch.from_dlpack(views[i].group)
+        n = torch.from_dlpack(views[i]).shape[0]
+        groups.append(channels_last_view(torch, g) if channels_last else g)
+        i += g.shape[0] // n
+    return tuple(groups)
+
+
+def multiview_batches(torch, loader, channels_last):
+    """fed_batches for a multi-view loader: (group tensors, labels), epoch after epoch."""
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for views, labels in loader:
+            x = group_tensors(torch, views, channels_last)
+            y = torch.from_dlpack(labels)
+            del views, labels
+            yield x, y
+            del x, y
+        epoch += 1
+
+
 def fixed_batches(x, y):
     """The alone loop's source: the same batch every step (nothing to wait for)."""
     while True:
@@ -189,7 +223,7 @@ def fixed_batches(x, y):
 # --- models ----------------------------------------------------------------------------------
 
 
-def build_model(torch, name, classes):
+def build_model(torch, name, classes, multicrop=False):
     nn = torch.nn
     if name == "tiny":
         return nn.Sequential(
@@ -205,7 +239,8 @@ def build_model(torch, name, classes):
         import timm
 
         # No pretrained weights (no network on the GPU machine): a from-scratch step costs the same.
-        return timm.create_model("vit_base_patch16_224" if name == "vit_b16" else name[5:], num_classes=classes)
+        kw = {"dynamic_img_size": True} if multicrop and "vit" in name else {}
+        return timm.create_model("vit_base_patch16_224" if name == "vit_b16" else name[5:], num_classes=classes, **kw)
     import torchvision
 
     return getattr(torchvision.models, name)(num_classes=classes)
@@ -334,7 +369,8 @@ def main(argv=None):
     ap.add_argument("--input-dtype", choices=["float16", "bfloat16", "float32"], default=None,
                     help="stoke's output dtype (default float16 on a GPU, float32 on the CPU); the alone batch has it too")
     ap.add_argument("--classes", type=int, default=1000)
-    ap.add_argument("--preset", default="train", choices=["train", "deit"], help="stoke's recipe (deit: mixup soft targets)")
+    ap.add_argument("--preset", default="train", choices=["train", "deit", "dino", "dinov2"],
+                    help="stoke's recipe (deit: mixup soft targets; dino, dinov2: DINO's multi-crop step on ten views)")
     ap.add_argument("--synthetic-steps", type=int, default=None,
                     help="0: no alone segments (fed only); the alone segments otherwise run --steps, the same as fed")
     ap.add_argument("--json", action="store_true", help="also print the medians as one JSON line (scripts/bundle-questions.py)")
@@ -419,8 +455,16 @@ def main(argv=None):
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait} if on_gpu else {}),
     )
-    model = build_model(torch, args.model, classes)
+    multicrop = args.preset in ("dino", "dinov2")
+    model = build_model(torch, args.model, classes, multicrop)
     model = model.to(device, memory_format=torch.channels_last if args.channels_last else torch.contiguous_format)
+    teacher = None
+    if multicrop:
+        import copy
+
+        # DINO's teacher: the student's EMA, never trained by the optimizer.
+        teacher = copy.deepcopy(model).requires_grad_(False)
+        center = torch.zeros(classes, device=device)
     is_vit = args.model == "vit_b16" or args.model.startswith("timm:vit")
     if is_vit:
         # DeiT's AdamW at 5e-4 per 512 images, weight decay 0.05.
@@ -439,7 +483,23 @@ def main(argv=None):
         args.amp_dtype = "bf16" if not on_gpu or torch.cuda.is_bf16_supported() else "fp16"
     amp_dtype = torch.bfloat16 if args.amp_dtype == "bf16" else torch.float16
     scaler = torch.amp.GradScaler(enabled=on_gpu and amp_dtype == torch.float16)
-    if args.preset == "deit":
+    if multicrop:
+        def dino_loss(student, teacher_out, globals_n):
+            """DINO's loss (main_dino.py's DINOLoss): the teacher's globals, centred and sharpened
+            (temperature 0.04), against the student's every view (0.1), skipping a view paired
+            with itself; the centre follows the teacher's mean (momentum 0.9)."""
+            t = torch.softmax((teacher_out.float() - center) / 0.04, dim=-1).chunk(2)
+            s_all = [torch.log_softmax(o.float() / 0.1, dim=-1) for o in student]
+            views = [v for o in s_all for v in o.chunk(o.shape[0] // globals_n)]
+            total, terms = 0.0, 0
+            for i, ti in enumerate(t):
+                for j, sj in enumerate(views):
+                    if i != j:
+                        total = total + torch.sum(-ti * sj, dim=-1).mean()
+                        terms += 1
+            center.mul_(0.9).add_(teacher_out.float().mean(0), alpha=0.1)
+            return total / terms
+    elif args.preset == "deit":
         def loss_fn(logits, target):  # timm's SoftTargetCrossEntropy: mixup/cutmix soft targets
             return torch.sum(-target * torch.log_softmax(logits.float(), dim=-1), dim=-1).mean()
     else:
@@ -456,28 +516,41 @@ def main(argv=None):
     def train_step(x, y):
         """The one step both loops run. The batch is handed to the model as it comes: no
         .contiguous(), no dtype cast outside autocast."""
-        nonfinite.add_((~torch.isfinite(x)).sum())
+        for t in x if multicrop else (x,):
+            nonfinite.add_((~torch.isfinite(t)).sum())
         for g in opt.param_groups:
             g["lr"] = base_lr * min(1.0, (gstep[0] + 1) / max(1, args.warmup_steps))
         gstep[0] += 1
         with torch.autocast(device.type, dtype=amp_dtype, enabled=on_gpu):
-            loss = loss_fn(model(x), y)
+            if multicrop:
+                # One forward per resolution (DINO's MultiCropWrapper): globals, then locals.
+                with torch.no_grad():
+                    t_out = teacher(x[0])
+                loss = dino_loss([model(g) for g in x], t_out, y.shape[0])
+            else:
+                loss = loss_fn(model(x), y)
         opt.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        if multicrop:
+            with torch.no_grad():  # the teacher's EMA, momentum 0.996 (DINO's default)
+                t_params, s_params = list(teacher.parameters()), list(model.parameters())
+                torch._foreach_mul_(t_params, 0.996)
+                torch._foreach_add_(t_params, s_params, alpha=0.004)
         return loss
 
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    fed = fed_batches(torch, loader, args.channels_last)
+    fed = (multiview_batches if multicrop else fed_batches)(torch, loader, args.channels_last)
     # The alone loop's batch: a copy of stoke's first batch, made before any clock runs (clone
     # keeps the strides: channels_last when fed is). Same dtype, shape, layout and values as
     # the fed batches, so the two loops run the same kernels.
     x0, y0 = next(fed)
-    fixed = (x0.clone(), y0.clone())
+    fixed = (tuple(t.clone() for t in x0) if multicrop else x0.clone(), y0.clone())
     del x0, y0
     if args.channels_last:
-        assert fixed[0].is_contiguous(memory_format=torch.channels_last), fixed[0].stride()
+        for t in fixed[0] if multicrop else (fixed[0],):
+            assert t.is_contiguous(memory_format=torch.channels_last), t.stride()
     alone = fixed_batches(*fixed) if with_alone else None
     sampler = UtilSampler(enabled=on_gpu and not args.no_gpu_util)
 

@@ -87,3 +87,18 @@ def test_bad_views_are_named(folder):
         assert words in str(e.value), (views, str(e.value))
     with pytest.raises(ValueError, match="mixup/cutmix: refused"):
         loader(folder, views=DINO_LIKE, mixup=0.8, num_classes=2)
+
+
+def test_the_torch_example_trains_dinos_multi_crop_step_on_the_cpu():
+    pytest.importorskip("torch", reason="torch is not installed here (the GPU machine has it)")
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "train_torch.py"), "--smoke", "--preset", "dino", "--pairs", "1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "(dino," in out.stdout and "non-finite input values 0" in out.stdout
