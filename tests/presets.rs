@@ -19,8 +19,11 @@ fn rrc(a: &AugmentSpec) -> ((f64, f64), (f64, f64)) {
     }
 }
 
+/// A jitter range (`None`: the step is off).
+type Range = Option<(f32, f32)>;
+
 /// Jitter ranges as torchvision's ColorJitter(b, c, s, h) makes them, and its probability.
-fn jitter(a: &AugmentSpec) -> (Option<(f32, f32)>, Option<(f32, f32)>, Option<(f32, f32)>, Option<(f32, f32)>, f64) {
+fn jitter(a: &AugmentSpec) -> (Range, Range, Range, Range, f64) {
     let j = a.color_jitter.as_ref().expect("colour jitter");
     (j.brightness, j.contrast, j.saturation, j.hue, j.prob)
 }

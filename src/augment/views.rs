@@ -155,7 +155,7 @@ pub fn draw_views(
 
 /// The parameters a decoder is given for a sample with these views: the first view's, with
 /// the crop box grown to the smallest box (in oriented coordinates) that holds every view's
-/// crop box. A decoder that decodes the region of this crop ([`super::region::crop_region`])
+/// crop box. A decoder that decodes the region of this crop (`augment::region::crop_region`)
 /// decodes each pixel every view reads; for one view it is that view's parameters.
 pub fn covering(views: &[AugParams]) -> AugParams {
     let Some((first, rest)) = views.split_first() else { return AugParams::default() };

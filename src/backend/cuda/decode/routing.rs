@@ -11,7 +11,7 @@ pub enum Route {
     /// nvJPEG's CUDA decoders (GPU-assisted hybrid, then hybrid), on their own stream.
     Cuda,
     /// nvJPEG's GPU-assisted hybrid decoder in one batched call, whole images, beside the
-    /// engine: a share of the engine's images ([`super::batched_hybrid`]). Never a
+    /// engine: a share of the engine's images (`decode::batched_hybrid`). Never a
     /// classifier's answer: the decoder moves images here from [`Route::Hardware`].
     GpuHybridBatched,
     /// The CPU decoder.
