@@ -26,7 +26,7 @@
 use crate::augment::params::AugParams;
 use crate::augment::views::draw_views;
 use crate::config::PipelineConfig;
-use crate::config::{AugmentSpec, OnError, Sampling, WeightSource};
+use crate::config::{specs_at, AugmentSpec, OnError, ResolutionSchedule, Sampling, WeightSource};
 use crate::error::{Error, Result};
 use crate::sampler::rest::Share;
 use crate::sampler::{Sampler, SamplerConfig, Weights};
@@ -77,6 +77,7 @@ struct Shared {
     dataset: Arc<Dataset>,
     sampler: Sampler,
     specs: Vec<AugmentSpec>,
+    resolution: Option<ResolutionSchedule>,
     seed: u64,
     batch_size: usize,
     on_error: OnError,
@@ -149,6 +150,8 @@ impl Shared {
                 self.dataset.read_remote(&need, self.store_in_flight).map(Vec::into_iter)
             }
         };
+        // The views at this epoch's size (a resolution schedule's).
+        let specs = specs_at(&self.specs, self.resolution.as_ref(), job.epoch);
         for (position, index, cached) in items {
             if self.generation.load(Ordering::Relaxed) != job.generation {
                 return Ok(false);
@@ -158,8 +161,8 @@ impl Shared {
                 Some(info) => (info.width as i32, info.height as i32, info.orientation as u32),
                 None => (1, 1, 1),
             };
-            let mut params = Vec::with_capacity(self.specs.len());
-            draw_views(&self.specs, self.seed, job.epoch, position, w, h, o, &mut params);
+            let mut params = Vec::with_capacity(specs.len());
+            draw_views(&specs, self.seed, job.epoch, position, w, h, o, &mut params);
             let append = |b: &mut ReadBatch, bytes: &[u8]| {
                 let start = b.data.len();
                 b.data.extend_from_slice(bytes);
@@ -241,6 +244,8 @@ pub struct ReaderConfig {
     /// The augmentation of each view (one without `views`), whose parameters are drawn per
     /// sample.
     pub specs: Vec<AugmentSpec>,
+    /// Each epoch's output size, over the specs' (`None`: the specs' size throughout).
+    pub resolution: Option<ResolutionSchedule>,
     /// Base seed of the draws.
     pub seed: u64,
     /// Samples per batch.
@@ -262,6 +267,7 @@ impl ReaderConfig {
     pub fn from_pipeline(c: &PipelineConfig) -> Self {
         Self {
             specs: c.view_specs(),
+            resolution: c.resolution,
             seed: c.seed,
             batch_size: c.batch_size,
             on_error: c.on_error,
@@ -339,6 +345,7 @@ impl Reader {
             dataset,
             sampler,
             specs: config.specs.clone(),
+            resolution: config.resolution,
             seed: config.seed,
             batch_size: config.batch_size,
             on_error: config.on_error,

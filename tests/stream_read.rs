@@ -216,6 +216,7 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
     let roomy = sorted[sorted.len() - 1] + sorted[sorted.len() - 2] + 1000;
     let reader_cfg = ReaderConfig {
         specs: vec![AugmentSpec::train(16)],
+        resolution: None,
         seed: 5,
         batch_size: 4,
         on_error: OnError::Fail,

@@ -8,6 +8,8 @@ const OPTIONS: &[&str] = &[
     "device",
     "preset",
     "size",
+    "resolution",
+    "crop_ratio",
     "dtype",
     "layout",
     "seed",
@@ -156,6 +158,33 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
         );
     }
     o.size = opt!("size", u32);
+    o.crop_ratio = opt!("crop_ratio", f64);
+    if let Some(v) = get("resolution")? {
+        // FFCV's section as a dict, or the four numbers in its order.
+        let want = "expected a dict {'min_res', 'max_res', 'start_ramp', 'end_ramp'} or a tuple (min_res, max_res, start_ramp, end_ramp) of integers >= 0";
+        let shown = || v.repr().map(|r| r.to_string()).unwrap_or_default();
+        let (min_res, max_res, start_ramp, end_ramp) = match v.downcast::<PyDict>() {
+            Ok(d) => {
+                let keys = ["min_res", "max_res", "start_ramp", "end_ramp"];
+                for k in d.keys() {
+                    let k: String = k.extract()?;
+                    if !keys.contains(&k.as_str()) {
+                        return Err(PyValueError::new_err(format!("resolution={}: unknown key {k:?}; {want}", shown())));
+                    }
+                }
+                let mut n = [0u64; 4];
+                for (slot, k) in n.iter_mut().zip(keys) {
+                    let x = d.get_item(k)?.ok_or_else(|| PyValueError::new_err(format!("resolution={}: no {k:?}; {want}", shown())))?;
+                    *slot = x.extract().map_err(|_| PyTypeError::new_err(format!("resolution={}: {want}", shown())))?;
+                }
+                (n[0], n[1], n[2], n[3])
+            }
+            Err(_) => v.extract::<(u64, u64, u64, u64)>().map_err(|_| PyTypeError::new_err(format!("resolution={}: {want}", shown())))?,
+        };
+        let side =
+            |x: u64| u32::try_from(x).map_err(|_| PyValueError::new_err(format!("resolution={}: a size of {x} is out of range", shown())));
+        o.resolution = Some(stoke::config::ResolutionSchedule { min_res: side(min_res)?, max_res: side(max_res)?, start_ramp, end_ramp });
+    }
     o.seed = opt!("seed", u64);
     o.no_shuffle = !opt!("shuffle", bool).unwrap_or(true);
     o.drop_last = opt!("drop_last", bool).unwrap_or(false);

@@ -1,7 +1,7 @@
 """Type stubs for stoke (the Rust extension stoke._stoke)."""
 
 import os
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 DLPACK_VERSION: Tuple[int, int]
 JPEG_SIMD: bool
@@ -58,6 +58,16 @@ class Loader:
     download per shard per node, shared by the node's processes (lock files, atomic renames),
     kept across restarts, least recently used shards evicted to stay within the limit.
 
+    ``resolution`` is FFCV's progressive resizing: ``{"min_res": 160, "max_res": 192,
+    "start_ramp": 11, "end_ramp": 13}`` (or the tuple ``(160, 192, 11, 13)``) makes every batch
+    of epoch ``e`` ``min_res`` square up to ``start_ramp``, ``max_res`` from ``end_ramp``, and
+    between them the linear ramp rounded to a multiple of 32 (ffcv-imagenet's
+    ``get_resolution``). Sizes are multiples of 32; ``size`` is then not given (it is
+    ``max_res``, which memory is sized for); not with ``views`` or the eval preset. A resumed
+    epoch (``load_state_dict``) has its epoch's size. ``crop_ratio`` (eval preset, in (0, 1],
+    default 224/256) is the centre crop's share of the resized shorter side: the shorter side
+    is resized to ``floor(size / crop_ratio)``.
+
     ``source`` may be Hugging Face Parquet files: one ``.parquet``, a folder of them (or a
     repository folder whose ``data/`` holds them), a split by file prefix (``data/train-``), or
     their ``s3://``/``gs://`` URL. The image column is the ``Image`` feature of the files'
@@ -81,7 +91,9 @@ class Loader:
         *,
         device: str = "auto",
         preset: Literal["train", "eval", "deit", "dino", "dinov2", "simclr", "mae"] = "train",
-        size: int = 224,
+        size: Optional[int] = None,
+        resolution: Optional[Union[Mapping[str, int], Tuple[int, int, int, int]]] = None,
+        crop_ratio: Optional[float] = None,
         dtype: Literal["float32", "float16", "bfloat16", "uint8"] = "float32",
         layout: Literal["nchw", "nhwc"] = "nchw",
         seed: int = 0,

@@ -372,7 +372,8 @@ pub enum CropMode {
         /// Aspect ratio range `(min, max)`, drawn log-uniformly.
         ratio: (f64, f64),
     },
-    /// `Resize(shorter)` then `CenterCrop(size)` (the eval preset uses `size·256/224`).
+    /// `Resize(shorter)` then `CenterCrop(size)` (the eval preset uses `⌊size / crop_ratio⌋`,
+    /// 224/256 by default).
     ResizeCenter {
         /// Target length of the shorter side.
         shorter: u32,
@@ -499,6 +500,30 @@ impl SolarizeSpec {
     }
 }
 
+/// The eval preset's centre-crop ratio by default: the crop is 224/256 of the resized shorter
+/// side (FFCV's `DEFAULT_CROP_RATIO`, timm's `crop_pct` 0.875, torchvision's Resize(256) +
+/// CenterCrop(224)).
+pub const DEFAULT_CROP_RATIO: f64 = 224.0 / 256.0;
+
+/// Longest resized shorter side the centre crop takes (a crop ratio near 0 would resize a
+/// 224 crop's image to millions of pixels a side).
+pub const MAX_RESIZE_SHORTER: u32 = 65536;
+
+/// Check a centre-crop ratio: in (0, 1] (1: the crop is the whole shorter side), and not so
+/// small that `size / crop_ratio` passes [`MAX_RESIZE_SHORTER`]. `name` is the option's name.
+pub fn check_crop_ratio(crop_ratio: f64, size: u32, name: &str) -> Result<()> {
+    if !(crop_ratio > 0.0 && crop_ratio <= 1.0) {
+        return Err(Error::config(format!("{name} must be in (0, 1] (the crop's share of the resized shorter side), got {crop_ratio}")));
+    }
+    let shorter = (size as f64 / crop_ratio).floor();
+    if shorter > MAX_RESIZE_SHORTER as f64 {
+        return Err(Error::config(format!(
+            "{name} {crop_ratio} resizes the shorter side to {shorter} for a {size} crop: at most {MAX_RESIZE_SHORTER}"
+        )));
+    }
+    Ok(())
+}
+
 /// ImageNet channel means (RGB), on the 0..1 scale.
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 /// ImageNet channel standard deviations (RGB), on the 0..1 scale.
@@ -529,9 +554,19 @@ impl AugmentSpec {
         }
     }
 
-    /// `eval`: Resize(shorter = size·256/224) + CenterCrop(size).
+    /// `eval`: Resize(shorter = ⌊size / (224/256)⌋) + CenterCrop(size): [`AugmentSpec::eval_cropped`]
+    /// at [`DEFAULT_CROP_RATIO`].
     pub fn eval(size: u32) -> Self {
-        Self { crop: CropMode::ResizeCenter { shorter: size * 256 / 224 }, hflip_p: 0.0, ..Self::train(size) }
+        Self::eval_cropped(size, DEFAULT_CROP_RATIO)
+    }
+
+    /// The eval preset with centre-crop ratio `crop_ratio` (FFCV's `ratio`, timm's `crop_pct`):
+    /// Resize(shorter = ⌊size / crop_ratio⌋, as timm's `floor(img_size / crop_pct)`) +
+    /// CenterCrop(size). A ratio outside (0, 1] is caught by [`check_crop_ratio`]; here it
+    /// saturates.
+    pub fn eval_cropped(size: u32, crop_ratio: f64) -> Self {
+        let shorter = (size as f64 / crop_ratio).floor().clamp(0.0, u32::MAX as f64) as u32;
+        Self { crop: CropMode::ResizeCenter { shorter }, hflip_p: 0.0, ..Self::train(size) }
     }
 
     /// Set RandomResizedCrop's `scale` and/or `ratio` range (each when given). `false`, and
@@ -563,6 +598,9 @@ impl AugmentSpec {
         if let CropMode::ResizeCenter { shorter } = self.crop {
             if shorter < self.size.0.min(self.size.1) {
                 return bad(format!("resize shorter side {shorter} is smaller than the center crop {}x{}", self.size.0, self.size.1));
+            }
+            if shorter > MAX_RESIZE_SHORTER {
+                return bad(format!("resize shorter side {shorter} is more than {MAX_RESIZE_SHORTER}"));
             }
         }
         for (name, p) in [("hflip", self.hflip_p), ("vflip", self.vflip_p)] {

@@ -407,6 +407,11 @@ pub struct DeviceImages {
     pub(crate) shared: Arc<RingShared>,
     pub(crate) slot: usize,
     pub(crate) n: usize,
+    /// `[n, ...]` of this batch's first view: a resolution schedule's epoch may be smaller than
+    /// the slot's layout (which is sized for the largest).
+    pub(crate) shape: [usize; 4],
+    /// Bytes of this batch's images, from the slot's start.
+    pub(crate) image_bytes: usize,
     pub(crate) consumer: Mutex<Consumer>,
     /// Counted in `RingShared::held` ([`DeviceImages::hand_out`]).
     pub(crate) handed: bool,
@@ -441,14 +446,12 @@ impl DeviceImages {
     /// Shape of the images tensor (`[N, C, H, W]` or `[N, H, W, C]`); `N` is this batch's
     /// sample count (the last batch of an epoch may be short).
     pub fn shape(&self) -> [usize; 4] {
-        let mut s = self.shared.layout.shape;
-        s[0] = self.n;
-        s
+        self.shape
     }
 
     /// Bytes of the images tensor.
     pub fn image_bytes(&self) -> usize {
-        self.n * self.shared.layout.image_bytes / self.shared.layout.batch()
+        self.image_bytes
     }
 
     /// Element type.

@@ -4,14 +4,16 @@
 //! bound lives here: batch size, output size, the decoded-size guard, prefetch depth.
 
 mod options;
+mod resolution;
 mod views;
 pub use crate::augment::mixup::{MixupMode, MixupSpec};
 pub use options::{OptionNames, PipelineOptions, Preset, TrainInterpolation};
+pub use resolution::{shapes_at, specs_at, ResolutionSchedule, RESOLUTION_STEP};
 pub use views::ViewOptions;
 
 pub use crate::augment::spec::{
-    AffineSpec, AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec, RotateInterp,
-    IMAGENET_MEAN, IMAGENET_STD,
+    check_crop_ratio, AffineSpec, AugmentSpec, ColorJitterSpec, CropMode, DType, EraseMode, EraseSpec, Filter, Layout, OutputSpec,
+    RotateInterp, DEFAULT_CROP_RATIO, IMAGENET_MEAN, IMAGENET_STD,
 };
 pub use crate::augment::views::{GroupShape, ViewGroup, MAX_VIEWS};
 use crate::error::{Error, Result};
@@ -352,6 +354,11 @@ pub struct PipelineConfig {
     /// [`crate::augment::views`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<ViewGroup>,
+    /// FFCV's progressive resizing: the output side of every batch of an epoch from the epoch
+    /// (`None`: `augment.size` throughout). `augment.size` is then `max_res`, which memory is
+    /// sized for. See [`ResolutionSchedule`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<ResolutionSchedule>,
 }
 
 /// Read-ahead budget of the streaming reader by default: 1 GiB.
@@ -437,6 +444,7 @@ impl PipelineConfig {
             image_column: None,
             label_column: None,
             views: Vec::new(),
+            resolution: None,
         }
     }
 
@@ -476,9 +484,15 @@ impl PipelineConfig {
         }
     }
 
-    /// Every view's spec, in view order (group by group).
+    /// Every view's spec, in view order (group by group); each at `max_res` with a
+    /// [`ResolutionSchedule`] ([`specs_at`] gives an epoch's).
     pub fn view_specs(&self) -> Vec<AugmentSpec> {
         self.view_groups().iter().flat_map(|g| g.views.iter().cloned()).collect()
+    }
+
+    /// The output side of the batches of `epoch`: the schedule's, else `augment.size`.
+    pub fn size_at(&self, epoch: u64) -> (u32, u32) {
+        self.resolution.map_or(self.augment.size, |r| (r.size(epoch), r.size(epoch)))
     }
 
     /// Views per sample (1 without `views`).
@@ -494,6 +508,7 @@ impl PipelineConfig {
     pub fn validate(&self) -> Result<()> {
         self.augment.validate()?;
         self.validate_views()?;
+        self.validate_resolution()?;
         self.sampling.validate()?;
         self.mixup.validate()?;
         let bad = |msg: String| Err(Error::config(msg));
@@ -569,6 +584,37 @@ impl PipelineConfig {
 }
 
 impl PipelineConfig {
+    /// The schedule's checks: its values, `augment.size` its `max_res`, and only what a
+    /// changing size has a meaning for.
+    fn validate_resolution(&self) -> Result<()> {
+        let Some(r) = &self.resolution else { return Ok(()) };
+        r.validate()?;
+        if !self.views.is_empty() {
+            // Which group would ramp, and to what? DINO's global and local crops have sizes of
+            // their own; no multi-view recipe ramps them.
+            return Err(Error::config(
+                "resolution with views: refused (each view group has a size of its own; a schedule has one size per epoch); turn one off",
+            ));
+        }
+        if self.augment.size != (r.max_res, r.max_res) {
+            return Err(Error::config(format!(
+                "resolution: the augment's size must be max_res {0}x{0} (the largest output, which memory is sized for), got {1}x{2}",
+                r.max_res, self.augment.size.0, self.augment.size.1
+            )));
+        }
+        if let CropMode::ResizeCenter { .. } = self.augment.crop {
+            // FFCV ramps its training decoder only; the eval centre crop keeps its size.
+            return Err(Error::config(
+                "resolution with the eval preset's centre crop: refused (FFCV ramps the training crop only; evaluate at one size)",
+            ));
+        }
+        // What depends on the size (a blur kernel's reflect padding) holds at every epoch's.
+        r.spec_at(&self.augment, r.start_ramp).validate().map_err(|e| match e {
+            Error::Config(m) => Error::config(format!("resolution: at min_res {}: {m}", r.min_res)),
+            e => e,
+        })
+    }
+
     /// The views' checks: each group valid, at most [`MAX_VIEWS`] in all, `augment` the first
     /// view's spec, and nothing that has no meaning per view.
     fn validate_views(&self) -> Result<()> {

@@ -7,7 +7,8 @@
 
 use super::{
     rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders,
-    GpuUpsampling, GpuWait, HybridShare, Layout, MixupMode, OnError, PipelineConfig, RotateInterp, Sampling,
+    GpuUpsampling, GpuWait, HybridShare, Layout, MixupMode, OnError, PipelineConfig, ResolutionSchedule, RotateInterp, Sampling,
+    DEFAULT_CROP_RATIO,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ pub enum Preset {
     /// RandomResizedCrop + horizontal flip + normalize.
     #[default]
     Train,
-    /// Resize(size·256/224) + CenterCrop + normalize.
+    /// Resize(⌊size / crop_ratio⌋, crop_ratio 224/256 by default) + CenterCrop + normalize.
     Eval,
     /// DeiT's training recipe on top of `train`: bicubic RandomResizedCrop,
     /// `rand-m9-mstd0.5-inc1` RandAugment, RandomErasing 0.25 (pixel), Mixup 0.8 / CutMix 1.0
@@ -121,8 +122,13 @@ impl OptionNames {
 pub struct PipelineOptions {
     /// Augmentation preset (default train).
     pub preset: Preset,
-    /// Output size, square (default 224).
+    /// Output size, square (default 224; `max_res` with a resolution schedule).
     pub size: Option<u32>,
+    /// FFCV's progressive resizing: each epoch's output size from the epoch.
+    pub resolution: Option<ResolutionSchedule>,
+    /// The eval preset's centre-crop ratio: the crop is this share of the resized shorter side
+    /// (default 224/256).
+    pub crop_ratio: Option<f64>,
     /// Output element type (default f32).
     pub dtype: Option<DType>,
     /// Output layout (default NCHW).
@@ -327,6 +333,8 @@ struct RecipeSection {
     solarize_prob: Option<f64>,
     solarize_threshold: Option<f64>,
     views: Option<Vec<super::ViewOptions>>,
+    crop_ratio: Option<f64>,
+    resolution: Option<ResolutionSchedule>,
 }
 
 impl PipelineOptions {
@@ -353,7 +361,7 @@ impl PipelineOptions {
         }
         over!(color_jitter_prob, grayscale_prob, reprob, remode, recount, mixup, cutmix, cutmix_minmax, mixup_prob, mixup_switch_prob);
         over!(mixup_mode, smoothing, num_classes, affine_translate, affine_scale, aa);
-        over!(blur_prob, blur_sigma, blur_kernel, solarize_prob, solarize_threshold);
+        over!(blur_prob, blur_sigma, blur_kernel, solarize_prob, solarize_threshold, crop_ratio, resolution);
         if r.views.is_some() {
             o.views = r.views;
         }
@@ -473,7 +481,8 @@ impl PipelineOptions {
                 names.of("stream")
             )));
         }
-        c.augment = self.augment_spec(c.output.mean, names)?;
+        c.augment = self.schedule(names)?.augment_spec(c.output.mean, names)?;
+        c.resolution = self.resolution;
         let m = &mut c.mixup;
         if self.preset == Preset::Deit {
             (m.mixup, m.cutmix, m.smoothing) = (0.8, 1.0, 0.1);
@@ -499,13 +508,40 @@ impl PipelineOptions {
 }
 
 impl PipelineOptions {
+    /// These options with a resolution schedule's `max_res` as the size (the largest output,
+    /// which memory is sized for); the schedule checked, and refused beside `size`.
+    fn schedule(&self, names: OptionNames) -> Result<std::borrow::Cow<'_, Self>> {
+        let Some(r) = &self.resolution else { return Ok(std::borrow::Cow::Borrowed(self)) };
+        if let Some(size) = self.size {
+            return Err(Error::config(format!(
+                "{} {size} and {} both set the output size: give one (the schedule's max_res is the largest)",
+                names.of("size"),
+                names.of("resolution")
+            )));
+        }
+        r.validate().map_err(|e| match e {
+            Error::Config(m) => Error::config(m.replacen("resolution", names.of("resolution").as_str(), 1)),
+            e => e,
+        })?;
+        Ok(std::borrow::Cow::Owned(Self { size: Some(r.max_res), ..self.clone() }))
+    }
+
     /// The augmentation these options describe: the preset at `size`, then the geometry
     /// options, then the training recipe (timm's names). `mean` sets AutoAugment's fill.
     pub(super) fn augment_spec(&self, mean: [f32; 3], names: OptionNames) -> Result<AugmentSpec> {
         let size = self.size.unwrap_or(224);
         let mut a = match self.preset {
-            Preset::Eval => AugmentSpec::eval(size),
-            Preset::Train | Preset::Deit | Preset::Dino | Preset::Dinov2 | Preset::Simclr | Preset::Mae => AugmentSpec::train(size),
+            Preset::Train | Preset::Deit | Preset::Dino | Preset::Dinov2 | Preset::Simclr | Preset::Mae => {
+                if self.crop_ratio.is_some() {
+                    return Err(Error::config(format!("{} applies to the eval preset's centre crop", names.of("crop_ratio"))));
+                }
+                AugmentSpec::train(size)
+            }
+            Preset::Eval => {
+                let ratio = self.crop_ratio.unwrap_or(DEFAULT_CROP_RATIO);
+                super::check_crop_ratio(ratio, size, &names.of("crop_ratio"))?;
+                AugmentSpec::eval_cropped(size, ratio)
+            }
         };
         a.apply_exif = !self.no_exif;
         set(&mut a.filter, self.filter);

@@ -482,6 +482,8 @@ impl Assembler {
         b.samples.clear();
         b.names.clear();
         let e = self.order.epoch(plan.epoch);
+        // The views at this epoch's size (a resolution schedule's).
+        let specs = crate::config::specs_at(&self.cfg.specs, self.cfg.resolution.as_ref(), plan.epoch);
         let first = self.step * self.cfg.batch_size as u64;
         for i in first..(first + self.cfg.batch_size as u64).min(self.share.len()) {
             let position = self.share.position(i);
@@ -491,8 +493,8 @@ impl Assembler {
             let path = &self.source.set.paths[at.shard];
             let (cfg, epoch) = (&self.cfg, plan.epoch);
             let views = |w, h, o| {
-                let mut params = Vec::with_capacity(cfg.specs.len());
-                draw_views(&cfg.specs, cfg.seed, epoch, position, w, h, o, &mut params);
+                let mut params = Vec::with_capacity(specs.len());
+                draw_views(&specs, cfg.seed, epoch, position, w, h, o, &mut params);
                 params
             };
             match take(plan, j) {

@@ -208,6 +208,29 @@ def test_a_consumer_stream_waits_for_each_batch_and_sees_the_cpu_backends_pixels
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_a_resolution_schedules_smaller_epochs_reach_the_consumer_at_their_size(drv, folder):
+    # Loader(resolution=...): the ring is sized for max_res; each epoch's DLPack tensors have
+    # that epoch's shape and the CPU backend's pixels (epoch 1 at 64 first, then 0 at 32 in the
+    # same slots).
+    drv.make_current()
+    s = drv.stream()
+    kw = {"size": None, "resolution": (32, 64, 0, 1)}
+    ld = stoke.Loader(str(folder), BATCH, device="cuda", **{**KW, **kw})
+    assert ld.backend == "cuda"
+    for epoch, side in ((1, 64), (0, 32)):
+        ld.set_epoch(epoch)
+        got = []
+        for images, labels in ld:
+            assert images.shape[1:] == [3, side, side], (epoch, images.shape)
+            got.append((read(drv, images, s)[0], read(drv, labels, s)[0]))
+        del images, labels
+        ref_ld = stoke.Loader(str(folder), BATCH, device="cpu", threads=1, **{**KW, **kw})
+        ref_ld.set_epoch(epoch)
+        ref = [(np.from_dlpack(x).copy(), np.from_dlpack(y).copy()) for x, y in ref_ld]
+        check_against_cpu(got, ref)
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
 def test_gpu_wait_block_sets_the_contexts_blocking_sync(drv, folder):
     # Loader(gpu_wait="block") reaches the device context: its scheduling reads back as
     # CU_CTX_SCHED_BLOCKING_SYNC (4) with its other flags kept; the default leaves it alone.

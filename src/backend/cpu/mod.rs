@@ -47,6 +47,8 @@ pub struct CpuBackend {
     threads: usize,
     output: OutputSpec,
     groups: Vec<crate::augment::views::GroupShape>,
+    /// Each epoch's output size over `groups`' (a resolution schedule).
+    resolution: Option<crate::config::ResolutionSchedule>,
     max_pixels: u64,
     dct: bool,
     on_error: OnError,
@@ -168,6 +170,7 @@ impl CpuBackend {
             threads,
             output: config.output.clone(),
             groups: crate::augment::views::GroupShape::of(&config.view_groups()),
+            resolution: config.resolution,
             max_pixels: config.max_decoded_pixels,
             dct: config.cpu_dct_scaling,
             on_error: config.on_error,
@@ -196,7 +199,7 @@ impl Backend for CpuBackend {
         let n = samples.len();
         batch.dtype = self.output.dtype;
         batch.layout = self.output.layout;
-        batch.set_views(n, &self.groups);
+        batch.set_views(n, &crate::config::shapes_at(&self.groups, self.resolution.as_ref(), epoch));
         batch.epoch = epoch;
         batch.step = step;
         let places = batch.view_places();

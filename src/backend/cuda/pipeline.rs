@@ -181,8 +181,11 @@ impl CudaBackend {
         // What the batch, output size and recipe fix (the output ring, the augment scratch)
         // comes off a stated budget first; the decoder gets the rest. Every view counts: one
         // launch per group of views, the tables of all of them at once.
+        // With a resolution schedule everything is sized for `max_res` (the specs' size), the
+        // filter taps for `min_res` (the most downscaling): no epoch allocates.
         let groups = config.view_groups();
         let specs: Vec<&crate::config::AugmentSpec> = groups.iter().flat_map(|g| &g.views).collect();
+        let smallest = config.resolution.map_or(u32::MAX, |r| r.min_res);
         let views: Vec<TableView> = specs
             .iter()
             .map(|a| {
@@ -190,7 +193,8 @@ impl CudaBackend {
                 let resize_min = match a.crop {
                     CropMode::ResizeCenter { shorter } => shorter.min(ow).min(oh),
                     _ => ow.min(oh),
-                };
+                }
+                .min(smallest);
                 let filter = if a.random_filter { crate::augment::params::FILTER_BICUBIC } else { a.filter.code() };
                 TableView { out: a.size, resize_min, filter, antialias: a.antialias }
             })
@@ -400,8 +404,9 @@ impl CudaBackend {
             }
             return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
         }
-        let sizes: Vec<(i32, i32)> =
-            self.groups.iter().flat_map(|g| std::iter::repeat_n((g.width as i32, g.height as i32), g.count)).collect();
+        // This epoch's views (a resolution schedule's size; the buffers are sized for the largest).
+        let groups = crate::config::shapes_at(&self.groups, self.config.resolution.as_ref(), epoch).into_owned();
+        let sizes: Vec<(i32, i32)> = groups.iter().flat_map(|g| std::iter::repeat_n((g.width as i32, g.height as i32), g.count)).collect();
         for s in samples {
             if s.params.len() != sizes.len() || s.params.iter().zip(&sizes).any(|(p, &wh)| (p.out_w, p.out_h) != wh) {
                 let got: Vec<String> = s.params.iter().map(|p| format!("{}x{}", p.out_w, p.out_h)).collect();
@@ -495,7 +500,7 @@ impl CudaBackend {
         }
         batch.dtype = self.config.output.dtype;
         batch.layout = self.config.output.layout;
-        batch.set_views(n, &self.groups);
+        batch.set_views(n, &groups);
         batch.epoch = epoch;
         batch.step = step;
         // Which slot's pixels each slot shows (itself unless replaced).
@@ -525,9 +530,9 @@ impl CudaBackend {
         self.params.clear();
         self.descs.clear();
         let mut tables = TableLayout::default();
-        let mut kinds = Vec::with_capacity(self.groups.len());
+        let mut kinds = Vec::with_capacity(groups.len());
         let mut first_view = 0;
-        for g in &self.groups {
+        for g in &groups {
             let start = self.params.len();
             for v in first_view..first_view + g.count {
                 for &j in source {
@@ -566,7 +571,7 @@ impl CudaBackend {
                     "label {bad} is outside the {classes} classes of the mixup soft targets (mixup.num_classes)"
                 )));
             }
-            let (ow, oh) = self.config.augment.size;
+            let (ow, oh) = self.config.size_at(epoch);
             self.mix = spec.draw(self.config.seed, epoch, step, n, ow, oh);
             spec.targets(&batch.labels, &self.mix, classes, &mut self.targets);
         }
@@ -575,7 +580,7 @@ impl CudaBackend {
             // One launch per group: its images are `count · n` consecutive ones.
             let dsize = self.config.output.dtype.size() as u64;
             let (mut item, mut out) = (0u64, slot.images);
-            for (g, &kind) in self.groups.iter().zip(&kinds) {
+            for (g, &kind) in groups.iter().zip(&kinds) {
                 let items = g.count * n;
                 let (params_g, descs_g) = (
                     params_dev + item * std::mem::size_of::<AugParams>() as u64,
@@ -588,7 +593,7 @@ impl CudaBackend {
             if self.mix.is_empty() {
                 return Ok(());
             }
-            let (ow, oh) = self.config.augment.size;
+            let (ow, oh) = self.config.size_at(epoch);
             let f = self.gpu.kernels()?.function("stoke_mixup")?;
             let mut b = stream.launch_builder(&f);
             let (mix_dev, dtype, layout) = (self.ring.mix_ptr(&slot), self.config.output.dtype.code(), self.config.output.layout.code());
@@ -615,7 +620,7 @@ impl CudaBackend {
             return Err(e.into());
         }
         self.decoder.release_arena(&stream)?;
-        let images = self.ring.publish(slot, n)?;
+        let images = self.ring.publish(slot, n, &groups)?;
         batch.images = Images::Device(Box::new(images));
         let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
         Ok(BatchRun { times, status, plan })

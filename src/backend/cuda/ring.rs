@@ -240,14 +240,25 @@ impl OutputRing {
 
     /// Record `ready` after everything enqueued so far on the producer stream (the upload and
     /// the augment kernels) and hand the slot out holding `n` samples.
-    pub fn publish(&self, mut p: ProducerSlot, n: usize) -> Result<DeviceImages, GpuError> {
+    pub fn publish(&self, mut p: ProducerSlot, n: usize, groups: &[crate::augment::views::GroupShape]) -> Result<DeviceImages, GpuError> {
         let sh = &self.shared;
         assert!(n >= 1 && n <= sh.layout.batch(), "a batch holds 1..=batch samples");
+        // The batch's own views: a resolution schedule's smaller epoch uses the front of the slot.
+        let mine = SlotLayout::for_views(n, groups, sh.layout.dtype, sh.layout.layout, 0, 0);
+        assert!(mine.image_bytes <= sh.layout.image_bytes, "the batch's images fit the slot sized for the largest");
         // A failed record drops `p`: the slot goes back unpublished.
         sh.ready[p.slot].record(&sh.producer).map_err(err("cuEventRecord"))?;
         sh.used[p.slot].store(true, std::sync::atomic::Ordering::Release);
         p.ring = None; // from here the slot is the batch's: its drop gives it back
-        Ok(DeviceImages { shared: self.shared.clone(), slot: p.slot, n, consumer: Mutex::new(Default::default()), handed: false })
+        Ok(DeviceImages {
+            shared: self.shared.clone(),
+            slot: p.slot,
+            n,
+            shape: mine.shape,
+            image_bytes: mine.image_bytes,
+            consumer: Mutex::new(Default::default()),
+            handed: false,
+        })
     }
 
     /// Give a slot back without publishing it (the batch failed after `acquire`); what

@@ -537,11 +537,16 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         reader_threads: config.reader_threads,
         prefetch_batches: config.prefetch_batches,
         output: format!(
-            "{} {} {}x{}",
+            "{} {} {}x{}{}",
             format!("{:?}", config.output.dtype).to_lowercase(),
             format!("{:?}", config.output.layout).to_lowercase(),
             config.augment.size.0,
-            config.augment.size.1
+            config.augment.size.1,
+            // With a schedule that is the largest; each epoch has its own.
+            config.resolution.map_or(String::new(), |r| format!(
+                " (resolution {}..{} over epochs {}..{})",
+                r.min_res, r.max_res, r.start_ramp, r.end_ramp
+            ))
         ),
         decoders: rec.decoders,
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),

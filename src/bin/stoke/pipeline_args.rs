@@ -63,9 +63,18 @@ pub struct PipelineArgs {
     /// Augmentation preset.
     #[arg(long, value_enum, default_value = "train")]
     pub preset: Preset,
-    /// Output size (square).
-    #[arg(long, default_value_t = 224)]
-    pub size: u32,
+    /// Output size (square) [default: 224; with --resolution, its MAX_RES].
+    #[arg(long)]
+    pub size: Option<u32>,
+    /// FFCV's progressive resizing, MIN_RES,MAX_RES,START_RAMP,END_RAMP: MIN_RES up to epoch
+    /// START_RAMP, MAX_RES from END_RAMP, linear between, rounded to multiples of 32 (sizes
+    /// multiples of 32; train preset; not with --views). Memory is sized for MAX_RES.
+    #[arg(long, value_name = "MIN,MAX,START,END", conflicts_with = "size")]
+    pub resolution: Option<String>,
+    /// Eval preset: the centre crop's share of the resized shorter side, in (0, 1]; the shorter
+    /// side is resized to floor(size / ratio) [default: 224/256 = 0.875].
+    #[arg(long)]
+    pub crop_ratio: Option<f64>,
     /// Output element type.
     #[arg(long, value_enum, default_value = "f32")]
     pub dtype: DType,
@@ -360,7 +369,9 @@ impl PipelineArgs {
     pub fn options(&self) -> stoke::Result<PipelineOptions> {
         let mut o = PipelineOptions {
             preset: self.preset,
-            size: Some(self.size),
+            size: self.size,
+            resolution: self.resolution.as_deref().map(|t| stoke::config::ResolutionSchedule::parse(t, OptionNames::Cli)).transpose()?,
+            crop_ratio: self.crop_ratio,
             dtype: Some(self.dtype),
             layout: Some(self.layout),
             batch_size: Some(self.batch_size),
