@@ -4,7 +4,8 @@
 //! and continues bit for bit; the crop ratio sets the eval crop as computed by hand; each bad
 //! input is named.
 
-use jpeg_encoder::{ColorType, Encoder};
+mod photos_common;
+
 use std::path::Path;
 use stoke::batch::Batch;
 use stoke::config::{
@@ -12,25 +13,9 @@ use stoke::config::{
 };
 use stoke::pipeline::Pipeline;
 
-fn write_jpeg(path: &Path, w: u16, h: u16, seed: usize) {
-    let rgb: Vec<u8> = (0..h as usize)
-        .flat_map(|y| {
-            (0..w as usize).flat_map(move |x| [((x * 3 + seed * 37) % 256) as u8, ((y * 5 + seed) % 256) as u8, ((x ^ y) % 256) as u8])
-        })
-        .collect();
-    let mut out = Vec::new();
-    Encoder::new(&mut out, 90).encode(&rgb, w, h, ColorType::Rgb).unwrap();
-    std::fs::write(path, out).unwrap();
-}
-
-/// root/{a,b}/NN.jpg: 11 images of assorted sizes.
+/// root/{a,b}/NN.jpg: 11 photos of assorted sizes.
 fn dataset(root: &Path) {
-    for (c, class) in ["a", "b"].iter().enumerate() {
-        std::fs::create_dir_all(root.join(class)).unwrap();
-        for i in 0..(5 + c) {
-            write_jpeg(&root.join(class).join(format!("{i:02}.jpg")), 120 + 29 * i as u16, 90 + 17 * (c + i) as u16, c * 10 + i);
-        }
-    }
+    photos_common::photo_folder(root, 5);
 }
 
 /// FFCV's `get_resolution` (ffcv-imagenet train_imagenet.py), written again from its text:

@@ -3,7 +3,8 @@
 //! by group and view-major; view 0 is the single-view pipeline's batch; the same bytes whatever
 //! the thread count; a substituted slot carries every view of its source.
 
-use jpeg_encoder::{ColorType, Encoder};
+mod photos_common;
+
 use std::path::Path;
 use stoke::augment::host::{self, Scratch, SrcImage};
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
@@ -11,26 +12,9 @@ use stoke::batch::Batch;
 use stoke::config::{BackendKind, DType, Layout, OnError, OptionNames, PipelineConfig, PipelineOptions, ViewOptions};
 use stoke::pipeline::Pipeline;
 
-fn write_jpeg(path: &Path, w: u16, h: u16, seed: usize) {
-    let rgb: Vec<u8> = (0..h as usize)
-        .flat_map(|y| {
-            (0..w as usize).flat_map(move |x| [((x * 3 + seed * 37) % 256) as u8, ((y * 5 + seed) % 256) as u8, ((x ^ y) % 256) as u8])
-        })
-        .collect();
-    let mut out = Vec::new();
-    Encoder::new(&mut out, 90).encode(&rgb, w, h, ColorType::Rgb).unwrap();
-    std::fs::write(path, out).unwrap();
-}
-
-/// root/{a,b}/NN.jpg: 9 images of assorted sizes (large enough that crops differ), one
-/// truncated if `broken`.
+/// root/{a,b}/NN.jpg: 9 photos of assorted sizes, one truncated if `broken`.
 fn dataset(root: &Path, broken: bool) {
-    for (c, class) in ["a", "b"].iter().enumerate() {
-        std::fs::create_dir_all(root.join(class)).unwrap();
-        for i in 0..(4 + c) {
-            write_jpeg(&root.join(class).join(format!("{i:02}.jpg")), 120 + 29 * i as u16, 90 + 17 * (c + i) as u16, c * 10 + i);
-        }
-    }
+    photos_common::photo_folder(root, 4);
     if broken {
         let p = root.join("b").join("01.jpg");
         let b = std::fs::read(&p).unwrap();

@@ -40,27 +40,8 @@ fn config(ds: &Dataset, backend: BackendKind) -> PipelineConfig {
     c
 }
 
-/// Every batch of `epoch`, its images on the host; device batches are poisoned after reading
-/// (their whole slot, sized for `max_res`), so an element a later batch leaves unwritten
-/// shows as 0xFFFF.
 fn epoch(p: &mut Pipeline, epoch: u64) -> Vec<(Vec<u8>, Batch)> {
-    p.start_epoch(epoch, 0);
-    let mut out = Vec::new();
-    while let Some(b) = p.next_batch() {
-        let mut b = b.unwrap();
-        let bytes = match b.device() {
-            Some(d) => {
-                let mut v = Vec::new();
-                d.copy_images_to_host(&mut v).unwrap();
-                d.poison(0xff).unwrap();
-                v
-            }
-            None => b.host_bytes().unwrap().to_vec(),
-        };
-        b.make_host().unwrap();
-        out.push((bytes, b));
-    }
-    out
+    gpu_common::host_epoch(p, epoch)
 }
 
 #[test]

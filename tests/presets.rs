@@ -4,6 +4,9 @@
 //! many samples. The crop distributions against torchvision's own sampler are in
 //! tests/python/test_presets.py (they need torch).
 
+mod recipe_common;
+
+use recipe_common::ks;
 use stoke::augment::params::{BLUR_GAUSS, BLUR_PIL};
 use stoke::augment::views::draw_views;
 use stoke::config::{AugmentSpec, CropMode, Filter, OptionNames, PipelineConfig, PipelineOptions, Preset, IMAGENET_MEAN, IMAGENET_STD};
@@ -187,25 +190,6 @@ fn torch_python() -> Option<String> {
         panic!("STOKE_REQUIRE_TORCH=1 but {python} cannot import torchvision");
     }
     ok.then_some(python)
-}
-
-/// The largest distance between the empirical distribution functions of `a` and `b`
-/// (Kolmogorov–Smirnov's two-sample statistic).
-fn ks(mut a: Vec<f64>, mut b: Vec<f64>) -> f64 {
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    let (mut i, mut j, mut d) = (0, 0, 0f64);
-    while i < a.len() && j < b.len() {
-        let x = a[i].min(b[j]);
-        while i < a.len() && a[i] <= x {
-            i += 1;
-        }
-        while j < b.len() && b[j] <= x {
-            j += 1;
-        }
-        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
-    }
-    d
 }
 
 /// Every preset view's crop, drawn by stoke, against torchvision's own

@@ -117,6 +117,20 @@ class Timer:
         self.t_last = now
         return self.max_batches is None or self.step - self.warmup < self.max_batches
 
+    def drain(self, loader, epochs, count):
+        """Take `loader`'s batches for `epochs` epochs (or until `max_batches`), timing each:
+        `count(batch)` is its number of images. For peers that only consume (no device step)."""
+        for _ in range(epochs):
+            it = iter(loader)
+            while True:
+                self.before()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    break
+                if not self.after(count(batch)):
+                    return
+
     def result(self, peer, config):
         if self.t_last is None or self.images == 0:
             raise SystemExit(

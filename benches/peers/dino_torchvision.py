@@ -84,21 +84,8 @@ def main():
         drop_last=False,
     )
     timer = common.Timer(args.warmup_batches, args.batches)
-    done = False
-    for _ in range(args.epochs):
-        it = iter(loader)
-        while True:
-            timer.before()
-            try:
-                x, _ = next(it)
-            except StopIteration:
-                break
-            n = x.shape[0] if torch.is_tensor(x) else x[0].shape[0]
-            if not timer.after(n):
-                done = True
-                break
-        if done:
-            break
+    # A batch is (images, labels); DINO's images are a list of ten view tensors.
+    timer.drain(loader, args.epochs, lambda b: b[0].shape[0] if torch.is_tensor(b[0]) else b[0][0].shape[0])
     config = {
         "recipe": "plain" if args.plain else "dino",
         "views": 1 if args.plain else 10,

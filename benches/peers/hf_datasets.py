@@ -97,20 +97,7 @@ def main():
         collate_fn=collate,
     )
     timer = common.Timer(args.warmup_batches, args.batches)
-    done = False
-    for _ in range(args.epochs):
-        it = iter(loader)
-        while True:
-            timer.before()
-            try:
-                x, _ = next(it)
-            except StopIteration:
-                break
-            if not timer.after(x.shape[0]):
-                done = True
-                break
-        if done:
-            break
+    timer.drain(loader, args.epochs, lambda b: b[0].shape[0])
     config = {
         "files": len(files),
         "rows": len(ds),

@@ -138,3 +138,25 @@ pub fn sim_inject_random(calls: &[&str], per_million: u64, seed: u64) -> Option<
     }
     Some(())
 }
+
+/// Every batch of `epoch` from `p`, its images on the host; a device batch is poisoned after it
+/// is read (its whole slot), so an element a later batch leaves unwritten shows as 0xFF bytes.
+pub fn host_epoch(p: &mut stoke::pipeline::Pipeline, epoch: u64) -> Vec<(Vec<u8>, stoke::Batch)> {
+    p.start_epoch(epoch, 0);
+    let mut out = Vec::new();
+    while let Some(b) = p.next_batch() {
+        let mut b = b.unwrap();
+        let bytes = match b.device() {
+            Some(d) => {
+                let mut v = Vec::new();
+                d.copy_images_to_host(&mut v).unwrap();
+                d.poison(0xff).unwrap();
+                v
+            }
+            None => b.host_bytes().unwrap().to_vec(),
+        };
+        b.make_host().unwrap();
+        out.push((bytes, b));
+    }
+    out
+}
