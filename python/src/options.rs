@@ -28,6 +28,7 @@ const OPTIONS: &[&str] = &[
     "decoders",
     "gpu_upsampling",
     "gpu_wait",
+    "gpu_hybrid_share",
     "decode_only",
     "gpu_memory_budget",
     "exif",
@@ -149,6 +150,15 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
         [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "nearest", &[("smooth", 0), ("nearest", 1)])? as usize],
     );
     o.gpu_wait = Some([GpuWait::Auto, GpuWait::Block][choice("gpu_wait", "auto", &[("auto", 0), ("block", 1)])? as usize]);
+    if let Some(v) = get("gpu_hybrid_share")? {
+        // "off", "auto", or a fraction in (0, 1] as a number or a string.
+        let text = match v.extract::<f64>() {
+            Ok(f) => f.to_string(),
+            Err(_) => v.extract::<String>().map_err(|_| PyTypeError::new_err("gpu_hybrid_share must be 'off', 'auto' or a number"))?,
+        };
+        o.gpu_hybrid_share =
+            Some(text.parse::<stoke::config::HybridShare>().map_err(|e| PyValueError::new_err(format!("gpu_hybrid_share: {e}")))?);
+    }
     if get("filter")?.is_some() {
         o.filter = Some([Filter::Bilinear, Filter::Bicubic][choice("filter", "", &[("bilinear", 0), ("bicubic", 1)])? as usize]);
     }

@@ -9,7 +9,9 @@ use std::path::Path;
 /// A `w × h` JPEG of a pattern keyed by `seed`.
 pub fn write_jpeg(path: &Path, w: u16, h: u16, seed: usize) {
     let rgb: Vec<u8> = (0..h as usize)
-        .flat_map(|y| (0..w as usize).flat_map(move |x| [((x * 3 + seed * 37) % 256) as u8, ((y * 5 + seed) % 256) as u8, ((x ^ y) % 256) as u8]))
+        .flat_map(|y| {
+            (0..w as usize).flat_map(move |x| [((x * 3 + seed * 37) % 256) as u8, ((y * 5 + seed) % 256) as u8, ((x ^ y) % 256) as u8])
+        })
         .collect();
     let mut out = Vec::new();
     Encoder::new(&mut out, 90).encode(&rgb, w, h, ColorType::Rgb).unwrap();

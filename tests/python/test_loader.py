@@ -242,11 +242,16 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(store_in_flight=0), ValueError, "store_in_flight"),
         (dict(gpu_upsampling="bilinear"), ValueError, "gpu_upsampling"),
         (dict(gpu_wait="spin"), ValueError, "gpu_wait"),
+        (dict(gpu_hybrid_share="half"), ValueError, "gpu_hybrid_share"),
+        (dict(gpu_hybrid_share=1.5), ValueError, "gpu_hybrid_share"),
+        (dict(gpu_hybrid_share=[0.5]), TypeError, "gpu_hybrid_share"),
         (dict(decoders="nvjpeg"), ValueError, "decoders"),
     ]
     for kw, exc, word in cases:
         with pytest.raises(exc, match=word):
             loader(folder, **kw)
+    for share in ("off", "auto", 0.4, "0.4"):
+        loader(folder, gpu_hybrid_share=share)  # the CUDA route's switch; accepted (unused) on the CPU
     with pytest.raises(ValueError, match="batch_size"):
         stoke.Loader(str(folder), 0, device="cpu")
     with pytest.raises((ValueError, RuntimeError), match="no_such_dir"):
