@@ -231,6 +231,31 @@ def test_a_resolution_schedules_smaller_epochs_reach_the_consumer_at_their_size(
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_views_reach_the_consumer_as_device_views_with_the_cpu_backends_pixels(drv, folder):
+    # Loader(views=...): a list of CUDA tensors, one per view, each at its place in one slot (a
+    # group's views one after another: `.group` starts at its first view and spans them all).
+    drv.make_current()
+    s = drv.stream()
+    views = [{"count": 2, "size": 32, "scale": (0.4, 1.0)}, {"count": 3, "size": 16, "scale": (0.05, 0.4)}]
+    ld = stoke.Loader(str(folder), BATCH, device="cuda", views=views, **KW)
+    assert ld.backend == "cuda"
+    got = []
+    for vs, labels in ld:
+        assert [v.shape[2] for v in vs] == [32, 32, 16, 16, 16]
+        xs = [read(drv, v, s)[0] for v in vs]
+        g0 = read(drv, vs[0].group, s)[0]
+        g1 = read(drv, vs[2].group, s)[0]
+        assert np.array_equal(g0, np.concatenate(xs[:2])) and np.array_equal(g1, np.concatenate(xs[2:]))
+        got.append((xs, read(drv, labels, s)[0]))
+    del vs, labels
+    ref = [([np.from_dlpack(v).copy() for v in vs], np.from_dlpack(y).copy())
+           for vs, y in stoke.Loader(str(folder), BATCH, device="cpu", threads=1, views=views, **KW)]
+    assert len(got) == len(ref) > 0
+    for k in range(5):
+        check_against_cpu([(x[k], y) for x, y in got], [(x[k], y) for x, y in ref])
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
 def test_gpu_wait_block_sets_the_contexts_blocking_sync(drv, folder):
     # Loader(gpu_wait="block") reaches the device context: its scheduling reads back as
     # CU_CTX_SCHED_BLOCKING_SYNC (4) with its other flags kept; the default leaves it alone.
