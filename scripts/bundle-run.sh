@@ -6,7 +6,10 @@
 #   run.sh tests   environment probe (nvidia-smi, which libcuda/libnvrtc/libnvjpeg load),
 #                  `stoke doctor`, the gpu_* test executables and the library's CUDA unit
 #                  tests (one test thread, RUST_BACKTRACE=1, a timeout per executable), then
-#                  compute-sanitizer memcheck + racecheck on the pipeline and geometry tests
+#                  compute-sanitizer memcheck + racecheck on the pipeline and geometry tests;
+#                  the tests part holds lib, gpu_pipeline, gpu_backends, gpu_decode and the
+#                  corpus; `run.sh tests2` (the tests2 part) the other gpu_* tests (geometry,
+#                  stream, views, resolution): two calls, each under 64 MiB
 #   run.sh bench   train_loop, `stoke bench --backend cuda` end to end (with and without a
 #                  consumer) and decoder-only (hardware, CUDA, both), the kernel benchmarks on
 #                  a short budget, `stoke tune`, the GPU peers (torchvision, nvImageCodec when
@@ -65,7 +68,7 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | bench | python | checks | upsampling | ahead | tail | cores | soak) ;; *) echo "usage: run.sh tests|bench|python|checks|upsampling|ahead|tail|cores|soak" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | soak) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|soak" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
 part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores) part=python ;; soak) part=bench ;; esac
 
@@ -648,7 +651,7 @@ run_soak() {
 }
 
 case "$mode" in
-  tests) run_tests ;;
+  tests | tests2) run_tests ;;
   bench) run_bench ;;
   python) run_python ;;
   checks) run_checks ;;

@@ -133,7 +133,14 @@ part() { # part NAME PATH...: bundle/NAME.tar.gz from those payload paths
 }
 part core bin lib include scripts benches COMMIT work/tests/golden
 corpus=(); [ -d $P/corpus ] && corpus=(corpus)
-part tests tests "${corpus[@]}"
+# The GPU tests in two calls' parts (all of them with the corpus are over 64 MiB): `tests`, the
+# lib's CUDA unit tests and the pipeline, backend and decode tests with the corpus photos;
+# `tests2`, every other gpu_* test (geometry, stream, views, resolution, ...). run.sh runs the
+# test executables its call carried.
+first=(tests/lib-stoke tests/gpu_pipeline tests/gpu_backends tests/gpu_decode)
+rest=(); for t in $P/tests/*; do case " ${first[*]} " in *" tests/$(basename "$t") "*) ;; *) rest+=("tests/$(basename "$t")") ;; esac; done
+part tests "${first[@]}" "${corpus[@]}"
+part tests2 "${rest[@]}"
 part bench bench-bin examples
 part python python work/tests/python work/examples
 part checks tests/gpu_pipeline tests/gpu_backends tests/gpu_decode python work/examples
@@ -142,7 +149,7 @@ limit=$((64 * 1024 * 1024))
 over=0
 # The working tree travels with every call too (tracked and untracked-not-ignored files).
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-for mode in tests bench python checks upsampling ahead tail cores soak; do
+for mode in tests tests2 bench python checks upsampling ahead tail cores soak; do
   pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; cores) pt=python ;; soak) pt=bench ;; esac
   size=$tree
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done

@@ -354,10 +354,20 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
             _ => assert!(s.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64, "{s:?}"),
         }
         if let (Some(b), Some(a1), Some(a3)) = (before, after_first, device_bytes()) {
-            assert_eq!(a1, a3, "{share}: device memory flat across batches");
             // The route's part (one arena) is what it may add over the plain decoder's own
             // allocations; nvJPEG's lazily grown engine buffers come on top of both alike.
             let route_part = dec.device_bytes() - plain_bytes;
+            match share {
+                // The same calls every round: nothing grows after the first.
+                HybridShare::Pinned(_) => assert_eq!(a1, a3, "{share}: device memory flat across batches"),
+                // The first round is the probe (the floor); later rounds take the measured share,
+                // larger calls whose nvJPEG buffers grow once: within the route's budgeted part.
+                _ => assert!(
+                    a3 - a1 <= route_part,
+                    "{share}: device memory grew {} after the probe, over the route's part {route_part}",
+                    a3 - a1
+                ),
+            }
             println!(
                 "STOKE-Q batched gpu-hybrid ({share}): {s:?}; device bytes +{} (decoder plan {}, route part {route_part})",
                 a1 - b,
