@@ -251,8 +251,11 @@ impl Pipeline {
         let cuda = backend.cuda_context();
         let steps = reader.steps();
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()), stop: Default::default() });
-        let mut backend = backend;
+        let (mut backend, mut reader) = (backend, reader);
         backend.as_backend().set_stop(shared.stop.clone());
+        // The readers put the bytes where the backend reads them (the CUDA backend's pinned
+        // pool: its decoders then take them in place).
+        reader.set_bytes_source(backend.as_backend().bytes_source());
         let (cmd_tx, cmd_rx) = unbounded();
         let (out_tx, out_rx) = bounded(config.prefetch_batches);
         let (free_tx, free_rx) = unbounded();

@@ -2,8 +2,9 @@
 //!
 //! `reader_threads` threads start with the [`Reader`] and live until it is dropped (they are
 //! not restarted per epoch). Work is handed out one batch per job; a batch's samples are read
-//! in order into one contiguous buffer ([`ReadBatch::data`]), so the backend (and later the
-//! GPU staging copy) sees one slice per batch. At most `max(prefetch_batches, reader_threads)`
+//! in order into one contiguous buffer ([`ReadBatch::data`]), so the backend sees one slice per
+//! batch; the buffer's memory is the backend's when it lends some ([`bytes`]: the CUDA
+//! backend's pinned pool, which its decoders read in place). At most `max(prefetch_batches, reader_threads)`
 //! batches are in flight (issued but not yet returned by [`Reader::next_batch`]) so that every
 //! thread has work while memory stays bounded. Results are delivered strictly in step order
 //! whatever the thread count, so the output does not depend on it.
@@ -38,7 +39,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 
+pub mod bytes;
 pub mod stream;
+
+use bytes::{ByteSink, BytesSource, HostBytes};
 
 /// One sample of a [`ReadBatch`].
 #[derive(Debug)]
@@ -64,13 +68,21 @@ pub struct ReadBatch {
     pub epoch: u64,
     /// Step within the epoch (batch number for this rank).
     pub step: u64,
-    /// All samples' bytes, back to back.
-    pub data: Vec<u8>,
+    /// All samples' bytes, back to back (in a backend's pooled memory, each sample at its
+    /// pool's alignment: [`bytes`]).
+    pub data: HostBytes,
     /// The samples, in order.
     pub samples: Vec<ReadSample>,
     /// Key and location of each sample, in order: filled by the stream reader (there is no
     /// per-sample index to name them from); empty from [`Reader`].
     pub names: Vec<(String, String)>,
+}
+
+impl ReadBatch {
+    /// An empty batch whose bytes go into `data`.
+    pub fn with_bytes(data: HostBytes) -> Self {
+        Self { data, ..Self::default() }
+    }
 }
 
 struct Shared {
@@ -111,6 +123,8 @@ pub struct Reader {
     results: Receiver<Done>,
     threads: Vec<JoinHandle<()>>,
     free: Vec<ReadBatch>,
+    // Where new batches' buffers come from (a backend's pinned pool, or the heap).
+    bytes: BytesSource,
     window: u64,
     epoch: u64,
     share: Option<Arc<Share>>,
@@ -163,6 +177,7 @@ impl Shared {
             };
             let mut params = Vec::with_capacity(specs.len());
             draw_views(&specs, self.seed, job.epoch, position, w, h, o, &mut params);
+            b.data.start_sample();
             let append = |b: &mut ReadBatch, bytes: &[u8]| {
                 let start = b.data.len();
                 b.data.extend_from_slice(bytes);
@@ -372,6 +387,7 @@ impl Reader {
             results: res_rx,
             threads,
             free: Vec::new(),
+            bytes: BytesSource::default(),
             window: config.prefetch_batches.max(config.threads) as u64,
             epoch: 0,
             share: None,
@@ -428,7 +444,7 @@ impl Reader {
     fn top_up(&mut self) {
         let (Some(jobs), Some(share)) = (&self.jobs, &self.share) else { return };
         while self.next_issue < self.steps && self.next_issue - self.next_deliver < self.window {
-            let batch = self.free.pop().unwrap_or_default();
+            let batch = self.free.pop().unwrap_or_else(|| ReadBatch::with_bytes(self.bytes.new_bytes()));
             let job = Job { generation: self.generation, epoch: self.epoch, share: share.clone(), step: self.next_issue, batch };
             if jobs.send(job).is_err() {
                 return;
@@ -482,6 +498,14 @@ impl Reader {
                 self.free.push(b);
             }
         }
+    }
+
+    /// Take new batches' buffers from `bytes` (a backend's pinned pool: [`bytes::HostMemory`]);
+    /// the buffers kept for reuse until now are dropped, so every batch read from here on is
+    /// in it (unless the pool has none to give). Call it before the first epoch starts.
+    pub fn set_bytes_source(&mut self, bytes: BytesSource) {
+        self.free.clear();
+        self.bytes = bytes;
     }
 
     /// Give a batch's buffers back for reuse.

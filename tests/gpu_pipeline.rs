@@ -266,24 +266,32 @@ fn memory_is_flat_over_six_epochs() {
     let ds = generated(dir.path(), 200, 5);
     let c = config(&ds, 1);
     let mut backend = CudaBackend::new(&c, &ds).unwrap();
-    let held = (backend.device_bytes(), backend.pinned_bytes());
+    let device = backend.device_bytes();
+    // As a pipeline reads: into the backend's pinned pool, whose buffers are made as the
+    // readers first need them (during epoch 1), then kept.
     let mut reader = Reader::new(ds.clone(), &c).unwrap();
+    reader.set_bytes_source(stoke::backend::Backend::bytes_source(&backend));
     let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
     let mut marks = Vec::new();
     let mut sim_marks = Vec::new();
+    let mut held = None;
     for e in 0..6 {
         reader.start_epoch(e, 0);
         while let Some(rb) = reader.next_batch() {
             let rb = rb.unwrap();
-            stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), &mut batch).unwrap();
+            let t = stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), &mut batch).unwrap();
+            assert_eq!(t.gpu.copied_batches, 0.0, "epoch {}: a batch was copied into staging, not read in place", e + 1);
             batch.device().unwrap().synchronize().unwrap();
             reader.recycle(rb);
         }
         let (free, _total) = gpu.ctx().mem_get_info().unwrap();
         marks.push((free, rss_bytes()));
         sim_marks.push(gpu_common::sim_stats().map(|v| (v["device_allocs_total"].clone(), v["pinned_allocs_total"].clone())));
-        assert_eq!((backend.device_bytes(), backend.pinned_bytes()), held, "the backend's own allocations moved in epoch {}", e + 1);
+        assert_eq!(backend.device_bytes(), device, "the backend's device allocations moved in epoch {}", e + 1);
+        let now = backend.pinned_bytes();
+        assert_eq!(*held.get_or_insert(now), now, "the backend's pinned allocations moved from epoch 1 to epoch {}", e + 1);
     }
+    let held = (device, held.unwrap());
     println!(
         "STOKE-Q memory: (device free, host rss) after each epoch: {marks:?}; backend holds {} device + {} pinned bytes",
         held.0, held.1
@@ -318,6 +326,42 @@ fn memory_is_flat_over_six_epochs() {
             assert_eq!(m.as_ref(), Some(first), "allocations (device, pinned) made after epoch 1, by epoch {}", e + 1);
         }
     }
+}
+
+/// A batch the readers put in the backend's pinned pool is decoded where it lies (no copy into
+/// staging, the pixels of the copied batch), and its buffer can be refilled at once after the
+/// backend returns: the stand-in reports a host write to bitstreams the engine still reads
+/// (tests/sim_checks.rs makes it fire). Today the decoders wait for their decodes before they
+/// return (to read the canaries), so the guard `HostBytes::clear` waits for is complete by
+/// then; the wait is what keeps a refill safe should they stop waiting. A batch of a reader
+/// without the pool is copied, as any caller's bytes.
+#[test]
+fn a_pooled_batch_is_decoded_in_place_and_its_refill_waits_for_the_decodes() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 48, 3);
+    let c = config(&ds, 5);
+    let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+    let made = |pooled: bool, batch: &mut Batch| {
+        let mut backend = CudaBackend::new(&c, &ds).unwrap();
+        let mut reader = Reader::new(ds.clone(), &c).unwrap();
+        if pooled {
+            reader.set_bytes_source(stoke::backend::Backend::bytes_source(&backend));
+        }
+        reader.start_epoch(0, 0);
+        let mut rb = reader.next_batch().unwrap().unwrap();
+        assert_eq!(rb.data.is_pooled(), pooled);
+        let t = stoke::pipeline::run_read_batch(&mut backend, &rb, Some(&ds), batch).unwrap();
+        assert_eq!(t.gpu.copied_batches, if pooled { 0.0 } else { 1.0 }, "pooled {pooled}");
+        // A refill at once: the wait in `clear` is all that stands between it and the decodes.
+        rb.data.clear();
+        stoke::reader::bytes::ByteSink::extend_from_slice(&mut rb.data, &[0x5a; 4096]);
+        host(batch)
+    };
+    let copied = made(false, &mut batch);
+    let in_place = made(true, &mut batch);
+    assert!(in_place == copied, "the batch decoded in place differs from the one copied into staging");
 }
 
 /// ImageNet's train set holds a PNG under a `.JPEG` name: the format comes from the bytes, the
@@ -402,6 +446,8 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         .map(|rb| {
             let t = stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
             assert_eq!((t.gpu.ahead, t.gpu.ahead_batches), (0.0, 0.0), "nothing announced, nothing prepared");
+            // A reader of its own puts the bytes on the heap: copied into the staging ring.
+            assert_eq!(t.gpu.copied_batches, 1.0, "a heap batch is copied into staging");
             host(&batch)
         })
         .collect();
@@ -441,6 +487,9 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         }
         assert_eq!(step, rbs.len());
     }
+    // The pipeline's readers put every batch in the backend's pinned pool: decoded in place,
+    // with the pixels of the batches copied into staging above.
+    assert_eq!(p.stats().gpu_stages.copied_batches, 0.0, "a pipeline batch was copied into staging");
     let prepared = p.stats().gpu_stages.ahead_batches;
     assert!(prepared >= 1.0, "the producer never announced a batch already read ({prepared} of {} prepared ahead)", 2 * rbs.len());
     eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());

@@ -242,7 +242,10 @@ fn child_entry() {
         // nvJPEG's GPU-hybrid backend in batched mode: whole images with nvjpegDecodeBatched
         // ("hyb_plain"); nvjpegDecodeBatchedEx, documented for the hardware and lossless
         // backends only, is a finding ("hyb_ex").
-        "hyb_plain" | "hyb_ex" => {
+        // The hardware backend's batched decode from pinned memory the host then overwrites,
+        // before ("hw_reuse_early") or after ("hw_reuse_synced") it synchronised the stream:
+        // the engine's reads of its bitstreams are queued on the stream.
+        "hyb_plain" | "hyb_ex" | "hw_reuse_early" | "hw_reuse_synced" => {
             use stoke::backend::cuda::nvjpeg::safe::{DecodeParams, JpegState, NvjpegHandle};
             use stoke::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegImage_t, nvjpegOutputFormat_t};
             let dir = tempfile::tempdir().unwrap();
@@ -258,7 +261,9 @@ fn child_entry() {
                         .map(|i| (b, i))
                 })
                 .expect("a baseline JPEG among the generated files");
-            let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, 0).unwrap();
+            let hw = case.starts_with("hw");
+            let backend = if hw { nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE } else { nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID };
+            let handle = NvjpegHandle::new(backend, 0).unwrap();
             let mut state = JpegState::new(&handle).unwrap();
             let rgbi = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
             state.batched_initialize(1, 1, rgbi).unwrap();
@@ -268,6 +273,27 @@ fn child_entry() {
             img.channel[0] = cudarc::driver::DevicePtr::device_ptr(&dest, &stream).0 as *mut u8;
             img.pitch[0] = 3 * info.width as usize;
             let mut dests = [img];
+            if hw {
+                // The engine writes its outputs at the call, not after the zeroing queued above.
+                stream.synchronize().unwrap();
+                // SAFETY: raw driver calls on the current context; the pinned copy of the
+                // bitstream is freed after the stream is synchronised.
+                unsafe {
+                    let mut pinned = std::ptr::null_mut();
+                    check(sys::cuMemHostAlloc(&mut pinned, bytes.len(), 0), "pinned");
+                    let p = std::slice::from_raw_parts_mut(pinned as *mut u8, bytes.len());
+                    p.copy_from_slice(&bytes);
+                    let r = state.decode_batched(&[&*p], &mut dests, stream.cu_stream() as _);
+                    eprintln!("decode: {r:?}");
+                    if case == "hw_reuse_synced" {
+                        stream.synchronize().unwrap();
+                    }
+                    std::ptr::write_volatile(pinned as *mut u8, 0);
+                    stream.synchronize().unwrap();
+                    check(sys::cuMemFreeHost(pinned), "free pinned");
+                }
+                return;
+            }
             // SAFETY: one input, one whole-image RGBI destination of n bytes; synchronised below.
             let r = unsafe {
                 if case == "hyb_ex" {
@@ -449,6 +475,18 @@ fn a_device_too_small_for_the_backend_is_a_named_out_of_memory_error() {
     let (code, err) = child_env("backend", &[]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("backend opened"), "{err}");
+}
+
+/// The hardware engine's batched decode reads its bitstreams on the stream: the host writing
+/// them again before it knows the stream passed the call is a hazard (the CUDA backend's
+/// staging slots and the readers' pinned pool wait for their guards first).
+#[test]
+fn the_host_rewriting_a_bitstream_the_hardware_decode_still_reads_is_a_hazard() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("hw_reuse_early", "hazard", &["the host writes pinned memory", "nvjpegDecodeBatched", "still reads"]);
+    expect_clean("hw_reuse_synced");
 }
 
 #[test]

@@ -171,7 +171,7 @@ fn next_epoch_read_ahead(dir: &Path, source: &Arc<StreamSource>, reader_cfg: &Re
         let mut out = Vec::new();
         while let Some(b) = r.next_batch() {
             let b = b.unwrap();
-            out.push((b.data.clone(), b.samples.iter().map(|s| s.index).collect()));
+            out.push((b.data.to_vec(), b.samples.iter().map(|s| s.index).collect()));
         }
         out
     };

@@ -10,7 +10,8 @@
 //!   (the hazard torchcodec PR #1634 describes): a kernel still queued on that stream that
 //!   touches the same bytes is a hazard. `nvjpegGetHardwareDecoderInfo` reports
 //!   `STOKE_SIM_HW_ENGINES` × `STOKE_SIM_HW_CORES`; with 0 engines ("hardware decoder not
-//!   available") every hardware decode fails. Buffers for images larger than
+//!   available") every hardware decode fails. Its bitstreams in pinned memory are read **on
+//!   the stream** (a read the host must not overwrite before it knows the stream passed it). Buffers for images larger than
 //!   `nvjpegDecodeBatchedPreAllocate` reserved are allocated during the decode, as nvJPEG does.
 //! - **Decoupled API** (`nvjpegDecodeJpegHost` → `TransferToDevice` → `DecodeJpegDevice`): the
 //!   host stage decodes into the state's pinned buffer (a host write at call time), the
@@ -686,11 +687,25 @@ unsafe fn hw_batched(
     }
     // Written now: the engine does not wait for what is queued on `stream`.
     dev::host_access(&accesses);
+    // The bitstreams in pinned memory are read by the stream (the engine's copies of them are
+    // queued there; the docs do not say they are done when the call returns): the host must
+    // not write them again before it knows the stream passed this call.
+    let reads: Vec<Access> = results
+        .iter()
+        .filter_map(|(_, _, _, d)| {
+            let p = d.as_ptr() as usize;
+            mem::find(p).filter(|a| a.kind == Kind::Pinned && !d.is_empty()).map(|a| Access::new(a, p, p + d.len(), false, call))
+        })
+        .collect();
     for (info, roi, img, d) in results {
         match decode(d, &info, roi, hd.interpolate) {
             Ok(px) => write_rows(&img, &px),
             Err(e) => return e,
         }
+    }
+    if !reads.is_empty() {
+        let Ok(strm) = dev::stream(stream, call) else { return INVALID_PARAMETER };
+        dev::enqueue(&strm, dev::Enqueue::work(reads, || Ok(())));
     }
     SUCCESS
 }

@@ -88,6 +88,13 @@ pub trait Backend {
         (0, 0)
     }
 
+    /// Where the readers should put batches' bytes: the CUDA backend's pinned pool, which its
+    /// decoders then read in place (no staging copy); the heap by default. A batch whose bytes
+    /// lie elsewhere (a caller's own buffers) is still taken.
+    fn bytes_source(&self) -> crate::reader::bytes::BytesSource {
+        Default::default()
+    }
+
     /// A flag the owner sets when whatever batch is being made will be thrown away (the
     /// pipeline is being dropped): the backend may then skip the samples it has not started,
     /// so that the drop (and a process's exit after Ctrl-C or SIGTERM) does not wait for a
@@ -277,6 +284,9 @@ pub struct GpuStageTimes {
     pub ahead: f64,
     /// Batches whose staging and routing were prepared ahead (a count, summed as the times).
     pub ahead_batches: f64,
+    /// Batches whose bytes were copied into the staging ring (a count): not in the readers'
+    /// pinned pool, which the decoders read in place.
+    pub copied_batches: f64,
 }
 
 impl GpuStageTimes {
@@ -308,6 +318,7 @@ impl GpuStageTimes {
             augment: f(self.augment, o.augment),
             ahead: f(self.ahead, o.ahead),
             ahead_batches: f(self.ahead_batches, o.ahead_batches),
+            copied_batches: f(self.copied_batches, o.copied_batches),
         }
     }
 }

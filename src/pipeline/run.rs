@@ -27,6 +27,13 @@ impl Reading {
         }
     }
 
+    pub(super) fn set_bytes_source(&mut self, bytes: crate::reader::bytes::BytesSource) {
+        match self {
+            Reading::Index(r) => r.set_bytes_source(bytes),
+            Reading::Stream(r) => r.set_bytes_source(bytes),
+        }
+    }
+
     fn next_batch(&mut self) -> Option<Result<ReadBatch>> {
         match self {
             Reading::Index(r) => r.next_batch(),

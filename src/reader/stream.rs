@@ -54,6 +54,7 @@
 //! its samples: under [`OnError::Skip`] each is a read error naming the shard and why (the
 //! backend substitutes it); under [`OnError::Fail`] the batch is an error naming the shard.
 
+use super::bytes::{ByteSink, BytesSource};
 use super::{ReadBatch, ReadSample, ReaderConfig};
 use crate::augment::views::draw_views;
 use crate::config::OnError;
@@ -455,10 +456,10 @@ struct Assembler {
 }
 
 impl Assembler {
-    fn run(mut self, out: Sender<Result<ReadBatch>>, free: Receiver<ReadBatch>) {
+    fn run(mut self, out: Sender<Result<ReadBatch>>, free: Receiver<ReadBatch>, bytes: BytesSource) {
         let state = self.plan.state.clone();
         while self.step < self.steps && !lock(&state.0).cancelled {
-            let b = free.try_recv().unwrap_or_default();
+            let b = free.try_recv().unwrap_or_else(|_| ReadBatch::with_bytes(bytes.new_bytes()));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.batch(b)));
             let r = r.unwrap_or_else(|_| {
                 Err(Error::dataset(
@@ -517,6 +518,7 @@ impl Assembler {
                         Err(_) => (1, 1, 1),
                     };
                     let params = views(w, h, o);
+                    b.data.start_sample();
                     let start = b.data.len();
                     b.data.extend_from_slice(bytes);
                     b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
@@ -578,6 +580,10 @@ pub struct StreamReader {
     peak: Arc<Mutex<u64>>,
     carried: u64,
     run: Option<EpochRun>,
+    // Batches given back for reuse, kept from epoch to epoch (a pooled buffer is pinned
+    // memory: made once, not per epoch), and where new ones come from.
+    free: (Sender<ReadBatch>, Receiver<ReadBatch>),
+    bytes: BytesSource,
 }
 
 impl StreamReader {
@@ -611,7 +617,15 @@ impl StreamReader {
             peak: Arc::new(Mutex::new(0)),
             carried: 0,
             run: None,
+            free: unbounded(),
+            bytes: BytesSource::default(),
         })
+    }
+
+    /// Take new batches' buffers from `bytes`, as [`super::Reader::set_bytes_source`].
+    pub fn set_bytes_source(&mut self, bytes: BytesSource) {
+        while self.free.1.try_recv().is_ok() {}
+        self.bytes = bytes;
     }
 
     /// The epoch order.
@@ -682,10 +696,10 @@ impl StreamReader {
         let plan = EpochPlan { epoch, need_of, remaining, open, state: state.clone() };
         let a = Assembler { source: self.source.clone(), order: self.order.clone(), share, cfg: self.cfg.clone(), plan, step, steps };
         let (tx, rx) = bounded(self.cfg.prefetch_batches.max(1));
-        let (free_tx, free_rx) = unbounded();
+        let (free_tx, free_rx, bytes) = (self.free.0.clone(), self.free.1.clone(), self.bytes.clone());
         let thread = std::thread::Builder::new()
             .name("stoke-stream-batches".into())
-            .spawn(move || a.run(tx, free_rx))
+            .spawn(move || a.run(tx, free_rx, bytes))
             .map_err(|e| Error::config(format!("cannot start the stream reader's batch thread: {e}")))?;
         self.run = Some(EpochRun { batches: Some(rx), free: free_tx, state, thread: Some(thread), feed, needs });
         Ok(())

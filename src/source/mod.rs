@@ -49,8 +49,8 @@ pub(crate) fn is_image_extension(ext: &str) -> bool {
 }
 
 use crate::error::{Error, Result};
+use crate::reader::bytes::ByteSink;
 use std::fs::File;
-use std::io::Read;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -621,7 +621,7 @@ impl Dataset {
 
     /// Append sample `i`'s compressed bytes to `buf` (positioned reads; nothing else is
     /// touched) and return where they landed. Errors name the sample's key and location.
-    pub fn read_append(&self, i: usize, buf: &mut Vec<u8>) -> Result<Range<usize>> {
+    pub fn read_append(&self, i: usize, buf: &mut impl ByteSink) -> Result<Range<usize>> {
         let m = &self.samples[i];
         let start = buf.len();
         let fail = |what: String| Error::sample(&m.key, self.location(i), what);
@@ -637,7 +637,7 @@ impl Dataset {
                 let path = self.root.join(&m.key);
                 let mut f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
                 // No reserve by the indexed length: `read_to_end` sizes by the file itself.
-                if let Err(e) = f.read_to_end(buf) {
+                if let Err(e) = buf.read_to_end_from(&mut f) {
                     buf.truncate(start);
                     return Err(fail(format!("cannot read: {e}")));
                 }
@@ -651,13 +651,15 @@ impl Dataset {
             }
             Location::Tar { shard, offset } => {
                 let len = m.len as usize;
-                if let Err(e) = buf.try_reserve(len) {
-                    return Err(fail(format!(
+                let room = match buf.try_grow_zeroed(len) {
+                    Ok(room) => room,
+                    Err(e) => {
+                        return Err(fail(format!(
                         "the index says {len} bytes, more than memory can hold ({e}): a damaged index? `stoke index --rebuild` rebuilds it"
-                    )));
-                }
-                buf.resize(start + len, 0);
-                let r = self.with_shard(shard as usize, |f| f.read_exact_at(&mut buf[start..], offset));
+                    )))
+                    }
+                };
+                let r = self.with_shard(shard as usize, |f| f.read_exact_at(room, offset));
                 if let Err(e) = r {
                     buf.truncate(start);
                     return Err(fail(format!("cannot read {len} bytes: {e}")));

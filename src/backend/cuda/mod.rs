@@ -6,7 +6,7 @@
 //! | `device` | `Gpu::open`: driver and device checks, each absence a typed error |
 //! | `module` | the embedded kernels (fatbin from build.rs, or NVRTC at run time) and the launch path |
 //! | `nvjpeg` | libnvjpeg opened at run time, in sys / result / safe layers |
-//! | `staging` | pinned host ring for the compressed bytes, slots guarded by events |
+//! | `staging` | the readers' pinned pool (`staging::pool`) and the pinned host ring for bytes not in it, guarded by events |
 //! | `decode` | nvJPEG routing (hardware engine / CUDA / CPU), ROI, arenas, canaries |
 //! | `augment` | the fused augment kernel's descriptors, filter tables and launches |
 //! | `ring` | output ring of device slots with ready/released events; [`DeviceImages`](crate::DeviceImages) |

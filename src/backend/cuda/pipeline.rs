@@ -1,8 +1,9 @@
 //! The CUDA backend: one batch through staging → nvJPEG → fused augment → output ring.
 //!
 //! Per batch, on the thread that calls [`CudaBackend::run`]:
-//! 1. the compressed bytes are copied into the next pinned staging slot and every image is
-//!    routed (hardware engine / CUDA decoders / CPU) from its header — unless that was done
+//! 1. the compressed bytes are placed for the decoders — where the readers put them, in the
+//!    backend's pinned pool (no copy), or copied into a staging slot when they are elsewhere
+//!    (`staged`) — and every image is routed (hardware engine / CUDA decoders / CPU) from its header — unless that was done
 //!    while the previous batch decoded ([`Backend::run_ahead`]: the pipeline says which batch
 //!    comes next, and a thread of the backend's stages and routes it, and starts its CPU-route
 //!    decodes on the pool, while the hardware engine's calls hold this one; on an H200 staging
@@ -16,8 +17,9 @@
 //!    parameters and descriptors are uploaded, the two augment kernels are enqueued, the slot's
 //!    ready event is recorded and the batch is handed out with [`Images::Device`].
 //!
-//! Everything is allocated in [`CudaBackend::new`], sized from the config and the index: no
-//! device or pinned allocation happens in steady state (docs/CONTRACTS.md, contract 5). One backend per
+//! Everything is allocated in [`CudaBackend::new`], sized from the config and the index — the
+//! readers' pinned buffers as they first need them, the staging ring when the first batch not
+//! in them comes: no device or pinned allocation happens in steady state (docs/CONTRACTS.md, contract 5). One backend per
 //! device (the config's ordinal), each with its own streams, nvJPEG handles and buffers, so
 //! several pipelines in one process can each drive their own GPU.
 //!
@@ -26,12 +28,14 @@
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan, TableView};
 use super::decode::{
-    cuda_slot_bytes, decoder_budget, ArenaPlan, Classified, Classifier, CpuAhead, CpuRoute, DecodeStats, Decoded, DecoderPlan, FixedBytes,
-    GpuDecoder, MemoryPlan,
+    cuda_slot_bytes, decoder_budget, ArenaPlan, Classifier, CpuRoute, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan,
 };
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
-use super::staging::{layout, PinnedStaging, StagedRange, StagingPlan};
+use super::staging::{StagedRange, StagingPlan};
+use staged::{prepare, Prepared, Stager};
+
+mod staged;
 use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
 use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SampleIn, SlotPlan};
@@ -54,6 +58,9 @@ pub const MAX_GPU_PIXELS: u64 = (i32::MAX as u64) / 3;
 pub struct IndexBounds {
     /// Sum of the `batch` largest compressed files (one staging slot).
     pub staging: StagingPlan,
+    /// Bytes of a readers' pooled buffer ([`typical_batch`]): a typical batch with room to
+    /// spare, at most a staging slot.
+    pub typical_batch: u64,
     /// Bytes of one decode arena (the `batch` largest decoded images, capped by the guard).
     pub arena: ArenaPlan,
     /// Largest stored width and largest stored height (of any samples: for the hardware
@@ -77,6 +84,9 @@ impl IndexBounds {
         let shards: Vec<(u64, Largest)> = facts.iter().map(|f| f.largest.map(|l| (f.samples, l))).collect::<Option<_>>()?;
         let k = |n: u64| n.min(batch as u64) as usize;
         let bytes = shards.iter().flat_map(|&(n, l)| std::iter::repeat_n(l.bytes, k(n)));
+        let staging = StagingPlan::new(bytes, batch, 2);
+        let (total, count) = facts.iter().fold((0u64, 0u64), |(b, n), f| (b + f.bytes, n + f.samples));
+        let largest = shards.iter().map(|(_, l)| l.bytes).max().unwrap_or(0);
         let pixels = shards.iter().flat_map(|&(n, l)| {
             let headerless = l.headerless.min(n);
             std::iter::repeat_n(l.pixels, k(n - headerless)).chain(std::iter::repeat_n(max_pixels, k(headerless)))
@@ -84,7 +94,8 @@ impl IndexBounds {
         let (mw, mh) = shards.iter().fold((1u32, 1u32), |(w, h), (_, l)| (w.max(l.width), h.max(l.height)));
         let most = shards.iter().map(|(_, l)| l.pixels).max().unwrap_or(0).clamp(1, max_pixels.max(1));
         Some(Self {
-            staging: StagingPlan::new(bytes, batch, 2),
+            staging,
+            typical_batch: typical_batch(total, count, largest, batch, staging.slot_bytes),
             arena: ArenaPlan::new(pixels, batch, max_pixels),
             max_dims: (mw, mh),
             max_side: mw.max(mh),
@@ -97,6 +108,8 @@ impl IndexBounds {
     /// by `max_pixels`).
     pub fn new(samples: impl Iterator<Item = (u64, u32, u32)> + Clone, batch: usize, max_pixels: u64) -> Self {
         let staging = StagingPlan::new(samples.clone().map(|s| s.0), batch, 2);
+        let (total, count, largest) = samples.clone().fold((0u64, 0u64, 0u64), |(t, n, m), s| (t + s.0, n + 1, m.max(s.0)));
+        let typical_batch = typical_batch(total, count, largest, batch, staging.slot_bytes);
         let pixels = samples.clone().map(|(_, w, h)| if w == 0 || h == 0 { max_pixels } else { w as u64 * h as u64 });
         let arena = ArenaPlan::new(pixels, batch, max_pixels);
         let (mut mw, mut mh, mut most) = (1u32, 1u32, 1u64);
@@ -105,8 +118,21 @@ impl IndexBounds {
             mh = mh.max(h);
             most = most.max(w as u64 * h as u64);
         }
-        Self { staging, arena, max_dims: (mw, mh), max_side: mw.max(mh), max_image_pixels: most.min(max_pixels.max(1)) }
+        Self { staging, typical_batch, arena, max_dims: (mw, mh), max_side: mw.max(mh), max_image_pixels: most.min(max_pixels.max(1)) }
     }
+}
+
+/// Bytes of a readers' pooled buffer for batches of `batch` from samples of `total` bytes in
+/// `count` files, the largest `largest`: twice a mean batch, or the largest file when that is
+/// more (small batches of a skewed set), plus each sample's alignment; never more than a
+/// staging slot (`slot`, the exact worst case). Not the worst case itself: on ImageNet the 256
+/// largest files sum to many times a typical batch, and the readers hold several buffers; a
+/// batch that outgrows its buffer is copied into the staging ring instead (one in millions at
+/// batch 256: a batch's total is a sum of 256 draws).
+pub fn typical_batch(total: u64, count: u64, largest: u64, batch: usize, slot: u64) -> u64 {
+    let mean_batch = (total / count.max(1)).saturating_mul(batch as u64);
+    let want = mean_batch.saturating_mul(2).max(largest).saturating_add(batch as u64 * super::staging::STAGING_ALIGN);
+    want.min(slot).max(super::staging::STAGING_ALIGN)
 }
 
 /// The producer side of the GPU pipeline for one device.
@@ -115,7 +141,8 @@ pub struct CudaBackend {
     config: PipelineConfig,
     // The view groups every batch is made of (one group of one view without `views`).
     groups: Vec<crate::augment::views::GroupShape>,
-    staging: PinnedStaging,
+    // Where batches' bytes are for the decoders: the readers' pinned pool, or the staging ring.
+    staging: Stager,
     decoder: GpuDecoder,
     augmenter: Augmenter,
     ring: OutputRing,
@@ -228,7 +255,10 @@ impl CudaBackend {
             );
         }
         let (use_hardware, use_cuda) = DecoderPlan::switches(config.gpu_decoders);
-        let staging = PinnedStaging::new(gpu.ctx(), memory.staging)?;
+        // The readers' pooled buffers: a typical batch with room to spare, within the slot the
+        // budget allows; as many as the readers and the producer can hold at once.
+        let buffer = bounds.typical_batch.min(memory.staging.slot_bytes);
+        let staging = Stager::new(gpu.ctx(), memory.staging, buffer, config.prefetch_batches.max(config.reader_threads) + 4);
         let mut decoder = GpuDecoder::new(
             &gpu,
             DecoderPlan {
@@ -349,6 +379,10 @@ impl Backend for CudaBackend {
         self.ahead_classifier.is_some()
     }
 
+    fn bytes_source(&self) -> crate::reader::bytes::BytesSource {
+        self.staging.bytes_source()
+    }
+
     /// Decode and augment `samples` into a fresh ring slot and describe it in `batch`
     /// (`batch.images` becomes [`Images::Device`]; a device batch it held before is dropped,
     /// which returns its slot). A replaced slot's kernel reads its source slot's decoded image.
@@ -381,7 +415,7 @@ impl CudaBackend {
         ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(crate::error::driver_err("cuCtxSynchronize"))?;
         self.aug_pending = [false; 2];
         if let Some(p) = self.ahead.take() {
-            self.staging.release(p.slot, &[])?;
+            self.staging.release(p.staged, &[])?;
         }
         self.failed_last = false;
         Ok(())
@@ -400,7 +434,7 @@ impl CudaBackend {
         if !fits(samples) {
             // What was prepared for this call is dropped with it (nothing read its slot).
             if let Some(stale) = self.ahead.take() {
-                self.staging.release(stale.slot, &[])?;
+                self.staging.release(stale.staged, &[])?;
             }
             return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
         }
@@ -420,21 +454,21 @@ impl CudaBackend {
         }
 
         // 1. Staging and routing: prepared while the last batch decoded, or now.
-        let (slot_index, routes, cpu_started, was_ahead) = match self.ahead.take() {
+        let (staged, routes, cpu_started, was_ahead) = match self.ahead.take() {
             Some(p) if p.key.is_for(epoch, step, samples) => {
                 self.ranges = p.ranges;
-                (p.slot, Some(p.routes), p.cpu, true)
+                (p.staged, Some(p.routes), p.cpu, true)
             }
             stale => {
                 if let Some(p) = stale {
                     // Prepared for a batch that did not come (a new epoch started): nothing
                     // read its slot.
-                    self.staging.release(p.slot, &[])?;
+                    self.staging.release(p.staged, &[])?;
                 }
-                (stage(&mut self.staging, samples, &mut self.ranges)?, None, None, false)
+                (self.staging.stage(samples, &mut self.ranges)?, None, None, false)
             }
         };
-        let jobs = staged_jobs(&self.staging, slot_index, &self.ranges, samples);
+        let jobs = self.staging.jobs(staged, &self.ranges, samples);
 
         // 2. Decode; meanwhile the next batch is staged and routed on a thread of its own.
         let t_dec = Instant::now();
@@ -462,7 +496,7 @@ impl CudaBackend {
             Some(Err(e)) => log::warn!("staging the next batch ahead failed ({e}); it is staged when it runs"),
             None => {}
         }
-        let release = self.staging.release(slot_index, &[self.decoder.stream()]);
+        let release = self.staging.release(staged, &[self.decoder.stream()]);
         let arena = decoded?;
         release?;
         let decode_time = t_dec.elapsed();
@@ -513,6 +547,7 @@ impl CudaBackend {
         let mut gpu_times = self.decoder.stage_times();
         gpu_times.ahead = ahead_secs;
         gpu_times.ahead_batches = if was_ahead { 1.0 } else { 0.0 };
+        gpu_times.copied_batches = if matches!(staged, staged::Staged::Slot(_)) { 1.0 } else { 0.0 };
         if self.config.decode_only {
             // Decoder-only measurement (`--decode-only`): the batch's records are settled, its
             // pixels stay in the arena and no output is written.
@@ -625,97 +660,6 @@ impl CudaBackend {
         let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
         Ok(BatchRun { times, status, plan })
     }
-}
-
-/// A batch staged and routed ahead ([`Backend::run_ahead`]), for the call whose input it is.
-struct Prepared {
-    key: AheadKey,
-    slot: usize,
-    ranges: Vec<Option<StagedRange>>,
-    routes: Vec<std::result::Result<Classified, SlotError>>,
-    // Its CPU-route images, decoding on the pool since it was prepared.
-    cpu: Option<CpuAhead>,
-    secs: f64,
-}
-
-/// Which batch was prepared: its place in the epoch and, per sample, the bytes' address and
-/// length, the dataset index and the params. The pipeline hands the very batch it announced
-/// (the same buffers, unchanged while it holds them); a batch that differs in any of these is
-/// another, and what was prepared is dropped.
-struct AheadKey {
-    epoch: u64,
-    step: u64,
-    samples: Vec<(usize, usize, usize, Vec<AugParams>)>,
-}
-
-impl AheadKey {
-    fn of(epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> Self {
-        Self {
-            epoch,
-            step,
-            samples: samples.iter().map(|s| (s.bytes.as_ptr() as usize, s.bytes.len(), s.index, s.params.to_vec())).collect(),
-        }
-    }
-
-    fn is_for(&self, epoch: u64, step: u64, samples: &[SampleIn<'_>]) -> bool {
-        (self.epoch, self.step, self.samples.len()) == (epoch, step, samples.len())
-            && self.samples.iter().zip(samples).all(|((ptr, len, index, p), s)| {
-                (*ptr, *len, *index) == (s.bytes.as_ptr() as usize, s.bytes.len(), s.index)
-                    && bytemuck::cast_slice::<AugParams, u8>(p) == bytemuck::cast_slice::<AugParams, u8>(s.params)
-            })
-    }
-}
-
-/// Copy `samples`' bytes into the next staging slot (`ranges[i]`: where sample `i` went,
-/// `None` when it does not fit); returns the slot, held until released.
-fn stage(staging: &mut PinnedStaging, samples: &[SampleIn<'_>], ranges: &mut Vec<Option<StagedRange>>) -> Result<usize> {
-    let slot = staging.acquire()?;
-    layout(samples.iter().map(|s| s.bytes.len() as u64), slot.bytes.len() as u64, ranges);
-    for (s, r) in samples.iter().zip(ranges.iter()) {
-        if let Some(r) = r {
-            slot.bytes[r.offset as usize..(r.offset + r.len) as usize].copy_from_slice(s.bytes);
-        }
-    }
-    Ok(slot.slot)
-}
-
-/// The decoder's jobs for `samples` staged in `slot`: each sample's staged bytes (empty where
-/// they did not fit) and the params whose crop covers all its views' crops
-/// ([`crate::augment::views::covering`]: one decode serves every view).
-fn staged_jobs<'a>(
-    staging: &PinnedStaging,
-    slot: usize,
-    ranges: &[Option<StagedRange>],
-    samples: &[SampleIn<'_>],
-) -> Vec<(&'a [u8], AugParams)> {
-    let base = staging.slot_ptr(slot);
-    // SAFETY: the slot is held until it is released after the decode that reads these
-    // slices; the ranges lie inside it and were written by `stage`; nothing writes the slot
-    // while it is held, and the slices are dropped before the call that released it returns.
-    let bytes =
-        |r: &Option<StagedRange>| r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) });
-    ranges.iter().zip(samples).map(|(r, s)| (bytes(r), crate::augment::views::covering(s.params))).collect()
-}
-
-/// Stage and route `input` (the batch after the one decoding) and start its CPU-route decodes,
-/// on the helper thread.
-fn prepare(
-    gpu: &Gpu,
-    staging: &mut PinnedStaging,
-    classifier: &mut Classifier,
-    cpu_route: &CpuRoute,
-    input: BatchInput<'_, '_>,
-) -> Result<Prepared> {
-    let t = Instant::now();
-    // The staging guard's wait is a driver call: this device's context on this thread too.
-    gpu.ctx().bind_to_thread().map_err(crate::error::driver_err("cuCtxSetCurrent"))?;
-    let mut ranges = Vec::with_capacity(input.samples.len());
-    let slot = stage(staging, input.samples, &mut ranges)?;
-    let jobs = staged_jobs(staging, slot, &ranges, input.samples);
-    let mut routes = Vec::with_capacity(jobs.len());
-    classifier.classify_batch(&jobs, &mut routes);
-    let cpu = cpu_route.start(&jobs, &routes);
-    Ok(Prepared { key: AheadKey::of(input.epoch, input.step, input.samples), slot, ranges, routes, cpu, secs: t.elapsed().as_secs_f64() })
 }
 
 /// A start and an end timing event for one launch.

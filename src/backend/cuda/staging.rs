@@ -16,6 +16,8 @@
 //! The slot bookkeeping ([`SlotCycle`]) is plain data so its rules are unit-tested without a
 //! GPU.
 
+pub mod pool;
+
 use crate::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};

@@ -659,6 +659,7 @@ mod tests {
             augment: 5.0,
             ahead: 1.0,
             ahead_batches: 2.0,
+            copied_batches: 1.0,
         };
         let b = GpuStageTimes {
             classify: 1.5,
@@ -671,9 +672,10 @@ mod tests {
             augment: 6.0,
             ahead: 3.0,
             ahead_batches: 5.0,
+            copied_batches: 1.0,
         };
         assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 2.0]);
-        assert_eq!((b - a).ahead_batches, 3.0);
+        assert_eq!(((b - a).ahead_batches, (b - a).copied_batches), (3.0, 0.0));
         let mut sum = a;
         sum += b - a;
         assert_eq!(sum, b, "sums over batches and differences over windows agree");

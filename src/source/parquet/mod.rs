@@ -693,7 +693,13 @@ impl ParquetSet {
 
     /// Append the bytes of row `row` of row group `rg` of file `file` to `buf` (per-sample
     /// mode), decoding the row group into the cache if it is not there.
-    pub(crate) fn read_row(&self, file: u32, rg: u32, row: u32, buf: &mut Vec<u8>) -> std::result::Result<(), String> {
+    pub(crate) fn read_row(
+        &self,
+        file: u32,
+        rg: u32,
+        row: u32,
+        buf: &mut impl crate::reader::bytes::ByteSink,
+    ) -> std::result::Result<(), String> {
         let g = self.group_index(file, rg);
         let d = match self.cache.get(g) {
             Some(d) => d,

@@ -131,8 +131,8 @@ impl Report {
                     println!("  {name:<12}{t:8.3} s  {:8.3} ms/batch", t * 1e3 / n);
                 }
                 println!(
-                    "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches)",
-                    g.seconds.ahead_batches as u64, g.batches
+                    "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches; bytes copied into staging for {}, read in place from the readers' pinned buffers for the rest)",
+                    g.seconds.ahead_batches as u64, g.batches, g.seconds.copied_batches as u64
                 );
             }
             None => println!("gpu stages   n/a (CPU backend)"),

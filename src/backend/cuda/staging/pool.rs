@@ -1,0 +1,145 @@
+//! The readers' pinned pool: batches' compressed bytes read straight into page-locked memory,
+//! so the decoders take them where the readers put them and no staging copy is made (issue 40
+//! item 3: that copy was a share of the host cores at 17k images/s).
+//!
+//! # Invariants
+//! - At most `max_buffers` allocations live at once, each `buffer_bytes` (a typical batch with
+//!   room to spare, not the index's worst case: a batch that outgrows its buffer moves to the
+//!   heap and is copied into the staging ring like any caller's bytes). They are made as the
+//!   readers first need buffers and kept while the readers reuse them.
+//! - Pinned with flags 0, as the staging ring: the host reads these bytes too (headers, the CPU
+//!   route).
+//! - Each allocation has its guard event. The backend records it after the last queued read of
+//!   a batch in it ([`PinnedPool::guard`]); a reader's refill ([`HostMemory::wait_unused`], from
+//!   [`crate::reader::bytes::HostBytes::clear`]) and a free wait for it first, so the host never
+//!   writes bytes a queued copy or decode has yet to read (the stand-in's pinned-memory guards
+//!   report any such write).
+
+use crate::error::{driver_err, GpuError};
+use crate::reader::bytes::HostMemory;
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+struct Entry {
+    base: usize,
+    len: usize,
+    guard: Arc<CudaEvent>,
+    // Owns the allocation (cuMemFreeHost when dropped).
+    _memory: PinnedHostSlice<u8>,
+}
+
+/// See the module docs.
+pub struct PinnedPool {
+    ctx: Arc<CudaContext>,
+    max_buffers: usize,
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl PinnedPool {
+    /// A pool of at most `max_buffers` allocations in `ctx`.
+    pub fn new(ctx: Arc<CudaContext>, max_buffers: usize) -> Self {
+        Self { ctx, max_buffers, entries: Mutex::new(Vec::new()) }
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Vec<Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Pinned bytes the pool holds now.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.entries().iter().map(|e| e.len as u64).sum()
+    }
+
+    /// The base of the pool allocation that holds every one of `slices` (empty ones aside),
+    /// `None` when they are not all in one allocation of this pool (a caller's own bytes, or
+    /// a batch that moved to the heap).
+    pub fn holding<'a>(&self, slices: impl IntoIterator<Item = &'a [u8]>) -> Option<*const u8> {
+        let entries = self.entries();
+        let mut found: Option<&Entry> = None;
+        for s in slices.into_iter().filter(|s| !s.is_empty()) {
+            let (start, end) = (s.as_ptr() as usize, s.as_ptr() as usize + s.len());
+            let inside = |e: &Entry| e.base <= start && end <= e.base + e.len;
+            match found {
+                Some(e) if inside(e) => {}
+                Some(_) => return None,
+                None => found = Some(entries.iter().find(|e| inside(e))?),
+            }
+        }
+        found.map(|e| e.base as *const u8)
+    }
+
+    /// The reads of the batch in the allocation at `base` are queued on `streams`: record its
+    /// guard after all of them (as [`super::PinnedStaging::release`] records a slot's).
+    pub fn guard(&self, base: *const u8, streams: &[&CudaStream]) -> Result<(), GpuError> {
+        let Some((first, rest)) = streams.split_first() else { return Ok(()) };
+        let Some(guard) = self.entries().iter().find(|e| e.base == base as usize).map(|e| e.guard.clone()) else {
+            return Err(GpuError::Cuda { call: "pinned pool guard", message: format!("{base:p} is not an allocation of the pool") });
+        };
+        match rest.iter().try_for_each(|s| first.join(s)) {
+            Ok(()) => super::super::record_guard(&guard, first, "a reader's pinned batch"),
+            Err(e) => {
+                log::error!("joining the streams that read a pinned batch: {e}; waiting for them on the host instead");
+                streams.iter().try_for_each(|s| s.synchronize()).map_err(driver_err("cuStreamSynchronize"))
+            }
+        }
+    }
+
+    /// Wait for `guard`; a wait that fails waits for the whole context instead (the memory is
+    /// about to be written or freed: it must not be read any more either way).
+    fn wait(&self, guard: &CudaEvent) {
+        if let Err(e) = guard.synchronize() {
+            log::error!("waiting for a pinned batch's guard: {e}; waiting for the whole device instead");
+            if let Err(e) = self.ctx.bind_to_thread().and_then(|()| self.ctx.synchronize()) {
+                log::error!("waiting for the device before reusing a pinned batch: {e}");
+            }
+        }
+    }
+}
+
+impl HostMemory for PinnedPool {
+    fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
+        let mut entries = self.entries();
+        if entries.len() >= self.max_buffers {
+            return None;
+        }
+        let made = (|| -> Result<Entry, GpuError> {
+            // SAFETY: flags 0 = plain page-locked memory (module docs); `HostBytes` zeroes it
+            // before anything reads it.
+            let mut memory = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
+            let base = memory.as_mut_ptr().map_err(driver_err("cuEventSynchronize"))? as usize;
+            let guard = Arc::new(self.ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
+            Ok(Entry { base, len: bytes, guard, _memory: memory })
+        })();
+        match made {
+            Ok(e) => {
+                let p = NonNull::new(e.base as *mut u8);
+                entries.push(e);
+                p
+            }
+            Err(e) => {
+                log::warn!(
+                    "a pinned buffer of {bytes} bytes for the readers cannot be made ({e}); that batch's bytes are copied into staging"
+                );
+                None
+            }
+        }
+    }
+
+    fn wait_unused(&self, ptr: NonNull<u8>) {
+        let guard = self.entries().iter().find(|e| e.base == ptr.as_ptr() as usize).map(|e| e.guard.clone());
+        if let Some(g) = guard {
+            self.wait(&g);
+        }
+    }
+
+    fn free(&self, ptr: NonNull<u8>, _bytes: usize) {
+        let entry = {
+            let mut entries = self.entries();
+            let Some(i) = entries.iter().position(|e| e.base == ptr.as_ptr() as usize) else { return };
+            entries.swap_remove(i)
+        };
+        self.wait(&entry.guard);
+        drop(entry);
+    }
+}
