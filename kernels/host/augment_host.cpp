@@ -36,7 +36,7 @@ size_t count_taps(int32_t in_size, int32_t out_size, int32_t first, int32_t n, u
     size_t taps = 0;
     for (int32_t i = 0; i < n; i++) {
         StokeAxis ax;
-        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        stoke_axis_taps(in_size, out_size, first + i, filter, aa, &ax);  // the taps, not their weights
         taps += (size_t)ax.count;
     }
     return taps;
@@ -85,7 +85,7 @@ Plan plan(const StokeAugParams* p) {
     int32_t lo = p->crop_h, hi = 0;
     for (int32_t i = 0; i < p->out_h; i++) {
         StokeAxis ay;
-        stoke_axis_init(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ay);
+        stoke_axis_taps(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ay);
         for (int32_t k = 0; k < ay.count; k++) {
             int32_t t = stoke_axis_tap(&ay, k);
             if (t < lo) lo = t;
@@ -133,15 +133,28 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
     t->hi = 0;
     for (int32_t i = 0; i < n; i++) {
         StokeAxis ax;
-        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        stoke_axis_taps(in_size, out_size, first + i, filter, aa, &ax);
         t->start[i] = at;
         t->count[i] = ax.count;
+        float* w = t->w + at;
+        if (ax.mode == STOKE_AXIS_AA) {
+            // stoke_axis_init's normaliser and stoke_axis_weight's weights with each raw weight
+            // computed once (its sum in tap order, then each divided by it): the same values.
+            float total = 0.0f;
+            for (int32_t k = 0; k < ax.count; k++) {
+                w[k] = stoke_axis_raw_aa(&ax, k);
+                total = total + w[k];
+            }
+            ax.total = total;
+            for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_normalise(&ax, w[k]);
+        } else {
+            for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_weight(&ax, k);
+        }
         for (int32_t k = 0; k < ax.count; k++) {
             int32_t j = stoke_axis_tap(&ax, k);
             if (j < t->lo) t->lo = j;
             if (j + 1 > t->hi) t->hi = j + 1;
             t->off[at] = (int64_t)(crop_off + j) * step;
-            t->w[at] = stoke_axis_weight(&ax, k);
             at++;
         }
     }
@@ -519,53 +532,75 @@ inline void pil_store8(const __m256i& sum, const uint8_t* lo, const uint8_t* hi,
 
 void pil_pass_plane(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int axis, StokePilBox b, uint32_t* acc) {
     const size_t row = (size_t)W;
+    const int32_t taps = 2 * b.r + 1;
     auto clampi = [](int32_t i, int32_t n) { return (size_t)(i < 0 ? 0 : (i >= n ? n - 1 : i)); };
 #if defined(STOKE_HOST_AVX2)
     const __m256i ww = _mm256_set1_epi32((int32_t)b.ww), fw = _mm256_set1_epi32((int32_t)b.fw);
+    constexpr int32_t kTaps = 64;  // boxes up to this wide keep their tap offsets (DINO's: 1 to 7)
+    ptrdiff_t off[kTaps];
 #endif
     for (int32_t y = 0; y < H; y++) {
         uint8_t* o = dst + (size_t)y * row;
-        // Elements [e0, e1) of this row (columns, or every element for the column pass), each
-        // the same loop; `tap` is element e0's first tap, `lo`/`hi` its far taps.
-        size_t e0, e1;
-        const uint8_t *lo, *hi;  // element e's far taps: lo[e + shift], hi[e − shift]
-        ptrdiff_t shift = 0;
+        const ptrdiff_t sr = (ptrdiff_t)((size_t)y * row);  // row y's offset
+        // Elements [e0, e1) of this row (columns, or every element for the column pass) are
+        // one loop: element e's taps are src[tap(k) + e] for k < 2r + 1, its far taps
+        // src[lo + e] and src[hi + e] (offsets from src, so every address formed is inside it).
+        size_t e0 = 0, e1 = row;
+        ptrdiff_t lo, hi;
+        auto tap = [&](int32_t k) {
+            const int32_t d = k - b.r;
+            return axis == 1 ? (ptrdiff_t)(clampi(y + d, H) * row) : sr + d;
+        };
         if (axis == 1) {
-            e0 = 0;
-            e1 = row;
-            lo = src + clampi(y - b.r - 1, H) * row;
-            hi = src + clampi(y + b.r + 1, H) * row;
+            lo = (ptrdiff_t)(clampi(y - b.r - 1, H) * row);
+            hi = (ptrdiff_t)(clampi(y + b.r + 1, H) * row);
         } else {
             const int32_t x0 = b.r + 1 < W ? b.r + 1 : W, x1 = W - b.r - 1 > x0 ? W - b.r - 1 : x0;
-            for (int32_t x = 0; x < x0; x++) o[x] = pil_element(src + (size_t)y * row, 1, W, x, b);
-            for (int32_t x = x1; x < W; x++) o[x] = pil_element(src + (size_t)y * row, 1, W, x, b);
+            for (int32_t x = 0; x < x0; x++) o[x] = pil_element(src + sr, 1, W, x, b);
+            for (int32_t x = x1; x < W; x++) o[x] = pil_element(src + sr, 1, W, x, b);
             e0 = (size_t)x0;
             e1 = (size_t)x1;
-            lo = hi = src + (size_t)y * row;
-            shift = -(ptrdiff_t)(b.r + 1);
+            lo = sr - (b.r + 1);
+            hi = sr + (b.r + 1);
         }
-        // Tap d of element e: column pass, row y + d (clamped) at e; row pass, row y at e + d.
-        auto tap = [&](int32_t d, size_t e) {
-            return axis == 1 ? src + clampi(y + d, H) * row + e : src + (size_t)y * row + (ptrdiff_t)e + d;
-        };
         size_t e = e0;
 #if defined(STOKE_HOST_AVX2)
-        for (; e + 8 <= e1; e += 8) {
-            __m256i a = _mm256_setzero_si256();
-            for (int32_t d = -b.r; d <= b.r; d++) a = _mm256_add_epi32(a, pil_widen8(tap(d, e)));
-            pil_store8(a, lo + (ptrdiff_t)e + shift, hi + (ptrdiff_t)e - shift, ww, fw, o + e);
+        // 32 elements at a time, their box sums in four registers, then eight at a time.
+        if (taps <= kTaps) {
+            for (int32_t k = 0; k < taps; k++) off[k] = tap(k);
+            for (; e + 32 <= e1; e += 32) {
+                __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t k = 0; k < taps; k++) {
+                    const uint8_t* t = src + (off[k] + (ptrdiff_t)e);
+                    a0 = _mm256_add_epi32(a0, pil_widen8(t));
+                    a1 = _mm256_add_epi32(a1, pil_widen8(t + 8));
+                    a2 = _mm256_add_epi32(a2, pil_widen8(t + 16));
+                    a3 = _mm256_add_epi32(a3, pil_widen8(t + 24));
+                }
+                const uint8_t* l = src + (lo + (ptrdiff_t)e);
+                const uint8_t* h = src + (hi + (ptrdiff_t)e);
+                pil_store8(a0, l, h, ww, fw, o + e);
+                pil_store8(a1, l + 8, h + 8, ww, fw, o + e + 8);
+                pil_store8(a2, l + 16, h + 16, ww, fw, o + e + 16);
+                pil_store8(a3, l + 24, h + 24, ww, fw, o + e + 24);
+            }
+            for (; e + 8 <= e1; e += 8) {
+                __m256i a = _mm256_setzero_si256();
+                for (int32_t k = 0; k < taps; k++) a = _mm256_add_epi32(a, pil_widen8(src + (off[k] + (ptrdiff_t)e)));
+                pil_store8(a, src + (lo + (ptrdiff_t)e), src + (hi + (ptrdiff_t)e), ww, fw, o + e);
+            }
         }
 #endif
         if (e < e1) {
             const size_t n = e1 - e;
-            for (size_t k = 0; k < n; k++) acc[k] = 0u;
-            for (int32_t d = -b.r; d <= b.r; d++) {
-                const uint8_t* t = tap(d, e);
-                for (size_t k = 0; k < n; k++) acc[k] += t[k];
+            for (size_t q = 0; q < n; q++) acc[q] = 0u;
+            for (int32_t k = 0; k < taps; k++) {
+                const uint8_t* t = src + (tap(k) + (ptrdiff_t)e);
+                for (size_t q = 0; q < n; q++) acc[q] += t[q];
             }
-            for (size_t k = 0; k < n; k++)
-                o[e + k] = (uint8_t)((acc[k] * b.ww + ((uint32_t)lo[(ptrdiff_t)(e + k) + shift] + hi[(ptrdiff_t)(e + k) - shift]) * b.fw +
-                                      (1u << 23)) >> 24);
+            const uint8_t* l = src + (lo + (ptrdiff_t)e);
+            const uint8_t* h = src + (hi + (ptrdiff_t)e);
+            for (size_t q = 0; q < n; q++) o[e + q] = (uint8_t)((acc[q] * b.ww + ((uint32_t)l[q] + h[q]) * b.fw + (1u << 23)) >> 24);
         }
     }
 }
