@@ -116,8 +116,10 @@ STOKE_HD float stoke_axis_raw_aa(const StokeAxis* ax, int32_t k) {
     return ax->filter == STOKE_FILTER_BICUBIC ? stoke_filter_cubic(u, -0.5f) : stoke_filter_triangle(u);
 }
 
-// Taps of output index `i` when `in_size` source pixels are resized to `out_size`.
-STOKE_HD void stoke_axis_init(int32_t in_size, int32_t out_size, int32_t i, uint32_t filter, uint32_t antialias,
+// Taps of output index `i` when `in_size` source pixels are resized to `out_size`: everything
+// stoke_axis_init sets but the antialiased filter's normaliser `total` (1 here), which only
+// the weights read; the CPU backend sizes its tables from this alone.
+STOKE_HD void stoke_axis_taps(int32_t in_size, int32_t out_size, int32_t i, uint32_t filter, uint32_t antialias,
                               StokeAxis* ax) {
     ax->in_size = in_size;
     ax->filter = filter;
@@ -151,9 +153,6 @@ STOKE_HD void stoke_axis_init(int32_t in_size, int32_t out_size, int32_t i, uint
         ax->num_step = (int32_t)(2 * out);
         ax->num0 = 2 * out * xmin - (2 * (int64_t)i + 1) * in + out;
         ax->den = (float)(2 * M);
-        float total = 0.0f;
-        for (int32_t k = 0; k < ax->count; k++) total = total + stoke_axis_raw_aa(ax, k);
-        ax->total = total;
     } else if (filter == STOKE_FILTER_BICUBIC) {
         // torch upsample_bicubic2d: real = scale·(i + ½) − ½ in f32 (not clamped), 4 taps
         // from floor(real) − 1, indices clamped to the image.
@@ -178,6 +177,18 @@ STOKE_HD void stoke_axis_init(int32_t in_size, int32_t out_size, int32_t i, uint
     }
 }
 
+// Taps of output index `i` when `in_size` source pixels are resized to `out_size`, with the
+// antialiased filter's normaliser: the sum of the raw weights in tap order.
+STOKE_HD void stoke_axis_init(int32_t in_size, int32_t out_size, int32_t i, uint32_t filter, uint32_t antialias,
+                              StokeAxis* ax) {
+    stoke_axis_taps(in_size, out_size, i, filter, antialias, ax);
+    if (ax->mode == STOKE_AXIS_AA) {
+        float total = 0.0f;
+        for (int32_t k = 0; k < ax->count; k++) total = total + stoke_axis_raw_aa(ax, k);
+        ax->total = total;
+    }
+}
+
 // Source index of tap k (clamped to the source).
 STOKE_HD int32_t stoke_axis_tap(const StokeAxis* ax, int32_t k) {
     int32_t j = ax->xmin + k;
@@ -186,12 +197,14 @@ STOKE_HD int32_t stoke_axis_tap(const StokeAxis* ax, int32_t k) {
     return j;
 }
 
+// An antialiased tap's raw weight `w` normalised.
+STOKE_HD float stoke_axis_normalise(const StokeAxis* ax, float w) {
+    return ax->total != 0.0f ? w / ax->total : w;
+}
+
 // Normalised weight of tap k.
 STOKE_HD float stoke_axis_weight(const StokeAxis* ax, int32_t k) {
-    if (ax->mode == STOKE_AXIS_AA) {
-        float w = stoke_axis_raw_aa(ax, k);
-        return ax->total != 0.0f ? w / ax->total : w;
-    }
+    if (ax->mode == STOKE_AXIS_AA) return stoke_axis_normalise(ax, stoke_axis_raw_aa(ax, k));
     float t = ax->t;
     if (ax->mode == STOKE_AXIS_LINEAR) return k == 0 ? 1.0f - t : t;
     // torch get_cubic_upsample_coefficients, A = −0.75.

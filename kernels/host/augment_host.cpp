@@ -36,7 +36,7 @@ size_t count_taps(int32_t in_size, int32_t out_size, int32_t first, int32_t n, u
     size_t taps = 0;
     for (int32_t i = 0; i < n; i++) {
         StokeAxis ax;
-        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        stoke_axis_taps(in_size, out_size, first + i, filter, aa, &ax);  // the taps, not their weights
         taps += (size_t)ax.count;
     }
     return taps;
@@ -85,7 +85,7 @@ Plan plan(const StokeAugParams* p) {
     int32_t lo = p->crop_h, hi = 0;
     for (int32_t i = 0; i < p->out_h; i++) {
         StokeAxis ay;
-        stoke_axis_init(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ay);
+        stoke_axis_taps(p->crop_h, p->resize_h, p->win_y + i, p->filter, p->antialias, &ay);
         for (int32_t k = 0; k < ay.count; k++) {
             int32_t t = stoke_axis_tap(&ay, k);
             if (t < lo) lo = t;
@@ -133,15 +133,28 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
     t->hi = 0;
     for (int32_t i = 0; i < n; i++) {
         StokeAxis ax;
-        stoke_axis_init(in_size, out_size, first + i, filter, aa, &ax);
+        stoke_axis_taps(in_size, out_size, first + i, filter, aa, &ax);
         t->start[i] = at;
         t->count[i] = ax.count;
+        float* w = t->w + at;
+        if (ax.mode == STOKE_AXIS_AA) {
+            // stoke_axis_init's normaliser and stoke_axis_weight's weights with each raw weight
+            // computed once (its sum in tap order, then each divided by it): the same values.
+            float total = 0.0f;
+            for (int32_t k = 0; k < ax.count; k++) {
+                w[k] = stoke_axis_raw_aa(&ax, k);
+                total = total + w[k];
+            }
+            ax.total = total;
+            for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_normalise(&ax, w[k]);
+        } else {
+            for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_weight(&ax, k);
+        }
         for (int32_t k = 0; k < ax.count; k++) {
             int32_t j = stoke_axis_tap(&ax, k);
             if (j < t->lo) t->lo = j;
             if (j + 1 > t->hi) t->hi = j + 1;
             t->off[at] = (int64_t)(crop_off + j) * step;
-            t->w[at] = stoke_axis_weight(&ax, k);
             at++;
         }
     }
@@ -234,17 +247,20 @@ inline void interleave3x8(const __m128i& r, const __m128i& g, const __m128i& b, 
 }
 #endif
 
-// Three channel rows of `ow` bytes (`rows[c·ow + x]`) stored interleaved (NHWC).
-void interleave_row(const uint8_t* rows, int32_t ow, uint8_t* out) {
-    int32_t x = 0;
+// Three channel rows of `n` bytes, `stride` apart (`rows[c·stride + x]`), stored interleaved.
+void interleave_planes(const uint8_t* rows, size_t stride, size_t n, uint8_t* out) {
+    size_t x = 0;
 #if defined(STOKE_HOST_AVX2)
-    for (; x + 8 <= ow; x += 8)
-        interleave3x8(_mm_loadl_epi64((const __m128i*)(rows + x)), _mm_loadl_epi64((const __m128i*)(rows + ow + x)),
-                      _mm_loadl_epi64((const __m128i*)(rows + 2 * (size_t)ow + x)), out + 3 * (size_t)x);
+    for (; x + 8 <= n; x += 8)
+        interleave3x8(_mm_loadl_epi64((const __m128i*)(rows + x)), _mm_loadl_epi64((const __m128i*)(rows + stride + x)),
+                      _mm_loadl_epi64((const __m128i*)(rows + 2 * stride + x)), out + 3 * x);
 #endif
-    for (; x < ow; x++)
-        for (int c = 0; c < 3; c++) out[3 * (size_t)x + c] = rows[(size_t)c * ow + x];
+    for (; x < n; x++)
+        for (int c = 0; c < 3; c++) out[3 * x + c] = rows[(size_t)c * stride + x];
 }
+
+// Three channel rows of `ow` bytes (`rows[c·ow + x]`) stored interleaved (NHWC).
+void interleave_row(const uint8_t* rows, int32_t ow, uint8_t* out) { interleave_planes(rows, (size_t)ow, (size_t)ow, out); }
 
 // Store output row y (f32, f16 or bf16) from three already normalized channel rows
 // (`rows[c·ow + x]`): a run per channel (NCHW) or one interleaved run of 3·ow values (NHWC),
@@ -410,6 +426,23 @@ void emit_row(const StokeAugParams* p, const Plan& pl, void* out, uint32_t dtype
         store_row(out, dtype, layout, n, y, p->out_h, p->out_w, planar, mean, std, tmp);
 }
 
+// The held image `post` (before the color steps, AutoAugment ops, blur and solarize) is planar:
+// three planes of out_w × out_h floats (R, then G, then B), so every per-element step is a flat
+// loop over a plane's row and a per-pixel one (saturation, hue, the luma) reads its channels
+// from three rows, with no interleaving to undo. Row y of plane c starts at post[(c·oh + y)·ow].
+
+// Store the planar channel rows `planar[c·ow + x]` as row y of the held image.
+void put_planar_row(float* post, int32_t ow, int32_t oh, int32_t y, const float* planar) {
+    for (int32_t c = 0; c < 3; c++)
+        memcpy(post + ((size_t)c * oh + y) * ow, planar + (size_t)c * ow, (size_t)ow * sizeof(float));
+}
+
+// Row y of the held image into the planar channel rows `planar[c·ow + x]`.
+void get_planar_row(const float* post, int32_t ow, int32_t oh, int32_t y, float* planar) {
+    for (int32_t c = 0; c < 3; c++)
+        memcpy(planar + (size_t)c * ow, post + ((size_t)c * oh + y) * ow, (size_t)ow * sizeof(float));
+}
+
 // Rotation pass over the pre-rotation image `pre`, a row of planar values at a time, into the
 // pre-color image `post` when there is one, else to the output.
 void rotate_image(const StokeAugParams* p, const float* pre, float* post, float* planar, void* out, uint32_t dtype,
@@ -451,8 +484,7 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
             for (int c = 0; c < 3; c++) planar[c * ow + x] = v[c];
         }
         if (post) {
-            for (int32_t x = 0; x < ow; x++)
-                for (int32_t c = 0; c < 3; c++) post[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+            put_planar_row(post, ow, oh, y, planar);
         } else {
             emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
         }
@@ -460,47 +492,116 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 }
 
 
-// The color steps over the held image `post`, one step at a time over the whole image (the
-// same per-element operations as the kernel's per-pixel chain, so the same bits, but in loops
-// the compiler vectorizes): when the drawn order reaches contrast, the image's mean is the
-// fixed-point sum of recipe_math.cuh (order-free, like the GPU's integer atomics). Then
-// RandomGrayscale and each row's output write.
-// One Pillow box pass over a whole W × H image, `src` → `dst`, along `axis` (0: rows, 1:
-// columns): stoke_pil_pass_pixel's integers, in loops over a row's elements the compiler
-// vectorizes (the box sum added tap by tap into `acc`, 3·W u32), the per-pixel function where
-// a tap would leave the line (integer arithmetic: the same bytes whatever the order).
-void pil_pass_image(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int axis, StokePilBox b, uint32_t* acc) {
-    const size_t row = (size_t)W * 3u;
+// One Pillow box pass over one W × H plane (one channel), `src` → `dst`, along `axis` (0:
+// rows, 1: columns): stoke_pil_pass_pixel's integers for each element, the box sum of 2r + 1
+// taps then (sum·ww + (far taps)·fw + 2^23) >> 24 in u32 arithmetic (integers: the same bytes
+// whatever the order or the layout). The column pass is the same loop for every row, its row
+// pointers clamped to the plane; the row pass is one loop over the columns whose taps (the far
+// ones too) all lie inside the row, and the edge columns element by element with indices
+// clamped to the line, as stoke_pil_pass_pixel. The AVX2 build sums eight elements' taps in a
+// register; the rest, and the baseline build, add tap by tap into `acc` (W u32), in loops the
+// compiler vectorizes.
+
+// One element of a pass along a line of n elements `step` apart (stoke_pil_pass_pixel for
+// one channel).
+inline uint8_t pil_element(const uint8_t* line, size_t step, int32_t n, int32_t i, StokePilBox b) {
+    uint32_t s = 0u;
+    for (int32_t d = -b.r; d <= b.r; d++) {
+        const int32_t j = i + d < 0 ? 0 : (i + d >= n ? n - 1 : i + d);
+        s += line[(size_t)j * step];
+    }
+    const int32_t lo = i - b.r - 1 < 0 ? 0 : i - b.r - 1, hi = i + b.r + 1 >= n ? n - 1 : i + b.r + 1;
+    return (uint8_t)((s * b.ww + ((uint32_t)line[(size_t)lo * step] + line[(size_t)hi * step]) * b.fw + (1u << 23)) >> 24);
+}
+
+#if defined(STOKE_HOST_AVX2)
+// Eight bytes as eight u32 lanes.
+inline __m256i pil_widen8(const uint8_t* q) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q)); }
+
+// Eight lanes of one pass's box sums as its bytes: (sum·ww + (lo + hi)·fw + 2^23) >> 24, each
+// below 256, stored as o[0..8).
+inline void pil_store8(const __m256i& sum, const uint8_t* lo, const uint8_t* hi, const __m256i& ww, const __m256i& fw,
+                       uint8_t* o) {
+    const __m256i far = _mm256_add_epi32(pil_widen8(lo), pil_widen8(hi));
+    const __m256i v = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(sum, ww), _mm256_mullo_epi32(far, fw)), _mm256_set1_epi32(1 << 23)), 24);
+    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i*)o, _mm_packus_epi16(h, h));
+}
+#endif
+
+void pil_pass_plane(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int axis, StokePilBox b, uint32_t* acc) {
+    const size_t row = (size_t)W;
+    const int32_t taps = 2 * b.r + 1;
     auto clampi = [](int32_t i, int32_t n) { return (size_t)(i < 0 ? 0 : (i >= n ? n - 1 : i)); };
+#if defined(STOKE_HOST_AVX2)
+    const __m256i ww = _mm256_set1_epi32((int32_t)b.ww), fw = _mm256_set1_epi32((int32_t)b.fw);
+    constexpr int32_t kTaps = 64;  // boxes up to this wide keep their tap offsets (DINO's: 1 to 7)
+    ptrdiff_t off[kTaps];
+#endif
     for (int32_t y = 0; y < H; y++) {
         uint8_t* o = dst + (size_t)y * row;
-        if (axis == 1) {  // every row the same loop, with clamped row pointers
-            for (size_t e = 0; e < row; e++) acc[e] = 0u;
-            for (int32_t d = -b.r; d <= b.r; d++) {
-                const uint8_t* r = src + clampi(y + d, H) * row;
-                for (size_t e = 0; e < row; e++) acc[e] += r[e];
-            }
-            const uint8_t* lo = src + clampi(y - b.r - 1, H) * row;
-            const uint8_t* hi = src + clampi(y + b.r + 1, H) * row;
-            for (size_t e = 0; e < row; e++)
-                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)lo[e] + hi[e]) * b.fw + (1u << 23)) >> 24);
-            continue;
+        const ptrdiff_t sr = (ptrdiff_t)((size_t)y * row);  // row y's offset
+        // Elements [e0, e1) of this row (columns, or every element for the column pass) are
+        // one loop: element e's taps are src[tap(k) + e] for k < 2r + 1, its far taps
+        // src[lo + e] and src[hi + e] (offsets from src, so every address formed is inside it).
+        size_t e0 = 0, e1 = row;
+        ptrdiff_t lo, hi;
+        auto tap = [&](int32_t k) {
+            const int32_t d = k - b.r;
+            return axis == 1 ? (ptrdiff_t)(clampi(y + d, H) * row) : sr + d;
+        };
+        if (axis == 1) {
+            lo = (ptrdiff_t)(clampi(y - b.r - 1, H) * row);
+            hi = (ptrdiff_t)(clampi(y + b.r + 1, H) * row);
+        } else {
+            const int32_t x0 = b.r + 1 < W ? b.r + 1 : W, x1 = W - b.r - 1 > x0 ? W - b.r - 1 : x0;
+            for (int32_t x = 0; x < x0; x++) o[x] = pil_element(src + sr, 1, W, x, b);
+            for (int32_t x = x1; x < W; x++) o[x] = pil_element(src + sr, 1, W, x, b);
+            e0 = (size_t)x0;
+            e1 = (size_t)x1;
+            lo = sr - (b.r + 1);
+            hi = sr + (b.r + 1);
         }
-        // Columns whose taps (the far ones too) all lie inside the row: [r + 1, W − r − 1).
-        const int32_t x0 = b.r + 1 < W ? b.r + 1 : W, x1 = W - b.r - 1 > x0 ? W - b.r - 1 : x0;
-        for (int32_t x = 0; x < x0; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
-        if (x1 > x0) {
-            const uint8_t* sr = src + (size_t)y * row;
-            const size_t e0 = 3 * (size_t)x0, e1 = 3 * (size_t)x1, far = 3 * (size_t)(b.r + 1);
-            for (size_t e = e0; e < e1; e++) acc[e] = 0u;
-            for (int32_t d = -b.r; d <= b.r; d++) {
-                const uint8_t* r = sr + (e0 + 3 * (ptrdiff_t)d);  // tap d of element e0 (inside the row)
-                for (size_t e = 0; e < e1 - e0; e++) acc[e0 + e] += r[e];
+        size_t e = e0;
+#if defined(STOKE_HOST_AVX2)
+        // 32 elements at a time, their box sums in four registers, then eight at a time.
+        if (taps <= kTaps) {
+            for (int32_t k = 0; k < taps; k++) off[k] = tap(k);
+            for (; e + 32 <= e1; e += 32) {
+                __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t k = 0; k < taps; k++) {
+                    const uint8_t* t = src + (off[k] + (ptrdiff_t)e);
+                    a0 = _mm256_add_epi32(a0, pil_widen8(t));
+                    a1 = _mm256_add_epi32(a1, pil_widen8(t + 8));
+                    a2 = _mm256_add_epi32(a2, pil_widen8(t + 16));
+                    a3 = _mm256_add_epi32(a3, pil_widen8(t + 24));
+                }
+                const uint8_t* l = src + (lo + (ptrdiff_t)e);
+                const uint8_t* h = src + (hi + (ptrdiff_t)e);
+                pil_store8(a0, l, h, ww, fw, o + e);
+                pil_store8(a1, l + 8, h + 8, ww, fw, o + e + 8);
+                pil_store8(a2, l + 16, h + 16, ww, fw, o + e + 16);
+                pil_store8(a3, l + 24, h + 24, ww, fw, o + e + 24);
             }
-            for (size_t e = e0; e < e1; e++)
-                o[e] = (uint8_t)((acc[e] * b.ww + ((uint32_t)sr[e - far] + sr[e + far]) * b.fw + (1u << 23)) >> 24);
+            for (; e + 8 <= e1; e += 8) {
+                __m256i a = _mm256_setzero_si256();
+                for (int32_t k = 0; k < taps; k++) a = _mm256_add_epi32(a, pil_widen8(src + (off[k] + (ptrdiff_t)e)));
+                pil_store8(a, src + (lo + (ptrdiff_t)e), src + (hi + (ptrdiff_t)e), ww, fw, o + e);
+            }
         }
-        for (int32_t x = x1; x < W; x++) stoke_pil_pass_pixel(src, W, H, x, y, 0, b, o + 3 * (size_t)x);
+#endif
+        if (e < e1) {
+            const size_t n = e1 - e;
+            for (size_t q = 0; q < n; q++) acc[q] = 0u;
+            for (int32_t k = 0; k < taps; k++) {
+                const uint8_t* t = src + (tap(k) + (ptrdiff_t)e);
+                for (size_t q = 0; q < n; q++) acc[q] += t[q];
+            }
+            const uint8_t* l = src + (lo + (ptrdiff_t)e);
+            const uint8_t* h = src + (hi + (ptrdiff_t)e);
+            for (size_t q = 0; q < n; q++) o[e + q] = (uint8_t)((acc[q] * b.ww + ((uint32_t)l[q] + h[q]) * b.fw + (1u << 23)) >> 24);
+        }
     }
 }
 
@@ -545,26 +646,24 @@ void blur_rows(const float* const* rows, const float* w, uint32_t k, size_t n, f
     }
 }
 
-// torchvision's blur over a whole W × H image: pass 0 (stoke_gauss_h) into `hor`, then pass 1
+// torchvision's blur over one W × H plane: pass 0 (stoke_gauss_h) into `hor`, then pass 1
 // (stoke_gauss_v) into `dst`, as loops over a row's elements: each element starts at 0 and adds
 // w[i]·value tap by tap in the per-pixel functions' order (no contraction), so the same f32
-// bits. The horizontal pass reads the row as floats with its reflect padding written out
-// (stoke_reflect's pixels, what stoke_gauss_h reads), so every column is the same loop.
-// `line` holds 3·(W + 2·(k/2)) floats.
-void gauss_image(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_t H, const float* w, uint32_t k,
+// bits (a channel's sums read that channel only, so a plane gives each element what the
+// interleaved image does). The horizontal pass reads the row as floats with its reflect padding
+// written out (stoke_reflect's pixels, what stoke_gauss_h reads), so every column is the same
+// loop. `line` holds W + 2·(k/2) floats.
+void gauss_plane(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_t H, const float* w, uint32_t k,
                  float* line) {
-    const size_t row = (size_t)W * 3u;
+    const size_t row = (size_t)W;
     const int32_t h = (int32_t)(k / 2u);
     for (int32_t y = 0; y < H; y++) {
         const uint8_t* sr = src + (size_t)y * row;
-        float* o = hor + (size_t)y * row;
-        for (int32_t x = -h; x < 0; x++)
-            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
-        for (size_t e = 0; e < row; e++) line[3 * (size_t)h + e] = (float)sr[e];
-        for (int32_t x = W; x < W + h; x++)
-            for (int c = 0; c < 3; c++) line[3 * (size_t)(x + h) + c] = (float)sr[3 * (size_t)stoke_reflect(x, W) + c];
-        // Tap i of pixel x is padded pixel x + i: element e's taps are line[e + 3·i].
-        blur_taps(line, 3, w, k, row, o);
+        for (int32_t x = -h; x < 0; x++) line[x + h] = (float)sr[stoke_reflect(x, W)];
+        for (size_t e = 0; e < row; e++) line[h + e] = (float)sr[e];
+        for (int32_t x = W; x < W + h; x++) line[x + h] = (float)sr[stoke_reflect(x, W)];
+        // Tap i of pixel x is padded pixel x + i.
+        blur_taps(line, 1, w, k, row, hor + (size_t)y * row);
     }
     const float* rows[STOKE_BLUR_KMAX];
     for (int32_t y = 0; y < H; y++) {
@@ -574,155 +673,226 @@ void gauss_image(const uint8_t* src, float* hor, uint8_t* dst, int32_t W, int32_
     }
 }
 
-// The blur over the held image `post` (kernels/blur_math.cuh): rounded to uint8 (stoke_to_u8 of
-// each value, as the GPU's stoke_blur_base), then the passes of stoke_blur_pass over whole
-// images, the result back into `post`. `line` holds 3·out_w floats (or u32).
-void blur_image(const StokeAugParams* p, float* post, uint8_t* const img[2], float* hor, float* line) {
+// The blur (kernels/blur_math.cuh) over the planar uint8 image img[0] (the color result as
+// stoke_to_u8 rounds it, as the GPU's stoke_blur_base): the passes of stoke_blur_pass over
+// whole planes. Returns the image holding the result. `line` holds 3·out_w floats (or u32).
+const uint8_t* blur_image(const StokeAugParams* p, uint8_t* const img[2], float* hor, float* line) {
     const int32_t W = p->out_w, H = p->out_h;
-    const size_t len = (size_t)W * H * 3;
+    const size_t plane = (size_t)W * H;
     const StokeBlurParams* bp = &p->blur;
-    u8_run(post, img[0], len);
     if (bp->kind == STOKE_BLUR_GAUSS) {
         float w[STOKE_BLUR_KMAX];
         stoke_gauss_weights(bp->ksize, bp->sigma, w);
-        gauss_image(img[0], hor, img[1], W, H, w, bp->ksize, line);
+        for (int c = 0; c < 3; c++) gauss_plane(img[0] + c * plane, hor + c * plane, img[1] + c * plane, W, H, w, bp->ksize, line);
     } else {
         const StokePilBox box = stoke_pil_box(bp->sigma);
         for (int pass = 0; pass < stoke_blur_passes(bp->kind); pass++) {
             const int s = stoke_blur_src(bp->kind, pass);
-            pil_pass_image(img[s], img[s ^ 1], W, H, pass < STOKE_PIL_PASSES ? 0 : 1, box, (uint32_t*)line);
+            for (int c = 0; c < 3; c++)
+                pil_pass_plane(img[s] + c * plane, img[s ^ 1] + c * plane, W, H, pass < STOKE_PIL_PASSES ? 0 : 1, box,
+                               (uint32_t*)line);
         }
     }
-    const uint8_t* r = img[stoke_blur_result(bp->kind)];
-    for (size_t e = 0; e < len; e++) post[e] = (float)r[e];
+    return img[stoke_blur_result(bp->kind)];
 }
 
-// torchvision's adjust_hue over the whole held image: stoke_adjust_hue (recipe_math.cuh, the
-// definition the GPU runs per pixel) on blocks of HUE_BLOCK pixels taken apart into channel
-// arrays, its branches written as selects of values computed unconditionally, so the compiler
-// vectorizes the block loop (build.rs: -fno-trapping-math lets it if-convert them; it changes
-// no value). Each value takes the definition's IEEE operations in the same
-// order (-ffp-contract=off), so the bits are the definition's: tests/gpu_kernel_host.rs holds
-// the CPU backend to the kernel's per-pixel host build. `(int)fi % 6` is `fi == 6 ? 0 : fi`:
-// h lies in [0, 1] there, so fi is an integer in 0..=6.
-constexpr size_t HUE_BLOCK = 16;
-
-void hue_image(float* post, size_t px, float hue) {
-    float r[HUE_BLOCK], g[HUE_BLOCK], b[HUE_BLOCK];
-    for (size_t k0 = 0; k0 < px; k0 += HUE_BLOCK) {
-        const size_t m = px - k0 < HUE_BLOCK ? px - k0 : HUE_BLOCK;
-        float* v = post + 3 * k0;
-        for (size_t j = 0; j < HUE_BLOCK; j++) {
-            const size_t q = j < m ? j : 0;
-            r[j] = v[3 * q] / 255.0f;
-            g[j] = v[3 * q + 1] / 255.0f;
-            b[j] = v[3 * q + 2] / 255.0f;
-        }
-        for (size_t j = 0; j < HUE_BLOCK; j++) {
-            const float R = r[j], G = g[j], B = b[j];
-            const float maxc = R > G ? (R > B ? R : B) : (G > B ? G : B);
-            const float minc = R < G ? (R < B ? R : B) : (G < B ? G : B);
-            const bool eqc = maxc == minc;
-            const float cr = maxc - minc;
-            const float s = cr / (eqc ? 1.0f : maxc);
-            const float div = eqc ? 1.0f : cr;
-            const float rc = (maxc - R) / div, gc = (maxc - G) / div, bc = (maxc - B) / div;
-            const float hr = bc - gc, hg = (rc + 2.0f) - bc, hb = (gc + 4.0f) - rc;
-            float h = maxc == R ? hr : (maxc == G ? hg : hb);
-            h = h * (float)(1.0 / 6.0) + 1.0f;
-            h = h >= 1.0f ? h - 1.0f : h;
-            h = h + hue;
-            const float hm = h - 1.0f, hp = h + 1.0f;
-            h = h >= 1.0f ? hm : (h < 0.0f ? hp : h);
-            const float h6 = h * 6.0f;
-            const float fi = floorf(h6);
-            const float f = h6 - fi;
-            const float i = fi == 6.0f ? 0.0f : fi;
-            const float sxf = s * f;
-            const float one_minus_s = 1.0f - s;
-            const float vq = (1.0f - sxf) * maxc;
-            const float vt = (sxf + one_minus_s) * maxc;
-            const float vp = one_minus_s * maxc;
-            const float Q = vq < 0.0f ? 0.0f : (vq > 1.0f ? 1.0f : vq);
-            const float T = vt < 0.0f ? 0.0f : (vt > 1.0f ? 1.0f : vt);
-            const float P = vp < 0.0f ? 0.0f : (vp > 1.0f ? 1.0f : vp);
-            const float V = maxc;
-            // stoke_adjust_hue's switch, (V,T,P) (Q,V,P) (P,V,T) (P,Q,V) (T,P,V) (V,P,Q) for
-            // i = 0..5, as one select after another (a chain the compiler if-converts).
-            const bool i0 = i == 0.0f, i1 = i == 1.0f, i2 = i == 2.0f, i3 = i == 3.0f, i4 = i == 4.0f, i5 = i == 5.0f;
-            float o0 = i0 ? V : P;
-            o0 = i1 ? Q : o0;
-            o0 = i4 ? T : o0;
-            o0 = i5 ? V : o0;
-            float o1 = i0 ? T : P;
-            o1 = i1 ? V : o1;
-            o1 = i2 ? V : o1;
-            o1 = i3 ? Q : o1;
-            float o2 = i2 ? T : V;
-            o2 = i0 ? P : o2;
-            o2 = i1 ? P : o2;
-            o2 = i5 ? Q : o2;
-            r[j] = o0 * 255.0f;
-            g[j] = o1 * 255.0f;
-            b[j] = o2 * 255.0f;
-        }
-        for (size_t j = 0; j < m; j++) {
-            v[3 * j] = r[j];
-            v[3 * j + 1] = g[j];
-            v[3 * j + 2] = b[j];
-        }
+// RandomSolarize (stoke_solarize) over n pixels held as three channel rows.
+void solarize_row(const StokeBlurParams* bp, float* __restrict__ r, float* __restrict__ g, float* __restrict__ b,
+                  size_t n) {
+    for (size_t e = 0; e < n; e++) {
+        float v[3] = {r[e], g[e], b[e]};
+        stoke_solarize(bp, v);
+        r[e] = v[0];
+        g[e] = v[1];
+        b[e] = v[2];
     }
 }
 
+// torchvision's adjust_hue over n pixels held as three channel rows: stoke_adjust_hue (the
+// definition the GPU runs per pixel) with its branches written as selects of values computed
+// unconditionally, so the compiler vectorizes the loop (build.rs: -fno-trapping-math lets it
+// if-convert them; it changes no value). Each value takes the definition's IEEE operations in
+// the same order (-ffp-contract=off), so the bits are the definition's: tests/gpu_kernel_host.rs
+// holds the CPU backend to the kernel's per-pixel host build. `(int)fi % 6` is
+// `fi == 6 ? 0 : fi`: h lies in [0, 1] there, so fi is an integer in 0..=6.
+void hue_row(float* __restrict__ rr, float* __restrict__ gg, float* __restrict__ bb, size_t n, float hue) {
+    for (size_t j = 0; j < n; j++) {
+        const float R = rr[j] / 255.0f, G = gg[j] / 255.0f, B = bb[j] / 255.0f;
+        const float maxc = R > G ? (R > B ? R : B) : (G > B ? G : B);
+        const float minc = R < G ? (R < B ? R : B) : (G < B ? G : B);
+        const bool eqc = maxc == minc;
+        const float cr = maxc - minc;
+        const float s = cr / (eqc ? 1.0f : maxc);
+        const float div = eqc ? 1.0f : cr;
+        const float rc = (maxc - R) / div, gc = (maxc - G) / div, bc = (maxc - B) / div;
+        const float hr = bc - gc, hg = (rc + 2.0f) - bc, hb = (gc + 4.0f) - rc;
+        float h = maxc == R ? hr : (maxc == G ? hg : hb);
+        h = h * (float)(1.0 / 6.0) + 1.0f;
+        h = h >= 1.0f ? h - 1.0f : h;
+        h = h + hue;
+        const float hm = h - 1.0f, hp = h + 1.0f;
+        h = h >= 1.0f ? hm : (h < 0.0f ? hp : h);
+        const float h6 = h * 6.0f;
+        const float fi = floorf(h6);
+        const float f = h6 - fi;
+        const float i = fi == 6.0f ? 0.0f : fi;
+        const float sxf = s * f;
+        const float one_minus_s = 1.0f - s;
+        const float vq = (1.0f - sxf) * maxc;
+        const float vt = (sxf + one_minus_s) * maxc;
+        const float vp = one_minus_s * maxc;
+        const float Q = vq < 0.0f ? 0.0f : (vq > 1.0f ? 1.0f : vq);
+        const float T = vt < 0.0f ? 0.0f : (vt > 1.0f ? 1.0f : vt);
+        const float P = vp < 0.0f ? 0.0f : (vp > 1.0f ? 1.0f : vp);
+        const float V = maxc;
+        // stoke_adjust_hue's switch, (V,T,P) (Q,V,P) (P,V,T) (P,Q,V) (T,P,V) (V,P,Q) for
+        // i = 0..5, as one select after another (a chain the compiler if-converts).
+        const bool i0 = i == 0.0f, i1 = i == 1.0f, i2 = i == 2.0f, i3 = i == 3.0f, i4 = i == 4.0f, i5 = i == 5.0f;
+        float o0 = i0 ? V : P;
+        o0 = i1 ? Q : o0;
+        o0 = i4 ? T : o0;
+        o0 = i5 ? V : o0;
+        float o1 = i0 ? T : P;
+        o1 = i1 ? V : o1;
+        o1 = i2 ? V : o1;
+        o1 = i3 ? Q : o1;
+        float o2 = i2 ? T : V;
+        o2 = i0 ? P : o2;
+        o2 = i1 ? P : o2;
+        o2 = i5 ? Q : o2;
+        rr[j] = o0 * 255.0f;
+        gg[j] = o1 * 255.0f;
+        bb[j] = o2 * 255.0f;
+    }
+}
+
+// ColorJitter ops [from, to) of the drawn order over n pixels held as three channel rows
+// (`m`: the contrast mean), each op a loop over the row the compiler vectorizes, with the
+// per-element functions the kernel's per-pixel chain calls (stoke_clamp255, stoke_blend,
+// stoke_gray, stoke_adjust_hue's operations), so the same bits.
+void color_steps_row(const StokeColorParams* cp, int from, int to, float m, float* __restrict__ r,
+                     float* __restrict__ g, float* __restrict__ b, size_t n) {
+    for (int i = from; i < to; i++) {
+        const uint32_t op = stoke_color_op(cp->order, i);
+        if (op == STOKE_COLOR_BRIGHTNESS) {
+            const float f = cp->brightness;
+            for (size_t e = 0; e < n; e++) r[e] = stoke_clamp255(r[e] * f);
+            for (size_t e = 0; e < n; e++) g[e] = stoke_clamp255(g[e] * f);
+            for (size_t e = 0; e < n; e++) b[e] = stoke_clamp255(b[e] * f);
+        } else if (op == STOKE_COLOR_CONTRAST) {
+            const float f = cp->contrast;
+            for (size_t e = 0; e < n; e++) r[e] = stoke_blend(r[e], m, f);
+            for (size_t e = 0; e < n; e++) g[e] = stoke_blend(g[e], m, f);
+            for (size_t e = 0; e < n; e++) b[e] = stoke_blend(b[e], m, f);
+        } else if (op == STOKE_COLOR_SATURATION) {
+            const float f = cp->saturation;
+            for (size_t e = 0; e < n; e++) {
+                const float v[3] = {r[e], g[e], b[e]};
+                const float y = stoke_gray(v);
+                r[e] = stoke_blend(v[0], y, f);
+                g[e] = stoke_blend(v[1], y, f);
+                b[e] = stoke_blend(v[2], y, f);
+            }
+        } else if (op == STOKE_COLOR_HUE) {
+            hue_row(r, g, b, n, cp->hue);
+        } else {
+            for (size_t e = 0; e < n; e++) {
+                float v[3] = {r[e], g[e], b[e]};
+                stoke_color_step(cp, op, m, v);
+                r[e] = v[0];
+                g[e] = v[1];
+                b[e] = v[2];
+            }
+        }
+    }
+}
+
+// Σ stoke_gray_fixed over n pixels held as three channel rows (the contrast mean's integer
+// sum: the same whatever the order). The values here are 0..255 (every step before clamps),
+// so each luma·65536 lies below 2^31 and its truncation as an int32 is stoke_gray_fixed's u64
+// truncation, in a loop the compiler vectorizes; should a luma not be below 32768 (never on
+// these values), the row is summed again by stoke_gray_fixed itself.
+uint64_t gray_fixed_row(const float* r, const float* g, const float* b, size_t n) {
+    uint64_t sum = 0;
+    int ok = 1;
+    for (size_t e = 0; e < n; e++) {
+        const float v[3] = {r[e], g[e], b[e]};
+        const float y = stoke_gray(v);
+        ok &= y < 32768.0f;
+        const int32_t t = y > 0.0f && y < 32768.0f ? (int32_t)(y * 65536.0f) : 0;
+        sum += (uint32_t)t;
+    }
+    if (ok) return sum;
+    sum = 0;
+    for (size_t e = 0; e < n; e++) {
+        const float v[3] = {r[e], g[e], b[e]};
+        sum += stoke_gray_fixed(v);
+    }
+    return sum;
+}
+
+// The color steps over the held image `post` (planar), row by row (the same per-element
+// operations as the kernel's per-pixel chain, so the same bits, but in loops the compiler
+// vectorizes): the ops before contrast over every row, then the image's contrast mean (the
+// fixed-point sum of recipe_math.cuh, order-free like the GPU's integer atomics), then for
+// each row the rest of the ops, RandomGrayscale, and either its bytes for the blur or
+// solarize and its output write. After a blur, each blurred row is solarized and written.
+// A row stays in the cache from the first step to its write.
 void color_image(const StokeAugParams* p, float* post, float* planar, void* out, uint32_t dtype, uint32_t layout,
                  uint64_t n, const Plan& pl, const float* mean, const float* std, float* acc, float* nrm,
                  uint8_t* const blur_img[2], float* blur_hor, float* blur_line) {
     const int32_t ow = p->out_w, oh = p->out_h;
-    const size_t px = (size_t)ow * oh, len = px * 3;
+    const size_t row = (size_t)ow, plane = (size_t)ow * oh;
     const StokeColorParams* cp = &p->color;
-    for (int i = 0; i < 4; i++) {
-        const uint32_t op = stoke_color_op(cp->order, i);
-        if (op == 0u) break;
-        if (op == STOKE_COLOR_BRIGHTNESS) {
-            const float f = cp->brightness;
-            for (size_t e = 0; e < len; e++) post[e] = stoke_clamp255(post[e] * f);
-        } else if (op == STOKE_COLOR_CONTRAST) {
-            uint64_t sum = 0;
-            for (size_t k = 0; k < px; k++) sum += stoke_gray_fixed(post + 3 * k);
-            const float m = stoke_contrast_mean(sum, (uint64_t)px);
-            const float f = cp->contrast;
-            for (size_t e = 0; e < len; e++) post[e] = stoke_blend(post[e], m, f);
-        } else if (op == STOKE_COLOR_SATURATION) {
-            const float f = cp->saturation;
-            for (size_t k = 0; k < px; k++) {
-                float* v = post + 3 * k;
-                const float g = stoke_gray(v);
-                v[0] = stoke_blend(v[0], g, f);
-                v[1] = stoke_blend(v[1], g, f);
-                v[2] = stoke_blend(v[2], g, f);
-            }
-        } else if (op == STOKE_COLOR_HUE) {
-            hue_image(post, px, cp->hue);
-        } else {
-            for (size_t k = 0; k < px; k++) stoke_color_step(cp, op, 0.0f, post + 3 * k);
+    int ops = 0;
+    while (ops < 4 && stoke_color_op(cp->order, ops) != 0u) ops++;
+    int ci = ops;  // the contrast step's place, or ops when none
+    for (int i = 0; i < ops; i++)
+        if (stoke_color_op(cp->order, i) == STOKE_COLOR_CONTRAST) {
+            ci = i;
+            break;
         }
-    }
-    if (cp->grayscale) {
-        for (size_t k = 0; k < px; k++) {
-            float* v = post + 3 * k;
-            const float g = stoke_gray(v);
-            v[0] = g;
-            v[1] = g;
-            v[2] = g;
+    float m = 0.0f;
+    if (ci < ops) {
+        uint64_t sum = 0;
+        for (int32_t y = 0; y < oh; y++) {
+            float* r = post + (size_t)y * row;
+            color_steps_row(cp, 0, ci, 0.0f, r, r + plane, r + 2 * plane, row);
+            sum += gray_fixed_row(r, r + plane, r + 2 * plane, row);
         }
+        m = stoke_contrast_mean(sum, (uint64_t)plane);
     }
-    if (pl.blur) blur_image(p, post, blur_img, blur_hor, blur_line);
-    if (p->blur.solarize)
-        for (size_t k = 0; k < px; k++) stoke_solarize(&p->blur, post + 3 * k);
+    const int from = ci < ops ? ci : 0;  // the ops still to run on each row
+    float* r = planar;
+    float* g = planar + row;
+    float* b = planar + 2 * row;
     for (int32_t y = 0; y < oh; y++) {
-        const float* row = post + (size_t)y * ow * 3;
-        for (int32_t x = 0; x < ow; x++)
-            for (int c = 0; c < 3; c++) planar[c * ow + x] = row[3 * x + c];
+        get_planar_row(post, ow, oh, y, planar);
+        color_steps_row(cp, from, ops, m, r, g, b, row);
+        if (cp->grayscale) {
+            for (size_t e = 0; e < row; e++) {
+                const float v[3] = {r[e], g[e], b[e]};
+                const float yv = stoke_gray(v);
+                r[e] = yv;
+                g[e] = yv;
+                b[e] = yv;
+            }
+        }
+        if (pl.blur) {
+            for (int c = 0; c < 3; c++) u8_run(planar + c * row, blur_img[0] + c * plane + (size_t)y * row, row);
+            continue;
+        }
+        if (p->blur.solarize) solarize_row(&p->blur, r, g, b, row);
+        emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
+    }
+    if (!pl.blur) return;
+    const uint8_t* blurred = blur_image(p, blur_img, blur_hor, blur_line);
+    for (int32_t y = 0; y < oh; y++) {
+        for (int c = 0; c < 3; c++) {
+            const uint8_t* q = blurred + c * plane + (size_t)y * row;
+            for (size_t e = 0; e < row; e++) planar[c * row + e] = (float)q[e];
+        }
+        if (p->blur.solarize) solarize_row(&p->blur, r, g, b, row);
         emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);
     }
 }
@@ -961,7 +1131,9 @@ void color_auto_image(const StokeAutoOp* o, const uint8_t* img, size_t pixels, u
 void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, uint32_t* hist, uint8_t* lut) {
     const int32_t W = p->out_w, H = p->out_h;
     const size_t px = (size_t)W * H, len = px * 3;
-    u8_run(post, a, len);  // stoke_to_u8 of each value
+    // stoke_to_u8 of each value of the planar held image, then interleaved (the ops read pixels).
+    u8_run(post, b, len);
+    interleave_planes(b, px, px, a);
     uint8_t* cur = a;
     uint8_t* nxt = b;
     for (int k = 0; k < STOKE_AUTO_MAX; k++) {
@@ -1001,7 +1173,8 @@ void auto_image(const StokeAugParams* p, float* post, uint8_t* a, uint8_t* b, ui
         cur = nxt;
         nxt = t;
     }
-    for (size_t e = 0; e < len; e++) post[e] = (float)cur[e];
+    for (int c = 0; c < 3; c++)
+        for (size_t q = 0; q < px; q++) post[c * px + q] = (float)cur[3 * q + c];
 }
 
 }  // namespace
@@ -1301,10 +1474,11 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             planar[ow + x] = stoke_clamp255(acc[3 * j + 1]);
             planar[2 * ow + x] = stoke_clamp255(acc[3 * j + 2]);
         }
-        float* img = pre ? pre : post;
-        if (img) {
+        if (pre) {
             for (int32_t x = 0; x < ow; x++)
-                for (int32_t c = 0; c < 3; c++) img[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+                for (int32_t c = 0; c < 3; c++) pre[((size_t)y * ow + x) * 3 + c] = planar[c * ow + x];
+        } else if (post) {
+            put_planar_row(post, ow, oh, y, planar);
         } else {
             emit_row(p, pl, out, dtype, layout, n, y, planar, mean, std, acc, nrm);  // acc is free until row i + 1
         }
