@@ -2,7 +2,8 @@
 //! pinned nvcc for every architecture nvcc 13.0 targets, and ptxas reports no register
 //! spills (no local-memory stack, no spill stores or loads) in any of its kernels.
 //!
-//! nvcc is found through `$STOKE_NVCC`, then the project's `.venv-cuda` (scripts/setup-cuda.sh
+//! nvcc is found through `$STOKE_NVCC`, then `$NVCC` (the variable the build reads, so a build
+//! and this test use the same compiler), then the project's `.venv-cuda` (scripts/setup-cuda.sh
 //! or docs/CONTRACTS.md, "Toolchain facts"), then `PATH`. Without one the test prints why and passes, unless
 //! `STOKE_REQUIRE_NVCC=1` (CI sets it once nvcc is installed there), which makes it fail.
 //! Paths are relative to the working directory (cargo runs tests from the package root).
@@ -40,7 +41,7 @@ const FILES: &[(&str, &[&str])] = &[
 ];
 
 fn find_nvcc() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("STOKE_NVCC") {
+    if let Some(p) = std::env::var_os("STOKE_NVCC").or_else(|| std::env::var_os("NVCC")) {
         return Some(PathBuf::from(p));
     }
     if let Ok(rd) = std::fs::read_dir(".venv-cuda/lib") {
@@ -109,7 +110,7 @@ fn kernels_build_for_every_arch_without_spills() {
         return skip_or_fail("kernels/ is not under the working directory");
     }
     let Some(nvcc) = find_nvcc() else {
-        return skip_or_fail("no nvcc (set STOKE_NVCC or run scripts/setup-cuda.sh)");
+        return skip_or_fail("no nvcc (set STOKE_NVCC or NVCC, or run scripts/setup-cuda.sh)");
     };
     let dir = tempfile::tempdir().unwrap();
     let mut bad = Vec::new();
