@@ -17,9 +17,10 @@
 //!    parameters and descriptors are uploaded, the two augment kernels are enqueued, the slot's
 //!    ready event is recorded and the batch is handed out with [`Images::Device`].
 //!
-//! Everything is allocated in [`CudaBackend::new`], sized from the config and the index — the
-//! readers' pinned buffers as they first need them, the staging ring when the first batch not
-//! in them comes: no device or pinned allocation happens in steady state (docs/CONTRACTS.md, contract 5). One backend per
+//! Everything is allocated in [`CudaBackend::new`], sized from the config and the index (the
+//! readers' pinned buffers too; only the staging ring waits for the first batch not in them,
+//! which a pipeline's readers never make unless a batch outgrows its buffer): no device or
+//! pinned allocation happens in steady state (docs/CONTRACTS.md, contract 5). One backend per
 //! device (the config's ordinal), each with its own streams, nvJPEG handles and buffers, so
 //! several pipelines in one process can each drive their own GPU.
 //!
@@ -255,10 +256,13 @@ impl CudaBackend {
             );
         }
         let (use_hardware, use_cuda) = DecoderPlan::switches(config.gpu_decoders);
-        // The readers' pooled buffers: a typical batch with room to spare, within the slot the
-        // budget allows; as many as the readers and the producer can hold at once.
+        // The readers' pinned buffers: a typical batch with room to spare, within the slot the
+        // budget allows; as many as the readers and the producer can hold at once (the index
+        // reader's jobs in flight, `max(prefetch, reader_threads)`, or the stream reader's
+        // `prefetch` made plus one assembling; the batch running and the one prepared ahead),
+        // and one to spare.
         let buffer = bounds.typical_batch.min(memory.staging.slot_bytes);
-        let staging = Stager::new(gpu.ctx(), memory.staging, buffer, config.prefetch_batches.max(config.reader_threads) + 4);
+        let staging = Stager::new(gpu.ctx(), memory.staging, buffer, config.prefetch_batches.max(config.reader_threads) + 4)?;
         let mut decoder = GpuDecoder::new(
             &gpu,
             DecoderPlan {

@@ -39,16 +39,21 @@ pub(super) struct Stager {
 }
 
 impl Stager {
-    /// A pool of at most `max_buffers` buffers of `buffer_bytes`, and a ring of `ring_plan` for
-    /// what is not in it.
-    pub(super) fn new(ctx: &Arc<CudaContext>, ring_plan: StagingPlan, buffer_bytes: u64, max_buffers: usize) -> Self {
-        Self {
+    /// A pool of `buffers` buffers of `buffer_bytes` (made now), and a ring of `ring_plan` for
+    /// what is not in it (made when first needed).
+    pub(super) fn new(ctx: &Arc<CudaContext>, ring_plan: StagingPlan, buffer_bytes: u64, buffers: usize) -> Result<Self> {
+        let buffer_bytes = usize::try_from(buffer_bytes.max(STAGING_ALIGN)).map_err(|_| crate::error::GpuError::OutOfMemory {
+            kind: "pinned host",
+            bytes: usize::MAX,
+            what: format!("a readers' pinned buffer of {buffer_bytes} bytes"),
+        })?;
+        Ok(Self {
             ctx: ctx.clone(),
-            pool: Arc::new(PinnedPool::new(ctx.clone(), max_buffers)),
-            buffer_bytes: buffer_bytes.clamp(STAGING_ALIGN, usize::MAX as u64) as usize,
+            pool: Arc::new(PinnedPool::new(ctx.clone(), buffers, buffer_bytes)?),
+            buffer_bytes,
             ring: None,
             ring_plan,
-        }
+        })
     }
 
     /// Where the readers should put batches' bytes.

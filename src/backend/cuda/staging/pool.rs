@@ -3,10 +3,12 @@
 //! item 3: that copy was a share of the host cores at 17k images/s).
 //!
 //! # Invariants
-//! - At most `max_buffers` allocations live at once, each `buffer_bytes` (a typical batch with
-//!   room to spare, not the index's worst case: a batch that outgrows its buffer moves to the
-//!   heap and is copied into the staging ring like any caller's bytes). They are made as the
-//!   readers first need buffers and kept while the readers reuse them.
+//! - `buffers` allocations of `buffer_bytes` each (a typical batch with room to spare, not the
+//!   index's worst case: a batch that outgrows its buffer moves to the heap and is copied into
+//!   the staging ring like any caller's bytes), all made when the pool is, and kept until it
+//!   goes: a buffer the readers give back waits for its next reader, so the pinned bytes are
+//!   the same from the first batch on (docs/CONTRACTS.md, contract 5). When every buffer is in
+//!   use, a reader's new batch goes on the heap (and is copied).
 //! - Pinned with flags 0, as the staging ring: the host reads these bytes too (headers, the CPU
 //!   route).
 //! - Each allocation has its guard event. The backend records it after the last queued read of
@@ -24,6 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct Entry {
     base: usize,
     len: usize,
+    // Handed to a reader's buffer and not given back yet.
+    in_use: bool,
     guard: Arc<CudaEvent>,
     // Owns the allocation (cuMemFreeHost when dropped).
     _memory: PinnedHostSlice<u8>,
@@ -32,21 +36,33 @@ struct Entry {
 /// See the module docs.
 pub struct PinnedPool {
     ctx: Arc<CudaContext>,
-    max_buffers: usize,
     entries: Mutex<Vec<Entry>>,
 }
 
 impl PinnedPool {
-    /// A pool of at most `max_buffers` allocations in `ctx`.
-    pub fn new(ctx: Arc<CudaContext>, max_buffers: usize) -> Self {
-        Self { ctx, max_buffers, entries: Mutex::new(Vec::new()) }
+    /// A pool of `buffers` allocations of `buffer_bytes` in `ctx`, made now.
+    pub fn new(ctx: Arc<CudaContext>, buffers: usize, buffer_bytes: usize) -> Result<Self, GpuError> {
+        let mut entries = Vec::with_capacity(buffers);
+        for i in 0..buffers {
+            // SAFETY: flags 0 = plain page-locked memory (module docs); `HostBytes` zeroes a
+            // buffer before anything reads it.
+            let mut memory = unsafe { ctx.alloc_pinned_with_flags::<u8>(buffer_bytes, 0) }.map_err(|e| GpuError::OutOfMemory {
+                kind: "pinned host",
+                bytes: buffer_bytes,
+                what: format!("the readers' pinned buffer {i} of {buffers} ({e})"),
+            })?;
+            let base = memory.as_mut_ptr().map_err(driver_err("cuEventSynchronize"))? as usize;
+            let guard = Arc::new(ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
+            entries.push(Entry { base, len: buffer_bytes, in_use: false, guard, _memory: memory });
+        }
+        Ok(Self { ctx, entries: Mutex::new(entries) })
     }
 
     fn entries(&self) -> MutexGuard<'_, Vec<Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Pinned bytes the pool holds now.
+    /// Pinned bytes the pool holds (all its buffers, from the start).
     pub fn pinned_bytes(&self) -> u64 {
         self.entries().iter().map(|e| e.len as u64).sum()
     }
@@ -100,30 +116,9 @@ impl PinnedPool {
 impl HostMemory for PinnedPool {
     fn alloc(&self, bytes: usize) -> Option<NonNull<u8>> {
         let mut entries = self.entries();
-        if entries.len() >= self.max_buffers {
-            return None;
-        }
-        let made = (|| -> Result<Entry, GpuError> {
-            // SAFETY: flags 0 = plain page-locked memory (module docs); `HostBytes` zeroes it
-            // before anything reads it.
-            let mut memory = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
-            let base = memory.as_mut_ptr().map_err(driver_err("cuEventSynchronize"))? as usize;
-            let guard = Arc::new(self.ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
-            Ok(Entry { base, len: bytes, guard, _memory: memory })
-        })();
-        match made {
-            Ok(e) => {
-                let p = NonNull::new(e.base as *mut u8);
-                entries.push(e);
-                p
-            }
-            Err(e) => {
-                log::warn!(
-                    "a pinned buffer of {bytes} bytes for the readers cannot be made ({e}); that batch's bytes are copied into staging"
-                );
-                None
-            }
-        }
+        let e = entries.iter_mut().find(|e| !e.in_use && e.len >= bytes)?;
+        e.in_use = true;
+        NonNull::new(e.base as *mut u8)
     }
 
     fn wait_unused(&self, ptr: NonNull<u8>) {
@@ -134,12 +129,14 @@ impl HostMemory for PinnedPool {
     }
 
     fn free(&self, ptr: NonNull<u8>, _bytes: usize) {
-        let entry = {
-            let mut entries = self.entries();
-            let Some(i) = entries.iter().position(|e| e.base == ptr.as_ptr() as usize) else { return };
-            entries.swap_remove(i)
-        };
-        self.wait(&entry.guard);
-        drop(entry);
+        // Kept for the next reader; its guard is waited for before it is handed out again (a
+        // refill's `clear`), and here, so that a buffer given back is idle.
+        let guard = self.entries().iter().find(|e| e.base == ptr.as_ptr() as usize).map(|e| e.guard.clone());
+        if let Some(g) = guard {
+            self.wait(&g);
+        }
+        if let Some(e) = self.entries().iter_mut().find(|e| e.base == ptr.as_ptr() as usize) {
+            e.in_use = false;
+        }
     }
 }
