@@ -359,6 +359,42 @@ fn a_pooled_batch_is_decoded_in_place_and_its_refill_waits_for_the_decodes() {
     assert!(in_place == copied, "the batch decoded in place differs from the one copied into staging");
 }
 
+/// A batch none of whose samples could be read (every file gone mid-epoch) has no bytes to
+/// place: it is the policy's (`skip` with nothing good: an error naming the keys), and no
+/// staging ring is made for it (the backend's pinned bytes stay as built).
+#[test]
+fn a_batch_with_no_bytes_at_all_makes_no_staging_ring() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 8, 2);
+    let mut c = config(&ds, 2);
+    c.on_error = OnError::Skip;
+    let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    let pinned = backend.pinned_bytes();
+    let mut reader = Reader::new(ds.clone(), &c).unwrap();
+    reader.start_epoch(0, 0);
+    let rb = reader.next_batch().unwrap().unwrap();
+    let samples: Vec<_> = rb
+        .samples
+        .iter()
+        .map(|s| stoke::backend::SampleIn {
+            index: s.index,
+            position: s.position,
+            label: s.label,
+            bytes: &[],
+            params: &s.params,
+            read_error: Some(stoke::error::SlotError::Read("the file is gone".into())),
+        })
+        .collect();
+    let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+    let name = |i: usize| (format!("gone-{i}"), "nowhere".to_string());
+    let input = stoke::backend::BatchInput { epoch: 0, step: 0, samples: &samples };
+    let e = stoke::pipeline::run_batch(&mut backend, input, &name, &mut batch).unwrap_err().to_string();
+    assert!(e.contains("nothing to substitute") && e.contains("gone-0") && e.contains("the file is gone"), "{e}");
+    assert_eq!(backend.pinned_bytes(), pinned, "a staging ring was made for a batch with no bytes");
+}
+
 /// ImageNet's train set holds a PNG under a `.JPEG` name: the format comes from the bytes, the
 /// CUDA backend's CPU route decodes it, and it is delivered (not substituted), with the CPU
 /// backend's pixels for the same params.

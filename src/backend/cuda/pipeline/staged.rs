@@ -19,12 +19,13 @@ use cudarc::driver::{CudaContext, CudaStream};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where a batch's bytes are: a staging ring slot (copied there), or the pool allocation the
-/// readers filled (its base address).
+/// Where a batch's bytes are: a staging ring slot (copied there), the pool allocation the
+/// readers filled (its base address), or nowhere (no sample has bytes: every read failed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Staged {
     Slot(usize),
     Pool(usize),
+    Nothing,
 }
 
 /// The pool the readers fill and the ring for every other batch; see the module docs.
@@ -69,6 +70,11 @@ impl Stager {
     /// Place `samples`' bytes for the decoders (`ranges[i]`: where sample `i` is, `None` when
     /// it does not fit a ring slot); held until [`Self::release`].
     pub(super) fn stage(&mut self, samples: &[SampleIn<'_>], ranges: &mut Vec<Option<StagedRange>>) -> Result<Staged> {
+        if samples.iter().all(|s| s.bytes.is_empty()) {
+            ranges.clear();
+            ranges.extend(samples.iter().map(|_| Some(StagedRange { offset: 0, len: 0 })));
+            return Ok(Staged::Nothing);
+        }
         if let Some(base) = self.pool.holding(samples.iter().map(|s| s.bytes)) {
             ranges.clear();
             ranges.extend(samples.iter().map(|s| {
@@ -101,6 +107,7 @@ impl Stager {
         let base = match staged {
             Staged::Slot(slot) => self.ring.as_ref().expect("a slot was staged in the ring").slot_ptr(slot),
             Staged::Pool(base) => base as *const u8,
+            Staged::Nothing => std::ptr::null(),
         };
         // SAFETY: the place is held until it is released after the decode that reads these
         // slices: a ring slot is not written while held; a pool buffer is not refilled before
@@ -108,8 +115,10 @@ impl Stager {
         // holds the batch until this call's `run` returns. The ranges lie inside the place
         // (written by `stage`, or measured from it there), and the slices are dropped before
         // the call that released it returns.
-        let bytes = |r: &Option<StagedRange>| {
-            r.map_or(&[][..], |r| unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) })
+        // (an empty range is an empty slice, whatever the place: `Nothing` has no base.)
+        let bytes = |r: &Option<StagedRange>| match r {
+            Some(r) if r.len > 0 => unsafe { std::slice::from_raw_parts(base.add(r.offset as usize), r.len as usize) },
+            _ => &[][..],
         };
         ranges.iter().zip(samples).map(|(r, s)| (bytes(r), crate::augment::views::covering(s.params))).collect()
     }
@@ -120,6 +129,7 @@ impl Stager {
         match staged {
             Staged::Slot(slot) => self.ring.as_mut().expect("a slot was staged in the ring").release(slot, streams)?,
             Staged::Pool(base) => self.pool.guard(base as *const u8, streams)?,
+            Staged::Nothing => {}
         }
         Ok(())
     }
