@@ -287,7 +287,17 @@ impl ByteSink for HostBytes {
         }
     }
     fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.grow_zeroed(bytes.len()).copy_from_slice(bytes);
+        self.reserve(bytes.len()).expect("the buffer could not grow");
+        match &mut self.store {
+            Store::Heap(v) => v.extend_from_slice(bytes),
+            Store::Pool { ptr, len, .. } => {
+                // SAFETY: `reserve` left room for `bytes` inside the allocation, which `bytes`
+                // (a borrow of other memory: `&mut self` is exclusive) does not overlap. Copied
+                // straight in, not zeroed first: this is every cached or fetched sample's path.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr().add(*len), bytes.len()) };
+                *len += bytes.len();
+            }
+        }
     }
     fn try_grow_zeroed(&mut self, n: usize) -> Result<&mut [u8], TryReserveError> {
         HostBytes::try_grow_zeroed(self, n)

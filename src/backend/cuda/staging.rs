@@ -266,21 +266,25 @@ impl PinnedStaging {
     /// recorded, the host waits for every stream instead (`record_guard`), so the guard's
     /// previous, completed record is then true of these reads too.
     pub fn release(&mut self, slot: usize, streams: &[&CudaStream]) -> Result<(), GpuError> {
-        let r = match streams.split_first() {
-            Some((first, rest)) => {
-                let joined = rest.iter().try_for_each(|s| first.join(s));
-                match joined {
-                    Ok(()) => super::record_guard(&self.guards[slot], first, "a staging slot"),
-                    Err(e) => {
-                        log::error!("joining the streams that read staging slot {slot}: {e}; waiting for them on the host instead");
-                        streams.iter().try_for_each(|s| s.synchronize()).map_err(driver_err("cuStreamSynchronize"))
-                    }
-                }
-            }
-            None => Ok(()),
-        };
+        let r = guard_after(&self.guards[slot], streams, "a staging slot");
         self.cycle.release(slot);
         r
+    }
+}
+
+/// Record `guard` after the reads queued on `streams` (none: nothing to record): the first
+/// stream waits for the others, then the guard is recorded on it. When the streams cannot be
+/// joined or the guard recorded, the host waits for every stream instead (`record_guard`), so
+/// the guard's previous, completed record is then true of these reads too. `what` names the
+/// memory in the log. A staging slot's and a reader's pinned buffer's guard alike.
+pub fn guard_after(guard: &CudaEvent, streams: &[&CudaStream], what: &str) -> Result<(), GpuError> {
+    let Some((first, rest)) = streams.split_first() else { return Ok(()) };
+    match rest.iter().try_for_each(|s| first.join(s)) {
+        Ok(()) => super::record_guard(guard, first, what),
+        Err(e) => {
+            log::error!("joining the streams that read {what}: {e}; waiting for them on the host instead");
+            streams.iter().try_for_each(|s| s.synchronize()).map_err(driver_err("cuStreamSynchronize"))
+        }
     }
 }
 

@@ -86,19 +86,20 @@ impl PinnedPool {
     }
 
     /// The reads of the batch in the allocation at `base` are queued on `streams`: record its
-    /// guard after all of them (as [`super::PinnedStaging::release`] records a slot's).
+    /// guard after all of them (as a staging slot's, [`super::guard_after`]).
     pub fn guard(&self, base: *const u8, streams: &[&CudaStream]) -> Result<(), GpuError> {
-        let Some((first, rest)) = streams.split_first() else { return Ok(()) };
-        let Some(guard) = self.entries().iter().find(|e| e.base == base as usize).map(|e| e.guard.clone()) else {
-            return Err(GpuError::Cuda { call: "pinned pool guard", message: format!("{base:p} is not an allocation of the pool") });
-        };
-        match rest.iter().try_for_each(|s| first.join(s)) {
-            Ok(()) => super::super::record_guard(&guard, first, "a reader's pinned batch"),
-            Err(e) => {
-                log::error!("joining the streams that read a pinned batch: {e}; waiting for them on the host instead");
-                streams.iter().try_for_each(|s| s.synchronize()).map_err(driver_err("cuStreamSynchronize"))
-            }
+        if streams.is_empty() {
+            return Ok(());
         }
+        let guard = self
+            .guard_of(base)
+            .ok_or_else(|| GpuError::Cuda { call: "pinned pool guard", message: format!("{base:p} is not an allocation of the pool") })?;
+        super::guard_after(&guard, streams, "a reader's pinned batch")
+    }
+
+    /// The guard event of the allocation at `base`.
+    fn guard_of(&self, base: *const u8) -> Option<Arc<CudaEvent>> {
+        self.entries().iter().find(|e| e.base == base as usize).map(|e| e.guard.clone())
     }
 
     /// Wait for `guard`; a wait that fails waits for the whole context instead (the memory is
@@ -122,8 +123,7 @@ impl HostMemory for PinnedPool {
     }
 
     fn wait_unused(&self, ptr: NonNull<u8>) {
-        let guard = self.entries().iter().find(|e| e.base == ptr.as_ptr() as usize).map(|e| e.guard.clone());
-        if let Some(g) = guard {
+        if let Some(g) = self.guard_of(ptr.as_ptr()) {
             self.wait(&g);
         }
     }
@@ -131,10 +131,7 @@ impl HostMemory for PinnedPool {
     fn free(&self, ptr: NonNull<u8>, _bytes: usize) {
         // Kept for the next reader; its guard is waited for before it is handed out again (a
         // refill's `clear`), and here, so that a buffer given back is idle.
-        let guard = self.entries().iter().find(|e| e.base == ptr.as_ptr() as usize).map(|e| e.guard.clone());
-        if let Some(g) = guard {
-            self.wait(&g);
-        }
+        self.wait_unused(ptr);
         if let Some(e) = self.entries().iter_mut().find(|e| e.base == ptr.as_ptr() as usize) {
             e.in_use = false;
         }
