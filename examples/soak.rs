@@ -78,6 +78,23 @@ fn settled() -> (usize, usize) {
     last
 }
 
+/// Threads and descriptors once the pipeline has made nothing new and they have not moved for
+/// three looks 20 ms apart (at most 2 s).
+fn quiet(p: &Pipeline) -> (usize, usize) {
+    let look = || (p.stats().batches, count("/proc/self/task"), count("/proc/self/fd"));
+    let (mut last, mut same) = (look(), 0);
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = look();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+        if same == 3 {
+            break;
+        }
+    }
+    (last.1, last.2)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (mut backend, mut epochs, mut images, mut batch, mut drops) = (BackendKind::Cpu, 200u64, 256usize, 32usize, 50usize);
@@ -145,8 +162,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if thread_leak {
             std::thread::spawn(std::thread::park);
         }
+        // Quiet first: as an epoch ends the readers and the producer make the next one's first
+        // batches ahead (a file a reader has open is counted while it reads).
+        let (threads, fds) = quiet(&pipeline);
         let st = pipeline.stats();
-        let (threads, fds) = (count("/proc/self/task"), count("/proc/self/fd"));
         let device_free = ctx.as_ref().map(|c| c.mem_get_info().map(|(f, _)| f as u64)).transpose()?;
         let s = Sample {
             epoch,

@@ -22,6 +22,18 @@
 //! whatever the thread counts. [`Pipeline::start_epoch`] abandons whatever the producer had
 //! made for the previous epoch; dropping the pipeline stops the producer and the readers and
 //! waits for them.
+//!
+//! **The next epoch, made ahead** (`epoch_ahead`, on by default): once an epoch's last batch
+//! is read, the readers go on with the first batches of the epoch after it, and once its last
+//! batch is made the producer goes on making that epoch's batches, up to `prefetch_batches`,
+//! before the trainer asks for it. A `start_epoch` of exactly that epoch from its first batch
+//! (the one a training loop asks for next: what `Loader` iterates when nothing else is set)
+//! takes them over, so an epoch starts as any batch does instead of reading and decoding its
+//! first batch while the trainer waits; any other start (another epoch, a step, a resume state)
+//! drops them as a restart drops an abandoned epoch's. Those batches are the same whether made
+//! ahead or not (the draws depend on the seed, epoch and position only). Each epoch run has a
+//! generation of its own: the producer makes the one ahead while the consumer is still at the
+//! epoch before it or has taken it over, and stops as soon as the consumer is anywhere else.
 
 use crate::backend::{AnyBackend, Backend, BatchInput, BatchTimes, SampleIn, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
@@ -50,7 +62,8 @@ use run::{Producer, Reading};
 /// (the trainer waiting on the pipeline).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Stats {
-    /// Batches delivered by the backend.
+    /// Batches the backend made (the next epoch's first batches, made ahead, count once made,
+    /// whether or not that epoch is then asked for).
     pub batches: u64,
     /// Samples delivered (substitutes included).
     pub images: u64,
@@ -130,7 +143,25 @@ struct Msg {
 }
 
 enum Command {
-    Epoch { generation: u64, epoch: u64, share: Arc<Share>, start_step: u64 },
+    Epoch(EpochRun),
+}
+
+/// One epoch for the producer to make ([`Command::Epoch`]).
+struct EpochRun {
+    generation: u64,
+    epoch: u64,
+    share: Arc<Share>,
+    start_step: u64,
+    /// A run made ahead of its `start_epoch`: the generation of the run it follows, which
+    /// the consumer may still be at (module docs). `None`: the consumer asked for it.
+    after: Option<u64>,
+}
+
+impl EpochRun {
+    /// Whether the consumer (at `at`) still wants this run's batches.
+    fn wanted(&self, at: u64) -> bool {
+        at == self.generation || Some(at) == self.after
+    }
 }
 
 struct Shared {
@@ -154,7 +185,14 @@ pub struct Pipeline {
     batches: Option<Receiver<Msg>>,
     free: Sender<Batch>,
     producer: Option<JoinHandle<()>>,
+    /// The epoch run whose batches `next_batch` delivers.
     generation: u64,
+    /// The last generation handed to an epoch run.
+    issued: u64,
+    /// The epoch run made ahead of its start (its generation and epoch), if one was sent.
+    ahead: Option<(u64, u64)>,
+    /// Whether the next epoch is made ahead (`PipelineConfig::epoch_ahead`).
+    epoch_ahead: bool,
     active: bool,
     /// The order's identity, for resume states.
     order_id: OrderId,
@@ -162,6 +200,8 @@ pub struct Pipeline {
     layout: Layout,
     /// A fresh epoch's positions.
     whole: Rest,
+    /// This rank's share of a fresh epoch.
+    whole_share: Arc<Share>,
     /// The epoch running and this rank's share of it (what it started from).
     current: Option<(u64, Arc<Share>)>,
     /// Batches in the current share.
@@ -216,7 +256,7 @@ impl Pipeline {
         let reader = Reader::new(dataset.clone(), &config)?;
         let s = reader.sampler();
         let order = (OrderId::per_sample(&dataset, s, config.seed, config.shuffle), s.layout(), s.whole());
-        Self::start(config, backend, Reading::Index(reader), Some(dataset), None, order)
+        Self::start(config, backend, Reading::Index(Box::new(reader)), Some(dataset), None, order)
     }
 
     /// As [`Pipeline::new`] in stream mode over shards that are already open.
@@ -250,6 +290,8 @@ impl Pipeline {
         let threads = backend.threads();
         let cuda = backend.cuda_context();
         let steps = reader.steps();
+        let whole_share = Arc::new(layout.share(whole.clone())?);
+        let epoch_ahead = config.epoch_ahead;
         let shared = Arc::new(Shared { generation: AtomicU64::new(0), stats: Mutex::new(Stats::default()), stop: Default::default() });
         let (mut backend, mut reader) = (backend, reader);
         backend.as_backend().set_stop(shared.stop.clone());
@@ -267,6 +309,8 @@ impl Pipeline {
             out: out_tx,
             free: free_rx,
             config: config.clone(),
+            queued: Default::default(),
+            carried: None,
         };
         let handle = std::thread::Builder::new()
             .name("stoke-pipeline".into())
@@ -285,10 +329,14 @@ impl Pipeline {
             free: free_tx,
             producer: Some(handle),
             generation: 0,
+            issued: 0,
+            ahead: None,
+            epoch_ahead,
             active: false,
             order_id,
             layout,
             whole,
+            whole_share,
             current: None,
             steps_now: 0,
             delivered: 0,
@@ -347,21 +395,46 @@ impl Pipeline {
     }
 
     /// Start (or restart) `epoch` at batch `start_step`: resume without replaying. Whatever was
-    /// made ahead for another epoch is dropped.
+    /// made ahead for another epoch is dropped; what was made ahead for this one (the epoch
+    /// after the last one started, from its first batch: module docs) is delivered.
     pub fn start_epoch(&mut self, epoch: u64, start_step: u64) {
-        let whole = self.layout.share(self.whole.clone()).expect("the sampler checked its layout");
-        self.start_share(epoch, Arc::new(whole), start_step);
+        self.start_share(epoch, self.whole_share.clone(), start_step);
+    }
+
+    /// Whether the epoch after the one started next is made ahead of its `start_epoch`
+    /// (module docs; `PipelineConfig::epoch_ahead` sets it first). Turn it off before the
+    /// last epoch of a run, so that no batches of an epoch nobody asks for are made.
+    pub fn set_epoch_ahead(&mut self, on: bool) {
+        self.epoch_ahead = on;
     }
 
     fn start_share(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) {
-        self.generation += 1;
-        self.shared.generation.store(self.generation, Ordering::SeqCst);
-        self.active = true;
         self.steps_now = share.steps(self.config.batch_size);
         self.delivered = start_step.min(self.steps_now);
+        self.active = true;
         self.current = Some((epoch, share.clone()));
+        let made_ahead = self.ahead.take().filter(|&(_, e)| e == epoch && start_step == 0 && *share == *self.whole_share);
+        if let Some((generation, _)) = made_ahead {
+            // The producer makes (or has made) it: take its batches over.
+            self.generation = generation;
+            self.shared.generation.store(generation, Ordering::SeqCst);
+        } else {
+            self.issued += 1;
+            self.generation = self.issued;
+            self.shared.generation.store(self.generation, Ordering::SeqCst);
+            self.send(EpochRun { generation: self.generation, epoch, share, start_step, after: None });
+        }
+        if let Some(next) = epoch.checked_add(1).filter(|_| self.epoch_ahead) {
+            self.issued += 1;
+            self.ahead = Some((self.issued, next));
+            let share = self.whole_share.clone();
+            self.send(EpochRun { generation: self.issued, epoch: next, share, start_step: 0, after: Some(self.generation) });
+        }
+    }
+
+    fn send(&self, run: EpochRun) {
         if let Some(c) = &self.commands {
-            let _ = c.send(Command::Epoch { generation: self.generation, epoch, share, start_step });
+            let _ = c.send(Command::Epoch(run));
         }
     }
 

@@ -95,8 +95,9 @@ struct Shared {
     on_error: OnError,
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     store_in_flight: usize,
-    /// Bumped by `start_epoch` and on drop: jobs of an older generation stop early.
-    generation: AtomicU64,
+    /// The oldest generation still wanted, raised by every `start` and on drop: jobs of an
+    /// older generation stop early (the next epoch's, read ahead, are newer than the current).
+    floor: AtomicU64,
     cache: Vec<OnceLock<Box<[u8]>>>,
     cache_budget: u64,
     cache_used: AtomicU64,
@@ -126,14 +127,51 @@ pub struct Reader {
     // Where new batches' buffers come from (a backend's pinned pool, or the heap).
     bytes: BytesSource,
     window: u64,
-    epoch: u64,
-    share: Option<Arc<Share>>,
+    /// The last generation handed to a segment (each segment has its own).
     generation: u64,
+    /// The epoch being delivered.
+    current: Option<Segment>,
+    /// The epoch announced to come next ([`Reader::then`]): read once `current` is all
+    /// issued, within the same window, and taken over by a `start` of exactly it.
+    next: Option<Segment>,
+    active: bool,
+}
+
+/// One epoch (a share of it, from a step) as the reader issues and delivers its batches.
+struct Segment {
+    generation: u64,
+    epoch: u64,
+    share: Arc<Share>,
+    /// Step of the first batch (a resumed epoch's).
+    start_step: u64,
     steps: u64,
     next_issue: u64,
     next_deliver: u64,
     pending: BTreeMap<u64, Result<ReadBatch>>,
-    active: bool,
+}
+
+impl Segment {
+    fn new(generation: u64, epoch: u64, share: Arc<Share>, start_step: u64, batch_size: usize) -> Self {
+        let steps = share.steps(batch_size);
+        let start_step = start_step.min(steps);
+        Self { generation, epoch, share, start_step, steps, next_issue: start_step, next_deliver: start_step, pending: BTreeMap::new() }
+    }
+
+    /// Batches issued and not delivered yet.
+    fn in_flight(&self) -> u64 {
+        self.next_issue - self.next_deliver
+    }
+
+    /// Whether a `start` of `epoch` with `share` from `start_step` asks for this segment's
+    /// batches from where it stands (nothing of it delivered, or only what the caller holds).
+    fn is(&self, epoch: u64, share: &Share, start_step: u64) -> bool {
+        self.epoch == epoch && self.start_step == start_step && *self.share == *share
+    }
+
+    /// The buffers of the batches read and not delivered, for reuse.
+    fn drain_into(self, free: &mut Vec<ReadBatch>) {
+        free.extend(self.pending.into_values().filter_map(Result::ok));
+    }
 }
 
 impl Shared {
@@ -167,7 +205,7 @@ impl Shared {
         // The views at this epoch's size (a resolution schedule's).
         let specs = specs_at(&self.specs, self.resolution.as_ref(), job.epoch);
         for (position, index, cached) in items {
-            if self.generation.load(Ordering::Relaxed) != job.generation {
+            if job.generation < self.floor.load(Ordering::Relaxed) {
                 return Ok(false);
             }
             let meta = self.dataset.sample(index);
@@ -365,7 +403,7 @@ impl Reader {
             batch_size: config.batch_size,
             on_error: config.on_error,
             store_in_flight: config.store_in_flight,
-            generation: AtomicU64::new(0),
+            floor: AtomicU64::new(0),
             cache,
             cache_budget: config.cache_bytes,
             cache_used: AtomicU64::new(0),
@@ -389,13 +427,9 @@ impl Reader {
             free: Vec::new(),
             bytes: BytesSource::default(),
             window: config.prefetch_batches.max(config.threads) as u64,
-            epoch: 0,
-            share: None,
             generation: 0,
-            steps: 0,
-            next_issue: 0,
-            next_deliver: 0,
-            pending: BTreeMap::new(),
+            current: None,
+            next: None,
             active: false,
         })
     }
@@ -423,33 +457,68 @@ impl Reader {
     }
 
     /// Begin `epoch` with this rank's `share` of the rest of it ([`crate::sampler::rest`]), at
-    /// its batch `start_step`. Abandons whatever was in flight.
-    pub fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) {
-        self.generation += 1;
-        self.shared.generation.store(self.generation, Ordering::Relaxed);
-        for (_, r) in std::mem::take(&mut self.pending) {
-            if let Ok(b) = r {
-                self.free.push(b);
+    /// its batch `start_step`. Abandons whatever was in flight, unless this is the epoch
+    /// announced by [`Self::then`]: its batches read ahead are kept and delivered (returns
+    /// `true`, and the batch [`Self::try_next_epoch_first`] handed out counts as delivered).
+    pub fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> bool {
+        let old = self.current.take();
+        let next = self.next.take();
+        let continued = next.as_ref().is_some_and(|n| n.is(epoch, &share, start_step));
+        let seg = match next {
+            Some(n) if continued => n,
+            other => {
+                if let Some(n) = other {
+                    n.drain_into(&mut self.free);
+                }
+                self.generation += 1;
+                Segment::new(self.generation, epoch, share, start_step, self.shared.batch_size)
             }
+        };
+        if let Some(o) = old {
+            o.drain_into(&mut self.free);
         }
-        self.epoch = epoch;
-        self.steps = share.steps(self.shared.batch_size);
-        self.share = Some(share);
-        self.next_issue = start_step.min(self.steps);
-        self.next_deliver = self.next_issue;
+        self.shared.floor.store(seg.generation, Ordering::Relaxed);
+        self.current = Some(seg);
         self.active = true;
+        self.top_up();
+        continued
+    }
+
+    /// Announce the epoch that comes after the current one (`epoch`, this rank's `share` of
+    /// it, from its first batch): once every batch of the current epoch is issued, its first
+    /// batches are read within the same window, so the epoch starts with its bytes read (the
+    /// pipeline makes the next epoch ahead). A `start` of anything else drops them.
+    pub fn then(&mut self, epoch: u64, share: Arc<Share>) {
+        if self.current.is_none() {
+            return;
+        }
+        if let Some(n) = self.next.take() {
+            n.drain_into(&mut self.free);
+        }
+        self.generation += 1;
+        self.next = Some(Segment::new(self.generation, epoch, share, 0, self.shared.batch_size));
         self.top_up();
     }
 
     fn top_up(&mut self) {
-        let (Some(jobs), Some(share)) = (&self.jobs, &self.share) else { return };
-        while self.next_issue < self.steps && self.next_issue - self.next_deliver < self.window {
-            let batch = self.free.pop().unwrap_or_else(|| ReadBatch::with_bytes(self.bytes.new_bytes()));
-            let job = Job { generation: self.generation, epoch: self.epoch, share: share.clone(), step: self.next_issue, batch };
-            if jobs.send(job).is_err() {
+        let Some(jobs) = &self.jobs else { return };
+        let Some(cur) = self.current.as_mut() else { return };
+        let mut in_flight = cur.in_flight() + self.next.as_ref().map_or(0, Segment::in_flight);
+        let segments = std::iter::once(cur).chain(self.next.as_mut());
+        for seg in segments {
+            while seg.next_issue < seg.steps && in_flight < self.window {
+                let batch = self.free.pop().unwrap_or_else(|| ReadBatch::with_bytes(self.bytes.new_bytes()));
+                let job = Job { generation: seg.generation, epoch: seg.epoch, share: seg.share.clone(), step: seg.next_issue, batch };
+                if jobs.send(job).is_err() {
+                    return;
+                }
+                seg.next_issue += 1;
+                in_flight += 1;
+            }
+            if seg.next_issue < seg.steps {
+                // The next epoch's batches only after every batch of this one.
                 return;
             }
-            self.next_issue += 1;
         }
     }
 
@@ -468,15 +537,17 @@ impl Reader {
     /// The next batch in step order; `wait`: block for the readers (and end the epoch when
     /// it is over), else return `None` when it is not read yet.
     fn take(&mut self, wait: bool) -> Option<Result<ReadBatch>> {
-        if !self.active || self.next_deliver >= self.steps {
+        let over = self.current.as_ref().is_none_or(|c| c.next_deliver >= c.steps);
+        if !self.active || over {
             if wait {
                 self.active = false;
             }
             return None;
         }
         loop {
-            if let Some(r) = self.pending.remove(&self.next_deliver) {
-                self.next_deliver += 1;
+            let cur = self.current.as_mut().expect("checked above");
+            if let Some(r) = cur.pending.remove(&cur.next_deliver) {
+                cur.next_deliver += 1;
                 self.top_up();
                 return Some(r);
             }
@@ -492,12 +563,39 @@ impl Reader {
                 // Nothing read yet, or the readers are gone (the waiting call reports that).
                 self.results.try_recv().ok()?
             };
-            if done.generation == self.generation {
-                self.pending.insert(done.step, done.result);
-            } else if let Ok(b) = done.result {
-                self.free.push(b);
-            }
+            self.file(done);
         }
+    }
+
+    /// Put a finished job with its segment's batches, or its buffer back when nobody wants it.
+    fn file(&mut self, done: Done) {
+        let seg = self.current.iter_mut().chain(self.next.as_mut()).find(|s| s.generation == done.generation);
+        match (seg, done.result) {
+            (Some(seg), result) => {
+                seg.pending.insert(done.step, result);
+            }
+            (None, Ok(b)) => self.free.push(b),
+            (None, Err(_)) => {}
+        }
+    }
+
+    /// The first batch of the epoch announced by [`Self::then`], once the current epoch is
+    /// all delivered and that batch is read (never waits): the pipeline hands it to the
+    /// backend with the current epoch's last batch, to be prepared ahead. A `start` of that
+    /// epoch then continues after it; any other start leaves it the caller's to recycle.
+    pub fn try_next_epoch_first(&mut self) -> Option<Result<ReadBatch>> {
+        let cur = self.current.as_ref()?;
+        if cur.next_deliver < cur.steps || self.next.as_ref()?.next_deliver > 0 {
+            return None;
+        }
+        while let Ok(done) = self.results.try_recv() {
+            self.file(done);
+        }
+        let next = self.next.as_mut()?;
+        let r = next.pending.remove(&0)?;
+        next.next_deliver = 1;
+        self.top_up();
+        Some(r)
     }
 
     /// Take new batches' buffers from `bytes` (a backend's pinned pool: [`bytes::HostMemory`]);
@@ -519,7 +617,7 @@ impl Reader {
 impl Drop for Reader {
     fn drop(&mut self) {
         // Stop in-flight jobs early, close the job queue, and wait for every thread.
-        self.shared.generation.store(u64::MAX, Ordering::Relaxed);
+        self.shared.floor.store(u64::MAX, Ordering::Relaxed);
         self.jobs = None;
         for h in self.threads.drain(..) {
             let _ = h.join();

@@ -65,7 +65,9 @@ fn run_epoch(p: &mut Pipeline, epoch: u64, start: u64) -> Vec<Seen> {
 fn every_sample_once_per_epoch_and_the_same_bytes_whatever_the_threads() {
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path(), false);
-    let mut p1 = Pipeline::new(config(dir.path(), 1)).unwrap();
+    // p1 makes each epoch when asked (its counts below are exact); p2 makes the next epoch
+    // ahead, which its start at step 1 drops.
+    let mut p1 = Pipeline::new(PipelineConfig { epoch_ahead: false, ..config(dir.path(), 1) }).unwrap();
     let mut p2 = Pipeline::new(config(dir.path(), 2)).unwrap();
     assert_eq!(p1.steps_per_epoch(), 3);
     let a = run_epoch(&mut p1, 0, 0);
@@ -142,6 +144,97 @@ fn dropping_mid_epoch_and_restarting_do_not_hang() {
     drop(p); // mid-epoch, with batches in flight
     let mut q = Pipeline::new(config(dir.path(), 1)).unwrap();
     assert!(q.next_batch().is_none(), "no epoch started yet");
+}
+
+// ---- the next epoch, made ahead ----------------------------------------------------------
+
+/// Wait until the producer has made `n` batches in all (it makes the next epoch's before
+/// anyone asks for them, up to `prefetch_batches` and the one it then holds).
+fn wait_made(p: &Pipeline, n: u64) {
+    let t0 = std::time::Instant::now();
+    while p.stats().batches < n {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the producer made {} of {n} batches", p.stats().batches);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Epochs taken in order from a pipeline that makes the next epoch ahead are the epochs a
+/// pipeline that makes each when asked gives, bit for bit; and it does make them ahead: the
+/// next epoch's batches exist before its `start_epoch`.
+#[test]
+fn the_next_epoch_is_made_ahead_and_its_batches_are_the_ones_made_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path(), false);
+    let mut plain = Pipeline::new(PipelineConfig { epoch_ahead: false, ..config(dir.path(), 2) }).unwrap();
+    let mut ahead = Pipeline::new(config(dir.path(), 2)).unwrap();
+    let steps = ahead.steps_per_epoch();
+    for epoch in 0..4 {
+        assert_eq!(run_epoch(&mut ahead, epoch, 0), run_epoch(&mut plain, epoch, 0), "epoch {epoch}");
+        // Epoch `epoch + 1`'s first batches: prefetch_batches in the channel, one more made
+        // and waiting to be sent.
+        wait_made(&ahead, (epoch + 1) * steps + 2);
+    }
+    // The counts include what was made ahead; the pipeline asked for each epoch in turn.
+    assert!(ahead.stats().batches >= 4 * steps + 2);
+    assert_eq!(plain.stats().batches, 4 * steps, "made only when asked");
+
+    // Epochs of one batch each (11 samples, batches of 11) with room for four ahead: the
+    // whole next epoch is made, and sent with its end, before it is asked for.
+    let one = |ahead| PipelineConfig { batch_size: 11, prefetch_batches: 4, epoch_ahead: ahead, ..config(dir.path(), 2) };
+    let (mut plain, mut ahead) = (Pipeline::new(one(false)).unwrap(), Pipeline::new(one(true)).unwrap());
+    for epoch in 0..6 {
+        assert_eq!(run_epoch(&mut ahead, epoch, 0), run_epoch(&mut plain, epoch, 0), "epoch {epoch}");
+        wait_made(&ahead, epoch + 2);
+    }
+}
+
+/// Any start but the epoch made ahead (another epoch, a later step, a resume state, a
+/// restart mid-epoch) drops what was made ahead and delivers what it asked for, exactly.
+#[test]
+fn a_start_other_than_the_epoch_made_ahead_drops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path(), false);
+    let mut plain = Pipeline::new(PipelineConfig { epoch_ahead: false, ..config(dir.path(), 2) }).unwrap();
+    let mut p = Pipeline::new(config(dir.path(), 2)).unwrap();
+    let steps = p.steps_per_epoch();
+    assert_eq!(run_epoch(&mut p, 0, 0), run_epoch(&mut plain, 0, 0));
+    wait_made(&p, steps + 2);
+    // Another epoch than the next one.
+    assert_eq!(run_epoch(&mut p, 5, 0), run_epoch(&mut plain, 5, 0));
+    // The next epoch, from a later step.
+    wait_made(&p, 2 * steps + 2);
+    assert_eq!(run_epoch(&mut p, 6, 1), run_epoch(&mut plain, 6, 1));
+    // The same epoch again.
+    assert_eq!(run_epoch(&mut p, 6, 0), run_epoch(&mut plain, 6, 0));
+    // A restart mid-epoch into the next epoch: the rest of this one dropped, the next one whole.
+    p.start_epoch(7, 0);
+    let first = p.next_batch().unwrap().unwrap();
+    assert_eq!(first.host_bytes().unwrap(), &run_epoch(&mut plain, 7, 0)[0].0[..]);
+    drop(first);
+    assert_eq!(run_epoch(&mut p, 8, 0), run_epoch(&mut plain, 8, 0));
+    // A resume state saved one batch into epoch 9, taken up after epoch 8 made epoch 9 ahead
+    // (a fresh pipeline, so that the batches it made are counted exactly).
+    let mut r = Pipeline::new(config(dir.path(), 2)).unwrap();
+    assert_eq!(run_epoch(&mut r, 8, 0), run_epoch(&mut plain, 8, 0));
+    wait_made(&r, steps + 2);
+    let mut q = Pipeline::new(config(dir.path(), 1)).unwrap();
+    q.start_epoch(9, 0);
+    q.next_batch().unwrap().unwrap();
+    let state = q.state();
+    drop(q);
+    r.resume(&state).unwrap();
+    let mut rest = Vec::new();
+    while let Some(b) = r.next_batch() {
+        rest.push(b.unwrap().host_bytes().unwrap().to_vec());
+    }
+    let want: Vec<Vec<u8>> = run_epoch(&mut plain, 9, 1).into_iter().map(|s| s.0).collect();
+    assert_eq!(rest, want);
+    // Turned off: after the epoch, nothing more is made.
+    p.set_epoch_ahead(false);
+    let made = p.stats().batches;
+    assert_eq!(run_epoch(&mut p, 10, 0), run_epoch(&mut plain, 10, 0));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(p.stats().batches, made + steps, "nothing of epoch 11 made");
 }
 
 // ---- the command line: stoke dump / stoke preview ---------------------------------------

@@ -136,6 +136,81 @@ fn peeking_never_waits_and_keeps_the_order() {
     assert_eq!((flatten(&first), flatten(&second)), (want[0].clone(), want[1].clone()));
 }
 
+/// The epoch announced with `then` is read once the current one is all issued: its first
+/// batch is there before its `start` (`try_next_epoch_first`), and a `start` of exactly it
+/// continues from there with the rest, while any other start drops what was read ahead.
+#[test]
+fn the_next_epoch_announced_is_read_ahead_and_a_start_of_it_continues() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a", "b", "c"], &[7, 5, 6]);
+    let d = dataset(&root, t.path());
+    let c = config(&root, 2, 2);
+    let want: Vec<Vec<Flat>> = (0..4).map(|e| reference(&d, &c, e)).collect();
+    let mut r = Reader::new(d.clone(), &c).unwrap();
+    let whole = || std::sync::Arc::new(r_share(&d, &c));
+    let take_rest = |r: &mut Reader| {
+        let mut out = Vec::new();
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            out.push(flatten(&b));
+            r.recycle(b);
+        }
+        out
+    };
+    let first_ahead = |r: &mut Reader| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(b) = r.try_next_epoch_first() {
+                break b.unwrap();
+            }
+            assert!(std::time::Instant::now() < deadline, "the next epoch's first batch was never read");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    };
+
+    // Announced, read ahead, handed out first, continued.
+    assert!(!r.start(0, whole(), 0), "nothing was announced");
+    assert!(r.try_next_epoch_first().is_none(), "nothing announced yet");
+    r.then(1, whole());
+    assert!(r.try_next_epoch_first().is_none(), "not before the current epoch is all delivered");
+    assert_eq!(take_rest(&mut r), want[0]);
+    let first = first_ahead(&mut r);
+    assert_eq!(flatten(&first), want[1][0]);
+    assert!(r.start(1, whole(), 0), "the epoch announced continues");
+    assert_eq!(take_rest(&mut r), want[1][1..]);
+
+    // Announced and read ahead but not handed out: the start delivers it from its first batch.
+    r.then(2, whole());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(r.start(2, whole(), 0));
+    assert_eq!(take_rest(&mut r), want[2]);
+
+    // Another epoch, or the announced one from a later step: dropped, and the start is exact.
+    r.then(3, whole());
+    assert_eq!(take_rest(&mut r), Vec::<Flat>::new(), "epoch 2 is over");
+    let _ = first_ahead(&mut r);
+    assert!(!r.start(0, whole(), 0));
+    assert_eq!(take_rest(&mut r), want[0]);
+    r.then(1, whole());
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(!r.start(1, whole(), 2), "a later step is not what was read ahead");
+    assert_eq!(take_rest(&mut r), want[1][2..]);
+    // Announced while the current epoch is still being read, then the current one restarted.
+    assert!(!r.start(3, whole(), 0));
+    r.then(0, whole());
+    let one = r.next_batch().unwrap().unwrap();
+    assert_eq!(flatten(&one), want[3][0]);
+    assert!(!r.start(3, whole(), 0));
+    assert_eq!(take_rest(&mut r), want[3]);
+}
+
+/// This rank's share of a fresh epoch, as the pipeline gives it.
+fn r_share(d: &Dataset, c: &PipelineConfig) -> stoke::sampler::rest::Share {
+    let s = Sampler::new(d.len(), &SamplerConfig::from_pipeline(c)).unwrap();
+    s.layout().share(s.whole()).unwrap()
+}
+
 #[test]
 fn ranks_read_their_own_slices() {
     let t = tempfile::tempdir().unwrap();

@@ -526,6 +526,59 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
     eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());
 }
 
+/// The next epoch made ahead on the CUDA backend (its first batch handed to the backend with
+/// the epoch before's last, prepared ahead there): epochs taken in order are the epochs a
+/// pipeline that makes each when asked gives, bit for bit, with the same device and pinned
+/// bytes; the batches exist before the epoch's start; starting another epoch drops them, and
+/// dropping the pipeline while they hold ring slots does not hang.
+#[test]
+fn the_next_epoch_made_ahead_is_the_batches_made_when_asked() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 64, 4);
+    let make = |ahead: bool| {
+        let mut c = config(&ds, 9);
+        c.backend = stoke::config::BackendKind::Cuda;
+        c.batch_size = 16;
+        c.epoch_ahead = ahead;
+        stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap()
+    };
+    let epoch = |p: &mut stoke::pipeline::Pipeline, e: u64| -> Vec<Vec<u8>> {
+        p.start_epoch(e, 0);
+        std::iter::from_fn(|| p.next_batch()).map(|b| host(&b.unwrap())).collect()
+    };
+    let wait_made = |p: &stoke::pipeline::Pipeline, n: u64| {
+        let t0 = std::time::Instant::now();
+        while p.stats().batches < n {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(120), "the producer made {} of {n} batches", p.stats().batches);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    let (mut plain, mut ahead) = (make(false), make(true));
+    let steps = ahead.steps_per_epoch();
+    assert_eq!(steps, 4);
+    for e in 0..3 {
+        assert!(epoch(&mut ahead, e) == epoch(&mut plain, e), "epoch {e} made ahead differs from the epoch made when asked");
+        // prefetch_batches (2) sent, one more made and waiting for room.
+        wait_made(&ahead, (e + 1) * steps + 2);
+    }
+    let (a, p) = (ahead.stats(), plain.stats());
+    assert_eq!((a.device_bytes, a.pinned_bytes), (p.device_bytes, p.pinned_bytes), "making ahead allocated");
+    eprintln!(
+        "epoch ahead: {} of {} batches prepared ahead ({} without)",
+        a.gpu_stages.ahead_batches, a.batches, p.gpu_stages.ahead_batches
+    );
+    // Another epoch than the one made ahead.
+    assert!(epoch(&mut ahead, 7) == epoch(&mut plain, 7), "epoch 7 after epoch 3 was made ahead");
+    wait_made(&ahead, 4 * steps + 2 + 2);
+    // Dropped while the batches made ahead hold ring slots, and one batch is held.
+    ahead.start_epoch(8, 0);
+    let held = ahead.next_batch().unwrap().unwrap();
+    drop(ahead);
+    drop(held);
+}
+
 /// Holding a device batch in every ring slot and asking for the next is an error that names
 /// the bound (it used to wait forever: the slot it needs is one the caller holds); the pipeline
 /// stays usable, so dropping one batch and asking again continues the epoch in step order; at

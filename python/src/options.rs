@@ -25,6 +25,7 @@ const OPTIONS: &[&str] = &[
     "image_column",
     "label_column",
     "prefetch",
+    "epoch_ahead",
     "decoders",
     "gpu_upsampling",
     "gpu_wait",
@@ -205,6 +206,7 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.image_column = opt!("image_column", String);
     o.label_column = opt!("label_column", String);
     o.prefetch = opt!("prefetch", usize);
+    o.no_epoch_ahead = !opt!("epoch_ahead", bool).unwrap_or(true);
     o.gpu_memory_budget = opt!("gpu_memory_budget", u64);
     o.decode_only = opt!("decode_only", bool).unwrap_or(false);
     o.no_exif = !opt!("exif", bool).unwrap_or(true);

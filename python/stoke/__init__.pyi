@@ -82,6 +82,10 @@ class Loader:
     view in group order; ``views[i].group`` is its group's views as one tensor. The presets
     ``dino``, ``dinov2``, ``simclr`` set views of their own (``mae`` is one view);
     docs/semantics.md, "Views".
+
+    ``epoch_ahead`` (on by default): once an epoch's last batch is made, the next epoch's first
+    batches are made too (up to ``prefetch``), so the epoch after starts as any batch does; an
+    ``iter()`` of another epoch than the next (``set_epoch``, ``load_state_dict``) drops them.
     """
 
     def __init__(
@@ -109,6 +113,7 @@ class Loader:
         image_column: Optional[str] = None,
         label_column: Optional[str] = None,
         prefetch: Optional[int] = None,
+        epoch_ahead: bool = True,
         decoders: Literal["all", "hw", "cuda"] = "all",
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
         gpu_wait: Literal["auto", "block"] = "auto",

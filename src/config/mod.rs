@@ -164,6 +164,11 @@ pub enum GpuWait {
     Block,
 }
 
+/// `serde`'s default for a setting that is on unless a config says otherwise.
+fn yes() -> bool {
+    true
+}
+
 /// The device + pinned host bytes the CUDA decoder may hold by default for a batch of
 /// `batch_size`: 256 MiB fixed (nvJPEG states, staging of the compressed bytes) plus 4 MiB per
 /// sample, room for a 1.3-megapixel RGB decode per sample and both decode arenas, so an
@@ -296,6 +301,12 @@ pub struct PipelineConfig {
     pub cpu_threads: usize,
     /// Batches read ahead.
     pub prefetch_batches: usize,
+    /// Make the next epoch's first batches (up to `prefetch_batches`) once an epoch's last
+    /// batch is made, before the trainer asks for it (`crate::pipeline`'s module docs): an
+    /// epoch then starts as any batch does. On by default; a start of another epoch drops
+    /// them.
+    #[serde(default = "yes")]
+    pub epoch_ahead: bool,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
     /// Reject images whose header says more than this many pixels, before any allocation.
@@ -428,6 +439,7 @@ impl PipelineConfig {
             store_in_flight: 16,
             cpu_threads: 0,
             prefetch_batches: 2,
+            epoch_ahead: true,
             cache_bytes: 0,
             max_decoded_pixels: DEFAULT_MAX_DECODED_PIXELS,
             cpu_dct_scaling: false,
@@ -658,11 +670,12 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "decode_only", "gpu_memory_budget"] {
+        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "decode_only", "gpu_memory_budget", "epoch_ahead"] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
         assert_eq!((c.gpu_decoders, c.decode_only, c.gpu_memory_budget), (GpuDecoders::All, false, 0));
+        assert!(c.epoch_ahead, "a config written before `epoch_ahead` makes the next epoch ahead, as a new one");
         assert_eq!(c.gpu_upsampling, GpuUpsampling::Nearest);
         // The library's constructor gives the same default as a config without the field, the
         // CLI and the Loader (it gave smooth, half the hardware engine's rate, after the

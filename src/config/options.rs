@@ -155,6 +155,8 @@ pub struct PipelineOptions {
     pub label_column: Option<String>,
     /// Batches read ahead.
     pub prefetch: Option<usize>,
+    /// Make an epoch's batches only when it starts (`PipelineConfig::epoch_ahead` off).
+    pub no_epoch_ahead: bool,
     /// This process's rank (default `$RANK` or 0).
     pub rank: Option<usize>,
     /// Number of ranks (default `$WORLD_SIZE` or 1).
@@ -457,6 +459,9 @@ impl PipelineOptions {
         c.image_column = self.image_column.clone();
         c.label_column = self.label_column.clone();
         set(&mut c.prefetch_batches, self.prefetch);
+        if self.no_epoch_ahead {
+            c.epoch_ahead = false;
+        }
         set(&mut c.gpu_decoders, self.decoders);
         set(&mut c.gpu_hybrid_share, self.gpu_hybrid_share);
         set(&mut c.gpu_upsampling, self.gpu_upsampling);

@@ -5,7 +5,7 @@ use super::*;
 
 /// The per-sample readers or the stream reader.
 pub(super) enum Reading {
-    Index(Reader),
+    Index(Box<Reader>),
     Stream(Box<StreamReader>),
 }
 
@@ -17,13 +17,27 @@ impl Reading {
         }
     }
 
-    fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> Result<()> {
+    /// Start an epoch; `true` when the readers continue the one announced by [`Self::then`].
+    fn start(&mut self, epoch: u64, share: Arc<Share>, start_step: u64) -> Result<bool> {
         match self {
-            Reading::Index(r) => {
-                r.start(epoch, share, start_step);
-                Ok(())
-            }
-            Reading::Stream(r) => r.start(epoch, share, start_step),
+            Reading::Index(r) => Ok(r.start(epoch, share, start_step)),
+            Reading::Stream(r) => r.start(epoch, share, start_step).map(|()| false),
+        }
+    }
+
+    /// The epoch after the current one (the stream reader reads its first shards ahead by
+    /// its own budget already).
+    fn then(&mut self, epoch: u64, share: Arc<Share>) {
+        match self {
+            Reading::Index(r) => r.then(epoch, share),
+            Reading::Stream(_) => {}
+        }
+    }
+
+    fn try_next_epoch_first(&mut self) -> Option<Result<ReadBatch>> {
+        match self {
+            Reading::Index(r) => r.try_next_epoch_first(),
+            Reading::Stream(_) => None,
         }
     }
 
@@ -78,33 +92,80 @@ pub(super) struct Producer {
     pub(super) out: Sender<Msg>,
     pub(super) free: Receiver<Batch>,
     pub(super) config: PipelineConfig,
+    /// Commands received while an epoch ran, in order.
+    pub(super) queued: std::collections::VecDeque<EpochRun>,
+    /// The first batch of the epoch made ahead, read and handed to the backend with the
+    /// last batch of the epoch before it (`Backend::run_ahead`): that epoch's first batch.
+    pub(super) carried: Option<Result<ReadBatch>>,
 }
 
 impl Producer {
     pub(super) fn run(mut self, commands: Receiver<Command>) {
-        while let Ok(Command::Epoch { generation, epoch, share, start_step }) = commands.recv() {
-            if !self.epoch(generation, epoch, share, start_step) {
+        loop {
+            let run = match self.queued.pop_front() {
+                Some(r) => r,
+                None => match commands.recv() {
+                    Ok(Command::Epoch(r)) => r,
+                    Err(_) => return,
+                },
+            };
+            // A run made ahead that the consumer has gone past: nothing to make.
+            if !run.wanted(self.at()) {
+                continue;
+            }
+            if !self.epoch(&run, &commands) {
                 return;
             }
         }
     }
 
-    fn current(&self, generation: u64) -> bool {
-        self.shared.generation.load(Ordering::SeqCst) == generation
+    /// The generation the consumer is at.
+    fn at(&self) -> u64 {
+        self.shared.generation.load(Ordering::SeqCst)
+    }
+
+    /// Take the commands sent so far; announce to the readers the epoch made ahead after
+    /// `run`, once its command is here.
+    fn poll(&mut self, run: &EpochRun, commands: &Receiver<Command>, announced: &mut bool) {
+        while let Ok(Command::Epoch(r)) = commands.try_recv() {
+            self.queued.push_back(r);
+        }
+        if !*announced {
+            if let Some(next) = self.queued.iter().find(|r| r.after == Some(run.generation)) {
+                self.reader.then(next.epoch, next.share.clone());
+                *announced = true;
+            }
+        }
     }
 
     /// Run one epoch; false when the consumer is gone.
-    fn epoch(&mut self, generation: u64, epoch: u64, share: Arc<Share>, start_step: u64) -> bool {
-        if let Err(e) = self.reader.start(epoch, share, start_step) {
-            return self.out.send(Msg { generation, item: Item::Batch(Err(e)) }).is_ok();
-        }
-        // The reader's next batch, when it was already read as the last one ran: the backend
-        // prepares it during that run (`Backend::run_ahead`).
-        let mut ahead: Option<Result<ReadBatch>> = None;
+    fn epoch(&mut self, run: &EpochRun, commands: &Receiver<Command>) -> bool {
+        let (generation, epoch, start_step) = (run.generation, run.epoch, run.start_step);
+        let carried = self.carried.take();
+        let continued = match self.reader.start(epoch, run.share.clone(), start_step) {
+            Ok(c) => c,
+            Err(e) => return self.out.send(Msg { generation, item: Item::Batch(Err(e)) }).is_ok(),
+        };
+        // The readers' next epoch's first batch, taken with the last batch before: this
+        // epoch's first when the readers continue it (they count it as delivered).
+        let mut ahead: Option<Result<ReadBatch>> = match carried {
+            Some(c) if continued => Some(c),
+            Some(Ok(b)) => {
+                self.reader.recycle(b);
+                None
+            }
+            _ => None,
+        };
+        let mut announced = false;
         let looks_ahead = self.backend.as_backend().looks_ahead();
         loop {
-            if !self.current(generation) {
-                return true; // superseded by a newer start_epoch (or shutting down)
+            self.poll(run, commands, &mut announced);
+            if !run.wanted(self.at()) {
+                // Superseded by a newer start_epoch (or shutting down).
+                if let Some(Ok(b)) = ahead.take() {
+                    self.reader.recycle(b);
+                }
+                return true;
             }
             let t0 = Instant::now();
             let Some(read) = ahead.take().or_else(|| self.reader.next_batch()) else { break };
@@ -113,8 +174,14 @@ impl Producer {
                 Ok(rb) => {
                     if looks_ahead {
                         ahead = self.reader.try_next_batch();
+                        if ahead.is_none() && announced {
+                            // This epoch's last batch: the next epoch's first, when it is read.
+                            self.carried = self.reader.try_next_epoch_first();
+                        }
                     }
-                    let r = self.process(&rb, ahead.as_ref().and_then(|a| a.as_ref().ok()));
+                    let carried = self.carried.take();
+                    let r = self.process(&rb, ahead.as_ref().or(carried.as_ref()).and_then(|a| a.as_ref().ok()));
+                    self.carried = carried;
                     self.reader.recycle(rb);
                     r.map(|(batch, times, bytes)| {
                         let mut s = self.shared.stats.lock().unwrap_or_else(|p| p.into_inner());

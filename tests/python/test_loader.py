@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -268,12 +269,33 @@ def test_cuda_without_a_gpu_says_so(folder):
 
 
 def test_stats_report_what_was_delivered(folder):
-    ld = loader(folder, size=16, batch_size=5)
+    # Counts are of batches made: without epoch_ahead nothing of the next epoch is made.
+    ld = loader(folder, size=16, batch_size=5, epoch_ahead=False)
     n = sum(len(y) for _, y in collect(ld))
     s = ld.stats()
     assert s["images"] == n and s["batches"] == len(ld)
     assert s["decoded_cpu"] == n and s["device_bytes"] == 0
     assert ld.backend == "cpu"
+
+
+def test_the_next_epoch_is_made_ahead_and_iterated_as_made_when_asked(folder):
+    # The epoch after the one iterated is made as it ends (its batches exist before the next
+    # iter()); iterating it gives the batches a loader without epoch_ahead gives, bit for bit;
+    # set_epoch of another epoch drops them.
+    ahead = loader(folder, size=16, batch_size=5)
+    plain = loader(folder, size=16, batch_size=5, epoch_ahead=False)
+    with pytest.raises(TypeError, match="epoch_ahead"):
+        loader(folder, size=16, epoch_ahead="yes")
+    for epoch in range(3):
+        a, p = collect(ahead), collect(plain)
+        assert [x.tobytes() for x, _ in a] == [x.tobytes() for x, _ in p], f"epoch {epoch}"
+        deadline = time.monotonic() + 30
+        while ahead.stats()["batches"] < (epoch + 1) * len(ahead) + 2:
+            assert time.monotonic() < deadline, f"epoch {epoch + 1} was not made ahead: {ahead.stats()}"
+            time.sleep(0.005)
+    ahead.set_epoch(7)
+    plain.set_epoch(7)
+    assert [x.tobytes() for x, _ in collect(ahead)] == [x.tobytes() for x, _ in collect(plain)]
 
 
 def test_the_torch_example_trains_a_few_steps_on_the_cpu():

@@ -322,6 +322,13 @@ pub struct Report {
     /// Stream mode: shards mixed together, the read-ahead budget and the most bytes of
     /// shards held at once (absent with the per-sample index).
     pub stream: Option<StreamReport>,
+    /// Whether each epoch's first batches were made ahead, as the last one ended
+    /// (`--no-epoch-ahead` turns it off; never after the run's last epoch).
+    pub epoch_ahead: bool,
+    /// Milliseconds the trainer waited for the first batch of each epoch started (warm-up
+    /// included; the first epoch starts cold, later ones with what the one before made or
+    /// read ahead).
+    pub epoch_start_wait_ms: Vec<f64>,
 }
 
 /// What `stoke bench --stream` adds.
@@ -333,9 +340,6 @@ pub struct StreamReport {
     pub read_ahead_bytes: u64,
     /// The most bytes of whole shards held at once.
     pub peak_held_bytes: u64,
-    /// Milliseconds the trainer waited for the first batch of each epoch started (warm-up
-    /// included; the first epoch starts cold, later ones with what the one before read ahead).
-    pub epoch_start_wait_ms: Vec<f64>,
     /// Shards the epochs started with already read (read ahead by the epoch before).
     pub shards_read_ahead: u64,
 }
@@ -422,7 +426,12 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
     let (mut peak_device, mut peak_pinned) = (stats0.device_bytes, stats0.pinned_bytes);
     let mut t_last = t0;
     let mut epoch_starts = Vec::new();
-    'epochs: for epoch in m.start_epoch..m.start_epoch.saturating_add(m.epochs) {
+    let end = m.start_epoch.saturating_add(m.epochs);
+    'epochs: for epoch in m.start_epoch..end {
+        if epoch + 1 == end {
+            // Nothing of an epoch the run will not take (its work would count in the cores).
+            pipeline.set_epoch_ahead(false);
+        }
         pipeline.start_epoch(epoch, 0);
         let mut first = true;
         loop {
@@ -573,9 +582,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             group: s.group,
             read_ahead_bytes: s.read_ahead_bytes,
             peak_held_bytes: stats.read_ahead_peak,
-            epoch_start_wait_ms: epoch_starts,
             shards_read_ahead: stats.shards_read_ahead,
         }),
+        epoch_ahead: config.epoch_ahead,
+        epoch_start_wait_ms: epoch_starts,
         dataset: config.dataset.display().to_string(),
     })
 }

@@ -113,6 +113,10 @@ pub struct PipelineArgs {
     /// Batches read ahead.
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
+    /// Make an epoch's batches only when it is started, not the next epoch's first ones as the
+    /// last one ends.
+    #[arg(long)]
+    pub no_epoch_ahead: bool,
     /// Rank, world size, tail and order.
     #[command(flatten)]
     pub shard: ShardArgs,
@@ -385,6 +389,7 @@ impl PipelineArgs {
             image_column: self.columns.image_column.clone(),
             label_column: self.columns.label_column.clone(),
             prefetch: Some(self.prefetch),
+            no_epoch_ahead: self.no_epoch_ahead,
             rank: self.shard.rank,
             world_size: self.shard.world_size,
             drop_last: self.shard.drop_last,

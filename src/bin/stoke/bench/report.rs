@@ -146,13 +146,14 @@ impl Report {
                 s.read_ahead_bytes as f64 / (1u64 << 20) as f64,
                 s.peak_held_bytes as f64 / (1u64 << 20) as f64
             );
-            let waits: Vec<String> = s.epoch_start_wait_ms.iter().map(|w| format!("{w:.1}")).collect();
-            println!(
-                "epoch start  first-batch wait per epoch [{}] ms; {} shards read ahead for the next epoch",
-                waits.join(", "),
-                s.shards_read_ahead
-            );
+            println!("read ahead   {} shards read ahead for the next epoch", s.shards_read_ahead);
         }
+        let waits: Vec<String> = self.epoch_start_wait_ms.iter().map(|w| format!("{w:.1}")).collect();
+        println!(
+            "epoch start  first-batch wait per epoch [{}] ms ({})",
+            waits.join(", "),
+            if self.epoch_ahead { "each made ahead as the one before ended" } else { "made when asked: --no-epoch-ahead" }
+        );
         println!("errors       {} samples replaced by substitutes", self.errors);
     }
 }
