@@ -387,6 +387,9 @@ def main(argv=None):
     ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
                     help="how host threads wait for the GPU (block: CU_CTX_SCHED_BLOCKING_SYNC on the device's "
                          "context, stoke's waits and this trainer's syncs sleep instead of spinning)")
+    ap.add_argument("--no-epoch-ahead", action="store_true",
+                    help="stoke makes an epoch's batches only once it starts (by default the next epoch's first "
+                         "batches are made as one ends, so the trainer does not wait at an epoch's start)")
     ap.add_argument("--amp-dtype", choices=["bf16", "fp16"], default=None,
                     help="autocast dtype on a GPU (default bf16 where the GPU has it: fp16 activations "
                          "overflowed from scratch at this rate, NaN losses in a third of the steps on an H200)")
@@ -452,6 +455,7 @@ def main(argv=None):
         size=args.size,
         drop_last=True,
         preset=args.preset,
+        epoch_ahead=not args.no_epoch_ahead,
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait} if on_gpu else {}),
     )
@@ -608,6 +612,7 @@ def main(argv=None):
         "stream_priority": args.stream_priority if on_gpu else None,
         "gpu_wait": args.gpu_wait if on_gpu else None,
         "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
+        "epoch_ahead": not args.no_epoch_ahead,
         **summary,
         "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
         "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,

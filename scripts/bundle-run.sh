@@ -599,42 +599,44 @@ run_tail() {
     python3 "$p/work/examples/train_torch.py" "$data" --pairs 1 --steps 100 --batch-size 256 --preset deit --json
 }
 
-# Where the cores go (the goal: at most 1 per 10k images/s; 2.1 at 8e74fe8 on an H200), and
-# whether sleeping instead of spinning in the waits (--gpu-wait block) cuts them.
+# Where the cores go (the goal: at most 1 per 10k images/s; 2.23-2.37 on an H100 at 7f8b030), and
+# whether the next epoch made ahead takes the epoch starts out of the batch wait's tail.
 cores_figure='python3 -c "import json,sys
 r=[json.loads(l) for l in sys.stdin if l.startswith(\"{\")][-1]
 g=r.get(\"gpu_stages\") or {}
 n=max(g.get(\"batches\",0),1)
 t=\", \".join(\"%s x%d %.2f\" % (x[\"name\"], x[\"threads\"], x[\"cores\"]) for x in r.get(\"cpu_by_thread\",[])[:6])
-print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s; engine calls %.1f ms wall / %.1f ms cpu per batch; by thread: %s\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, t))"'
+l=r.get(\"latency_ms\") or {}
+e=[round(x) for x in r.get(\"epoch_start_wait_ms\",[])[:8]]
+print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s; engine calls %.1f ms wall / %.1f ms cpu per batch; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
 run_cores() {
   if [ $gpu = 0 ]; then
-    for s in "stoke bench --gpu-wait auto/block" "decode-only --decoders hw --gpu-wait auto/block" "train_torch --gpu-wait auto/block"; do note "SKIP $s: no GPU"; done
+    for s in "stoke bench, next epoch made ahead or not" "decode-only --decoders hw" "train_torch, next epoch made ahead or not"; do note "SKIP $s: no GPU"; done
     return
   fi
   ensure_data
-  local secs="${BENCH_SECONDS:-5}" rep w
+  local secs="${BENCH_SECONDS:-5}" rep a
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  # Where the cores go now (cpu_by_thread: the readers read into pinned memory, no staging copy)
+  # and the epoch starts: the next epoch made ahead (the default) against --no-epoch-ahead,
+  # interleaved three times (latency_ms's p99/p50, epoch_start_wait_ms). (--gpu-wait block was
+  # measured on an H100 on 2026-11-27: no cores saved.)
   for rep in 1 2 3; do
-    for w in auto block; do
-      ledger=e2e figure="$cores_figure" step "stoke bench e2e --gpu-wait $w ($rep)" 60 "bench-e2e-$w-$rep.json" "$bin" "${common[@]}" --gpu-wait "$w"
+    for a in ahead no-ahead; do
+      ledger=e2e figure="$cores_figure" step "stoke bench e2e, $a ($rep)" 60 "bench-e2e-$a-$rep.json" \
+        "$bin" "${common[@]}" $([ $a = no-ahead ] && echo --no-epoch-ahead)
     done
   done
-  for w in auto block; do
-    ledger=engine figure="$cores_figure" step "decode-only --decoders hw --gpu-wait $w" 60 "bench-decode-hw-$w.json" "$bin" "${common[@]}" --decode-only --decoders hw --gpu-wait "$w"
-  done
+  ledger=engine figure="$cores_figure" step "decode-only --decoders hw" 60 "bench-decode-hw.json" "$bin" "${common[@]}" --decode-only --decoders hw
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  # fed/alone with each wait, 3 pairs of 60 timed steps: ~3 x 140 x 45 ms = 20 s plus ~20 s of
-  # start each (ResNet-50's rates on the H200 at 8e74fe8).
+  # fed/alone with and without the next epoch made ahead, 3 pairs of 60 timed steps each: ~3 x
+  # 140 x 70 ms = 30 s plus ~20 s of start each (ResNet-50 on the H100 at 7f8b030). An epoch of
+  # the generated 12800 is 50 steps: each segment crosses an epoch start.
   local steps="${CORES_TRAIN_STEPS:-60}"
-  for w in auto block; do
-    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone --gpu-wait $w, 3 pairs" 150 "train-torch-$w.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json --gpu-wait "$w"
+  for a in ahead no-ahead; do
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, $a, 3 pairs" 150 "train-torch-$a.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json $([ $a = no-ahead ] && echo --no-epoch-ahead)
   done
-  # The trainer's stream at the GPU's greatest priority (stoke's streams keep the default, the
-  # lowest): does the model then run at its own speed when stoke's kernels want SMs too?
-  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, side stream of the greatest priority, 3 pairs" 150 train-torch-priority.log \
-    python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json --stream-priority high
 }
 
 # A long run, watched (examples/soak.rs): 30 epochs of 2560 generated images through Pipeline on

@@ -235,6 +235,8 @@ def bench_figures(kind, r, command, note):
     if not str(r.get("output", "")).startswith("f16 nchw"):
         raise ValueError(f"output {r.get('output')!r}, the metrics' is f16 nchw")
     facts = [f"{r[k]} {what}" for k, what in (("gpu_upsampling", "upsampling"), ("gpu_wait", "GPU waits")) if r.get(k)]
+    if r.get("epoch_ahead") is False:
+        facts.append("next epoch not made ahead")
     note = "; ".join([note] + facts) if note else "; ".join(facts)
     ips = r["images_per_sec"]
     single = {"e2e-deit": "e2e_deit_images_per_sec", "decode-all": "decode_only_images_per_sec",
@@ -282,6 +284,8 @@ def train_figures(r, command, note):
                                               ("amp_dtype", "autocast")) if r.get(k)]
     if r.get("side_stream"):
         facts.append("side stream")
+    if r.get("epoch_ahead") is False:
+        facts.append("next epoch not made ahead")
     note = "; ".join(([note] if note else []) + facts)
     return [figure(metric, ratio, command, note)]
 
