@@ -387,6 +387,9 @@ def main(argv=None):
     ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
                     help="how host threads wait for the GPU (block: CU_CTX_SCHED_BLOCKING_SYNC on the device's "
                          "context, stoke's waits and this trainer's syncs sleep instead of spinning)")
+    ap.add_argument("--decoders", choices=["all", "hw", "cuda"], default="all",
+                    help="stoke's nvJPEG decoders (hw: the engine only, what it cannot take on the CPU route: "
+                         "no nvJPEG CUDA-decoder kernels beside the model's)")
     ap.add_argument("--no-epoch-ahead", action="store_true",
                     help="stoke makes an epoch's batches only once it starts (by default the next epoch's first "
                          "batches are made as one ends, so the trainer does not wait at an epoch's start)")
@@ -457,7 +460,7 @@ def main(argv=None):
         preset=args.preset,
         epoch_ahead=not args.no_epoch_ahead,
         **({"num_classes": classes} if args.preset == "deit" else {}),
-        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait} if on_gpu else {}),
+        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders} if on_gpu else {}),
     )
     multicrop = args.preset in ("dino", "dinov2")
     model = build_model(torch, args.model, classes, multicrop)
@@ -613,6 +616,7 @@ def main(argv=None):
         "gpu_wait": args.gpu_wait if on_gpu else None,
         "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
         "epoch_ahead": not args.no_epoch_ahead,
+        "decoders": args.decoders if on_gpu else None,
         **summary,
         "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
         "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,

@@ -286,6 +286,8 @@ def train_figures(r, command, note):
         facts.append("side stream")
     if r.get("epoch_ahead") is False:
         facts.append("next epoch not made ahead")
+    if r.get("decoders") not in (None, "all"):
+        facts.append(f"decoders {r['decoders']}")
     note = "; ".join(([note] if note else []) + facts)
     return [figure(metric, ratio, command, note)]
 
