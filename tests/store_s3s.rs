@@ -81,6 +81,8 @@ fn config(dataset: &str, in_flight: usize, stream: bool) -> PipelineConfig {
     c.augment = AugmentSpec::train(16);
     (c.batch_size, c.seed, c.backend, c.cpu_threads, c.reader_threads) = (4, 3, BackendKind::Cpu, 1, 2);
     c.store_in_flight = in_flight;
+    // One epoch each, its GETs counted: nothing of the next one read ahead after it.
+    c.epoch_ahead = false;
     if stream {
         c.stream = Some(StreamSpec { group: 2, read_ahead_bytes: 1 << 20, ..Default::default() });
     }
