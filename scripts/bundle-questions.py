@@ -181,8 +181,8 @@ def main():
         if a is None:
             if not gpu:
                 a = "not measured: no GPU"
-            elif where not in (mode, "both"):
-                a = f"not measured in this call: see run.sh {where}"
+            elif where not in (mode, "both") or (where == "both" and mode not in ("tests", "bench")):
+                a = f"not measured in this call: see run.sh {'tests or bench' if where == 'both' else where}"
             else:
                 a = "not measured: the step that reports it failed, timed out or did not run (see its log)"
         print(f"  Q {question}: {a}")

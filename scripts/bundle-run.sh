@@ -42,14 +42,16 @@
 #                  CPU route on 2, 4 and 8 threads (`--threads`) interleaved twice, each
 #                  report with its slowest batches' routes and stage times; the DeiT preset;
 #                  the CUDA decoders alone; the engine alone with 8 CPU threads
-#   run.sh cores   (carries the python part) where the CPU cores go and whether sleeping
-#                  waits cut them: `stoke bench` end to end with --gpu-wait auto and block
-#                  interleaved three times, then engine-only with each (every report has its
-#                  cores by thread group and the CPU time inside the engine's calls), ResNet-50
-#                  fed/alone with each (3 pairs)
+#   run.sh cores   (carries the python part) where the CPU cores go and what the next epoch
+#                  made ahead does: `stoke bench` end to end with and without it (--no-epoch-ahead)
+#                  interleaved three times (every report has its cores by thread group, the CPU
+#                  time inside the engine's calls, p99/p50 and each epoch start's wait), the engine
+#                  alone, ResNet-50 fed/alone with and without it (3 pairs each)
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
 #                  images with host, device and pinned memory, threads and fds after each, then
 #                  10 pipelines dropped mid-epoch; fails when anything grows after the warm-up
+#   run.sh candle  (the candle part, when the bundle has one) candle's CUDA backend fed by
+#                  stoke: tests/candle_cuda.rs and examples/train_candle --cuda
 #
 # Everything is logged into a temporary folder; after every step and on exit (also on TERM or
 # INT, which the device tool sends at its limit) the logs are packed into ONE archive under
@@ -68,7 +70,7 @@
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | soak) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|soak" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|soak|candle" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
 part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores) part=python ;; soak) part=bench ;; esac
 
@@ -643,6 +645,47 @@ run_cores() {
 # the device, host memory, threads, fds, the device's free memory and the backend's device and
 # pinned bytes after every epoch, then 10 pipelines dropped mid-epoch; it fails, saying what
 # grew, when anything grows after the warm-up. ~77k images: under a minute at 17k images/s.
+# candle's CUDA backend on the device (issue 39 item 4): tests/candle_cuda.rs (a device batch's
+# tensors: the batch's own memory on a candle stream of its own, a copy on the per-thread
+# stream, held-batch counts, refusals) and examples/train_candle --cuda (a small convnet trained
+# on device batches). Built against the stand-in's `libcuda.so` name and the pinned wheels'
+# libnvrtc.so.13/libcudart.so.13 (scripts/candle-cuda-executables.sh): a folder of links gives
+# them the driver's libcuda.so.1 under that name, and cuBLAS, cuRAND, NVRTC and the runtime from
+# this machine's torch (site-packages/nvidia/cu13/lib) under the names candle's cudarc opens.
+run_candle() {
+  if [ $gpu = 0 ]; then
+    for s in "candle_cuda tests" "train_candle --cuda"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  local links="$here/candle-libs" cuda nv lib real
+  mkdir -p "$links"
+  if [ -n "${STOKE_BUNDLE_DEVICE_LIBS:-}" ]; then
+    cuda="$STOKE_BUNDLE_DEVICE_LIBS/libcuda.so.1"
+  else
+    cuda="$(ldconfig -p 2>/dev/null | grep -m1 'libcuda\.so\.1 ' | sed 's/.*=> //')"
+  fi
+  [ -n "$cuda" ] && ln -sfn "$cuda" "$links/libcuda.so"
+  nv="$(python3 -c 'import glob, os, site
+hits = [p for s in site.getsitepackages() for p in glob.glob(os.path.join(s, "nvidia", "**", "libcublas.so.*"), recursive=True)]
+print(os.path.dirname(hits[0]) if hits else "")' 2>/dev/null || true)"
+  for lib in libcublas libcublasLt libcurand libnvrtc libcudart; do
+    real="$(ls "${STOKE_BUNDLE_DEVICE_LIBS:-/nonexistent}/$lib.so" "$nv/$lib.so."* 2>/dev/null | head -1)"
+    [ -n "$real" ] && ln -sfn "$real" "$links/$lib.so"
+  done
+  {
+    echo "libcuda.so -> ${cuda:-not found}; torch's CUDA libraries: ${nv:-not found}"
+    ls -l "$links"
+  } > "$logs/candle-libs.log" 2>&1
+  export LD_LIBRARY_PATH="$links${nv:+:$nv}:$LD_LIBRARY_PATH"
+  figure="$test_figure" step "candle_cuda tests" 180 candle-cuda.log env STOKE_REQUIRE_GPU=1 "$p/candle/tests/candle_cuda" --test-threads 1
+  if [ -n "${STOKE_BUNDLE_DEVICE_LIBS:-}" ]; then
+    # The simulated device runs stoke's kernels, not candle's (nor cuBLAS's).
+    note "SKIP train_candle --cuda: the simulated device runs no candle kernels"
+    return
+  fi
+  figure='grep -iE "loss|images/s" | tail -1' step "train_candle --cuda" 180 train-candle.log "$p/candle/examples/train_candle" --cuda --steps 200
+}
+
 run_soak() {
   if [ $gpu = 0 ]; then
     note "SKIP soak (examples/soak --backend cuda): no GPU"
@@ -662,6 +705,7 @@ case "$mode" in
   tail) run_tail ;;
   cores) run_cores ;;
   soak) run_soak ;;
+  candle) run_candle ;;
 esac
 [ $failed -eq 0 ] && note "RESULT: every step that ran passed" || note "RESULT: SOME STEPS FAILED"
 exit $failed

@@ -26,6 +26,9 @@
 #   bundle/python.tar.gz       `run.sh python`:
 #     python/stoke               the Python package (abi3 wheel, unpacked; on PYTHONPATH there)
 #     work/tests/python, work/examples/train_torch.py   its tests and the PyTorch trainer
+#   bundle/candle.tar.gz       `run.sh candle`, when $STOKE_BUNDLE_CANDLE_DIR holds this commit's
+#                              candle-cuda executables (scripts/candle-cuda-executables.sh):
+#     candle/tests/candle_cuda, candle/examples/train_candle
 #   bundle/checks.tar.gz       `run.sh checks`, `upsampling`, `ahead` and `tail` (`cores` carries the python part): tests/gpu_pipeline,
 #                              tests/gpu_backends, tests/gpu_decode, examples/train_torch.py and the
 #                              Python package (the decode-only sweep, canaries under load and
@@ -120,6 +123,18 @@ if [ -d tests/golden ]; then
   mkdir -p $P/work/tests
   cp -r tests/golden $P/work/tests/
 fi
+# The candle part (`run.sh candle`): tests/candle_cuda and examples/train_candle built with
+# candle's CUDA backend, from $STOKE_BUNDLE_CANDLE_DIR (scripts/candle-cuda-executables.sh; CI's
+# candle-cuda step fills one), and only when they were built from this commit.
+if [ -n "${STOKE_BUNDLE_CANDLE_DIR:-}" ]; then
+  built="$(cat "$STOKE_BUNDLE_CANDLE_DIR/COMMIT" 2>/dev/null || true)"
+  if [ "$built" = "$(git rev-parse --short HEAD 2>/dev/null)" ]; then
+    mkdir -p $P/candle
+    cp -r "$STOKE_BUNDLE_CANDLE_DIR/tests" "$STOKE_BUNDLE_CANDLE_DIR/examples" $P/candle/
+  else
+    echo "gpu-bundle: $STOKE_BUNDLE_CANDLE_DIR holds executables of ${built:-no} commit, not HEAD: no candle part" >&2
+  fi
+fi
 cp scripts/bundle-run.sh bundle/run.sh
 chmod +x bundle/run.sh
 
@@ -144,12 +159,15 @@ part tests2 "${rest[@]}"
 part bench bench-bin examples
 part python python work/tests/python work/examples
 part checks tests/gpu_pipeline tests/gpu_backends tests/gpu_decode python work/examples
+[ -d $P/candle ] && part candle candle
 rm -rf $P
 limit=$((64 * 1024 * 1024))
 over=0
 # The working tree travels with every call too (tracked and untracked-not-ignored files).
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-for mode in tests tests2 bench python checks upsampling ahead tail cores soak; do
+modes=(tests tests2 bench python checks upsampling ahead tail cores soak)
+[ -f bundle/candle.tar.gz ] && modes+=(candle)
+for mode in "${modes[@]}"; do
   pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; cores) pt=python ;; soak) pt=bench ;; esac
   size=$tree
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
