@@ -70,6 +70,19 @@ pub fn decode_rgb(bytes: &[u8], max_pixels: u64, out: &mut DecodedImage) -> Resu
     let mut dec = png::Decoder::new_with_limits(std::io::Cursor::new(bytes), png::Limits { bytes: limit });
     dec.set_transformations(Transformations::EXPAND);
     let mut reader = dec.read_info().map_err(err)?;
+    // An indexed image's palette that is not whole RGB entries (or more than 256 of them) is
+    // corrupt (the PNG spec's PLTE; libpng refuses it for a palette image too); png 0.18
+    // expands it anyway and indexes past its end (a panic: fuzz/regressions/png), so it is
+    // refused here, before the crate reads a row. (A suggested palette beside RGB samples is
+    // never expanded: libpng ignores a bad one, and so does this.)
+    if reader.info().color_type == ColorType::Indexed {
+        if let Some(p) = reader.info().palette.as_deref().filter(|p| p.len() % 3 != 0 || p.len() > 3 * 256) {
+            return Err(DecodeError::new(
+                DecodeErrorKind::Corrupt,
+                format!("png: a PLTE chunk of {} bytes, not whole RGB entries of 3 bytes (at most 256)", p.len()),
+            ));
+        }
+    }
     let source = reader.info().color_type;
     let (color, depth) = reader.output_color_type();
     let size =
