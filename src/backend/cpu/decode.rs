@@ -370,6 +370,25 @@ fn decode_inner(
     denom: u32,
     out: &mut DecodedImage,
 ) -> Result<(), DecodeError> {
+    guarded(|| decode_any(bytes, max_pixels, region, denom, &mut *out))
+}
+
+/// `decode` with a panic turned into this image's error: a codec crate's bug on hostile bytes
+/// (png 0.18 indexed past a bad palette's end: fuzz/regressions/png) then costs the image, named
+/// and substituted by the policy, not the decode thread and with it the pipeline (contract 4).
+/// Every CPU decode goes through here, the CUDA backend's CPU route and retries included.
+pub fn guarded(decode: impl FnOnce() -> Result<(), DecodeError>) -> Result<(), DecodeError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode))
+        .unwrap_or_else(|_| Err(DecodeError::new(DecodeErrorKind::Corrupt, "the CPU decoder panicked on this image")))
+}
+
+fn decode_any(
+    bytes: &[u8],
+    max_pixels: u64,
+    region: Option<(u32, u32, u32, u32)>,
+    denom: u32,
+    out: &mut DecodedImage,
+) -> Result<(), DecodeError> {
     match crate::codec::sniff(bytes) {
         Some(ImageFormat::Jpeg) => {}
         // Formats without region or DCT-scaled decoding are decoded whole; `out.region_*`
@@ -492,6 +511,19 @@ fn decode_inner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A decoder that panics gives this image a named corrupt error and leaves the thread
+    /// decoding: the next image decodes.
+    #[test]
+    fn a_decoder_panic_is_the_images_error_and_the_thread_goes_on() {
+        let e = guarded(|| panic!("a codec's bug")).unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::Corrupt);
+        assert!(e.to_string().contains("panicked"), "{e}");
+        let mut out = DecodedImage::default();
+        let png = include_bytes!("../../../tests/golden/png/palette_trns.png");
+        guarded(|| decode_rgb(png, 1 << 20, &mut out)).unwrap();
+        assert!(out.width > 0 && out.rgb.len() == out.width as usize * out.height as usize * 3);
+    }
 
     /// The SIMD probe answers what the build did: under `JSIMD_FORCENONE=1` (libjpeg-turbo's
     /// own switch, read once) a child process must say "no SIMD", so the probe can fail; in

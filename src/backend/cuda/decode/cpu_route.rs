@@ -102,11 +102,8 @@ impl CpuPool {
         for (i, bytes, region) in items {
             let tx = tx.clone();
             self.pool.spawn(move || {
-                // A panic (none is known) becomes this image's error, not a lost result.
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_region(&bytes, max_pixels, region)))
-                    .unwrap_or_else(|_| {
-                        Err(DecodeError::new(crate::codec::DecodeErrorKind::Corrupt, "the CPU decoder panicked on this image"))
-                    });
+                // A decoder's panic is this image's error already (`decode::guarded`).
+                let r = decode_region(&bytes, max_pixels, region);
                 // The receiver is gone when the batch did not come: nothing to do then.
                 let _ = tx.send((i, r));
             });
