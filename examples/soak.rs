@@ -63,36 +63,33 @@ fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
+/// What `look` sees once it has not moved for `looks` looks in a row, 20 ms apart (at most
+/// `tries` looks).
+fn steady<T: PartialEq>(look: impl Fn() -> T, looks: usize, tries: usize) -> T {
+    let (mut last, mut same) = (look(), 0);
+    for _ in 0..tries {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let now = look();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+        if same == looks {
+            break;
+        }
+    }
+    last
+}
+
 /// Threads and descriptors once the threads a dropped pipeline joins are gone (a joined thread
 /// leaves /proc a moment after `join` returns).
 fn settled() -> (usize, usize) {
-    let mut last = (count("/proc/self/task"), count("/proc/self/fd"));
-    for _ in 0..50 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = (count("/proc/self/task"), count("/proc/self/fd"));
-        if now == last {
-            break;
-        }
-        last = now;
-    }
-    last
+    steady(|| (count("/proc/self/task"), count("/proc/self/fd")), 1, 50)
 }
 
 /// Threads and descriptors once the pipeline has made nothing new and they have not moved for
 /// three looks 20 ms apart (at most 2 s).
 fn quiet(p: &Pipeline) -> (usize, usize) {
-    let look = || (p.stats().batches, count("/proc/self/task"), count("/proc/self/fd"));
-    let (mut last, mut same) = (look(), 0);
-    for _ in 0..100 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let now = look();
-        same = if now == last { same + 1 } else { 0 };
-        last = now;
-        if same == 3 {
-            break;
-        }
-    }
-    (last.1, last.2)
+    let (_, threads, fds) = steady(|| (p.stats().batches, count("/proc/self/task"), count("/proc/self/fd")), 3, 100);
+    (threads, fds)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -42,6 +42,11 @@ fn flatten(b: &ReadBatch) -> Flat {
 
 fn run_epoch(r: &mut Reader, epoch: u64, start: u64) -> Vec<Flat> {
     r.start_epoch(epoch, start);
+    take_rest(r)
+}
+
+/// The rest of the epoch running, to its end.
+fn take_rest(r: &mut Reader) -> Vec<Flat> {
     let mut out = Vec::new();
     while let Some(b) = r.next_batch() {
         let b = b.unwrap();
@@ -149,15 +154,6 @@ fn the_next_epoch_announced_is_read_ahead_and_a_start_of_it_continues() {
     let want: Vec<Vec<Flat>> = (0..4).map(|e| reference(&d, &c, e)).collect();
     let mut r = Reader::new(d.clone(), &c).unwrap();
     let whole = || std::sync::Arc::new(r_share(&d, &c));
-    let take_rest = |r: &mut Reader| {
-        let mut out = Vec::new();
-        while let Some(b) = r.next_batch() {
-            let b = b.unwrap();
-            out.push(flatten(&b));
-            r.recycle(b);
-        }
-        out
-    };
     let first_ahead = |r: &mut Reader| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
