@@ -1,6 +1,126 @@
-//! `stoke bench`'s human-readable table.
+//! What `stoke bench` reports ([`Report`], `--json`'s object) and its human-readable table.
 
 use super::*;
+
+/// Everything `stoke bench` reports; `--json` prints it as one object.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    /// Images delivered in the measured window.
+    pub images: u64,
+    /// Length of the measured window.
+    pub seconds: f64,
+    /// `images / seconds`.
+    pub images_per_sec: f64,
+    /// Backend that ran: "cpu" or "cuda".
+    pub backend: String,
+    /// The device's name as its driver reports it (CUDA backend only): which GPU a figure
+    /// came from. The simulated device (sim/) calls itself "stoke-sim (simulated device, not
+    /// a GPU)", so nothing measured on it reads as a GPU's figure.
+    pub device: Option<String>,
+    /// The CPU decoder (libjpeg-turbo) has its SIMD code: false after a build without nasm,
+    /// when CPU decoding runs about 1.5× slower (`stoke doctor` says how to fix it).
+    pub jpeg_simd: bool,
+    /// The instruction set the CPU backend's augment ran on ("avx2" or "baseline";
+    /// `STOKE_CPU_ISA`); the CUDA backend's CPU fallback uses it too.
+    pub cpu_isa: stoke::augment::host::Isa,
+    /// Samples replaced by substitutes (could not be read or decoded) in the window.
+    pub errors: u64,
+    /// Source megapixels decoded per second (oriented width × height of every sample).
+    pub mpix_per_sec: f64,
+    /// Samples decoded per second: each sample once, however many views it gives
+    /// (`images_per_sec`).
+    pub decodes_per_sec: f64,
+    /// Views made per sample (1 without `views`).
+    pub views_per_sample: usize,
+    /// Views made per second (images × views per sample).
+    pub views_per_sec: f64,
+    /// Compressed input, MB (10⁶ bytes) per second.
+    pub compressed_mb_per_sec: f64,
+    /// Process CPU time (user + system, all threads) over the window, divided by its length.
+    pub cpu_cores_used: f64,
+    /// Batches measured.
+    pub batches: usize,
+    /// Batches before the clock started.
+    pub warmup_batches: usize,
+    /// Batches the backend had finished during warm-up (queued when the clock started): taken
+    /// but not counted.
+    pub queued_at_start: usize,
+    /// Images/s in each equal part of the window, and their spread.
+    pub windows: Windows,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Decode/augment worker threads.
+    pub threads: usize,
+    /// Reader threads.
+    pub reader_threads: usize,
+    /// Batches made ahead.
+    pub prefetch_batches: usize,
+    /// Output element type and layout, e.g. "f32 nchw 224x224".
+    pub output: String,
+    /// Which decoder decoded how many samples of the measured batches: `hardware` (the GPU's
+    /// JPEG engine), `cuda` (nvJPEG's CUDA decoders), `cpu` (the CPU backend, or the CUDA
+    /// backend's CPU route and retries). Failed samples (substitutes) are not counted.
+    pub decoders: DecoderCounts,
+    /// The CUDA backend's chroma upsampling, "smooth" or "nearest" (absent on the CPU).
+    pub gpu_upsampling: Option<String>,
+    /// How the CUDA backend's host threads waited for the GPU, "auto" or "block" (absent on
+    /// the CPU).
+    pub gpu_wait: Option<String>,
+    /// `cpu_cores_used` by thread group (the threads' names without their numbers), busiest
+    /// first: which threads the cores went to.
+    pub cpu_by_thread: Vec<ThreadCpu>,
+    /// Time the trainer waited for each batch (inside `next_batch`).
+    pub latency_ms: Option<LatencyMs>,
+    /// Batches finished and waiting when the trainer asked for one: mean, min and max over
+    /// the measured batches. Near 0: the trainer waits on the loader (the loader is the
+    /// bottleneck); near `prefetch_batches` (or one more, held by the producer): the loader
+    /// waits on the trainer.
+    pub queue_depth: QueueDepth,
+    /// Where the time went.
+    pub stages: StageSeconds,
+    /// Decode thread-time per image, microseconds.
+    pub decode_us_per_image: f64,
+    /// Augment thread-time per image, microseconds.
+    pub augment_us_per_image: f64,
+    /// Synthetic trainer step per batch, microseconds (absent with `--data-only`).
+    pub consumer_us: Option<u64>,
+    /// GPU utilization over the window, where NVML is there.
+    pub gpu: Option<GpuUtil>,
+    /// Per-stage GPU times over the window (CUDA backend only).
+    pub gpu_stages: Option<GpuStages>,
+    /// The slowest batches of the whole run, warm-up included (their epoch and step say
+    /// which): elapsed time, routes and stage times of each.
+    pub slowest_batches: Vec<stoke::pipeline::SlowBatch>,
+    /// Most device memory the pipeline's backend held, bytes (CUDA backend only).
+    pub peak_device_bytes: Option<u64>,
+    /// Most pinned host memory the pipeline's backend held, bytes (CUDA backend only).
+    pub peak_pinned_bytes: Option<u64>,
+    /// The dataset measured.
+    pub dataset: String,
+    /// Stream mode: shards mixed together, the read-ahead budget and the most bytes of
+    /// shards held at once (absent with the per-sample index).
+    pub stream: Option<StreamReport>,
+    /// Whether each epoch's first batches were made ahead, as the last one ended
+    /// (`--no-epoch-ahead` turns it off; never after the run's last epoch).
+    pub epoch_ahead: bool,
+    /// Milliseconds the trainer waited for the first batch of each epoch started (warm-up
+    /// included; the first epoch starts cold, later ones with what the one before made or
+    /// read ahead).
+    pub epoch_start_wait_ms: Vec<f64>,
+}
+
+/// What `stoke bench --stream` adds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StreamReport {
+    /// Shards mixed together.
+    pub group: usize,
+    /// The read-ahead budget, bytes.
+    pub read_ahead_bytes: u64,
+    /// The most bytes of whole shards held at once.
+    pub peak_held_bytes: u64,
+    /// Shards the epochs started with already read (read ahead by the epoch before).
+    pub shards_read_ahead: u64,
+}
 
 impl Report {
     /// The human-readable table.
