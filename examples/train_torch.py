@@ -155,6 +155,11 @@ def make_dataset(root, count=96, classes=4):
     return root
 
 
+def hybrid_share(text):
+    """`--gpu-hybrid-share` as `stoke.Loader` takes it: "off", "auto" or a fraction."""
+    return text if text in ("off", "auto") else float(text)
+
+
 def channels_last_view(torch, nhwc):
     """stoke's NHWC batch as the NCHW tensor a channels_last model takes: a permuted view whose
     strides are channels_last's, on the same memory. Asserted, so a copy or a wrong layout
@@ -390,6 +395,9 @@ def main(argv=None):
     ap.add_argument("--decoders", choices=["all", "hw", "cuda"], default="all",
                     help="stoke's nvJPEG decoders (hw: the engine only, what it cannot take on the CPU route: "
                          "no nvJPEG CUDA-decoder kernels beside the model's)")
+    ap.add_argument("--gpu-hybrid-share", default="off",
+                    help="stoke's batched GPU-hybrid route beside the engine: off, auto (a share from the measured "
+                         "rates, none while a batch waits for this trainer) or a fraction")
     ap.add_argument("--no-epoch-ahead", action="store_true",
                     help="stoke makes an epoch's batches only once it starts (by default the next epoch's first "
                          "batches are made as one ends, so the trainer does not wait at an epoch's start)")
@@ -460,7 +468,8 @@ def main(argv=None):
         preset=args.preset,
         epoch_ahead=not args.no_epoch_ahead,
         **({"num_classes": classes} if args.preset == "deit" else {}),
-        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders} if on_gpu else {}),
+        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
+            "gpu_hybrid_share": hybrid_share(args.gpu_hybrid_share)} if on_gpu else {}),
     )
     multicrop = args.preset in ("dino", "dinov2")
     model = build_model(torch, args.model, classes, multicrop)
@@ -617,6 +626,9 @@ def main(argv=None):
         "gpu_upsampling": args.gpu_upsampling if on_gpu else None,
         "epoch_ahead": not args.no_epoch_ahead,
         "decoders": args.decoders if on_gpu else None,
+        "gpu_hybrid_share": args.gpu_hybrid_share if on_gpu else None,
+        "decoded_gpu_hybrid_batched": s.get("decoded_gpu_hybrid_batched"),
+        "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
         **summary,
         "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
         "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,

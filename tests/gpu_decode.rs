@@ -10,11 +10,12 @@
 //! Images: a generated ImageNet-like set (every kind the generator makes) always, and the
 //! corpus photos (`$STOKE_CORPUS/imagenet_like`, e.g. `STOKE_CORPUS=../shared/corpus/dev`)
 //! when set. Needs a GPU: skips with a printed reason without one, fails with
-//! `STOKE_REQUIRE_GPU=1`.
+//! `STOKE_REQUIRE_GPU=1`. The tests run one at a time (`serial`): two of them hold the device's
+//! memory flat, which another test's allocations would move.
 
 mod gpu_common;
 
-use gpu_common::gpu_or_skip;
+use gpu_common::{gpu_or_skip, serial};
 use std::path::PathBuf;
 use stoke::augment::params::draw;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
@@ -126,6 +127,7 @@ fn region_diff(whole: &DecodedImage, (x, y, w, h): (u32, u32, u32, u32), got: &[
 
 #[test]
 fn nvjpeg_matches_the_cpu_decoder_on_photos() {
+    let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
     let refs = references();
     let batch = 32;
@@ -183,6 +185,7 @@ fn nvjpeg_matches_the_cpu_decoder_on_photos() {
 /// the whole-image tolerance.
 #[test]
 fn region_decodes_match_the_cpu_decoder_on_random_crops() {
+    let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
     let refs = references();
     let batch = 32;
@@ -255,6 +258,7 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
 fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
     use stoke::backend::cuda::decode::{batched_gpu_hybrid_takes, first_scan_components, GPU_HUFFMAN_MIN_CALL};
     use stoke::config::HybridShare;
+    let _serial = serial();
     let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
     let refs = references();
     let batch = refs.len();
@@ -376,4 +380,104 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
             assert!(route_part > 0 && a1 - b <= 2 * dec.device_bytes(), "{share}: grew {} bytes", a1 - b);
         }
     }
+}
+
+/// The batched GPU-hybrid route's `auto` share yields its SMs to the trainer while a batch
+/// stoke made waits for it (issue 40: the route "yields to the trainer"): with nothing waiting
+/// the unmeasured route is probed (at least 101 images); with the first batch still alive and
+/// not taken, the next takes nothing, counts one yielded batch, and is the plain path's batch
+/// bit for bit (its images took the plain routes: on any device); once it is taken, the route
+/// is asked again. A pinned share never yields. Through `Pipeline`: the batch the consumer
+/// holds is not one waiting, a batch queued ahead of it is.
+#[test]
+fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
+    use stoke::backend::cuda::decode::GPU_HUFFMAN_MIN_CALL;
+    use stoke::backend::cuda::pipeline::CudaBackend;
+    use stoke::batch::Batch;
+    use stoke::config::{BackendKind, DType, HybridShare, PipelineConfig};
+    use stoke::pipeline::run_read_batch;
+    use stoke::reader::Reader;
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_decode") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = gpu_common::generated(dir.path(), 440, 11);
+    let config = |share| {
+        let mut c = PipelineConfig::new(ds.path());
+        c.backend = BackendKind::Cuda;
+        c.augment = AugmentSpec::train(32);
+        c.output.dtype = DType::U8;
+        c.batch_size = 220;
+        c.ring_depth = 4;
+        c.prefetch_batches = 2;
+        c.seed = 5;
+        c.gpu_hybrid_share = share;
+        c
+    };
+    let host = |b: &Batch| {
+        let mut v = Vec::new();
+        b.device().expect("a device batch").copy_images_to_host(&mut v).unwrap();
+        v
+    };
+    let mut reader = Reader::new(ds.clone(), &config(HybridShare::Off)).unwrap();
+    reader.start_epoch(0, 0);
+    let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
+    assert_eq!(rbs.len(), 2);
+    let fresh = || Batch::new_host(DType::U8, stoke::config::Layout::Nchw);
+    let mut plain = CudaBackend::new(&config(HybridShare::Off), &ds).unwrap();
+    if plain.hardware_width().is_none() {
+        eprintln!("skipped: no hardware engine (the route takes a share of the engine's images)");
+        return;
+    }
+    let mut b = fresh();
+    let want: Vec<Vec<u8>> = rbs
+        .iter()
+        .map(|rb| {
+            run_read_batch(&mut plain, rb, Some(&ds), &mut b).unwrap();
+            assert_eq!((b.decoders.gpu_hybrid_batched, b.decoders.gpu_hybrid_yielded), (0, 0), "share off");
+            host(&b)
+        })
+        .collect();
+    drop((b, plain));
+
+    for share in [HybridShare::Auto, HybridShare::Pinned(1.0)] {
+        let mut backend = CudaBackend::new(&config(share), &ds).unwrap();
+        let (mut first, mut second) = (fresh(), fresh());
+        run_read_batch(&mut backend, &rbs[0], Some(&ds), &mut first).unwrap();
+        let d = first.decoders;
+        assert!(d.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64 && d.gpu_hybrid_yielded == 0, "{share}: nothing waits: {d:?}");
+        // `first` is alive and not taken by any consumer: a batch waiting for the trainer.
+        run_read_batch(&mut backend, &rbs[1], Some(&ds), &mut second).unwrap();
+        let d = second.decoders;
+        match share {
+            HybridShare::Auto => {
+                assert_eq!((d.gpu_hybrid_batched, d.gpu_hybrid_yielded), (0, 1), "{share}: a batch waits: {d:?}");
+                assert!(host(&second) == want[1], "{share}: the yielded batch differs from the plain path's");
+            }
+            _ => assert!(d.gpu_hybrid_batched > 0 && d.gpu_hybrid_yielded == 0, "{share}: a pinned share never yields: {d:?}"),
+        }
+        drop((first, second));
+        let mut third = fresh();
+        run_read_batch(&mut backend, &rbs[0], Some(&ds), &mut third).unwrap();
+        assert_eq!(third.decoders.gpu_hybrid_yielded, 0, "{share}: nothing waits again");
+        let yielded = u64::from(share == HybridShare::Auto);
+        assert_eq!(backend.decode_stats().gpu_hybrid_yielded, yielded, "{share}");
+    }
+
+    // Through the pipeline: the first batch is made with nothing waiting; the second while the
+    // first waits in the queue (the consumer has not asked yet): it yields.
+    let mut c = config(HybridShare::Auto);
+    c.epoch_ahead = false;
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    p.start_epoch(0, 0);
+    let t0 = std::time::Instant::now();
+    while p.stats().batches < 2 {
+        assert!(t0.elapsed().as_secs() < 120, "the producer made {} of 2 batches", p.stats().batches);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| p.next_batch()).map(|b| host(&b.unwrap())).collect();
+    assert_eq!(got.len(), 2);
+    assert!(got[1] == want[1], "the pipeline's yielded batch differs from the plain path's");
+    let d = p.stats().decoders;
+    assert_eq!(d.gpu_hybrid_yielded, 1, "{d:?}");
+    assert!(d.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64, "the first batch probed the route: {d:?}");
 }

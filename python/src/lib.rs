@@ -466,6 +466,7 @@ impl Loader {
         d.set_item("decoded_hardware", s.decoders.hardware)?;
         d.set_item("decoded_cuda", s.decoders.cuda)?;
         d.set_item("decoded_gpu_hybrid_batched", s.decoders.gpu_hybrid_batched)?;
+        d.set_item("gpu_hybrid_yielded_batches", s.decoders.gpu_hybrid_yielded)?;
         d.set_item("gpu_decodes_retried", s.decoders.retried)?;
         d.set_item("decoded_cpu", s.decoders.cpu)?;
         d.set_item("device_bytes", s.device_bytes)?;

@@ -75,6 +75,9 @@ pub struct DecoderCounts {
     /// GPU decodes that failed, or reported success but left canaries unwritten, and were
     /// decoded again on the CPU (counted in `cpu` when that succeeded). Never on the CPU backend.
     pub retried: u64,
+    /// Batches (not images) in which the batched GPU-hybrid route's `auto` share yielded its
+    /// SMs to the trainer: a batch stoke made was waiting for it (`gpu_hybrid_share`).
+    pub gpu_hybrid_yielded: u64,
 }
 
 impl DecoderCounts {
@@ -91,6 +94,7 @@ impl std::ops::AddAssign for DecoderCounts {
         self.gpu_hybrid_batched += o.gpu_hybrid_batched;
         self.cpu += o.cpu;
         self.retried += o.retried;
+        self.gpu_hybrid_yielded += o.gpu_hybrid_yielded;
     }
 }
 

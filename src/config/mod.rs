@@ -66,7 +66,9 @@ pub enum GpuDecoders {
 ///
 /// `off` (the default until a GPU measures the route: it runs on the simulated device only);
 /// `auto`: a share computed from the rates measured in the run, so that the engine and the
-/// route finish each batch together (`backend::cuda::decode::share`); a number in (0, 1]: that
+/// route finish each batch together (`backend::cuda::decode::share`), and none while a batch
+/// stoke made waits for the trainer (the route's SMs are the model's then:
+/// `backend::cuda::decode::YIELD_WHEN_WAITING`); a number in (0, 1]: that
 /// fraction of the engine's eligible images, pinned (a call of 100 images or fewer does its
 /// Huffman decoding on the host, nvjpeg.h). Config files spell it `"off"`, `"auto"` or
 /// `"0.25"`.

@@ -477,6 +477,8 @@ impl CudaBackend {
         // 2. Decode; meanwhile the next batch is staged and routed on a thread of its own.
         let t_dec = Instant::now();
         let before = self.decoder.stats();
+        // How far ahead of the trainer this batch is made (the GPU-hybrid share yields then).
+        self.decoder.set_waiting_batches(self.ring.waiting());
         let ahead = ahead.filter(|a| fits(a.samples));
         let (decoded, next) = std::thread::scope(|s| {
             let helper = ahead.zip(self.ahead_classifier.as_mut()).map(|(a, classifier)| {
@@ -511,6 +513,7 @@ impl CudaBackend {
             gpu_hybrid_batched: after.gpu_hybrid_batched - before.gpu_hybrid_batched,
             cpu: after.cpu - before.cpu,
             retried: after.retried - before.retried,
+            gpu_hybrid_yielded: after.gpu_hybrid_yielded - before.gpu_hybrid_yielded,
         };
 
         // 3. Status per slot and the policy.

@@ -164,6 +164,16 @@ impl OutputRing {
         (self.shared.slots.len() * self.shared.layout.slot_bytes) as u64
     }
 
+    /// Batches made and not yet taken: slots neither free nor held by the consumer (published
+    /// batches in the pipeline's queue, or alive outside it when the backend is driven
+    /// directly). Called between batches, when the producer holds no slot. How far stoke is
+    /// ahead of its trainer: the batched GPU-hybrid route yields while one waits
+    /// (`GpuDecoder::set_waiting_batches`).
+    pub fn waiting(&self) -> usize {
+        let sh = &self.shared;
+        sh.slots.len().saturating_sub(sh.free.rx.len()).saturating_sub(sh.held_now())
+    }
+
     /// Pinned host bytes of all slots' launch data.
     pub fn pinned_bytes(&self) -> u64 {
         (self.shared.slots.len() * self.shared.layout.tail_bytes()) as u64

@@ -26,6 +26,16 @@
 //!   plus their bitstreams stay within one arena's bytes, which the memory plan counts
 //!   ([`super::MemoryPlan`], `hybrid`).
 //!
+//! **Yielding to the trainer** (issue 40, items 2 and 4): with `auto`, while a batch stoke made
+//! waits for the trainer ([`YIELD_WHEN_WAITING`]; the backend says how many before each batch,
+//! `GpuDecoder::set_waiting_batches`), the route takes nothing and its SMs stay the model's:
+//! the engine alone outruns a GPU-bound trainer (on the H100, 16k images/s against ResNet-50's
+//! 3.7k). It takes its share again once the trainer catches up, probing first when it has been
+//! idle [`super::share::PROBE_EVERY`] batches. A pinned share never yields: the user fixed it.
+//! Which route decodes an image is timing-dependent with `auto` either way (the measured rates
+//! decide too); on a GPU the route's IDCT and the engine's may differ by rounding
+//! (tests/gpu_decode.rs bounds it).
+//!
 //! One bad image fails the whole call (as the engine's): all of its images are retried on the
 //! CPU, and the meter backs off ([`ShareMeter::route_ran`]). The call is made on the
 //! producer's thread before the engine's calls: its host part (parsing) delays them by that
@@ -45,6 +55,10 @@ use crate::config::HybridShare;
 use crate::error::{driver_err, GpuError};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 use std::sync::Arc;
+
+/// Batches made and waiting for the trainer from which the `auto` share yields (module doc):
+/// one waiting batch means the trainer, not the decode, sets the pace for now.
+pub const YIELD_WHEN_WAITING: usize = 1;
 
 /// Whether nvJPEG's GPU-hybrid batched decode does this image's Huffman decoding on the GPU
 /// (module doc): baseline, 8-bit, three components, known sampling, and a first scan
@@ -106,6 +120,10 @@ pub(super) struct BatchedHybrid {
     // This batch's call: its stored megapixels and whether nvJPEG accepted it.
     ran: Option<(f64, bool)>,
     max_bytes: u64,
+    // Batches waiting for the trainer before this one (`GpuDecoder::set_waiting_batches`).
+    pub(super) waiting: usize,
+    // Batches in which the `auto` share yielded to the trainer.
+    pub(super) yielded: u64,
 }
 
 impl BatchedHybrid {
@@ -123,14 +141,22 @@ impl BatchedHybrid {
             meter: ShareMeter::default(),
             ran: None,
             max_bytes,
+            waiting: 0,
+            yielded: 0,
         })
     }
 
     /// The images of a routed batch this route takes from the engine (slot indices): among the
     /// engine's images that [`batched_gpu_hybrid_takes`], from the last slot back, while the
     /// arena (`arena_bytes`) holds every GPU image with these ones whole and the call's
-    /// buffers stay within `max_bytes`; as many as the share says.
+    /// buffers stay within `max_bytes`; as many as the share says (`auto`: none while a batch
+    /// waits for the trainer, module doc).
     pub(super) fn take(&mut self, jobs: &[(&[u8], AugParams)], routes: &[Result<Classified, SlotError>], arena_bytes: u64) -> Vec<usize> {
+        if self.share == HybridShare::Auto && self.waiting >= YIELD_WHEN_WAITING {
+            self.yielded += 1;
+            self.meter.route_idle();
+            return Vec::new();
+        }
         let mut placed = 0u64;
         let mut engine_mpx = 0f64;
         let mut engine = Vec::new();

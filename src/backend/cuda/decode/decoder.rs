@@ -109,6 +109,9 @@ pub struct DecodeStats {
     pub cuda: u64,
     /// Images the batched GPU-hybrid route decoded (a share of the engine's).
     pub gpu_hybrid_batched: u64,
+    /// Batches in which that route's `auto` share yielded to the trainer (a batch was waiting
+    /// for it: [`GpuDecoder::set_waiting_batches`]).
+    pub gpu_hybrid_yielded: u64,
     /// Images routed to the CPU decoder.
     pub cpu: u64,
     /// GPU decodes that failed or were not written (canaries) and went to the CPU.
@@ -409,6 +412,15 @@ impl GpuDecoder {
         Ok(())
     }
 
+    /// How many batches stoke made wait for the trainer as the next batch is decoded (the
+    /// output ring's [`waiting`](crate::backend::cuda::ring::OutputRing::waiting)): the batched
+    /// GPU-hybrid route's `auto` share yields while one does ([`super::batched_hybrid`]).
+    pub fn set_waiting_batches(&mut self, n: usize) {
+        if let Some(b) = self.batched_hybrid.as_mut() {
+            b.waiting = n;
+        }
+    }
+
     /// Another classifier routing as this decoder does, to route a batch on another thread
     /// (its own nvJPEG bitstream handle and params) for [`Self::decode_routed`].
     pub fn new_classifier(&self) -> Result<Classifier, GpuError> {
@@ -439,7 +451,7 @@ impl GpuDecoder {
 
     /// Counters so far.
     pub fn stats(&self) -> DecodeStats {
-        self.stats
+        DecodeStats { gpu_hybrid_yielded: self.batched_hybrid.as_ref().map_or(0, |b| b.yielded), ..self.stats }
     }
 
     /// The decode parts of the last batch's [`GpuStageTimes`] (`augment` is zero: the

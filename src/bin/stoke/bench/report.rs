@@ -203,6 +203,12 @@ impl Report {
                 rate(d.hardware, g.map(|g| g.hw_decode))
             );
         }
+        if d.gpu_hybrid_yielded > 0 {
+            println!(
+                "             gpu-hybrid batched: yielded to the trainer in {} batches (a batch was waiting for it)",
+                d.gpu_hybrid_yielded
+            );
+        }
         println!(
             "stage time   (share of the {:.2} s window; decode/augment are summed over the workers, so they can pass 100 %)",
             self.seconds
