@@ -68,6 +68,8 @@
 # executable, default 110), BENCH_SECONDS (stoke bench window, default 10), BENCH_COUNT
 # (generated images, default 5120). STOKE_BUNDLE_ASSUME_GPU=1 runs the GPU steps even where no
 # GPU is found (they fail there): to check their plumbing (logs, timeouts, the kill trap).
+# TESTS_SMOKE=1 (`tests`, `tests2`): each test executable runs its first listed test only —
+# CI's run on the simulated device, whose sim step has run the same executables whole.
 set -uo pipefail
 mode="${1:-tests}"
 case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|soak|candle" >&2; exit 2 ;; esac
@@ -248,8 +250,19 @@ fi
 cd "$p/work" || exit 1
 test_figure='grep -E "^test result:"'
 
+# smoke_args EXECUTABLE [FILTER]: with TESTS_SMOKE=1, the libtest arguments that select its
+# first listed test (matching FILTER) and nothing else; otherwise FILTER alone.
+smoke_args() {
+  local first
+  if [ "${TESTS_SMOKE:-0}" = 1 ]; then
+    first="$("$1" ${2:+"$2"} --list 2>/dev/null | sed -n 's/: test$//p' | head -1)"
+    [ -n "$first" ] && { printf '%s\n' --exact "$first"; return; }
+  fi
+  [ -z "${2:-}" ] || printf '%s\n' "$2"
+}
+
 run_tests() {
-  local t name
+  local t name sel
   for t in "$p"/tests/gpu_*; do
     [ -x "$t" ] || continue
     name="$(basename "$t")"
@@ -260,16 +273,18 @@ run_tests() {
     fi
     local corpus=()
     [ -d "$p/corpus/imagenet_like" ] && corpus=(env STOKE_CORPUS="$p/corpus")
+    mapfile -t sel < <(smoke_args "$t")
     figure="$test_figure" step "$name" "$test_timeout" "test-$name.log" \
-      env STOKE_REQUIRE_GPU=1 "${corpus[@]}" "$t" --test-threads=1 --nocapture
+      env STOKE_REQUIRE_GPU=1 "${corpus[@]}" "$t" "${sel[@]}" --test-threads=1 --nocapture
   done
   local lib="$p/tests/lib-stoke"
   if [ -x "$lib" ]; then
     if [ $gpu = 0 ]; then
       note "SKIP lib CUDA unit tests: no GPU ($("$lib" backend::cuda --list 2>/dev/null | grep -c ': test$') tests listed)"
     else
+      mapfile -t sel < <(smoke_args "$lib" backend::cuda)
       figure="$test_figure" step "lib CUDA unit tests (backend::cuda)" "$test_timeout" test-lib-cuda.log \
-        env STOKE_REQUIRE_GPU=1 "$lib" backend::cuda --test-threads=1 --nocapture
+        env STOKE_REQUIRE_GPU=1 "$lib" "${sel[@]}" --test-threads=1 --nocapture
     fi
   fi
   local tool name2
