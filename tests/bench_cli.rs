@@ -90,7 +90,11 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     let r = json(&stoke(&args, dir.path()));
     assert_eq!((r["images"].as_u64(), r["errors"].as_u64()), (Some(41), Some(1)), "{r}");
     // The broken file was decoded by no decoder: 40 of the 41 slots were decoded on the CPU.
-    assert_eq!(r["decoders"], serde_json::json!({"hardware": 0, "cuda": 0, "gpu_hybrid_batched": 0, "cpu": 40, "retried": 0, "gpu_hybrid_yielded": 0}), "{r}");
+    assert_eq!(
+        r["decoders"],
+        serde_json::json!({"hardware": 0, "cuda": 0, "gpu_hybrid_batched": 0, "cpu": 40, "retried": 0, "gpu_hybrid_yielded": 0}),
+        "{r}"
+    );
 }
 
 #[test]
