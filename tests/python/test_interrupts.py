@@ -25,7 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def slow(tmp_path_factory):
     """A folder whose every batch takes seconds on one thread: 16 copies of one 48-megapixel
-    JPEG (written once with Pillow; the copies are hard links)."""
+    JPEG (written once with Pillow; the copies are hard links). Noise over the gradient makes
+    the entropy-coded data large (23 MB against 1 MB for the gradient alone), so a batch takes
+    about 5 s here, not 1.3: the prompt-interrupt test needs the wait to have far to go."""
     root = tmp_path_factory.mktemp("slow")
     d = root / "class0"
     d.mkdir()
@@ -34,7 +36,9 @@ def slow(tmp_path_factory):
     x = np.linspace(0, 255, w, dtype=np.float32)[None, :]
     px = np.stack([np.broadcast_to(x, (h, w)), np.broadcast_to(y, (h, w)), np.broadcast_to((x + y) / 2, (h, w))], -1)
     first = d / "img00.jpg"
-    Image.fromarray(px.astype(np.uint8)).save(first, quality=90)
+    img = px.astype(np.uint8)
+    img ^= np.random.default_rng(0).integers(0, 64, size=img.shape, dtype=np.uint8)
+    Image.fromarray(img).save(first, quality=90)
     for i in range(1, 16):
         os.link(first, d / f"img{i:02}.jpg")
     return root
