@@ -63,7 +63,7 @@ mod share;
 
 use crate::error::SlotError;
 pub use arena::*;
-pub use batched_hybrid::{batched_gpu_hybrid_takes, first_scan_components};
+pub use batched_hybrid::{batched_gpu_hybrid_takes, first_scan_components, YIELD_WHEN_WAITING};
 pub use budget::*;
 pub use canary::*;
 pub use classify::*;
