@@ -15,7 +15,7 @@
 
 mod gpu_common;
 
-use gpu_common::{gpu_or_skip, serial};
+use gpu_common::{gpu_or_skip, host, serial};
 use std::path::PathBuf;
 use stoke::augment::params::draw;
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
@@ -387,8 +387,9 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
 /// the unmeasured route is probed (at least 101 images); with the first batch still alive and
 /// not taken, the next takes nothing, counts one yielded batch, and is the plain path's batch
 /// bit for bit (its images took the plain routes: on any device); once it is taken, the route
-/// is asked again. A pinned share never yields. Through `Pipeline`: the batch the consumer
-/// holds is not one waiting, a batch queued ahead of it is.
+/// is asked again. A pinned share never yields. Through `Pipeline`: the first batch is made with
+/// nothing waiting and probes the route; the second, made while the first sits in the queue
+/// untaken, yields and is the plain path's batch.
 #[test]
 fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     use stoke::backend::cuda::decode::GPU_HUFFMAN_MIN_CALL;
@@ -412,11 +413,6 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
         c.seed = 5;
         c.gpu_hybrid_share = share;
         c
-    };
-    let host = |b: &Batch| {
-        let mut v = Vec::new();
-        b.device().expect("a device batch").copy_images_to_host(&mut v).unwrap();
-        v
     };
     let mut reader = Reader::new(ds.clone(), &config(HybridShare::Off)).unwrap();
     reader.start_epoch(0, 0);

@@ -9,7 +9,7 @@
 
 mod gpu_common;
 
-use gpu_common::{generated, gpu_or_skip, serial, sim_inject, sim_inject_random, sim_injected, within};
+use gpu_common::{generated, gpu_or_skip, host, serial, sim_inject, sim_inject_random, sim_injected, within};
 use std::sync::Arc;
 use stoke::backend::cpu::CpuBackend;
 use stoke::backend::cuda::device::Gpu;
@@ -48,12 +48,6 @@ fn cuda_pipeline(ds: &Arc<Dataset>, seed: u64, batch_size: usize, ring_depth: us
     c.ring_depth = ring_depth;
     c.prefetch_batches = prefetch;
     stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap()
-}
-
-fn host(batch: &Batch) -> Vec<u8> {
-    let mut v = Vec::new();
-    batch.device().expect("a device batch").copy_images_to_host(&mut v).unwrap();
-    v
 }
 
 /// Per sample of a batch of `samples` f16 images: the mean |got − want| over its elements.

@@ -139,6 +139,13 @@ pub fn sim_inject_random(calls: &[&str], per_million: u64, seed: u64) -> Option<
     Some(())
 }
 
+/// A device batch's images, copied to the host.
+pub fn host(batch: &stoke::Batch) -> Vec<u8> {
+    let mut v = Vec::new();
+    batch.device().expect("a device batch").copy_images_to_host(&mut v).unwrap();
+    v
+}
+
 /// Every batch of `epoch` from `p`, its images on the host; a device batch is poisoned after it
 /// is read (its whole slot), so an element a later batch leaves unwritten shows as 0xFF bytes.
 pub fn host_epoch(p: &mut stoke::pipeline::Pipeline, epoch: u64) -> Vec<(Vec<u8>, stoke::Batch)> {
@@ -148,8 +155,7 @@ pub fn host_epoch(p: &mut stoke::pipeline::Pipeline, epoch: u64) -> Vec<(Vec<u8>
         let mut b = b.unwrap();
         let bytes = match b.device() {
             Some(d) => {
-                let mut v = Vec::new();
-                d.copy_images_to_host(&mut v).unwrap();
+                let v = host(&b);
                 d.poison(0xff).unwrap();
                 v
             }
