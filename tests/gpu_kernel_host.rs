@@ -153,7 +153,43 @@ fn specs() -> Vec<(&'static str, AugmentSpec)> {
     v
 }
 
+/// A stored image of flat 8 × 8 tiles whose colours the HSV conversion treats apart: greys
+/// (every channel equal), two channels equal at the top or the bottom (ties for the largest and
+/// smallest channel), primaries, black, white and the 0/255 edges. Inside a tile a resize gives
+/// the tile's colour exactly, so the ties reach the hue step as ties.
+fn tiles(w: u32, h: u32, seed: u32) -> Vec<u8> {
+    const C: [[u8; 3]; 16] = [
+        [128, 128, 128],
+        [0, 0, 0],
+        [255, 255, 255],
+        [200, 200, 50],
+        [200, 50, 200],
+        [50, 200, 200],
+        [60, 60, 210],
+        [60, 210, 60],
+        [210, 60, 60],
+        [255, 0, 0],
+        [0, 255, 0],
+        [0, 0, 255],
+        [255, 255, 0],
+        [0, 255, 255],
+        [17, 16, 16],
+        [1, 0, 1],
+    ];
+    let mut v = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            v.extend_from_slice(&C[((x / 8 + 3 * (y / 8) + seed) % 16) as usize]);
+        }
+    }
+    v
+}
+
 fn check(name: &str, spec: &AugmentSpec, output: &OutputSpec, seed: u64) {
+    check_on(name, spec, output, seed, image)
+}
+
+fn check_on(name: &str, spec: &AugmentSpec, output: &OutputSpec, seed: u64, image: fn(u32, u32, u32) -> Vec<u8>) {
     let batch = 7usize;
     let mut images = Vec::new();
     let mut params: Vec<AugParams> = Vec::new();
@@ -219,6 +255,22 @@ fn gpu_kernel_code_matches_the_cpu_backend_bit_for_bit() {
                     check(name, &spec, &output, seed);
                 }
             }
+        }
+    }
+}
+
+/// The CPU backend's hue step (eight pixels a vector on AVX2) against the kernel's per-pixel
+/// `stoke_adjust_hue` where the HSV conversion branches: greys, ties for the largest or the
+/// smallest channel, primaries and the hue's wrap past 0 and 1 (hue factors up to ±0.5).
+#[test]
+fn the_hue_step_matches_on_greys_ties_and_primaries() {
+    for (hue, others) in [(0.5, 0.0), (0.5, 0.6), (0.05, 0.3)] {
+        let mut s = AugmentSpec::train(40);
+        s.size = (40, 33);
+        s.color_jitter = Some(stoke::config::ColorJitterSpec::from_values(others, others, others, hue).unwrap());
+        let output = OutputSpec { dtype: DType::F32, layout: Layout::Nchw, ..OutputSpec::default() };
+        for seed in 0..6 {
+            check_on("hue-tiles", &s, &output, seed, tiles);
         }
     }
 }
