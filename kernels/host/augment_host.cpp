@@ -498,9 +498,9 @@ void rotate_image(const StokeAugParams* p, const float* pre, float* post, float*
 // whatever the order or the layout). The column pass is the same loop for every row, its row
 // pointers clamped to the plane; the row pass is one loop over the columns whose taps (the far
 // ones too) all lie inside the row, and the edge columns element by element with indices
-// clamped to the line, as stoke_pil_pass_pixel. The AVX2 build sums eight elements' taps in a
-// register; the rest, and the baseline build, add tap by tap into `acc` (W u32), in loops the
-// compiler vectorizes.
+// clamped to the line, as stoke_pil_pass_pixel, adding tap by tap into `acc` (W u32) in loops
+// the compiler vectorizes. The AVX2 build instead sums eight elements' taps in a register, over
+// every element of the row (see below), for boxes up to 64 taps on planes at least 8 wide.
 
 // One element of a pass along a line of n elements `step` apart (stoke_pil_pass_pixel for
 // one channel).
@@ -542,6 +542,61 @@ void pil_pass_plane(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int 
     for (int32_t y = 0; y < H; y++) {
         uint8_t* o = dst + (size_t)y * row;
         const ptrdiff_t sr = (ptrdiff_t)((size_t)y * row);  // row y's offset
+#if defined(STOKE_HOST_AVX2)
+        // Every element of the row in vectors. The row pass reads the row from a copy padded
+        // with r + 1 copies of its first and last byte on each side (pad[i] is the row's
+        // element i clamped to the line, as pil_element reads it), so the edge columns take the
+        // same loop; the last partial group of eight is the row's last eight elements again
+        // (they read src and write dst, so computing some twice writes the same bytes).
+        // `acc` holds 12·W bytes (the caller's line), the padded row W + 2r + 2 ≤ W + 64.
+        if (taps <= kTaps && W >= 8) {
+            const uint8_t* base = src;
+            ptrdiff_t lo8, hi8;
+            if (axis == 1) {
+                for (int32_t k = 0; k < taps; k++) off[k] = (ptrdiff_t)(clampi(y + k - b.r, H) * row);
+                lo8 = (ptrdiff_t)(clampi(y - b.r - 1, H) * row);
+                hi8 = (ptrdiff_t)(clampi(y + b.r + 1, H) * row);
+            } else {
+                uint8_t* pad = (uint8_t*)acc;
+                const int32_t edge = b.r + 1;
+                memset(pad, src[sr], (size_t)edge);
+                memcpy(pad + edge, src + sr, row);
+                memset(pad + edge + row, src[sr + W - 1], (size_t)edge);
+                base = pad + edge;
+                for (int32_t k = 0; k < taps; k++) off[k] = k - b.r;
+                lo8 = -edge;
+                hi8 = edge;
+            }
+            size_t e = 0;
+            for (; e + 32 <= row; e += 32) {
+                __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t k = 0; k < taps; k++) {
+                    const uint8_t* t = base + (off[k] + (ptrdiff_t)e);
+                    a0 = _mm256_add_epi32(a0, pil_widen8(t));
+                    a1 = _mm256_add_epi32(a1, pil_widen8(t + 8));
+                    a2 = _mm256_add_epi32(a2, pil_widen8(t + 16));
+                    a3 = _mm256_add_epi32(a3, pil_widen8(t + 24));
+                }
+                const uint8_t* l = base + (lo8 + (ptrdiff_t)e);
+                const uint8_t* h = base + (hi8 + (ptrdiff_t)e);
+                pil_store8(a0, l, h, ww, fw, o + e);
+                pil_store8(a1, l + 8, h + 8, ww, fw, o + e + 8);
+                pil_store8(a2, l + 16, h + 16, ww, fw, o + e + 16);
+                pil_store8(a3, l + 24, h + 24, ww, fw, o + e + 24);
+            }
+            for (;; e += 8) {
+                if (e + 8 > row) {
+                    if (e == row) break;
+                    e = row - 8;
+                }
+                __m256i a = _mm256_setzero_si256();
+                for (int32_t k = 0; k < taps; k++) a = _mm256_add_epi32(a, pil_widen8(base + (off[k] + (ptrdiff_t)e)));
+                pil_store8(a, base + (lo8 + (ptrdiff_t)e), base + (hi8 + (ptrdiff_t)e), ww, fw, o + e);
+                if (e + 8 == row) break;
+            }
+            continue;
+        }
+#endif
         // Elements [e0, e1) of this row (columns, or every element for the column pass) are
         // one loop: element e's taps are src[tap(k) + e] for k < 2r + 1, its far taps
         // src[lo + e] and src[hi + e] (offsets from src, so every address formed is inside it).
@@ -564,33 +619,6 @@ void pil_pass_plane(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int 
             hi = sr + (b.r + 1);
         }
         size_t e = e0;
-#if defined(STOKE_HOST_AVX2)
-        // 32 elements at a time, their box sums in four registers, then eight at a time.
-        if (taps <= kTaps) {
-            for (int32_t k = 0; k < taps; k++) off[k] = tap(k);
-            for (; e + 32 <= e1; e += 32) {
-                __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-                for (int32_t k = 0; k < taps; k++) {
-                    const uint8_t* t = src + (off[k] + (ptrdiff_t)e);
-                    a0 = _mm256_add_epi32(a0, pil_widen8(t));
-                    a1 = _mm256_add_epi32(a1, pil_widen8(t + 8));
-                    a2 = _mm256_add_epi32(a2, pil_widen8(t + 16));
-                    a3 = _mm256_add_epi32(a3, pil_widen8(t + 24));
-                }
-                const uint8_t* l = src + (lo + (ptrdiff_t)e);
-                const uint8_t* h = src + (hi + (ptrdiff_t)e);
-                pil_store8(a0, l, h, ww, fw, o + e);
-                pil_store8(a1, l + 8, h + 8, ww, fw, o + e + 8);
-                pil_store8(a2, l + 16, h + 16, ww, fw, o + e + 16);
-                pil_store8(a3, l + 24, h + 24, ww, fw, o + e + 24);
-            }
-            for (; e + 8 <= e1; e += 8) {
-                __m256i a = _mm256_setzero_si256();
-                for (int32_t k = 0; k < taps; k++) a = _mm256_add_epi32(a, pil_widen8(src + (off[k] + (ptrdiff_t)e)));
-                pil_store8(a, src + (lo + (ptrdiff_t)e), src + (hi + (ptrdiff_t)e), ww, fw, o + e);
-            }
-        }
-#endif
         if (e < e1) {
             const size_t n = e1 - e;
             for (size_t q = 0; q < n; q++) acc[q] = 0u;
