@@ -2,7 +2,8 @@
 # Fuzz every reader of untrusted bytes (fuzz/fuzz_targets; each says its invariants): builds all
 # targets with cargo fuzz (libFuzzer, AddressSanitizer, release with debug assertions and
 # overflow checks), builds each target's seed folder, runs each target for SECONDS_PER_TARGET
-# (default 10) and fails on any crash, printing the executions per target.
+# (default 10; as many targets at once as there are cores) and fails on any crash, printing the
+# executions per target.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]
 #
@@ -46,17 +47,17 @@ trap 'rm -rf "$work"' EXIT
 corpus_dev="${STOKE_CORPUS:-$(cd .. && pwd)/shared/corpus/dev}"
 artifacts="$cache/fuzz-artifacts"
 mkdir -p "$artifacts"
-failed=()
-printf '%-14s %12s %10s %8s  %s\n' target executions exec/s corpus result
-for t in "${targets[@]}"; do
-  seeds="$work/seeds/$t"
-  corpus="$cache/fuzz-corpus/$t"
+# Each target's run, in the background: its log in $work/$t.log, libFuzzer's exit status in
+# $work/$t.rc (no file: the run itself failed before it).
+run_target() {
+  local t=$1
+  local seeds="$work/seeds/$t" corpus="$cache/fuzz-corpus/$t"
   mkdir -p "$seeds" "$corpus"
-  max_len=()
+  local max_len=()
   case "$t" in
     jpeg_header | jpeg_decode)
       if [ -d "$corpus_dev" ]; then
-        n=0
+        local n=0 f
         while IFS= read -r -d '' f; do
           n=$((n + 1))
           cp "$f" "$seeds/dev-$n"
@@ -65,23 +66,44 @@ for t in "${targets[@]}"; do
       max_len=(-max_len=65536) ;;
     png | webp | tar | parquet) max_len=(-max_len=65536) ;;
   esac
-  log="$work/$t.log"
-  rc=0
+  local rc=0
   # -malloc_limit_mb: no single allocation past 512 MiB (the targets decode under a 4 Mpixel
   # size guard: no legitimate buffer comes near it); -timeout: a hang is a failure too.
   STOKE_FUZZ_SEEDS="$seeds" "$bin/$t" "$corpus" "$seeds" -max_total_time="$secs" "${max_len[@]}" \
     -malloc_limit_mb=512 -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/$t-" >"$log" 2>&1 || rc=$?
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  size=$(find "$corpus" -type f | wc -l)
-  if [ "$rc" -eq 0 ]; then
+    -artifact_prefix="$artifacts/$t-" >"$work/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$work/$t.rc"
+}
+
+# As many targets at once as there are cores (each libFuzzer process is one thread), so the
+# whole run takes about ceil(targets / cores) × SECONDS_PER_TARGET.
+jobs="$(nproc)"
+running=0
+for t in "${targets[@]}"; do
+  run_target "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait || true
+
+failed=()
+printf '%-14s %12s %10s %8s  %s\n' target executions exec/s corpus result
+for t in "${targets[@]}"; do
+  log="$work/$t.log"
+  rc=$(cat "$work/$t.rc" 2>/dev/null || echo "none")
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" 2>/dev/null | tail -1)
+  size=$(find "$cache/fuzz-corpus/$t" -type f | wc -l)
+  if [ "$rc" = 0 ]; then
     printf '%-14s %12s %10s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$size" "0 crashes"
   else
     printf '%-14s %12s %10s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "$size" "CRASH (exit $rc)"
     failed+=("$t")
     echo "---- $t: the end of libFuzzer's output" >&2
-    tail -60 "$log" >&2
+    tail -60 "$log" >&2 || true
     echo "---- the input is in $artifacts/$t-*; replay: $bin/$t FILE" >&2
   fi
 done
