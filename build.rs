@@ -19,7 +19,8 @@ fn cu_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
 
 fn compile_host_kernels() {
     let host = cu_files(Path::new("kernels/host"), "cpp");
-    for h in cu_files(Path::new("kernels"), "cuh").iter().chain(&host) {
+    let parts = cu_files(Path::new("kernels/host"), "h"); // parts of augment_host.cpp
+    for h in cu_files(Path::new("kernels"), "cuh").iter().chain(&host).chain(&parts) {
         println!("cargo:rerun-if-changed={}", h.display());
     }
     let mut b = cc::Build::new();
@@ -31,7 +32,7 @@ fn compile_host_kernels() {
         .flag_if_supported("-ffp-contract=off")
         .flag_if_supported("-fno-fast-math")
         // No FP exception is ever looked at: lets the compiler evaluate both sides of a select
-        // (kernels/host/augment_host.cpp's hue pass vectorizes only so). Values are unchanged:
+        // (kernels/host/augment_color.h's hue loop vectorizes only so). Values are unchanged:
         // value-changing rewrites need -ffast-math's other flags, which stay off.
         .flag_if_supported("-fno-trapping-math")
         .warnings(true)

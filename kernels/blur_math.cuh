@@ -14,7 +14,7 @@
 // result rounded half to even (stoke_to_u8, what a uint8 torchvision pipeline or a PIL image
 // holds there), then passes over it, then the fused pass reads the blurred bytes in place of
 // its own color result (kernels/augment.cu: stoke_blur_base, stoke_blur_pass; the CPU backend
-// runs the same functions over its held image, kernels/host/augment_host.cpp).
+// runs the same functions over its held image, kernels/host/augment_blur.h).
 //
 // - GAUSS, torchvision `gaussian_blur_image` on a uint8 image: the image to float32, reflect
 //   padding of ksize/2, a 2-D convolution with the outer product of two 1-D kernels
