@@ -28,8 +28,9 @@ void solarize_row(const StokeBlurParams* bp, float* __restrict__ r, float* __res
 #if defined(STOKE_HOST_AVX2)
 // x86's max(a, b) is a > b ? a : b and min(a, b) is a < b ? a : b, NaN and signed zeros
 // included: each form below is its C select exactly, not merely for ordinary values.
-// stoke_clamp255 (v < 0 ? 0 : (v > 255 ? 255 : v)) of eight lanes: max(0, v) is the first
-// select, min(255, ·) the second (a lane below 0 is +0 after the first, and stays).
+// So v < 0 ? 0 : (v > hi ? hi : v) of eight lanes (stoke_clamp255 with hi = 255, hue's clamp to
+// [0, 1] with hi = 1) is min(hi, max(0, v)): max(0, v) is the first select, min(hi, ·) the
+// second (a lane below 0 is +0 after the first, and stays).
 inline __m256 clamp_hi_lo8(const __m256& v, const __m256& hi) { return _mm256_min_ps(hi, _mm256_max_ps(_mm256_setzero_ps(), v)); }
 
 // hue_row for the eight pixels at j: the same operations in the same order, its selects as
