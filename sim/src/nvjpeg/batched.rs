@@ -184,24 +184,9 @@ pub(crate) fn stats_json() -> String {
     )
 }
 
-/// Components of the first scan (SOS `Ns`), scanning marker segments from SOI.
+/// Components of the first scan (SOS `Ns`).
 fn first_scan_components(d: &[u8]) -> Option<u8> {
-    let mut i = 2;
-    while i + 4 < d.len() {
-        if d[i] != 0xff {
-            return None;
-        }
-        let m = d[i + 1];
-        if m == 0xff {
-            i += 1;
-            continue;
-        }
-        if m == 0xda {
-            return Some(d[i + 4]);
-        }
-        i += 2 + u16::from_be_bytes([d[i + 2], d[i + 3]]) as usize;
-    }
-    None
+    find_segment(d, |m| m == 0xda).and_then(|i| d.get(i + 4).copied())
 }
 
 /// `nvjpegDecodeBatched` on a GPU_HYBRID handle (module doc): decoded at the call, written on

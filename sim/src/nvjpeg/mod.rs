@@ -215,9 +215,10 @@ fn destroy<T>(p: *mut c_void) -> Status {
 
 // ---- headers and decoding ----------------------------------------------------------------
 
-/// The first SOF marker's type (0xc0 baseline, 0xc1 extended, 0xc2 progressive, 0xc3
-/// lossless, ...), scanning marker segments from SOI.
-fn sof_marker(d: &[u8]) -> Option<u8> {
+/// Offset of the first marker segment after SOI whose marker `want` accepts, walking the
+/// segments by their lengths (fill bytes skipped); `None` without SOI, at a byte that is not a
+/// marker, or when none is found with its 2-byte length inside `d`.
+fn find_segment(d: &[u8], want: impl Fn(u8) -> bool) -> Option<usize> {
     if d.len() < 4 || d[0] != 0xff || d[1] != 0xd8 {
         return None;
     }
@@ -231,13 +232,18 @@ fn sof_marker(d: &[u8]) -> Option<u8> {
             i += 1;
             continue;
         }
-        if (0xc0..=0xcf).contains(&m) && m != 0xc4 && m != 0xc8 && m != 0xcc {
-            return Some(m);
+        if want(m) {
+            return Some(i);
         }
-        let len = u16::from_be_bytes([d[i + 2], d[i + 3]]) as usize;
-        i += 2 + len;
+        i += 2 + u16::from_be_bytes([d[i + 2], d[i + 3]]) as usize;
     }
     None
+}
+
+/// The first SOF marker's type (0xc0 baseline, 0xc1 extended, 0xc2 progressive, 0xc3
+/// lossless, ...).
+fn sof_marker(d: &[u8]) -> Option<u8> {
+    find_segment(d, |m| (0xc0..=0xcf).contains(&m) && m != 0xc4 && m != 0xc8 && m != 0xcc).map(|i| d[i + 1])
 }
 
 struct Tj(tj::tjhandle);
