@@ -11,8 +11,9 @@
 // pointers clamped to the plane; the row pass is one loop over the columns whose taps (the far
 // ones too) all lie inside the row, and the edge columns element by element with indices
 // clamped to the line, as stoke_pil_pass_pixel, adding tap by tap into `acc` (W u32) in loops
-// the compiler vectorizes. The AVX2 build instead sums eight elements' taps in a register, over
-// every element of the row (see below), for boxes up to 64 taps on planes at least 8 wide.
+// the compiler vectorizes. The AVX2 build instead sums sixteen elements' taps in a register of
+// u16 lanes, over every element of the row (see below), for boxes up to 64 taps (64 · 255 fits
+// 16 bits) on planes at least 16 wide.
 
 // One element of a pass along a line of n elements `step` apart (stoke_pil_pass_pixel for
 // one channel).
@@ -27,18 +28,58 @@ inline uint8_t pil_element(const uint8_t* line, size_t step, int32_t n, int32_t 
 }
 
 #if defined(STOKE_HOST_AVX2)
-// Eight bytes as eight u32 lanes.
-inline __m256i pil_widen8(const uint8_t* q) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)q)); }
+// Sixteen bytes as sixteen u16 lanes.
+inline __m256i pil_widen16(const uint8_t* q) { return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)q)); }
 
-// Eight lanes of one pass's box sums as its bytes: (sum·ww + (lo + hi)·fw + 2^23) >> 24, each
-// below 256, stored as o[0..8).
-inline void pil_store8(const __m256i& sum, const uint8_t* lo, const uint8_t* hi, const __m256i& ww, const __m256i& fw,
-                       uint8_t* o) {
-    const __m256i far = _mm256_add_epi32(pil_widen8(lo), pil_widen8(hi));
-    const __m256i v = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(sum, ww), _mm256_mullo_epi32(far, fw)), _mm256_set1_epi32(1 << 23)), 24);
-    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    _mm_storel_epi64((__m128i*)o, _mm_packus_epi16(h, h));
+// Sixteen lanes of one pass's box sums (u16: at most 64 taps of 255) as its bytes: each lane
+// widened to u32 for (sum·ww + (lo + hi)·fw + 2^23) >> 24, below 256, stored as o[0..16).
+inline void pil_store16(const __m256i& sum, const uint8_t* lo, const uint8_t* hi, const __m256i& ww, const __m256i& fw,
+                        uint8_t* o) {
+    const __m256i zero = _mm256_setzero_si256(), half = _mm256_set1_epi32(1 << 23);
+    const __m256i far = _mm256_add_epi16(pil_widen16(lo), pil_widen16(hi));
+    auto bytes = [&](const __m256i& s, const __m256i& f) {
+        return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_mullo_epi32(s, ww), _mm256_mullo_epi32(f, fw)), half), 24);
+    };
+    // The unpacks work within each 128-bit half: `a` holds elements 0-3 and 8-11, `b` 4-7 and
+    // 12-15, so the packs give 0-7 in the low half and 8-15 in the high one.
+    const __m256i a = bytes(_mm256_unpacklo_epi16(sum, zero), _mm256_unpacklo_epi16(far, zero));
+    const __m256i b = bytes(_mm256_unpackhi_epi16(sum, zero), _mm256_unpackhi_epi16(far, zero));
+    const __m256i w = _mm256_packus_epi32(a, b);
+    const __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi16(w, w), 0x08);  // 64-bit words 0 and 2
+    _mm_storeu_si128((__m128i*)o, _mm256_castsi256_si128(v));
+}
+
+// One line of a pass, every element in vectors: element e's taps are t[k][e] for k < taps, its
+// far taps lo[e] and hi[e]; n ≥ 16 elements. The last partial group of sixteen is the line's
+// last sixteen elements again (they read the source and write `o`, so computing some twice
+// writes the same bytes). T > 0 is the tap count known at compile time (DINO's boxes have 1 to
+// 7 taps: the tap loop unrolled, its pointers in registers); T = 0 takes `taps` (≤ 64).
+template <int32_t T>
+void pil_line16(const uint8_t* const* t, int32_t taps, const uint8_t* lo, const uint8_t* hi, size_t n,
+                const __m256i& ww, const __m256i& fw, uint8_t* o) {
+    constexpr int32_t kMax = T > 0 ? T : 64;
+    const int32_t count = T > 0 ? T : taps;
+    const uint8_t* tk[kMax];
+    for (int32_t k = 0; k < count; k++) tk[k] = t[k];
+    auto sum = [&](size_t e) {
+        __m256i a = pil_widen16(tk[0] + e);
+        for (int32_t k = 1; k < count; k++) a = _mm256_add_epi16(a, pil_widen16(tk[k] + e));
+        return a;
+    };
+    size_t e = 0;
+    for (; e + 32 <= n; e += 32) {
+        const __m256i a0 = sum(e), a1 = sum(e + 16);
+        pil_store16(a0, lo + e, hi + e, ww, fw, o + e);
+        pil_store16(a1, lo + e + 16, hi + e + 16, ww, fw, o + e + 16);
+    }
+    if (e < n) {
+        if (e + 16 < n) {
+            pil_store16(sum(e), lo + e, hi + e, ww, fw, o + e);
+            e += 16;
+        }
+        e = n - 16;
+        pil_store16(sum(e), lo + e, hi + e, ww, fw, o + e);
+    }
 }
 #endif
 
@@ -48,63 +89,40 @@ void pil_pass_plane(const uint8_t* src, uint8_t* dst, int32_t W, int32_t H, int 
     auto clampi = [](int32_t i, int32_t n) { return (size_t)(i < 0 ? 0 : (i >= n ? n - 1 : i)); };
 #if defined(STOKE_HOST_AVX2)
     const __m256i ww = _mm256_set1_epi32((int32_t)b.ww), fw = _mm256_set1_epi32((int32_t)b.fw);
-    constexpr int32_t kTaps = 64;  // boxes up to this wide keep their tap offsets (DINO's: 1 to 7)
-    ptrdiff_t off[kTaps];
+    constexpr int32_t kTaps = 64;  // boxes up to this wide in vectors (DINO's: 1 to 7)
 #endif
     for (int32_t y = 0; y < H; y++) {
         uint8_t* o = dst + (size_t)y * row;
         const ptrdiff_t sr = (ptrdiff_t)((size_t)y * row);  // row y's offset
 #if defined(STOKE_HOST_AVX2)
-        // Every element of the row in vectors. The row pass reads the row from a copy padded
-        // with r + 1 copies of its first and last byte on each side (pad[i] is the row's
-        // element i clamped to the line, as pil_element reads it), so the edge columns take the
-        // same loop; the last partial group of eight is the row's last eight elements again
-        // (they read src and write dst, so computing some twice writes the same bytes).
-        // `acc` holds 12·W bytes (the caller's line), the padded row W + 2r + 2 ≤ W + 64.
-        if (taps <= kTaps && W >= 8) {
-            const uint8_t* base = src;
-            ptrdiff_t lo8, hi8;
+        // Every element of the row in vectors (pil_line16). The row pass reads the row from a
+        // copy padded with r + 1 copies of its first and last byte on each side (pad[i] is the
+        // row's element i clamped to the line, as pil_element reads it), so the edge columns
+        // take the same loop. `acc` holds 12·W bytes (the caller's line), the padded row
+        // W + 2r + 2 ≤ W + 64.
+        if (taps <= kTaps && W >= 16) {
+            const uint8_t* t[kTaps];  // the taps' lines
+            const uint8_t *l, *h;     // the far taps'
             if (axis == 1) {
-                for (int32_t k = 0; k < taps; k++) off[k] = (ptrdiff_t)(clampi(y + k - b.r, H) * row);
-                lo8 = (ptrdiff_t)(clampi(y - b.r - 1, H) * row);
-                hi8 = (ptrdiff_t)(clampi(y + b.r + 1, H) * row);
+                for (int32_t k = 0; k < taps; k++) t[k] = src + clampi(y + k - b.r, H) * row;
+                l = src + clampi(y - b.r - 1, H) * row;
+                h = src + clampi(y + b.r + 1, H) * row;
             } else {
                 uint8_t* pad = (uint8_t*)acc;
                 const int32_t edge = b.r + 1;
                 memset(pad, src[sr], (size_t)edge);
                 memcpy(pad + edge, src + sr, row);
                 memset(pad + edge + row, src[sr + W - 1], (size_t)edge);
-                base = pad + edge;
-                for (int32_t k = 0; k < taps; k++) off[k] = k - b.r;
-                lo8 = -edge;
-                hi8 = edge;
+                for (int32_t k = 0; k < taps; k++) t[k] = pad + (edge + k - b.r);
+                l = pad;
+                h = pad + 2 * edge;
             }
-            size_t e = 0;
-            for (; e + 32 <= row; e += 32) {
-                __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-                for (int32_t k = 0; k < taps; k++) {
-                    const uint8_t* t = base + (off[k] + (ptrdiff_t)e);
-                    a0 = _mm256_add_epi32(a0, pil_widen8(t));
-                    a1 = _mm256_add_epi32(a1, pil_widen8(t + 8));
-                    a2 = _mm256_add_epi32(a2, pil_widen8(t + 16));
-                    a3 = _mm256_add_epi32(a3, pil_widen8(t + 24));
-                }
-                const uint8_t* l = base + (lo8 + (ptrdiff_t)e);
-                const uint8_t* h = base + (hi8 + (ptrdiff_t)e);
-                pil_store8(a0, l, h, ww, fw, o + e);
-                pil_store8(a1, l + 8, h + 8, ww, fw, o + e + 8);
-                pil_store8(a2, l + 16, h + 16, ww, fw, o + e + 16);
-                pil_store8(a3, l + 24, h + 24, ww, fw, o + e + 24);
-            }
-            for (;; e += 8) {
-                if (e + 8 > row) {
-                    if (e == row) break;
-                    e = row - 8;
-                }
-                __m256i a = _mm256_setzero_si256();
-                for (int32_t k = 0; k < taps; k++) a = _mm256_add_epi32(a, pil_widen8(base + (off[k] + (ptrdiff_t)e)));
-                pil_store8(a, base + (lo8 + (ptrdiff_t)e), base + (hi8 + (ptrdiff_t)e), ww, fw, o + e);
-                if (e + 8 == row) break;
+            switch (taps) {
+                case 1: pil_line16<1>(t, taps, l, h, row, ww, fw, o); break;
+                case 3: pil_line16<3>(t, taps, l, h, row, ww, fw, o); break;
+                case 5: pil_line16<5>(t, taps, l, h, row, ww, fw, o); break;
+                case 7: pil_line16<7>(t, taps, l, h, row, ww, fw, o); break;
+                default: pil_line16<0>(t, taps, l, h, row, ww, fw, o); break;
             }
             continue;
         }
