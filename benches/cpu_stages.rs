@@ -199,6 +199,34 @@ fn cpu_augment(c: &mut Criterion) {
             })
         });
     }
+    // DINO's ten views of each sample (2 global at 224, 8 local at 96, f32), from one decoded
+    // image each: the whole augment of a sample, what `--preset dino` adds to the decode.
+    let dino = stoke::config::PipelineOptions { preset: stoke::config::Preset::Dino, ..Default::default() };
+    let specs = dino.to_config("/unused", stoke::config::OptionNames::Cli).expect("dino preset").view_specs();
+    let spec = OutputSpec { dtype: DType::F32, ..OutputSpec::default() };
+    let views: Vec<Vec<AugParams>> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, (_, img, _))| {
+            let mut v = Vec::new();
+            stoke::augment::views::draw_views(&specs, 0, 0, i as u64, img.width as i32, img.height as i32, 1, &mut v);
+            v
+        })
+        .collect();
+    let mut outs: Vec<Vec<u8>> = specs.iter().map(|s| vec![0u8; 3 * (s.size.0 * s.size.1) as usize * 4]).collect();
+    g.throughput(Throughput::Elements(samples.len() as u64));
+    g.bench_function("cpu_augment_f32_dino_views", |b| {
+        let mut scratch = Scratch::default();
+        b.iter(|| {
+            for ((_, img, _), ps) in samples.iter().zip(&views) {
+                let src = SrcImage::full(&img.rgb, img.width as i32, img.height as i32);
+                for (p, out) in ps.iter().zip(outs.iter_mut()) {
+                    host::augment(src, p, &spec, out, 0, &mut scratch).expect("augment");
+                }
+            }
+            black_box(outs[0][0])
+        })
+    });
     g.finish();
 }
 
