@@ -431,12 +431,50 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         // Eight output columns at a time: their 24 element vectors (rows in lanes) are
         // transposed 8 x 8 three times into a vector of 8 consecutive elements per row, stored
         // whole, instead of one store per float. The same values in the same places.
+        // Two columns at a time: their taps in common are one loop with six sums in flight
+        // (three alone wait on the add's latency), the longer column's last taps after it.
+        // Each sum still adds its own column's taps in order from 0: the same operations.
+        auto column2 = [&](int32_t j0, __m256& a0, __m256& a1, __m256& a2, __m256& b0, __m256& b1, __m256& b2) {
+            const int64_t* off0 = tx.off + tx.start[j0];
+            const int64_t* off1 = tx.off + tx.start[j0 + 1];
+            const float* w0 = tx.w + tx.start[j0];
+            const float* w1 = tx.w + tx.start[j0 + 1];
+            const int32_t n0 = tx.count[j0], n1 = tx.count[j0 + 1];
+            const int32_t both = n0 < n1 ? n0 : n1;
+            __m256 x0 = _mm256_setzero_ps(), x1 = x0, x2 = x0, y0 = x0, y1 = x0, y2 = x0;
+            for (int32_t k = 0; k < both; k++) {
+                const float* t0 = lines + off0[k];
+                const float* t1 = lines + off1[k];
+                const __m256 u = _mm256_set1_ps(w0[k]), v = _mm256_set1_ps(w1[k]);
+                x0 = _mm256_add_ps(x0, _mm256_mul_ps(u, _mm256_loadu_ps(t0)));
+                y0 = _mm256_add_ps(y0, _mm256_mul_ps(v, _mm256_loadu_ps(t1)));
+                x1 = _mm256_add_ps(x1, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + kHRows)));
+                y1 = _mm256_add_ps(y1, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + kHRows)));
+                x2 = _mm256_add_ps(x2, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + 2 * kHRows)));
+                y2 = _mm256_add_ps(y2, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + 2 * kHRows)));
+            }
+            for (int32_t k = both; k < n0; k++) {
+                const float* t0 = lines + off0[k];
+                const __m256 u = _mm256_set1_ps(w0[k]);
+                x0 = _mm256_add_ps(x0, _mm256_mul_ps(u, _mm256_loadu_ps(t0)));
+                x1 = _mm256_add_ps(x1, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + kHRows)));
+                x2 = _mm256_add_ps(x2, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + 2 * kHRows)));
+            }
+            for (int32_t k = both; k < n1; k++) {
+                const float* t1 = lines + off1[k];
+                const __m256 v = _mm256_set1_ps(w1[k]);
+                y0 = _mm256_add_ps(y0, _mm256_mul_ps(v, _mm256_loadu_ps(t1)));
+                y1 = _mm256_add_ps(y1, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + kHRows)));
+                y2 = _mm256_add_ps(y2, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + 2 * kHRows)));
+            }
+            a0 = x0; a1 = x1; a2 = x2; b0 = y0; b1 = y1; b2 = y2;
+        };
         for (; j + 8 <= ow; j += 8) {
             __m256 tile[3][8];
-            for (int32_t jj = 0; jj < 8; jj++) {
-                vrows a[3];
-                column(j + jj, a[0], a[1], a[2]);
-                for (int c = 0; c < 3; c++) tile[(3 * jj + c) / 8][(3 * jj + c) % 8] = (__m256)a[c];
+            for (int32_t jj = 0; jj < 8; jj += 2) {
+                __m256 a[6];
+                column2(j + jj, a[0], a[1], a[2], a[3], a[4], a[5]);
+                for (int c = 0; c < 6; c++) tile[(3 * jj + c) / 8][(3 * jj + c) % 8] = a[c];
             }
             for (int b = 0; b < 3; b++) {
                 __m256 t[8];
