@@ -71,6 +71,27 @@ inline void transpose8(const __m256 (&v)[8], __m256 (&o)[8]) {
 }
 #endif
 
+// acc[0, N·kHRows) = Σ_k wy[k]·band[oy[k] + e], each element from 0 adding its taps in order
+// k = 0..taps−1, N vectors in flight.
+template <int N>
+inline void vertical_taps(const float* band, const int64_t* oy, const float* wy, int32_t taps, float* acc) {
+    typedef float vrows __attribute__((vector_size(kHRows * sizeof(float))));
+    vrows a[N];
+#pragma GCC unroll 8
+    for (int n = 0; n < N; n++) a[n] = (vrows){};
+    for (int32_t k = 0; k < taps; k++) {
+        const float* b = band + oy[k];
+#pragma GCC unroll 8
+        for (int n = 0; n < N; n++) {
+            vrows v;
+            memcpy(&v, b + n * kHRows, sizeof v);
+            a[n] = a[n] + wy[k] * v;
+        }
+    }
+#pragma GCC unroll 8
+    for (int n = 0; n < N; n++) memcpy(acc + n * kHRows, &a[n], sizeof a[n]);
+}
+
 struct Plan {
     size_t taps_x, taps_y, band_rows, total_bytes;
     int rotate;
@@ -352,8 +373,9 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     // them).
     fill_table(&tx, p->crop_w, p->resize_w, p->win_x, ow, p->filter, p->antialias, 0, 1);
     for (size_t t = 0; t < pl.taps_x; t++) tx.off[t] = (tx.off[t] - tx.lo) * 3 * kHRows;
-    // Row offsets are relative to the band, so they index `band` rows, not bytes.
+    // y taps as crop rows, then as element offsets of their rows in `band`.
     fill_table(&ty, p->crop_h, p->resize_h, p->win_y, oh, p->filter, p->antialias, 0, 1);
+    for (size_t t = 0; t < pl.taps_y; t++) ty.off[t] = (ty.off[t] - ty.lo) * (int64_t)ow * 3;
 
     // Horizontal pass: band row r = crop row ty.lo + r; r_c = Σ_kx wx·src, in tap order.
     // kHRows crop rows at a time, one per vector lane: `lines` holds them transposed
@@ -497,37 +519,21 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
 
     // Vertical pass: acc = Σ_ky wy·r, in tap order; then clamp, window/flip, and either the
     // output write or the pre-rotation image.
-    // Four vectors of a row's elements at a time, every tap added in registers (each element
-    // still starts at 0 and adds wy·b tap by tap, the same operations in the same order), instead
-    // of a pass over the whole accumulator row per tap.
-    const size_t chunk = 4 * kHRows;
+    // Eight vectors of a row's elements at a time (AVX2; then four), every tap added in registers
+    // (each element still starts at 0 and adds wy·b tap by tap, the same operations in the same
+    // order), instead of a pass over the whole accumulator row per tap.
     for (int32_t i = 0; i < oh; i++) {
         const float* wy = ty.w + ty.start[i];
         const int64_t* oy = ty.off + ty.start[i];
         const int32_t taps = ty.count[i];
         size_t e0 = 0;
-        for (; e0 + chunk <= row_len; e0 += chunk) {
-            vrows a0 = {}, a1 = {}, a2 = {}, a3 = {};
-            for (int32_t k = 0; k < taps; k++) {
-                const float* b = band + (size_t)(oy[k] - ty.lo) * row_len + e0;
-                vrows v0, v1, v2, v3;
-                memcpy(&v0, b, sizeof v0);
-                memcpy(&v1, b + kHRows, sizeof v1);
-                memcpy(&v2, b + 2 * kHRows, sizeof v2);
-                memcpy(&v3, b + 3 * kHRows, sizeof v3);
-                a0 = a0 + wy[k] * v0;
-                a1 = a1 + wy[k] * v1;
-                a2 = a2 + wy[k] * v2;
-                a3 = a3 + wy[k] * v3;
-            }
-            memcpy(acc + e0, &a0, sizeof a0);
-            memcpy(acc + e0 + kHRows, &a1, sizeof a1);
-            memcpy(acc + e0 + 2 * kHRows, &a2, sizeof a2);
-            memcpy(acc + e0 + 3 * kHRows, &a3, sizeof a3);
-        }
+#if defined(STOKE_HOST_AVX2)  // 16 registers of 8 floats; the baseline build's 16 SSE registers hold half as many
+        for (; e0 + 8 * kHRows <= row_len; e0 += 8 * kHRows) vertical_taps<8>(band + e0, oy, wy, taps, acc + e0);
+#endif
+        for (; e0 + 4 * kHRows <= row_len; e0 += 4 * kHRows) vertical_taps<4>(band + e0, oy, wy, taps, acc + e0);
         for (size_t e = e0; e < row_len; e++) acc[e] = 0.0f;
         for (int32_t k = 0; k < taps; k++) {
-            const float* b = band + (size_t)(oy[k] - ty.lo) * row_len;
+            const float* b = band + oy[k];
             for (size_t e = e0; e < row_len; e++) acc[e] = acc[e] + wy[k] * b[e];
         }
         // Resized-window row i lands on pre-rotation row y (vertical flip) and column j on x.
