@@ -152,11 +152,49 @@ Plan plan(const StokeAugParams* p) {
     return pl;
 }
 
+#if defined(STOKE_HOST_AVX2)
+// stoke_axis_raw_aa of taps [0, 8·m) into w, eight at a time, where their filter arguments'
+// numerators fit 32 bits (then int → float rounds the same integer the same way as from 64
+// bits); returns the taps done. Each lane performs the scalar function's operations in its
+// order: the f32 division, then the filter's branches as blends of the same compares.
+inline int32_t raw_aa8(const StokeAxis* ax, float* w) {
+    const int32_t m = ax->count / 8;
+    const int64_t last = ax->num0 + (int64_t)ax->num_step * (8 * (int64_t)m);
+    if (m == 0 || ax->num0 < -(int64_t)INT32_MAX || ax->num0 > INT32_MAX || last < -(int64_t)INT32_MAX || last > INT32_MAX) return 0;
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i step = _mm256_set1_epi32(ax->num_step);
+    const __m256 den = _mm256_set1_ps(ax->den), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    const int cubic = ax->filter == STOKE_FILTER_BICUBIC;
+    for (int32_t g = 0; g < m; g++) {
+        const __m256i num = _mm256_add_epi32(_mm256_set1_epi32((int32_t)(ax->num0 + (int64_t)ax->num_step * (8 * g))),
+                                             _mm256_mullo_epi32(lanes, step));
+        __m256 x = _mm256_div_ps(_mm256_cvtepi32_ps(num), den);
+        x = _mm256_blendv_ps(x, _mm256_sub_ps(zero, x), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));  // x < 0 ? -x : x
+        const __m256 below1 = _mm256_cmp_ps(x, one, _CMP_LT_OQ);
+        __m256 v;
+        if (cubic) {
+            // stoke_filter_cubic(x, -0.5): a + 2 = 1.5 and a + 3 = 2.5 exactly.
+            const __m256 near = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(1.5f), x), _mm256_set1_ps(2.5f)), x), x), one);
+            const __m256 far = _mm256_mul_ps(
+                _mm256_sub_ps(_mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(x, _mm256_set1_ps(5.0f)), x), _mm256_set1_ps(8.0f)), x),
+                              _mm256_set1_ps(4.0f)),
+                _mm256_set1_ps(-0.5f));
+            const __m256 below2 = _mm256_cmp_ps(x, _mm256_set1_ps(2.0f), _CMP_LT_OQ);
+            v = _mm256_blendv_ps(_mm256_blendv_ps(zero, far, below2), near, below1);
+        } else {
+            v = _mm256_blendv_ps(zero, _mm256_sub_ps(one, x), below1);  // stoke_filter_triangle
+        }
+        _mm256_storeu_ps(w + 8 * g, v);
+    }
+    return 8 * m;
+}
+#endif
+
 void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int32_t n, uint32_t filter, uint32_t aa,
                 int32_t crop_off, int64_t step) {
     int32_t at = 0;
-    t->lo = in_size;
-    t->hi = 0;
+    int32_t lo = in_size, hi = 0;
     for (int32_t i = 0; i < n; i++) {
         StokeAxis ax;
         stoke_axis_taps(in_size, out_size, first + i, filter, aa, &ax);
@@ -166,24 +204,32 @@ void fill_table(Table* t, int32_t in_size, int32_t out_size, int32_t first, int3
         if (ax.mode == STOKE_AXIS_AA) {
             // stoke_axis_init's normaliser and stoke_axis_weight's weights with each raw weight
             // computed once (its sum in tap order, then each divided by it): the same values.
+            int32_t k = 0;
+#if defined(STOKE_HOST_AVX2)
+            k = raw_aa8(&ax, w);
+#endif
+            for (; k < ax.count; k++) w[k] = stoke_axis_raw_aa(&ax, k);
             float total = 0.0f;
-            for (int32_t k = 0; k < ax.count; k++) {
-                w[k] = stoke_axis_raw_aa(&ax, k);
-                total = total + w[k];
-            }
+            for (k = 0; k < ax.count; k++) total = total + w[k];
             ax.total = total;
-            for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_normalise(&ax, w[k]);
+            k = 0;
+#if defined(STOKE_HOST_AVX2)
+            if (total != 0.0f)  // stoke_axis_normalise's division, eight lanes at a time
+                for (; k + 8 <= ax.count; k += 8) _mm256_storeu_ps(w + k, _mm256_div_ps(_mm256_loadu_ps(w + k), _mm256_set1_ps(total)));
+#endif
+            for (; k < ax.count; k++) w[k] = stoke_axis_normalise(&ax, w[k]);
         } else {
             for (int32_t k = 0; k < ax.count; k++) w[k] = stoke_axis_weight(&ax, k);
         }
-        for (int32_t k = 0; k < ax.count; k++) {
-            int32_t j = stoke_axis_tap(&ax, k);
-            if (j < t->lo) t->lo = j;
-            if (j + 1 > t->hi) t->hi = j + 1;
-            t->off[at] = (int64_t)(crop_off + j) * step;
-            at++;
-        }
+        // stoke_axis_tap does not decrease with k: the first and last taps bound them all.
+        const int32_t j0 = stoke_axis_tap(&ax, 0), j1 = stoke_axis_tap(&ax, ax.count - 1);
+        if (j0 < lo) lo = j0;
+        if (j1 + 1 > hi) hi = j1 + 1;
+        for (int32_t k = 0; k < ax.count; k++) t->off[at + k] = (int64_t)(crop_off + stoke_axis_tap(&ax, k)) * step;
+        at += ax.count;
     }
+    t->lo = lo;
+    t->hi = hi;
 }
 
 // Run forms (kernels/host/cast_host.cpp): exactly stoke_normalize / stoke_f32_to_f16_bits /
