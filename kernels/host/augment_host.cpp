@@ -427,8 +427,8 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
     // kHRows crop rows at a time, one per vector lane: `lines` holds them transposed
     // (element e = 3·column + channel of row q at e·kHRows + q), so a tap's value for all the
     // rows is one load, and each lane performs exactly the scalar form's f32 multiply then add
-    // per tap (no contraction, see build.rs). Lanes past the band's last row read zeros and
-    // are not stored.
+    // per tap (no contraction, see build.rs). Lanes past the band's last row hold zeros (in
+    // the AVX2 conversion, copies of the last row: no test per row) and are never stored.
     typedef float vrows __attribute__((vector_size(kHRows * sizeof(float))));
     const size_t row_len = (size_t)ow * 3;
     const size_t line_len = (size_t)(tx.hi - tx.lo) * 3;
@@ -443,12 +443,12 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             static_assert(kHRows == 8, "the transpose below is 8 x 8");
             const uint8_t* pq[kHRows];
             for (int32_t q = 0; q < kHRows; q++)
-                pq[q] = q < rows ? src + (base + (int64_t)(p->crop_y + r0 + q) * step_y + (int64_t)(p->crop_x + tx.lo) * step_x) : nullptr;
+                pq[q] = src + (base + (int64_t)(p->crop_y + r0 + (q < rows ? q : rows - 1)) * step_y +
+                               (int64_t)(p->crop_x + tx.lo) * step_x);
             for (; done + 8 <= line_len; done += 8) {
                 __m256 v[8];
                 for (int q = 0; q < 8; q++)
-                    v[q] = pq[q] ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(pq[q] + done))))
-                                 : _mm256_setzero_ps();
+                    v[q] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(pq[q] + done))));
                 __m256 t[8];
                 transpose8(v, t);
                 float* d = lines + done * kHRows;
