@@ -594,6 +594,9 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             const __m256i order[3] = {_mm256_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5), _mm256_setr_epi32(1, 4, 7, 2, 5, 0, 3, 6),
                                       _mm256_setr_epi32(2, 5, 0, 3, 6, 1, 4, 7)};
             const __m256i reverse = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+            const int flip = p->flip_h != 0;
+            __m256i pick[3];  // the order, reversed for a flip: lane l takes order[7 − l]
+            for (int c = 0; c < 3; c++) pick[c] = flip ? _mm256_permutevar8x32_epi32(order[c], reverse) : order[c];
             const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
             for (; j + 8 <= ow; j += 8) {
                 const __m256 A = _mm256_loadu_ps(acc + 3 * (size_t)j), B = _mm256_loadu_ps(acc + 3 * (size_t)j + 8),
@@ -601,10 +604,9 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                 const __m256 ch[3] = {_mm256_blend_ps(_mm256_blend_ps(A, B, 0x92), C, 0x24),
                                       _mm256_blend_ps(_mm256_blend_ps(A, B, 0x24), C, 0x49),
                                       _mm256_blend_ps(_mm256_blend_ps(A, B, 0x49), C, 0x92)};
-                const int32_t x = p->flip_h ? ow - 8 - j : j;
+                const int32_t x = flip ? ow - 8 - j : j;
                 for (int c = 0; c < 3; c++) {
-                    __m256 v = _mm256_permutevar8x32_ps(ch[c], order[c]);
-                    if (p->flip_h) v = _mm256_permutevar8x32_ps(v, reverse);
+                    const __m256 v = _mm256_permutevar8x32_ps(ch[c], pick[c]);
                     _mm256_storeu_ps(planar + (size_t)c * ow + x, _mm256_min_ps(top, _mm256_max_ps(zero, v)));
                 }
             }
