@@ -23,6 +23,15 @@ inline __m128i bytes8(const __m256& v) {
     return _mm_packus_epi16(h, h);
 }
 
+// Sixteen lanes (a: 0..7, b: 8..15) holding 0..255, truncated as bytes8 does: bytes 0..15.
+inline __m128i bytes16(const __m256& a, const __m256& b) {
+    // The packs work within each 128-bit half: a's and b's low halves (0-3, 8-11) then their
+    // high halves (4-7, 12-15); the permute puts the four-byte groups back in order.
+    const __m256i w = _mm256_packus_epi32(_mm256_cvttps_epi32(a), _mm256_cvttps_epi32(b));
+    const __m256i x = _mm256_packus_epi16(w, w);
+    return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(x, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0)));
+}
+
 // stoke_pil_blend of eight lanes (deg and img 0..255 in 32-bit lanes) as bytes 0..7: the
 // formula's operations, then the clamp written unconditionally (for alpha in [0, 1] the blend
 // lies between its ends, so it changes nothing there; alpha = 0 or 1 give deg or img exactly).
@@ -43,6 +52,11 @@ void u8_run(const float* src, uint8_t* dst, size_t n) {
     size_t i = 0;
 #if defined(STOKE_HOST_AVX2)
     const __m256 big = _mm256_set1_ps(8388608.0f);
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = clamp255x8(_mm256_loadu_ps(src + i)), b = clamp255x8(_mm256_loadu_ps(src + i + 8));
+        _mm_storeu_si128((__m128i*)(dst + i),
+                         bytes16(_mm256_sub_ps(_mm256_add_ps(a, big), big), _mm256_sub_ps(_mm256_add_ps(b, big), big)));
+    }
     for (; i + 8 <= n; i += 8) {
         const __m256 v = clamp255x8(_mm256_loadu_ps(src + i));
         _mm_storel_epi64((__m128i*)(dst + i), bytes8(_mm256_sub_ps(_mm256_add_ps(v, big), big)));
