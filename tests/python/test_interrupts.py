@@ -65,7 +65,11 @@ def child(code, *args, timeout=120, **popen):
 def test_ctrl_c_during_a_long_wait_for_a_batch_raises_keyboardinterrupt_at_once_and_the_process_exits(slow):
     p = child(
         """
-        import sys, time, stoke
+        import signal, sys, time, stoke
+        # What Ctrl-C does in an interactive Python, whatever this process inherited: a job a
+        # shell starts in the background (`cmd &`, CI run by hand) has SIGINT ignored, and a
+        # Python started so installs no KeyboardInterrupt handler.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         ld = stoke.Loader(sys.argv[1], 16, device="cpu", threads=1, reader_threads=1, preset="eval", size=224, prefetch=1)
         it = iter(ld)
         print("waiting", flush=True)
