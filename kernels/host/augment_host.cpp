@@ -496,9 +496,6 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
         };
         int32_t j = 0;
 #if defined(STOKE_HOST_AVX2)
-        // Eight output columns at a time: their 24 element vectors (rows in lanes) are
-        // transposed 8 x 8 three times into a vector of 8 consecutive elements per row, stored
-        // whole, instead of one store per float. The same values in the same places.
         // Two columns at a time: their taps in common are one loop with six sums in flight
         // (three alone wait on the add's latency), the longer column's last taps after it.
         // Each sum still adds its own column's taps in order from 0: the same operations.
@@ -537,6 +534,9 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
             }
             a0 = x0; a1 = x1; a2 = x2; b0 = y0; b1 = y1; b2 = y2;
         };
+        // Eight output columns at a time: their 24 element vectors (rows in lanes) are
+        // transposed 8 x 8 three times into a vector of 8 consecutive elements per row, stored
+        // whole, instead of one store per float. The same values in the same places.
         for (; j + 8 <= ow; j += 8) {
             __m256 tile[3][8];
             for (int32_t jj = 0; jj < 8; jj += 2) {
