@@ -518,20 +518,18 @@ int STOKE_HOST_AUGMENT(const uint8_t* src, int32_t stored_w, int32_t stored_h, i
                 x2 = _mm256_add_ps(x2, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + 2 * kHRows)));
                 y2 = _mm256_add_ps(y2, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + 2 * kHRows)));
             }
-            for (int32_t k = both; k < n0; k++) {
-                const float* t0 = lines + off0[k];
-                const __m256 u = _mm256_set1_ps(w0[k]);
-                x0 = _mm256_add_ps(x0, _mm256_mul_ps(u, _mm256_loadu_ps(t0)));
-                x1 = _mm256_add_ps(x1, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + kHRows)));
-                x2 = _mm256_add_ps(x2, _mm256_mul_ps(u, _mm256_loadu_ps(t0 + 2 * kHRows)));
-            }
-            for (int32_t k = both; k < n1; k++) {
-                const float* t1 = lines + off1[k];
-                const __m256 v = _mm256_set1_ps(w1[k]);
-                y0 = _mm256_add_ps(y0, _mm256_mul_ps(v, _mm256_loadu_ps(t1)));
-                y1 = _mm256_add_ps(y1, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + kHRows)));
-                y2 = _mm256_add_ps(y2, _mm256_mul_ps(v, _mm256_loadu_ps(t1 + 2 * kHRows)));
-            }
+            // The longer column's last taps, [both, n), added to its three sums.
+            auto rest = [&](const int64_t* off, const float* w, int32_t n, __m256& s0, __m256& s1, __m256& s2) {
+                for (int32_t k = both; k < n; k++) {
+                    const float* t = lines + off[k];
+                    const __m256 u = _mm256_set1_ps(w[k]);
+                    s0 = _mm256_add_ps(s0, _mm256_mul_ps(u, _mm256_loadu_ps(t)));
+                    s1 = _mm256_add_ps(s1, _mm256_mul_ps(u, _mm256_loadu_ps(t + kHRows)));
+                    s2 = _mm256_add_ps(s2, _mm256_mul_ps(u, _mm256_loadu_ps(t + 2 * kHRows)));
+                }
+            };
+            rest(off0, w0, n0, x0, x1, x2);
+            rest(off1, w1, n1, y0, y1, y2);
             a0 = x0; a1 = x1; a2 = x2; b0 = y0; b1 = y1; b2 = y2;
         };
         // Eight output columns at a time: their 24 element vectors (rows in lanes) are
