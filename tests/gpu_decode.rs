@@ -89,6 +89,19 @@ fn decoder(
     which: GpuDecoders,
     interpolated: bool,
 ) -> GpuDecoder {
+    decoder_with(gpu, refs, batch, which, interpolated, 0)
+}
+
+/// [`decoder`] whose hardware engine reads device copies of its bitstreams from a buffer of
+/// `device_bitstream_bytes` (0: host bitstreams).
+fn decoder_with(
+    gpu: &std::sync::Arc<stoke::backend::cuda::device::Gpu>,
+    refs: &[(String, Vec<u8>, DecodedImage)],
+    batch: usize,
+    which: GpuDecoders,
+    interpolated: bool,
+    device_bitstream_bytes: u64,
+) -> GpuDecoder {
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
     let max_h = refs.iter().map(|r| r.2.height).max().unwrap_or(1);
@@ -106,6 +119,7 @@ fn decoder(
         use_hardware,
         use_cuda,
         interpolated,
+        device_bitstream_bytes,
     };
     GpuDecoder::new(gpu, plan).unwrap()
 }
@@ -476,4 +490,208 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     let d = p.stats().decoders;
     assert_eq!(d.gpu_hybrid_yielded, 1, "{d:?}");
     assert!(d.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64, "the first batch probed the route: {d:?}");
+}
+
+/// A slot's route, decoded region `(x, y, w, h)` and pixels.
+type SlotPixels = (Route, (u32, u32, u32, u32), Vec<u8>);
+
+/// Each slot's route, decoded region and pixels (`None`: no decoder could), read back from
+/// `arena` after a decode.
+fn slot_pixels(
+    gpu: &stoke::backend::cuda::device::Gpu,
+    arena: u64,
+    out: &[Result<stoke::backend::cuda::decode::Decoded, stoke::error::SlotError>],
+) -> Vec<Option<SlotPixels>> {
+    gpu.ctx().bind_to_thread().unwrap();
+    out.iter()
+        .map(|d| {
+            d.as_ref().ok().map(|d| {
+                let mut px = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
+                // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
+                // the decode finished (decode() waits for it).
+                unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
+                (d.route, (d.roi.x, d.roi.y, d.roi.w, d.roi.h), px)
+            })
+        })
+        .collect()
+}
+
+/// `gpu_bitstream = device`: the hardware engine decodes copies of its bitstreams in device
+/// memory (`NVJPEG_BACKEND_HARDWARE_DEVICE`) into the same pixels, slot by slot and route by
+/// route, as it does from host memory; a batch whose bytes lie in one place (a staging place:
+/// `decode_within`'s span) goes over in one copy, else one copy per image (the place pads
+/// them apart); images that find no room in the buffer are decoded on the CPU, counted; the
+/// buffer is in the decoder's device bytes. The stand-in reads the copies at the call, as the
+/// engine's outputs are written then: a copy not waited for is a hazard there
+/// (tests/sim_checks.rs). On a GPU whose nvJPEG refuses that backend, the decoder says so and
+/// reads host bytes (printed, not failed: the GPU run answers whether H100/H200 take it).
+#[test]
+fn device_bitstreams_give_the_host_bitstreams_pixels() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let on_sim = gpu_common::sim_stats().is_some();
+    let refs = references();
+    let batch = 32;
+    let spec = AugmentSpec::train(48);
+    let mut plain = decoder(&gpu, &refs, batch, GpuDecoders::All, false);
+    if plain.hardware_width().is_none() {
+        eprintln!("skipped: no hardware engine (device bitstreams are the engine's)");
+        return;
+    }
+    assert_eq!(plain.bitstreams_mode(), "host");
+    // Each batch's bytes in one place, every image at a 64-byte boundary (as a pooled buffer
+    // places them); the buffer holds the largest place.
+    let places: Vec<(Vec<u8>, Vec<std::ops::Range<usize>>)> = refs
+        .chunks(batch)
+        .map(|chunk| {
+            let mut place = Vec::new();
+            let ranges = chunk
+                .iter()
+                .map(|(_, b, _)| {
+                    place.resize(place.len().next_multiple_of(64), 0);
+                    place.extend_from_slice(b);
+                    place.len() - b.len()..place.len()
+                })
+                .collect();
+            (place, ranges)
+        })
+        .collect();
+    let capacity = places.iter().map(|p| p.0.len()).max().unwrap() as u64;
+    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
+    println!("STOKE-Q bitstreams: asked for device bitstreams, the hardware engine reads: {}", dev.bitstreams_mode());
+    if dev.bitstreams_mode() != "device" {
+        assert!(!on_sim, "the stand-in opens NVJPEG_BACKEND_HARDWARE_DEVICE: {}", dev.bitstreams_mode());
+        return;
+    }
+    assert_eq!(dev.device_bytes(), plain.device_bytes() + capacity, "the bitstreams' buffer is counted");
+    let (mut want_out, mut out) = (Vec::new(), Vec::new());
+    let mut engine = 0;
+    for (c, (chunk, (place, ranges))) in refs.chunks(batch).zip(&places).enumerate() {
+        let jobs: Vec<(&[u8], _)> = chunk
+            .iter()
+            .zip(ranges)
+            .enumerate()
+            .map(|(k, ((_, _, img), r))| {
+                (&place[r.clone()], draw(&spec, 23, 0, (c * batch + k) as u64, img.width as i32, img.height as i32, 1))
+            })
+            .collect();
+        let want = slot_pixels(&gpu, plain.decode(&jobs, &mut want_out).unwrap(), &want_out);
+        let hw = want.iter().flatten().filter(|w| w.0 == Route::Hardware).count() as u64;
+        engine += hw;
+        for span in [Some(&place[..]), None] {
+            let before = dev.stats();
+            let got = slot_pixels(&gpu, dev.decode_within(&jobs, span, &mut out).unwrap(), &out);
+            for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                let name = &chunk[i].0;
+                match (w, g) {
+                    (None, None) => {}
+                    (Some(w), Some(g)) => {
+                        assert_eq!((w.0, w.1), (g.0, g.1), "{name}: route and region, span {}", span.is_some());
+                        assert!(w.2 == g.2, "{name}: the {:?} pixels differ from the host bitstream's (span {})", g.0, span.is_some());
+                    }
+                    _ => panic!("{name}: decoded on one path only: host {:?}, device {:?}", w.is_some(), g.is_some()),
+                }
+            }
+            let after = dev.stats();
+            let copies = after.bitstream_copies - before.bitstream_copies;
+            // Without the span, one copy per run of engine images adjacent in the place (an
+            // image whose length is a multiple of 64 has its successor right behind it).
+            let engine_ranges: Vec<&std::ops::Range<usize>> =
+                ranges.iter().zip(&want).filter(|(_, w)| w.as_ref().is_some_and(|w| w.0 == Route::Hardware)).map(|(r, _)| r).collect();
+            let runs = engine_ranges.iter().enumerate().filter(|(k, r)| *k == 0 || engine_ranges[k - 1].end != r.start).count() as u64;
+            let want_copies = match span {
+                Some(_) => u64::from(hw > 0),
+                None => runs,
+            };
+            assert_eq!(copies, want_copies, "batch {c}, span {}: {hw} engine images", span.is_some());
+            assert_eq!((after.hardware - before.hardware, after.bitstream_overflow), (hw, 0), "batch {c}");
+        }
+    }
+    assert!(engine > 0, "no image went to the hardware engine");
+
+    // A buffer of a third of the largest place: the images past its end are decoded on the
+    // CPU, every slot still decoded, the rest on the engine as before.
+    let small = capacity / 3;
+    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, small);
+    let (chunk, (place, ranges)) = (refs.chunks(batch).next().unwrap(), &places[0]);
+    let jobs: Vec<(&[u8], _)> = chunk
+        .iter()
+        .zip(ranges)
+        .enumerate()
+        .map(|(k, ((_, _, img), r))| (&place[r.clone()], draw(&spec, 23, 0, k as u64, img.width as i32, img.height as i32, 1)))
+        .collect();
+    let want = slot_pixels(&gpu, plain.decode(&jobs, &mut want_out).unwrap(), &want_out);
+    let got = slot_pixels(&gpu, dev.decode_within(&jobs, Some(&place[..]), &mut out).unwrap(), &out);
+    let s = dev.stats();
+    assert!(s.bitstream_overflow > 0 && s.retried == s.bitstream_overflow, "{s:?}");
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let (Some(w), Some(g)) = (w, g) else {
+            assert_eq!(w.is_some(), g.is_some(), "{}", chunk[i].0);
+            continue;
+        };
+        if g.0 == w.0 {
+            assert!(w.1 == g.1 && w.2 == g.2, "{}: pixels differ on the same route", chunk[i].0);
+        } else {
+            // An engine image past the buffer's end: on the CPU, within its bound.
+            assert_eq!((w.0, g.0), (Route::Hardware, Route::Cpu), "{}", chunk[i].0);
+            let (mean, _) = region_diff(&chunk[i].2, g.1, &g.2);
+            assert!(mean < bound(false), "{}: mean abs diff {mean:.3} on the CPU route", chunk[i].0);
+        }
+    }
+
+    // An nvJPEG without the device-input variant (the stand-in told so): the engine reads host
+    // bytes, the decoder says why, and allocates no buffer for them.
+    if on_sim {
+        std::env::set_var("STOKE_SIM_HW_DEVICE_ABSENT", "1");
+        let refused = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
+        std::env::remove_var("STOKE_SIM_HW_DEVICE_ABSENT");
+        let mut refused = refused;
+        assert!(refused.bitstreams_mode().starts_with("host (device refused: "), "{}", refused.bitstreams_mode());
+        assert_eq!(refused.device_bytes(), plain.device_bytes());
+        let got = slot_pixels(&gpu, refused.decode_within(&jobs, Some(&place[..]), &mut out).unwrap(), &out);
+        assert!(got == want, "the refused decoder's pixels differ from the host path's");
+        let s = refused.stats();
+        assert!(s.hardware > 0 && s.bitstream_copies == 0, "{s:?}");
+    }
+}
+
+/// Through the pipeline (the readers' pinned buffers): an epoch made with `gpu_bitstream =
+/// device` equals the host-bitstream epoch bit for bit, one copy per batch.
+#[test]
+fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
+    use stoke::config::{BackendKind, DType, GpuBitstream, PipelineConfig};
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_decode") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = gpu_common::generated(dir.path(), 96, 19);
+    let epoch = |bitstream| {
+        let mut c = PipelineConfig::new(ds.path());
+        c.backend = BackendKind::Cuda;
+        c.augment = AugmentSpec::train(40);
+        c.output.dtype = DType::U8;
+        c.batch_size = 32;
+        c.seed = 3;
+        c.epoch_ahead = false;
+        c.gpu_bitstream = bitstream;
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        p.start_epoch(0, 0);
+        let batches: Vec<Vec<u8>> = std::iter::from_fn(|| p.next_batch()).map(|b| host(&b.unwrap())).collect();
+        (batches, p.stats().decoders)
+    };
+    let (want, host_counts) = epoch(GpuBitstream::Host);
+    if host_counts.hardware == 0 {
+        eprintln!("skipped: no image went to a hardware engine ({host_counts:?})");
+        return;
+    }
+    assert_eq!(host_counts.bitstream_copies, 0);
+    let (got, d) = epoch(GpuBitstream::Device);
+    assert_eq!(got.len(), want.len());
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert!(w == g, "batch {i} differs from the host-bitstream epoch's");
+    }
+    if gpu_common::sim_stats().is_some() || d.bitstream_copies > 0 {
+        assert_eq!((d.hardware, d.bitstream_copies), (host_counts.hardware, want.len() as u64), "{d:?}");
+    } else {
+        println!("STOKE-Q bitstreams: the pipeline's engine read host bytes although device ones were asked ({d:?})");
+    }
 }

@@ -245,8 +245,11 @@ fn child_entry() {
         // The hardware backend's batched decode from pinned memory the host then overwrites,
         // before ("hw_reuse_early") or after ("hw_reuse_synced") it synchronised the stream:
         // the engine's reads of its bitstreams are queued on the stream.
-        "hyb_plain" | "hyb_ex" | "hw_reuse_early" | "hw_reuse_synced" => {
-            use stoke::backend::cuda::nvjpeg::safe::{DecodeParams, JpegState, NvjpegHandle};
+        // The device-bitstream variant of the engine (NVJPEG_BACKEND_HARDWARE_DEVICE): its
+        // bitstream copied to the device and read at the call, after the host waited for the
+        // copy ("hwdev_synced") or not ("hwdev_early"), or given a host pointer ("hwdev_host").
+        "hyb_plain" | "hyb_ex" | "hw_reuse_early" | "hw_reuse_synced" | "hwdev_early" | "hwdev_synced" | "hwdev_host" => {
+            use stoke::backend::cuda::nvjpeg::safe::{Bitstream, DecodeParams, JpegState, NvjpegHandle};
             use stoke::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegImage_t, nvjpegOutputFormat_t};
             let dir = tempfile::tempdir().unwrap();
             stoke::gen::generate(dir.path(), &stoke::gen::GenConfig::new(12), &|_| {}).unwrap();
@@ -262,7 +265,11 @@ fn child_entry() {
                 })
                 .expect("a baseline JPEG among the generated files");
             let hw = case.starts_with("hw");
-            let backend = if hw { nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE } else { nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID };
+            let backend = match case.as_str() {
+                c if c.starts_with("hwdev") => nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE,
+                _ if hw => nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE,
+                _ => nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID,
+            };
             let handle = NvjpegHandle::new(backend, 0).unwrap();
             let mut state = JpegState::new(&handle).unwrap();
             let rgbi = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
@@ -273,6 +280,28 @@ fn child_entry() {
             img.channel[0] = cudarc::driver::DevicePtr::device_ptr(&dest, &stream).0 as *mut u8;
             img.pitch[0] = 3 * info.width as usize;
             let mut dests = [img];
+            if case.starts_with("hwdev") {
+                let params = [DecodeParams::new(&handle).unwrap()];
+                // A large zeroing queued first, so the copy behind it is still in flight when
+                // the host does not wait.
+                let pad = stream.alloc_zeros::<u8>(64 << 20).unwrap();
+                let mut on_device = stream.alloc_zeros::<u8>(bytes.len()).unwrap();
+                stream.memcpy_htod(&bytes, &mut on_device).unwrap();
+                if case != "hwdev_early" {
+                    stream.synchronize().unwrap();
+                }
+                let input = match case.as_str() {
+                    "hwdev_host" => Bitstream::Host(&bytes),
+                    _ => Bitstream::Device { ptr: cudarc::driver::DevicePtr::device_ptr(&on_device, &stream).0, len: bytes.len() },
+                };
+                // SAFETY: one input of its length (device memory written by the copy above, or
+                // host bytes for the refused case), one whole-image RGBI destination.
+                let r = unsafe { state.decode_batched_ex(&[input], &mut dests, &params, stream.cu_stream() as _) };
+                eprintln!("decode: {r:?}");
+                stream.synchronize().unwrap();
+                drop((pad, on_device));
+                return;
+            }
             if hw {
                 // The engine writes its outputs at the call, not after the zeroing queued above.
                 stream.synchronize().unwrap();
@@ -298,7 +327,7 @@ fn child_entry() {
             let r = unsafe {
                 if case == "hyb_ex" {
                     let params = [DecodeParams::new(&handle).unwrap()];
-                    state.decode_batched_ex(&[&bytes], &mut dests, &params, stream.cu_stream() as _)
+                    state.decode_batched_ex(&[Bitstream::Host(&bytes)], &mut dests, &params, stream.cu_stream() as _)
                 } else {
                     state.decode_batched(&[&bytes], &mut dests, stream.cu_stream() as _)
                 }
@@ -487,6 +516,16 @@ fn the_host_rewriting_a_bitstream_the_hardware_decode_still_reads_is_a_hazard() 
     }
     expect_finding("hw_reuse_early", "hazard", &["the host writes pinned memory", "nvjpegDecodeBatched", "still reads"]);
     expect_clean("hw_reuse_synced");
+}
+
+#[test]
+fn the_device_bitstream_engine_reading_a_copy_still_queued_or_a_host_pointer_is_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding("hwdev_early", "hazard", &["nvjpegDecodeBatchedEx on the host", "cuMemcpyHtoDAsync", "writes them"]);
+    expect_finding("hwdev_host", "nvjpeg", &["nvjpegDecodeBatchedEx", "bitstream 0", "no live device allocation", "HARDWARE_DEVICE"]);
+    expect_clean("hwdev_synced");
 }
 
 #[test]

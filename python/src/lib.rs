@@ -27,8 +27,8 @@ use dlpack::{DLDataType, DLDevice, View, KDL_BFLOAT, KDL_CPU, KDL_CUDA, KDL_FLOA
 use options::build_config;
 use stoke::batch::{Batch, Images};
 use stoke::config::{
-    BackendKind, DType, EraseMode, Filter, GpuDecoders, GpuUpsampling, GpuWait, Layout, MixupMode, OnError, OptionNames, PipelineConfig,
-    PipelineOptions, Preset, RotateInterp, TrainInterpolation, ViewOptions,
+    BackendKind, DType, EraseMode, Filter, GpuBitstream, GpuDecoders, GpuUpsampling, GpuWait, Layout, MixupMode, OnError, OptionNames,
+    PipelineConfig, PipelineOptions, Preset, RotateInterp, TrainInterpolation, ViewOptions,
 };
 use stoke::pipeline::Pipeline;
 use stoke::ResumeState;
@@ -467,6 +467,7 @@ impl Loader {
         d.set_item("decoded_cuda", s.decoders.cuda)?;
         d.set_item("decoded_gpu_hybrid_batched", s.decoders.gpu_hybrid_batched)?;
         d.set_item("gpu_hybrid_yielded_batches", s.decoders.gpu_hybrid_yielded)?;
+        d.set_item("bitstream_copies", s.decoders.bitstream_copies)?;
         d.set_item("gpu_decodes_retried", s.decoders.retried)?;
         d.set_item("decoded_cpu", s.decoders.cpu)?;
         d.set_item("device_bytes", s.device_bytes)?;

@@ -29,6 +29,7 @@ const OPTIONS: &[&str] = &[
     "decoders",
     "gpu_upsampling",
     "gpu_wait",
+    "gpu_bitstream",
     "gpu_hybrid_share",
     "decode_only",
     "gpu_memory_budget",
@@ -151,6 +152,8 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
         [GpuUpsampling::Smooth, GpuUpsampling::Nearest][choice("gpu_upsampling", "nearest", &[("smooth", 0), ("nearest", 1)])? as usize],
     );
     o.gpu_wait = Some([GpuWait::Auto, GpuWait::Block][choice("gpu_wait", "auto", &[("auto", 0), ("block", 1)])? as usize]);
+    o.gpu_bitstream =
+        Some([GpuBitstream::Host, GpuBitstream::Device][choice("gpu_bitstream", "host", &[("host", 0), ("device", 1)])? as usize]);
     if let Some(v) = get("gpu_hybrid_share")? {
         // "off", "auto", or a fraction in (0, 1] as a number or a string.
         let text = match v.extract::<f64>() {

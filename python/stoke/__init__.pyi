@@ -117,6 +117,7 @@ class Loader:
         decoders: Literal["all", "hw", "cuda"] = "all",
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
         gpu_wait: Literal["auto", "block"] = "auto",
+        gpu_bitstream: Literal["host", "device"] = "host",
         gpu_hybrid_share: Union[Literal["off", "auto"], float] = "off",
         decode_only: bool = False,
         gpu_memory_budget: Optional[int] = None,

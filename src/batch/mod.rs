@@ -78,6 +78,9 @@ pub struct DecoderCounts {
     /// Batches (not images) in which the batched GPU-hybrid route's `auto` share yielded its
     /// SMs to the trainer: a batch stoke made was waiting for it (`gpu_hybrid_share`).
     pub gpu_hybrid_yielded: u64,
+    /// Host-to-device copies of the hardware engine's bitstreams (`gpu_bitstream = device`:
+    /// one per batch whose bytes lie in one place; 0 while the engine reads host bytes).
+    pub bitstream_copies: u64,
 }
 
 impl DecoderCounts {
@@ -95,6 +98,7 @@ impl std::ops::AddAssign for DecoderCounts {
         self.cpu += o.cpu;
         self.retried += o.retried;
         self.gpu_hybrid_yielded += o.gpu_hybrid_yielded;
+        self.bitstream_copies += o.bitstream_copies;
     }
 }
 

@@ -166,6 +166,29 @@ pub enum GpuWait {
     Block,
 }
 
+/// Where the hardware JPEG engine reads each batch's compressed bytes (the CUDA backend).
+///
+/// `host` (the default): nvJPEG's hardware backend (`NVJPEG_BACKEND_HARDWARE`) takes the
+/// bitstreams in the readers' pinned buffers and, per its docs, parses each one on the host
+/// before it submits a call; its calls keep their thread busy for as long as the engine decodes
+/// (0.86 of a core at 17k images/s on an H100, BENCHMARKS.md "GPU run 2026-11-27"). `device`:
+/// stoke copies the engine's images' bytes to the device (DMA from the pinned buffers, one copy
+/// per run of adjacent images) and decodes them with `NVJPEG_BACKEND_HARDWARE_DEVICE` ("supports
+/// input bitstream on device memory. Can be used only with batched decode APIs"), into one more
+/// device buffer the size of a staging slot. Whether that takes host cores off the engine's
+/// calls at the same images/s is measured on a GPU, not here (BENCHMARKS.md "GPU run plan");
+/// where nvJPEG refuses that backend the engine reads host bytes as before, and says so.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum GpuBitstream {
+    /// The engine reads the bitstreams in pinned host memory (`NVJPEG_BACKEND_HARDWARE`).
+    #[default]
+    Host,
+    /// The engine reads copies of them in device memory (`NVJPEG_BACKEND_HARDWARE_DEVICE`).
+    Device,
+}
+
 /// `serde`'s default for a setting that is on unless a config says otherwise.
 fn yes() -> bool {
     true
@@ -337,6 +360,10 @@ pub struct PipelineConfig {
     /// block: `CU_CTX_SCHED_BLOCKING_SYNC`, see [`GpuWait`]).
     #[serde(default)]
     pub gpu_wait: GpuWait,
+    /// CUDA backend: where the hardware engine reads the compressed bytes (default: host;
+    /// device: copies in device memory, see [`GpuBitstream`]).
+    #[serde(default)]
+    pub gpu_bitstream: GpuBitstream,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
     /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
@@ -451,6 +478,7 @@ impl PipelineConfig {
             gpu_hybrid_share: HybridShare::Off,
             gpu_upsampling: GpuUpsampling::Nearest,
             gpu_wait: GpuWait::Auto,
+            gpu_bitstream: GpuBitstream::Host,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -672,7 +700,7 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "decode_only", "gpu_memory_budget", "epoch_ahead"] {
+        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "gpu_bitstream", "decode_only", "gpu_memory_budget", "epoch_ahead"] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
@@ -687,6 +715,11 @@ mod tests {
         let block: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_wait: GpuWait::Block, ..c.clone() }).unwrap()).unwrap();
         assert_eq!(block.gpu_wait, GpuWait::Block);
+        assert_eq!((c.gpu_bitstream, PipelineConfig::new("x").gpu_bitstream), (GpuBitstream::Host, GpuBitstream::Host));
+        let device: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_bitstream: GpuBitstream::Device, ..c.clone() }).unwrap())
+                .unwrap();
+        assert_eq!(device.gpu_bitstream, GpuBitstream::Device);
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

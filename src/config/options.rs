@@ -6,9 +6,9 @@
 //! spells it ([`OptionNames`]).
 
 use super::{
-    rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuDecoders,
-    GpuUpsampling, GpuWait, HybridShare, Layout, MixupMode, OnError, PipelineConfig, ResolutionSchedule, RotateInterp, Sampling,
-    DEFAULT_CROP_RATIO,
+    rank_and_world_size, AffineSpec, AugmentSpec, BackendKind, ColorJitterSpec, DType, EraseMode, EraseSpec, Filter, GpuBitstream,
+    GpuDecoders, GpuUpsampling, GpuWait, HybridShare, Layout, MixupMode, OnError, PipelineConfig, ResolutionSchedule, RotateInterp,
+    Sampling, DEFAULT_CROP_RATIO,
 };
 use crate::error::{Error, Result};
 use std::path::PathBuf;
@@ -179,6 +179,8 @@ pub struct PipelineOptions {
     pub gpu_upsampling: Option<GpuUpsampling>,
     /// CUDA backend: how host threads wait for the GPU.
     pub gpu_wait: Option<GpuWait>,
+    /// CUDA backend: where the hardware engine reads the compressed bytes.
+    pub gpu_bitstream: Option<GpuBitstream>,
     /// Decode but skip the augment (decoder-only measurement; the batches hold no images).
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -466,6 +468,7 @@ impl PipelineOptions {
         set(&mut c.gpu_hybrid_share, self.gpu_hybrid_share);
         set(&mut c.gpu_upsampling, self.gpu_upsampling);
         set(&mut c.gpu_wait, self.gpu_wait);
+        set(&mut c.gpu_bitstream, self.gpu_bitstream);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

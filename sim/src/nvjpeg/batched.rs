@@ -107,11 +107,27 @@ unsafe fn hw_batched(
         return ARCH_MISMATCH;
     }
     let n = batch as usize;
+    let on_device = hd.backend == BACKEND_HARDWARE_DEVICE;
+    // The device-input variant reads its bitstreams from device memory at the call, as it
+    // writes its outputs: a copy into them still queued on a stream is a hazard.
+    let mut bitstream_reads = Vec::new();
+    for i in 0..n {
+        // SAFETY: `batch` input pointers and lengths per the API's contract.
+        let (p, len) = unsafe { (*data.add(i) as usize, *lens.add(i)) };
+        let want = if on_device { Want::Device } else { Want::Host };
+        match mem::check(p, len, want, call, &format!("bitstream {i}")) {
+            Err(e) => return finding(if on_device { format!("{e} (an NVJPEG_BACKEND_HARDWARE_DEVICE handle)") } else { e }),
+            Ok(Some(a)) if on_device && len > 0 => bitstream_reads.push(Access::new(a, p, p + len, false, call)),
+            Ok(_) => {}
+        }
+    }
+    dev::host_access(&bitstream_reads);
     let mut results = Vec::with_capacity(n);
     let mut accesses = Vec::new();
     let mut need = 0usize;
     for i in 0..n {
-        // SAFETY: `batch` inputs, lengths, outputs (and params) per the API's contract.
+        // SAFETY: `batch` inputs, lengths, outputs (and params) per the API's contract; a
+        // device bitstream is host-addressable memory on the stand-in (checked above).
         let (d, img) = unsafe { (std::slice::from_raw_parts(*data.add(i), *lens.add(i)), *out.add(i)) };
         let p = match params {
             // SAFETY: as above.

@@ -13,6 +13,12 @@
 //!   available") every hardware decode fails. Its bitstreams in pinned memory are read **on
 //!   the stream** (a read the host must not overwrite before it knows the stream passed it). Buffers for images larger than
 //!   `nvjpegDecodeBatchedPreAllocate` reserved are allocated during the decode, as nvJPEG does.
+//!   `NVJPEG_BACKEND_HARDWARE_DEVICE` ("supports input bitstream on device memory. Can be used
+//!   only with batched decode APIs", nvJPEG docs) is the same engine with each bitstream in a
+//!   live device allocation (a host pointer there is a finding, as a device pointer is for
+//!   the host variant), read **when it is called**, like its outputs: a copy into a bitstream
+//!   still queued on a stream is a hazard. `STOKE_SIM_HW_DEVICE_ABSENT=1` makes creating such
+//!   a handle fail (`NVJPEG_STATUS_ARCH_MISMATCH`), as an nvJPEG without that variant would.
 //! - **Decoupled API** (`nvjpegDecodeJpegHost` → `TransferToDevice` → `DecodeJpegDevice`): the
 //!   host stage decodes into the state's pinned buffer (a host write at call time), the
 //!   transfer copies it into the device buffer and the device stage writes the output, both on
@@ -70,6 +76,7 @@ const BACKEND_DEFAULT: c_int = 0;
 const BACKEND_HYBRID: c_int = 1;
 const BACKEND_GPU_HYBRID: c_int = 2;
 const BACKEND_HARDWARE: c_int = 3;
+const BACKEND_HARDWARE_DEVICE: c_int = 5;
 const OUTPUT_RGBI: c_int = 5;
 const FLAG_INTERPOLATE: c_uint = 1 << 5;
 
@@ -105,9 +112,15 @@ struct Handle {
 }
 
 impl Handle {
+    /// The hardware engine's backend, with its bitstreams in host or device memory.
     fn hw(&self) -> bool {
-        self.backend == BACKEND_HARDWARE
+        is_hw(self.backend)
     }
+}
+
+/// `NVJPEG_BACKEND_HARDWARE` or `NVJPEG_BACKEND_HARDWARE_DEVICE`.
+fn is_hw(backend: c_int) -> bool {
+    matches!(backend, BACKEND_HARDWARE | BACKEND_HARDWARE_DEVICE)
 }
 
 /// A buffer of nvJPEG's own: a tracked allocation that grows (reallocates) when too small.
@@ -303,7 +316,7 @@ fn supported(backend: c_int, i: &Info, allow_cmyk: bool) -> bool {
     let sequential = matches!(i.sof, 0xc0 | 0xc1);
     let common = i.precision == 8 && !i.arithmetic && (i.comps != 4 || allow_cmyk) && i.css != CSS_UNKNOWN;
     match backend {
-        BACKEND_HARDWARE => common && sequential && i.comps != 4,
+        BACKEND_HARDWARE | BACKEND_HARDWARE_DEVICE => common && sequential && i.comps != 4,
         BACKEND_GPU_HYBRID => common && sequential,
         _ => common && (sequential || i.sof == 0xc2),
     }
@@ -428,10 +441,14 @@ pub unsafe extern "C" fn nvjpegCreateEx(
     if !(0..=6).contains(&backend) {
         return INVALID_PARAMETER;
     }
-    if backend == BACKEND_HARDWARE && std::env::var("STOKE_SIM_HW_ABSENT").is_ok_and(|v| v == "1") {
+    if is_hw(backend) && std::env::var("STOKE_SIM_HW_ABSENT").is_ok_and(|v| v == "1") {
         return ARCH_MISMATCH;
     }
-    if failing("nvjpegCreateEx", backend == BACKEND_HARDWARE) {
+    // An nvJPEG or GPU without the device-input variant of the engine's backend.
+    if backend == BACKEND_HARDWARE_DEVICE && std::env::var("STOKE_SIM_HW_DEVICE_ABSENT").is_ok_and(|v| v == "1") {
+        return ARCH_MISMATCH;
+    }
+    if failing("nvjpegCreateEx", is_hw(backend)) {
         return ALLOCATOR_FAILURE;
     }
     ensure_ctx();

@@ -29,7 +29,8 @@
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan, TableView};
 use super::decode::{
-    cuda_slot_bytes, decoder_budget, ArenaPlan, Classifier, CpuRoute, DecodeStats, Decoded, DecoderPlan, FixedBytes, GpuDecoder, MemoryPlan,
+    cuda_slot_bytes, decoder_budget, ArenaPlan, Classifier, CpuRoute, DecodeStats, Decoded, DecoderExtras, DecoderPlan, FixedBytes,
+    GpuDecoder, MemoryPlan,
 };
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
@@ -243,8 +244,11 @@ impl CudaBackend {
         let budget = decoder_budget(config.gpu_memory_budget, config.batch_size, &fixed).map_err(Error::config)?;
         // Device and pinned memory by the budget, not by the index's largest images: a plan
         // that fits is kept as the index made it (module docs of `decode::budget`).
-        let hybrid = config.gpu_hybrid_share != crate::config::HybridShare::Off;
-        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_image_pixels), budget, hybrid);
+        let extras = DecoderExtras {
+            hybrid: config.gpu_hybrid_share != crate::config::HybridShare::Off,
+            device_bitstreams: config.gpu_bitstream == crate::config::GpuBitstream::Device,
+        };
+        let memory = MemoryPlan::fit(bounds.staging, bounds.arena, cuda_slot_bytes(bounds.max_image_pixels), budget, extras);
         if memory.arena != bounds.arena || memory.staging != bounds.staging {
             log::warn!(
                 "GPU memory budget: {budget} bytes for the decoder ({} fixed: output ring and augment scratch); decode arenas cut from {} to {} bytes, staging from {} to {} bytes per slot; a batch whose decoded regions exceed an arena substitutes its overflow (raise gpu_memory_budget)",
@@ -280,6 +284,7 @@ impl CudaBackend {
                 use_hardware,
                 use_cuda,
                 interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
+                device_bitstream_bytes: memory.device_bitstream_bytes(),
             },
         )?;
         decoder.enable_batched_hybrid(config.gpu_hybrid_share)?;
@@ -473,6 +478,7 @@ impl CudaBackend {
             }
         };
         let jobs = self.staging.jobs(staged, &self.ranges, samples);
+        let span = self.staging.span(staged, &self.ranges);
 
         // 2. Decode; meanwhile the next batch is staged and routed on a thread of its own.
         let t_dec = Instant::now();
@@ -486,8 +492,8 @@ impl CudaBackend {
                 crate::backend::spawn_named(s, "stoke-gpu-ahead", move || prepare(gpu, staging, classifier, cpu_route, a))
             });
             let decoded = match &routes {
-                Some(r) => self.decoder.decode_routed(&jobs, r, cpu_started, &mut self.decoded),
-                None => self.decoder.decode(&jobs, &mut self.decoded),
+                Some(r) => self.decoder.decode_routed(&jobs, r, cpu_started, span, &mut self.decoded),
+                None => self.decoder.decode_within(&jobs, span, &mut self.decoded),
             };
             (decoded, helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
         });
@@ -514,6 +520,7 @@ impl CudaBackend {
             cpu: after.cpu - before.cpu,
             retried: after.retried - before.retried,
             gpu_hybrid_yielded: after.gpu_hybrid_yielded - before.gpu_hybrid_yielded,
+            bitstream_copies: after.bitstream_copies - before.bitstream_copies,
         };
 
         // 3. Status per slot and the policy.
@@ -745,10 +752,10 @@ mod tests {
         let b = IndexBounds::new(s.iter().copied(), 256, crate::config::DEFAULT_MAX_DECODED_PIXELS);
         assert_eq!((b.max_dims, b.max_image_pixels), ((4000, 4000), 2_400_000));
         let budget = crate::config::default_gpu_memory_budget(256);
-        let plan = MemoryPlan::fit(b.staging, b.arena, cuda_slot_bytes(b.max_image_pixels), budget, false);
+        let plan = MemoryPlan::fit(b.staging, b.arena, cuda_slot_bytes(b.max_image_pixels), budget, DecoderExtras::default());
         assert_eq!((plan.arena, plan.staging), (b.arena, b.staging), "nothing cut");
         // What the phantom square asked for: over the budget, so the arenas were cut.
-        let square = MemoryPlan::fit(b.staging, b.arena, 6 * 4000 * 4000, budget, false);
+        let square = MemoryPlan::fit(b.staging, b.arena, 6 * 4000 * 4000, budget, DecoderExtras::default());
         assert!(square.arena.bytes < b.arena.bytes * 3 / 4, "{square:?} against {:?}", b.arena);
     }
 

@@ -225,6 +225,17 @@ pub struct StageSeconds {
     pub trainer_wait: f64,
 }
 
+/// Where the hardware engine read its bitstreams over the run, as `bench` reports it: what
+/// the config asked, unless it asked for device copies and the engine decoded images without
+/// any (nvJPEG refused `NVJPEG_BACKEND_HARDWARE_DEVICE`; the log says why).
+fn bitstream_mode(asked: stoke::config::GpuBitstream, d: &stoke::batch::DecoderCounts) -> &'static str {
+    match asked {
+        stoke::config::GpuBitstream::Host => "host",
+        stoke::config::GpuBitstream::Device if d.hardware > 0 && d.bitstream_copies == 0 => "host (device refused by nvJPEG: see the log)",
+        stoke::config::GpuBitstream::Device => "device",
+    }
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -441,6 +452,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         decoders: rec.decoders,
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
+        gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
         cpu_by_thread: cpu_by_thread(&threads0, &threads1, &ended_since(&ended0, &ended1), cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),

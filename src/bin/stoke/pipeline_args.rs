@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 use stoke::config::{
-    BackendKind, DType, Filter, GpuDecoders, GpuUpsampling, GpuWait, HybridShare, Layout, OnError, OptionNames, PipelineConfig,
-    PipelineOptions, RotateInterp, Sampling,
+    BackendKind, DType, Filter, GpuBitstream, GpuDecoders, GpuUpsampling, GpuWait, HybridShare, Layout, OnError, OptionNames,
+    PipelineConfig, PipelineOptions, RotateInterp, Sampling,
 };
 
 pub use stoke::config::Preset;
@@ -145,6 +145,12 @@ pub struct PipelineArgs {
     /// so waits sleep — stoke's, nvJPEG's inside its calls and a trainer's in this process).
     #[arg(long, value_enum, default_value = "auto")]
     pub gpu_wait: GpuWait,
+    /// CUDA backend: where the hardware JPEG engine reads the compressed bytes (host: the
+    /// readers' pinned buffers, NVJPEG_BACKEND_HARDWARE; device: copies on the GPU,
+    /// NVJPEG_BACKEND_HARDWARE_DEVICE, whose host part may cost fewer cores). Runs on the
+    /// simulated device; not GPU-measured.
+    #[arg(long, value_enum, default_value = "host")]
+    pub gpu_bitstream: GpuBitstream,
     /// Decode but skip the augment (decoder-only measurement): the CUDA backend's kernel, the CPU
     /// backend's augment of each decoded crop region; the batches hold no images.
     #[arg(long)]
@@ -401,6 +407,7 @@ impl PipelineArgs {
             gpu_hybrid_share: Some(self.gpu_hybrid_share),
             gpu_upsampling: Some(self.gpu_upsampling),
             gpu_wait: Some(self.gpu_wait),
+            gpu_bitstream: Some(self.gpu_bitstream),
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,

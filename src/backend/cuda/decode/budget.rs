@@ -15,7 +15,9 @@
 //!
 //! With the batched GPU-hybrid route on ([`super::batched_hybrid`]), one more arena-sized
 //! device part (nvJPEG's buffers for that call, which the route keeps within one arena's
-//! bytes) and one more staging slot of pinned memory (its copy of the call's bitstreams).
+//! bytes) and one more staging slot of pinned memory (its copy of the call's bitstreams). With
+//! the hardware engine's bitstreams in device memory (`gpu_bitstream = device`), one staging
+//! slot of device memory (the buffer they are copied into).
 //!
 //! A plan that already fits is returned unchanged, so a dataset of ImageNet-sized images
 //! never meets the budget. With a budget in force, only each sample's crop region is decoded
@@ -39,6 +41,15 @@ pub const DEVICE_PARTS_PER_ARENA: u64 = 4;
 /// of the two decoders.
 pub const SLOT_BUFFERS: u64 = 2 * super::CUDA_SLOTS as u64;
 
+/// The decoder's parts beyond the plain routes, each with memory of its own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecoderExtras {
+    /// The batched GPU-hybrid route is on (`gpu_hybrid_share`).
+    pub hybrid: bool,
+    /// The hardware engine reads device copies of its bitstreams (`gpu_bitstream = device`).
+    pub device_bitstreams: bool,
+}
+
 /// Staging and arenas sized to a budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryPlan {
@@ -48,16 +59,16 @@ pub struct MemoryPlan {
     pub arena: ArenaPlan,
     /// Bytes of each CUDA-decoder slot buffer (pinned and device alike).
     pub slot: u64,
-    /// The batched GPU-hybrid route is on (its buffers counted).
-    pub hybrid: bool,
+    /// The parts whose buffers are counted besides.
+    pub extras: DecoderExtras,
 }
 
 impl MemoryPlan {
     /// `staging`, `arena` and the slot buffers' `slot` bytes (from the index) cut down, where
-    /// needed, so that [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`; `hybrid`:
-    /// the batched GPU-hybrid route is on.
-    pub fn fit(staging: StagingPlan, arena: ArenaPlan, slot: u64, budget: u64, hybrid: bool) -> Self {
-        let unchanged = Self { staging, arena, slot, hybrid };
+    /// needed, so that [`Self::device_bytes`] + [`Self::pinned_bytes`] ≤ `budget`, with the
+    /// buffers of `extras` counted.
+    pub fn fit(staging: StagingPlan, arena: ArenaPlan, slot: u64, budget: u64, extras: DecoderExtras) -> Self {
+        let unchanged = Self { staging, arena, slot, extras };
         if unchanged.device_bytes() + unchanged.pinned_bytes() <= budget {
             return unchanged;
         }
@@ -65,25 +76,38 @@ impl MemoryPlan {
         let slot_cap = (budget / STAGING_SHARE / slots) / STAGING_ALIGN * STAGING_ALIGN;
         let slot_bytes = staging.slot_bytes.min(slot_cap).max(STAGING_ALIGN);
         let staging = StagingPlan { slot_bytes, slots: staging.slots };
-        let pinned_staging = staging.total_bytes() + if hybrid { staging.slot_bytes } else { 0 };
-        let left = budget.saturating_sub(pinned_staging);
+        // What follows the staging slot's size: its pinned ring, the hybrid route's pinned
+        // slot, the device bitstreams' buffer.
+        let by_staging = Self { staging, arena: ArenaPlan { bytes: 0 }, slot: 0, extras };
+        let left = budget.saturating_sub(by_staging.device_bytes() + by_staging.pinned_bytes());
         // The arenas and the slot buffers in the same proportion.
-        let want = device_parts(hybrid) * arena.bytes + 2 * SLOT_BUFFERS * slot;
+        let want = device_parts(extras.hybrid) * arena.bytes + 2 * SLOT_BUFFERS * slot;
         let scale = |x: u64| (x as u128 * left as u128 / want.max(1) as u128) as u64;
         let arena = ArenaPlan { bytes: (scale(arena.bytes) / ARENA_ALIGN * ARENA_ALIGN).max(ARENA_ALIGN) };
-        Self { staging, arena, slot: scale(slot), hybrid }
+        Self { staging, arena, slot: scale(slot), extras }
     }
 
     /// Device bytes the decoder holds at most under this plan (arenas, the hardware engine's
-    /// reserved buffers, the CUDA decoders' slot buffers).
+    /// reserved buffers, the CUDA decoders' slot buffers and, with device bitstreams, their
+    /// buffer).
     pub fn device_bytes(&self) -> u64 {
-        device_parts(self.hybrid) * self.arena.bytes + SLOT_BUFFERS * self.slot
+        device_parts(self.extras.hybrid) * self.arena.bytes + SLOT_BUFFERS * self.slot + self.device_bitstream_bytes()
     }
 
     /// Pinned host bytes: the staging ring, the CUDA decoders' slot buffers and, with the
     /// batched GPU-hybrid route, one more staging slot.
     pub fn pinned_bytes(&self) -> u64 {
-        self.staging.total_bytes() + SLOT_BUFFERS * self.slot + if self.hybrid { self.staging.slot_bytes } else { 0 }
+        self.staging.total_bytes() + SLOT_BUFFERS * self.slot + if self.extras.hybrid { self.staging.slot_bytes } else { 0 }
+    }
+
+    /// Bytes of the device buffer the engine's bitstreams are copied into: one staging slot
+    /// (the most one batch's compressed bytes take) with device bitstreams, else 0.
+    pub fn device_bitstream_bytes(&self) -> u64 {
+        if self.extras.device_bitstreams {
+            self.staging.slot_bytes
+        } else {
+            0
+        }
     }
 }
 
@@ -172,10 +196,10 @@ mod tests {
         samples.extend((0..10).map(|_| (20_000_000u64, 10000, 5000)));
         for batch in [32usize, 256, 1024] {
             let (staging, arena, slot) = index_plan(&samples, batch);
-            let naive = MemoryPlan { staging, arena, slot, hybrid: false };
+            let naive = MemoryPlan { staging, arena, slot, extras: DecoderExtras::default() };
             let budget = default_gpu_memory_budget(batch);
             assert!(naive.device_bytes() + naive.pinned_bytes() > budget, "the index must need more than the budget");
-            let p = MemoryPlan::fit(staging, arena, slot, budget, false);
+            let p = MemoryPlan::fit(staging, arena, slot, budget, DecoderExtras::default());
             assert!(p.device_bytes() + p.pinned_bytes() <= budget, "batch {batch}: {p:?} over {budget}");
             assert!(p.staging.total_bytes() <= budget / STAGING_SHARE);
             // What is left is used: the arenas and slot buffers take the budget the staging
@@ -187,7 +211,10 @@ mod tests {
         }
         // A bigger budget than the index needs changes nothing.
         let (staging, arena, slot) = index_plan(&samples, 64);
-        assert_eq!(MemoryPlan::fit(staging, arena, slot, u64::MAX, false), MemoryPlan { staging, arena, slot, hybrid: false });
+        assert_eq!(
+            MemoryPlan::fit(staging, arena, slot, u64::MAX, DecoderExtras::default()),
+            MemoryPlan { staging, arena, slot, extras: DecoderExtras::default() }
+        );
     }
 
     #[test]
@@ -195,8 +222,8 @@ mod tests {
         let samples: Vec<(u64, u32, u32)> = (0..20_000).map(|i| (110_000 + (i % 97) * 1000, 500 + (i % 13) as u32, 375)).collect();
         for batch in [1usize, 64, 256] {
             let (staging, arena, slot) = index_plan(&samples, batch);
-            let p = MemoryPlan::fit(staging, arena, slot, default_gpu_memory_budget(batch), false);
-            assert_eq!(p, MemoryPlan { staging, arena, slot, hybrid: false }, "batch {batch}");
+            let p = MemoryPlan::fit(staging, arena, slot, default_gpu_memory_budget(batch), DecoderExtras::default());
+            assert_eq!(p, MemoryPlan { staging, arena, slot, extras: DecoderExtras::default() }, "batch {batch}");
         }
     }
 
@@ -205,8 +232,8 @@ mod tests {
         let samples: Vec<(u64, u32, u32)> = (0..5000).map(|i| (3_500_000 + i * 100, 4000, 3000)).collect();
         let (staging, arena, slot) = index_plan(&samples, 256);
         let budget = default_gpu_memory_budget(256);
-        let off = MemoryPlan::fit(staging, arena, slot, budget, false);
-        let on = MemoryPlan::fit(staging, arena, slot, budget, true);
+        let off = MemoryPlan::fit(staging, arena, slot, budget, DecoderExtras::default());
+        let on = MemoryPlan::fit(staging, arena, slot, budget, DecoderExtras { hybrid: true, ..Default::default() });
         assert!(on.device_bytes() + on.pinned_bytes() <= budget, "{on:?} over {budget}");
         // Its part comes out of the arenas: smaller ones than without it.
         assert!(on.arena.bytes < off.arena.bytes && on.device_bytes() == 5 * on.arena.bytes + SLOT_BUFFERS * on.slot);
@@ -214,9 +241,32 @@ mod tests {
     }
 
     #[test]
+    fn device_bitstreams_take_one_staging_slot_of_device_memory_within_the_budget() {
+        let samples: Vec<(u64, u32, u32)> = (0..5000).map(|i| (3_500_000 + i * 100, 4000, 3000)).collect();
+        let (staging, arena, slot) = index_plan(&samples, 256);
+        let budget = default_gpu_memory_budget(256);
+        let device = DecoderExtras { device_bitstreams: true, ..Default::default() };
+        let off = MemoryPlan::fit(staging, arena, slot, budget, DecoderExtras::default());
+        let on = MemoryPlan::fit(staging, arena, slot, budget, device);
+        assert!(on.device_bytes() + on.pinned_bytes() <= budget, "{on:?} over {budget}");
+        assert_eq!(on.device_bitstream_bytes(), on.staging.slot_bytes);
+        assert_eq!(on.device_bytes(), 4 * on.arena.bytes + SLOT_BUFFERS * on.slot + on.staging.slot_bytes);
+        // Its buffer comes out of the arenas; the pinned side is as without it.
+        assert!(on.arena.bytes < off.arena.bytes, "{on:?} against {off:?}");
+        assert_eq!((on.staging, on.pinned_bytes() - SLOT_BUFFERS * on.slot), (off.staging, off.staging.total_bytes()));
+        assert_eq!(off.device_bitstream_bytes(), 0);
+        // An index that fits the budget keeps its plan, the buffer counted.
+        let small: Vec<(u64, u32, u32)> = (0..2000).map(|i| (110_000 + i, 500, 375)).collect();
+        let (staging, arena, slot) = index_plan(&small, 256);
+        let p = MemoryPlan::fit(staging, arena, slot, budget, device);
+        assert_eq!((p.staging, p.arena, p.slot), (staging, arena, slot));
+        assert_eq!(p.device_bytes(), 4 * arena.bytes + SLOT_BUFFERS * slot + staging.slot_bytes);
+    }
+
+    #[test]
     fn a_tiny_budget_still_leaves_one_aligned_unit_each() {
         let (staging, arena, slot) = index_plan(&[(5_000_000, 8000, 6000)], 1);
-        let p = MemoryPlan::fit(staging, arena, slot, 0, false);
+        let p = MemoryPlan::fit(staging, arena, slot, 0, DecoderExtras::default());
         assert_eq!((p.staging.slot_bytes, p.arena.bytes), (STAGING_ALIGN, ARENA_ALIGN));
     }
 }

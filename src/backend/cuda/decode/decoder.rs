@@ -57,6 +57,9 @@ pub struct DecoderPlan {
     /// Interpolated ("smooth") chroma upsampling instead of replication (the config's
     /// `gpu_upsampling`); regions then get [`super::widen_for_upsampling`]'s margin.
     pub interpolated: bool,
+    /// Bytes of the device buffer the hardware engine's bitstreams are copied into
+    /// (`gpu_bitstream = device`: a staging slot's size); 0: the engine reads host bytes.
+    pub device_bitstream_bytes: u64,
 }
 
 impl DecoderPlan {
@@ -118,6 +121,11 @@ pub struct DecodeStats {
     pub retried: u64,
     /// Images no decoder could decode (left to the policy).
     pub failed: u64,
+    /// Host-to-device copies of the engine's bitstreams (`gpu_bitstream = device`: one per
+    /// batch when its bytes lie in one place).
+    pub bitstream_copies: u64,
+    /// Engine images that found no room in that device buffer (decoded on the CPU).
+    pub bitstream_overflow: u64,
 }
 
 pub(super) struct HwPath {
@@ -131,6 +139,9 @@ pub(super) struct HwPath {
     pub(super) per_call: usize,
     // Image size the engine's buffers were reserved for (per call slot, per state).
     pub(super) prealloc: (u32, u32),
+    // The bitstreams' device buffer when the handle reads device memory
+    // (`NVJPEG_BACKEND_HARDWARE_DEVICE`); `None`: it reads the host bytes.
+    pub(super) bitstreams: Option<DeviceBitstreams>,
 }
 
 /// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
@@ -198,6 +209,8 @@ pub struct GpuDecoder {
     pub(super) cpu_pool: Arc<CpuPool>,
     // The batched GPU-hybrid route, when turned on (`Self::enable_batched_hybrid`).
     pub(super) batched_hybrid: Option<BatchedHybrid>,
+    // Why the engine reads host bitstreams although device ones were asked for.
+    pub(super) bitstream_refused: Option<String>,
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -255,7 +268,7 @@ impl HwPath {
         let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
         let state_done = [ev()?, ev()?];
         log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph) })
+        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph), bitstreams: None })
     }
 }
 
@@ -275,15 +288,30 @@ impl GpuDecoder {
         // If this nvJPEG refuses interpolated upsampling for the engine, the engine without it
         // beats no engine (tests/gpu_decode.rs measures the difference).
         let flags = nvjpeg_flags(plan.interpolated);
-        let hw_handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, flags).or_else(|e| {
-            if flags == 0 {
-                return Err(e);
-            }
-            NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE, 0).inspect(|_| {
-                log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+        let open = |backend: nvjpegBackend_t| {
+            NvjpegHandle::new(backend, flags).or_else(|e| {
+                if flags == 0 {
+                    return Err(e);
+                }
+                NvjpegHandle::new(backend, 0).inspect(|_| {
+                    log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+                })
             })
-        });
-        let hw = match hw_handle {
+        };
+        // Bitstreams in device memory when asked and this nvJPEG opens that variant; else the
+        // engine reads host bytes, and the refusal is reported (`bitstreams_mode`).
+        let (hw_handle, device_input, bitstream_refused) = if plan.device_bitstream_bytes > 0 {
+            match open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE) {
+                Ok(h) => (Ok(h), true, None),
+                Err(e) => {
+                    log::warn!("nvJPEG refused NVJPEG_BACKEND_HARDWARE_DEVICE ({e}): the hardware engine reads host bitstreams");
+                    (open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, Some(e.to_string()))
+                }
+            }
+        } else {
+            (open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, None)
+        };
+        let mut hw = match hw_handle {
             Ok(handle) => match handle.hardware_decoder_info() {
                 Err(e) => {
                     // A VM or MIG slice can open the handle yet not report (or reach) the engine:
@@ -345,6 +373,14 @@ impl GpuDecoder {
             unsafe { hw_stream.alloc::<u8>(bytes) }.map_err(|e| alloc_err("cuMemAlloc", e, bytes, what))
         };
         let arenas = [alloc("decode arena 0")?, alloc("decode arena 1")?];
+        if let Some(h) = hw.as_mut().filter(|_| device_input) {
+            let n = plan.device_bitstream_bytes as usize;
+            // SAFETY: uninitialised device memory; the engine reads only what the copies of
+            // the same batch wrote (`DeviceBitstreams::upload`).
+            let buf = unsafe { hw_stream.alloc::<u8>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n, "the engine's device bitstreams"))?;
+            let ptr = buf.device_ptr(&hw_stream).0;
+            h.bitstreams = Some(DeviceBitstreams { _buf: buf, ptr, bytes: n as u64, copied: ev()?, copies: 0, overflow: 0 });
+        }
         let arena_ptr = [arenas[0].device_ptr(&hw_stream).0, arenas[1].device_ptr(&hw_stream).0];
         let n = plan.batch;
         // SAFETY (both pinned buffers): plain data, written by the host (targets) or by a copy
@@ -393,6 +429,7 @@ impl GpuDecoder {
             routes: Vec::new(),
             cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
             batched_hybrid: None,
+            bitstream_refused,
         })
     }
 
@@ -451,7 +488,25 @@ impl GpuDecoder {
 
     /// Counters so far.
     pub fn stats(&self) -> DecodeStats {
-        DecodeStats { gpu_hybrid_yielded: self.batched_hybrid.as_ref().map_or(0, |b| b.yielded), ..self.stats }
+        let bitstreams = self.hw.as_ref().and_then(|h| h.bitstreams.as_ref());
+        DecodeStats {
+            gpu_hybrid_yielded: self.batched_hybrid.as_ref().map_or(0, |b| b.yielded),
+            bitstream_copies: bitstreams.map_or(0, |b| b.copies),
+            bitstream_overflow: bitstreams.map_or(0, |b| b.overflow),
+            ..self.stats
+        }
+    }
+
+    /// Where the hardware engine reads its bitstreams (`gpu_bitstream`): `"device"`,
+    /// `"host"`, `"host (device refused: …)"` when nvJPEG would not open
+    /// `NVJPEG_BACKEND_HARDWARE_DEVICE`, or `"none (no hardware engine)"`.
+    pub fn bitstreams_mode(&self) -> String {
+        match (&self.hw, &self.bitstream_refused) {
+            (None, _) => "none (no hardware engine)".into(),
+            (Some(h), _) if h.bitstreams.is_some() => "device".into(),
+            (Some(_), Some(e)) => format!("host (device refused: {e})"),
+            (Some(_), None) => "host".into(),
+        }
     }
 
     /// The decode parts of the last batch's [`GpuStageTimes`] (`augment` is zero: the
@@ -462,12 +517,14 @@ impl GpuDecoder {
         self.stage_times
     }
 
-    /// Device bytes the decoder allocated itself: the two arenas, the canary arrays, and the
+    /// Device bytes the decoder allocated itself: the two arenas, the canary arrays, the
     /// hardware engine's pre-allocated buffers as reserved (nvJPEG's own per-state buffers,
-    /// which it grows lazily, are not visible from here).
+    /// which it grows lazily, are not visible from here) and its device bitstreams' buffer.
     pub fn device_bytes(&self) -> u64 {
         let n = self.plan.batch as u64;
-        let hw = self.hw.as_ref().map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64);
+        let hw = self.hw.as_ref().map_or(0, |h| {
+            2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64 + h.bitstreams.as_ref().map_or(0, |b| b.bytes)
+        });
         // The batched GPU-hybrid route keeps a call's buffers within one arena's bytes.
         let batched = self.batched_hybrid.as_ref().map_or(0, |_| self.plan.arena.bytes);
         2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
@@ -490,11 +547,22 @@ impl GpuDecoder {
     /// address. Blocks until the GPU decodes are done (the canaries must be read before
     /// anything is retried on the CPU).
     pub fn decode(&mut self, jobs: &[(&[u8], AugParams)], out: &mut Vec<Result<Decoded, SlotError>>) -> Result<u64, GpuError> {
+        self.decode_within(jobs, None, out)
+    }
+
+    /// [`Self::decode`] of jobs whose bytes all lie in `span` when it is given (see
+    /// [`Self::decode_routed`]).
+    pub fn decode_within(
+        &mut self,
+        jobs: &[(&[u8], AugParams)],
+        span: Option<&[u8]>,
+        out: &mut Vec<Result<Decoded, SlotError>>,
+    ) -> Result<u64, GpuError> {
         let start = std::time::Instant::now();
         let mut routes = std::mem::take(&mut self.routes);
         self.classifier.classify_batch(jobs, &mut routes);
         let routing = start.elapsed().as_secs_f64();
-        let r = self.decode_routed(jobs, &routes, None, out);
+        let r = self.decode_routed(jobs, &routes, None, span, out);
         self.routes = routes;
         self.stage_times.classify += routing;
         r
@@ -504,12 +572,15 @@ impl GpuDecoder {
     /// [`Classifier::classify_batch`] of a classifier from [`Self::new_classifier`]: the CUDA
     /// backend routes the next batch while the engine decodes this one) and, in `cpu`, its
     /// CPU-route images' decodes perhaps started already ([`CpuRoute::start`] on the same
-    /// jobs and routes; decoded now when it covers other images).
+    /// jobs and routes; decoded now when it covers other images). `span`: the host bytes
+    /// that hold every job's, when one place does (the staged batch): with device
+    /// bitstreams (`gpu_bitstream = device`) the engine's images then go over in one copy.
     pub fn decode_routed(
         &mut self,
         jobs: &[(&[u8], AugParams)],
         routes: &[Result<Classified, SlotError>],
         cpu: Option<CpuAhead>,
+        span: Option<&[u8]>,
         out: &mut Vec<Result<Decoded, SlotError>>,
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
@@ -650,7 +721,7 @@ impl GpuDecoder {
                 std::thread::scope(|s| {
                     let cuda_side = (!cuda_list.is_empty()).then(|| crate::backend::spawn_named(s, "stoke-gpu-cuda", cuda_route));
                     let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
-                        let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, arena, out, &mut gpu_failed)?;
+                        let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
                         timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
                         Ok(in_calls)
                     });

@@ -2,15 +2,112 @@
 
 use super::*;
 use crate::augment::params::AugParams;
+use crate::backend::cuda::nvjpeg::safe::Bitstream;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
 use crate::error::driver_err;
 use crate::error::GpuError;
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+
+/// The engine's bitstreams in device memory (`gpu_bitstream = device`,
+/// `NVJPEG_BACKEND_HARDWARE_DEVICE`): before its calls, the engine's images' bytes are copied
+/// into one device buffer sized like a staging slot. The engine reads them when called (as it
+/// writes its outputs then), so the copies are waited for on the host first. The buffer is
+/// written again only by the next batch's copies, queued after this batch's decode returned
+/// (`GpuDecoder::decode_routed` waits for every decode of a batch before it returns).
+pub(super) struct DeviceBitstreams {
+    // Owns the memory `ptr` points into.
+    pub(super) _buf: CudaSlice<u8>,
+    pub(super) ptr: u64,
+    pub(super) bytes: u64,
+    // Recorded after the copies of a batch, waited for before its first call.
+    pub(super) copied: CudaEvent,
+    // Host-to-device copies made, and images that found no room (decoded on the CPU).
+    pub(super) copies: u64,
+    pub(super) overflow: u64,
+}
+
+/// Where a batch's bitstreams go in the device buffer, and the copies that put them there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BitstreamPlan {
+    /// Each image's device offset (`None`: no room, the image is decoded on the CPU).
+    pub at: Vec<Option<u64>>,
+    /// The copies, as `(host address, device offset, length)`.
+    pub copies: Vec<(usize, u64, usize)>,
+}
+
+/// Where each of a batch's bitstreams goes in a device buffer of `capacity` bytes, and the
+/// copies that put them there: `images[k]` is `(host address, length)` of the k-th engine
+/// image; `span`, the host range `(address, length)` that holds every image of the batch when
+/// one place does (a staging slot, a reader's pinned buffer).
+///
+/// With a span that holds them all and whose covering range fits, one copy of that range (the
+/// images' own bytes and what lies between them in the same place); otherwise the images one
+/// after another, a copy per run of images adjacent in host memory.
+pub fn bitstream_copies(images: &[(usize, usize)], span: Option<(usize, usize)>, capacity: u64) -> BitstreamPlan {
+    let placed = images.iter().filter(|im| im.1 > 0);
+    let lo = placed.clone().map(|im| im.0).min();
+    let hi = placed.map(|im| im.0 + im.1).max();
+    if let (Some(lo), Some(hi), Some((s, n))) = (lo, hi, span) {
+        let inside = images.iter().all(|im| im.1 == 0 || (im.0 >= s && im.0 + im.1 <= s + n));
+        if inside && (hi - lo) as u64 <= capacity {
+            let at = images.iter().map(|im| Some(if im.1 == 0 { 0 } else { (im.0 - lo) as u64 })).collect();
+            return BitstreamPlan { at, copies: vec![(lo, 0, hi - lo)] };
+        }
+    }
+    let mut at = Vec::with_capacity(images.len());
+    let mut copies: Vec<(usize, u64, usize)> = Vec::new();
+    let mut used = 0u64;
+    for &(p, len) in images {
+        if used + len as u64 > capacity {
+            at.push(None);
+            continue;
+        }
+        at.push(Some(used));
+        if len > 0 {
+            match copies.last_mut() {
+                // Adjacent in host memory and placed right after it: one copy.
+                Some(c) if c.0 + c.2 == p && c.1 + c.2 as u64 == used => c.2 += len,
+                _ => copies.push((p, used, len)),
+            }
+        }
+        used += len as u64;
+    }
+    BitstreamPlan { at, copies }
+}
+
+impl DeviceBitstreams {
+    /// Queue the copies of `list`'s bitstreams on `stream` and record [`Self::copied`]; each
+    /// image's device address (`None`: no room).
+    fn upload(
+        &mut self,
+        stream: &CudaStream,
+        list: &[usize],
+        jobs: &[(&[u8], AugParams)],
+        span: Option<&[u8]>,
+    ) -> Result<Vec<Option<u64>>, GpuError> {
+        let images: Vec<(usize, usize)> = list.iter().map(|&i| (jobs[i].0.as_ptr() as usize, jobs[i].0.len())).collect();
+        let BitstreamPlan { at, copies } = bitstream_copies(&images, span.map(|s| (s.as_ptr() as usize, s.len())), self.bytes);
+        for &(host, offset, len) in &copies {
+            // SAFETY: `host .. host + len` lies inside the batch's bytes (one image's, a run of
+            // adjacent images', or the span that holds them all), alive until the decode
+            // returns; `offset + len` ≤ the buffer's bytes (`bitstream_copies`); nothing reads
+            // the buffer now (the last batch's decodes returned).
+            let bytes = unsafe { std::slice::from_raw_parts(host as *const u8, len) };
+            unsafe { cudarc::driver::result::memcpy_htod_async(self.ptr + offset, bytes, stream.cu_stream()) }
+                .map_err(driver_err("cuMemcpyHtoDAsync"))?;
+        }
+        self.copied.record(stream).map_err(driver_err("cuEventRecord"))?;
+        self.copies += copies.len() as u64;
+        self.overflow += at.iter().filter(|a| a.is_none()).count() as u64;
+        Ok(at.into_iter().map(|a| a.map(|o| self.ptr + o)).collect())
+    }
+}
 
 impl HwPath {
     /// The hardware route, in calls of `per_call` images on `stream`, two states in turn.
-    /// `canaries_set` is the event recorded after the canaries were written. Returns the host
-    /// seconds spent inside the engine's calls: wall time, and this thread's CPU time.
+    /// `canaries_set` is the event recorded after the canaries were written; `span`, the host
+    /// bytes that hold every job's when one place does (see [`bitstream_copies`]). Returns the
+    /// host seconds spent inside the engine's calls: wall time, and this thread's CPU time.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &mut self,
@@ -18,20 +115,52 @@ impl HwPath {
         canaries_set: &CudaEvent,
         list: &[usize],
         jobs: &[(&[u8], AugParams)],
+        span: Option<&[u8]>,
         arena: u64,
         out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
     ) -> Result<(f64, f64), GpuError> {
+        // Bitstreams in device memory: copied in first (queued after the canaries).
+        let on_device = match self.bitstreams.as_mut() {
+            Some(b) => Some(b.upload(stream, list, jobs, span)?),
+            None => None,
+        };
         // The engine's batched decode does not wait for work queued on its stream: it writes
         // the outputs when called (torchcodec PR #1634). The canaries were queued on this
         // stream just before; a decode racing them would have its pixels overwritten by a
-        // canary (and counted as skipped, or worse, not). The host waits for them first.
+        // canary (and counted as skipped, or worse, not). The host waits for them first, and
+        // for the bitstreams' copies (read at the call too).
         canaries_set.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        if let Some(b) = &self.bitstreams {
+            b.copied.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        }
+        // What the engine takes: with device bitstreams, the images that found room.
+        let (list, device_at): (Vec<usize>, Vec<Option<u64>>) = match on_device {
+            None => (list.to_vec(), vec![None; list.len()]),
+            Some(at) => {
+                let bytes = self.bitstreams.as_ref().map_or(0, |b| b.bytes);
+                let mut kept = (Vec::new(), Vec::new());
+                for (&i, a) in list.iter().zip(at) {
+                    match a {
+                        Some(a) => {
+                            kept.0.push(i);
+                            kept.1.push(Some(a));
+                        }
+                        None => failed.push((
+                            i,
+                            format!("no room in the {bytes}-byte device buffer of the engine's bitstreams (gpu_bitstream = device)"),
+                        )),
+                    }
+                }
+                kept
+            }
+        };
         let hw = self;
         let mut at = 0;
         let (mut in_calls, mut in_calls_cpu) = (0f64, 0f64);
         for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
             let idx = &list[at..at + size];
+            let idx_device = &device_at[at..at + size];
             at += size;
             let s = call % 2;
             hw.state_done[s].synchronize().map_err(driver_err("cuEventSynchronize"))?;
@@ -43,7 +172,10 @@ impl HwPath {
                 pr.set_output_format(RGBI)?;
                 let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
                 pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
-                images.push(jobs[i].0);
+                images.push(match idx_device[k] {
+                    Some(ptr) => Bitstream::Device { ptr, len: jobs[i].0.len() },
+                    None => Bitstream::Host(jobs[i].0),
+                });
                 let mut img = nvjpegImage_t::default();
                 img.channel[0] = (arena + d.offset) as *mut u8;
                 img.pitch[0] = 3 * d.roi.w as usize;
@@ -53,8 +185,9 @@ impl HwPath {
             let (t, cpu) = (std::time::Instant::now(), crate::backend::thread_cpu_secs());
             let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
                 // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
-                // the done event is waited), `size` destinations inside the arena each sized
-                // for its ROI in RGBI, `size` live params; the stream is ours.
+                // the done event is waited, or their copies in the device buffer, written and
+                // waited for above), `size` destinations inside the arena each sized for its
+                // ROI in RGBI, `size` live params; the stream is ours.
                 unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], stream.cu_stream() as _) }
             });
             in_calls += t.elapsed().as_secs_f64();

@@ -6,7 +6,9 @@
 //! - baseline 8-bit YCbCr/gray JPEGs that `nvjpegDecodeBatchedSupportedEx` accepts go to
 //!   the hardware engine (`NVJPEG_BACKEND_HARDWARE`), in calls sized in multiples of
 //!   engines × cores per engine (`nvjpegGetHardwareDecoderInfo`), with the region of interest
-//!   when the engine takes it (else the whole image);
+//!   when the engine takes it (else the whole image); with `gpu_bitstream = device` it reads
+//!   device copies of the bitstreams (`NVJPEG_BACKEND_HARDWARE_DEVICE`, one copy per batch:
+//!   [`bitstream_copies`]);
 //! - progressive, extended-sequential and what the engine refuses go to the CUDA decoders
 //!   (`NVJPEG_BACKEND_GPU_HYBRID`, then `NVJPEG_BACKEND_HYBRID`, whichever
 //!   `nvjpegDecoderJpegSupported` accepts) on a second stream, while the engine works;
@@ -42,7 +44,7 @@
 //! | `arena.rs` | [`ArenaPlan`], [`ArenaCursor`]: the two decode arenas |
 //! | `canary.rs` | [`CANARIES`], [`DecodeTarget`]: skipped-decode detection |
 //! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
-//! | `hardware.rs` | the hardware engine's batched calls |
+//! | `hardware.rs` | the hardware engine's batched calls, and its bitstreams' device copies |
 //! | `hybrid.rs` | the CUDA decoders' decoupled phases |
 //! | `batched_hybrid.rs` | a share of the engine's images in one batched GPU-hybrid call (off by default) |
 //! | `share.rs` | [`ShareMeter`], [`split`]: that share, from the rates measured in the run |
@@ -70,7 +72,8 @@ pub use classify::*;
 use cpu_route::*;
 pub use cpu_route::{CpuAhead, CpuRoute};
 pub use decoder::*;
-pub use hardware::{cuda_slot_bytes, prealloc_dims};
+use hardware::DeviceBitstreams;
+pub use hardware::{bitstream_copies, cuda_slot_bytes, prealloc_dims, BitstreamPlan};
 pub use roi::*;
 pub use routing::*;
 pub use share::*;

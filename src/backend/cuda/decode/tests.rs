@@ -381,3 +381,119 @@ fn the_cpu_pool_returns_one_result_per_listed_image_while_the_caller_works() {
     let (_, none, _) = pool.decode_while(&[], &jobs, &out, 1 << 20, || ());
     assert!(none.is_empty());
 }
+
+/// A naive placement: every image copied on its own, one after another, `None` past the end.
+fn naive_copies(images: &[(usize, usize)], capacity: u64) -> BitstreamPlan {
+    let mut used = 0u64;
+    let mut at = Vec::new();
+    let mut copies = Vec::new();
+    for &(p, len) in images {
+        if used + len as u64 > capacity {
+            at.push(None);
+            continue;
+        }
+        at.push(Some(used));
+        if len > 0 {
+            copies.push((p, used, len));
+        }
+        used += len as u64;
+    }
+    BitstreamPlan { at, copies }
+}
+
+/// The bytes each copy plan puts in the device buffer, byte by byte from a fake host memory
+/// where byte `a` holds `a % 251`: every placed image must read its own bytes there.
+fn check_plan(images: &[(usize, usize)], at: &[Option<u64>], copies: &[(usize, u64, usize)], capacity: u64) {
+    let mut dev = vec![None::<u8>; capacity as usize];
+    for &(host, off, len) in copies {
+        assert!(off + len as u64 <= capacity, "copy {host:#x}+{len} at {off} past {capacity}");
+        for k in 0..len {
+            dev[off as usize + k] = Some(((host + k) % 251) as u8);
+        }
+    }
+    for (&(p, len), a) in images.iter().zip(at) {
+        let Some(a) = a else { continue };
+        for k in 0..len {
+            assert_eq!(dev[*a as usize + k], Some(((p + k) % 251) as u8), "image at {p:#x}, byte {k}");
+        }
+    }
+}
+
+#[test]
+fn device_bitstreams_are_copied_once_from_a_place_and_run_by_run_otherwise() {
+    // Three images in one staging place, padded to 64 bytes as a pooled buffer places them,
+    // and a fourth elsewhere.
+    let base = 0x10_0000usize;
+    let images = [(base, 100), (base + 128, 50), (base + 192, 64), (0x90_0000, 30)];
+    let span = Some((base, 4096));
+    // Inside the span: one copy from the first image's start to the last one's end.
+    let BitstreamPlan { at, copies } = bitstream_copies(&images[..3], span, 1 << 20);
+    assert_eq!(copies, vec![(base, 0, 256)]);
+    assert_eq!(at, vec![Some(0), Some(128), Some(192)]);
+    check_plan(&images[..3], &at, &copies, 1 << 20);
+    // One image outside it: one after another, as the naive plan, each on its own (none adjacent).
+    let BitstreamPlan { at, copies } = bitstream_copies(&images, span, 1 << 20);
+    assert_eq!(BitstreamPlan { at: at.clone(), copies: copies.clone() }, naive_copies(&images, 1 << 20));
+    check_plan(&images, &at, &copies, 1 << 20);
+    // The covering range does not fit but the images do: one after another.
+    let BitstreamPlan { at, copies } = bitstream_copies(&images[..3], span, 220);
+    assert_eq!(at, vec![Some(0), Some(100), Some(150)]);
+    check_plan(&images[..3], &at, &copies, 220);
+    // No room for the rest: `None`, and nothing copied for them.
+    let BitstreamPlan { at, copies } = bitstream_copies(&images[..3], None, 160);
+    assert_eq!(at, vec![Some(0), Some(100), None]);
+    assert_eq!(copies.len(), 2);
+    // Adjacent in host memory (heap-packed bytes): one copy per run.
+    let packed = [(base, 10), (base + 10, 20), (base + 30, 5), (base + 100, 7), (base + 107, 3)];
+    let BitstreamPlan { at, copies } = bitstream_copies(&packed, None, 1 << 20);
+    assert_eq!(copies, vec![(base, 0, 35), (base + 100, 35, 10)]);
+    check_plan(&packed, &at, &copies, 1 << 20);
+    // A run is not extended past an image that found no room.
+    let BitstreamPlan { at, copies } = bitstream_copies(&[(base, 10), (base + 10, 100), (base + 110, 5)], None, 20);
+    assert_eq!(at, vec![Some(0), None, Some(10)]);
+    assert_eq!(copies, vec![(base, 0, 10), (base + 110, 10, 5)]);
+    // Nothing to copy.
+    assert_eq!(bitstream_copies(&[], span, 100), BitstreamPlan::default());
+}
+
+#[test]
+fn device_bitstream_plans_agree_with_the_naive_one_on_random_batches() {
+    // Random batches: images packed, padded or scattered, spans that hold them or not, small
+    // and large buffers. Whatever the plan, every placed image reads its own bytes, and it
+    // places at least the images the naive plan does.
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    for _ in 0..2000 {
+        let n = next(12) as usize;
+        let mut p = 0x4000usize;
+        let images: Vec<(usize, usize)> = (0..n)
+            .map(|_| {
+                p += match next(3) {
+                    0 => 0,
+                    1 => next(64) as usize,
+                    _ => next(5000) as usize,
+                };
+                let len = next(300) as usize;
+                let im = (p, len);
+                p += len;
+                im
+            })
+            .collect();
+        let span = match next(3) {
+            0 => None,
+            1 => Some((0x4000, p - 0x4000)),
+            _ => Some((0x4000, (p - 0x4000) / 2)),
+        };
+        let capacity = next(4000);
+        let BitstreamPlan { at, copies } = bitstream_copies(&images, span, capacity);
+        check_plan(&images, &at, &copies, capacity);
+        let placed = |a: &[Option<u64>]| a.iter().filter(|a| a.is_some()).count();
+        assert!(placed(&at) >= placed(&naive_copies(&images, capacity).at), "{images:?} {span:?} {capacity}");
+        assert!(copies.len() <= images.len().max(1));
+    }
+}

@@ -291,10 +291,13 @@ impl JpegState {
     ///
     /// # Safety
     /// As [`Self::decode_batched`], except that each destination needs room only for what
-    /// `params[i]` asks (its region) in the initialised format.
+    /// `params[i]` asks (its region) in the initialised format, and that a
+    /// [`Bitstream::Device`] input (for a handle of `NVJPEG_BACKEND_HARDWARE_DEVICE` only) is
+    /// `len` written bytes of live device memory of the current context, unchanged until the
+    /// decode returns.
     pub unsafe fn decode_batched_ex(
         &mut self,
-        images: &[&[u8]],
+        images: &[Bitstream<'_>],
         destinations: &mut [nvjpegImage_t],
         params: &[DecodeParams],
         stream: cudaStream_t,
@@ -306,8 +309,7 @@ impl JpegState {
                 message: format!("{} images, {} destinations and {} params", images.len(), destinations.len(), params.len()),
             });
         }
-        let ptrs: Vec<*const u8> = images.iter().map(|b| b.as_ptr()).collect();
-        let lens: Vec<usize> = images.iter().map(|b| b.len()).collect();
+        let (ptrs, lens): (Vec<*const u8>, Vec<usize>) = images.iter().map(Bitstream::raw).unzip();
         let mut raw_params: Vec<nvjpegDecodeParams_t> = params.iter().map(|p| p.raw).collect();
         let h = &self.inner.handle;
         // SAFETY: caller's contract; the pointer, length and params arrays live across the
@@ -323,6 +325,32 @@ impl JpegState {
                 raw_params.as_mut_ptr(),
                 stream,
             )
+        }
+    }
+}
+
+/// One input of a batched decode: bytes in host memory, or `len` bytes at a device address
+/// (what a handle of `NVJPEG_BACKEND_HARDWARE_DEVICE` reads: "supports input bitstream on
+/// device memory", nvJPEG docs).
+#[derive(Clone, Copy, Debug)]
+pub enum Bitstream<'a> {
+    /// In host memory (pinned for the hardware engine's DMA, or pageable).
+    Host(&'a [u8]),
+    /// `len` bytes of device memory at `ptr`; never read on the host.
+    Device {
+        /// Device address.
+        ptr: u64,
+        /// Bytes.
+        len: usize,
+    },
+}
+
+impl Bitstream<'_> {
+    /// The pointer and length nvJPEG takes.
+    fn raw(&self) -> (*const u8, usize) {
+        match *self {
+            Bitstream::Host(b) => (b.as_ptr(), b.len()),
+            Bitstream::Device { ptr, len } => (ptr as *const u8, len),
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct Report {
     /// How the CUDA backend's host threads waited for the GPU, "auto" or "block" (absent on
     /// the CPU).
     pub gpu_wait: Option<String>,
+    /// CUDA backend: where the hardware engine read its bitstreams (`host`, `device`, or
+    /// `host (device refused ...)` when nvJPEG would not open its device-input variant).
+    pub gpu_bitstream: Option<String>,
     /// `cpu_cores_used` by thread group (the threads' names without their numbers), busiest
     /// first: which threads the cores went to.
     pub cpu_by_thread: Vec<ThreadCpu>,
@@ -193,6 +196,9 @@ impl Report {
             d.retried,
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
         );
+        if let Some(b) = self.gpu_bitstream.as_ref().filter(|b| *b != "host") {
+            println!("             the engine's bitstreams: {b}; {} host-to-device copies of them", d.bitstream_copies);
+        }
         if d.gpu_hybrid_batched > 0 {
             let share = 100.0 * d.gpu_hybrid_batched as f64 / (d.hardware + d.gpu_hybrid_batched) as f64;
             let rate = |n: u64, secs: Option<f64>| secs.filter(|s| *s > 0.0).map_or("-".to_string(), |s| format!("{:.0}", n as f64 / s));
