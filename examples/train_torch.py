@@ -392,6 +392,9 @@ def main(argv=None):
     ap.add_argument("--gpu-wait", choices=["auto", "block"], default="auto",
                     help="how host threads wait for the GPU (block: CU_CTX_SCHED_BLOCKING_SYNC on the device's "
                          "context, stoke's waits and this trainer's syncs sleep instead of spinning)")
+    ap.add_argument("--gpu-bitstream", choices=["host", "device"], default="host",
+                    help="where stoke's hardware JPEG engine reads the compressed bytes (device: copies on the GPU, "
+                         "NVJPEG_BACKEND_HARDWARE_DEVICE, whose host part may take fewer cores)")
     ap.add_argument("--decoders", choices=["all", "hw", "cuda"], default="all",
                     help="stoke's nvJPEG decoders (hw: the engine only, what it cannot take on the CPU route: "
                          "no nvJPEG CUDA-decoder kernels beside the model's)")
@@ -469,6 +472,7 @@ def main(argv=None):
         epoch_ahead=not args.no_epoch_ahead,
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
+            "gpu_bitstream": args.gpu_bitstream,
             "gpu_hybrid_share": hybrid_share(args.gpu_hybrid_share)} if on_gpu else {}),
     )
     multicrop = args.preset in ("dino", "dinov2")
@@ -629,6 +633,8 @@ def main(argv=None):
         "gpu_hybrid_share": args.gpu_hybrid_share if on_gpu else None,
         "decoded_gpu_hybrid_batched": s.get("decoded_gpu_hybrid_batched"),
         "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
+        "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
+        "bitstream_copies": s.get("bitstream_copies"),
         **summary,
         "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
         "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,

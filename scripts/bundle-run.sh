@@ -625,10 +625,10 @@ n=max(g.get(\"batches\",0),1)
 t=\", \".join(\"%s x%d %.2f\" % (x[\"name\"], x[\"threads\"], x[\"cores\"]) for x in r.get(\"cpu_by_thread\",[])[:6])
 l=r.get(\"latency_ms\") or {}
 e=[round(x) for x in r.get(\"epoch_start_wait_ms\",[])[:8]]
-print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s; engine calls %.1f ms wall / %.1f ms cpu per batch; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
+print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s, bitstreams %s (%s copies); engine calls %.1f ms wall / %.1f ms cpu per batch; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), r.get(\"gpu_bitstream\"), (r.get(\"decoders\") or {}).get(\"bitstream_copies\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
 run_cores() {
   if [ $gpu = 0 ]; then
-    for s in "stoke bench, next epoch made ahead or not" "decode-only --decoders hw" "train_torch, next epoch made ahead or not"; do note "SKIP $s: no GPU"; done
+    for s in "stoke bench, next epoch made ahead or not, device bitstreams" "decode-only --decoders hw, host and device bitstreams" "train_torch, next epoch made ahead or not, device bitstreams"; do note "SKIP $s: no GPU"; done
     return
   fi
   ensure_data
@@ -636,23 +636,30 @@ run_cores() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
   # Where the cores go now (cpu_by_thread: the readers read into pinned memory, no staging copy)
   # and the epoch starts: the next epoch made ahead (the default) against --no-epoch-ahead,
-  # interleaved three times (latency_ms's p99/p50, epoch_start_wait_ms). (--gpu-wait block was
-  # measured on an H100 on 2026-11-27: no cores saved.)
+  # interleaved three times (latency_ms's p99/p50, epoch_start_wait_ms), and the engine reading
+  # device copies of its bitstreams (--gpu-bitstream device, NVJPEG_BACKEND_HARDWARE_DEVICE:
+  # whether the engine's calls then leave the producer's core; the summary line says "bitstreams
+  # host (device refused ...)" where nvJPEG does not open it). (--gpu-wait block was measured on
+  # an H100 on 2026-11-27: no cores saved.)
   for rep in 1 2 3; do
-    for a in ahead no-ahead; do
+    for a in ahead no-ahead device; do
       ledger=e2e figure="$cores_figure" step "stoke bench e2e, $a ($rep)" 60 "bench-e2e-$a-$rep.json" \
-        "$bin" "${common[@]}" $([ $a = no-ahead ] && echo --no-epoch-ahead)
+        "$bin" "${common[@]}" $([ $a = no-ahead ] && echo --no-epoch-ahead) $([ $a = device ] && echo --gpu-bitstream device)
     done
   done
-  ledger=engine figure="$cores_figure" step "decode-only --decoders hw" 60 "bench-decode-hw.json" "$bin" "${common[@]}" --decode-only --decoders hw
+  for a in host device; do
+    ledger=engine figure="$cores_figure" step "decode-only --decoders hw, $a bitstreams" 60 "bench-decode-hw-$a.json" \
+      "$bin" "${common[@]}" --decode-only --decoders hw --gpu-bitstream $a
+  done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   # fed/alone with and without the next epoch made ahead, 3 pairs of 60 timed steps each: ~3 x
   # 140 x 70 ms = 30 s plus ~20 s of start each (ResNet-50 on the H100 at 7f8b030). An epoch of
   # the generated 12800 is 50 steps: each segment crosses an epoch start.
   local steps="${CORES_TRAIN_STEPS:-60}"
-  for a in ahead no-ahead; do
+  for a in ahead no-ahead device; do
     ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, $a, 3 pairs" 150 "train-torch-$a.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json $([ $a = no-ahead ] && echo --no-epoch-ahead)
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json \
+      $([ $a = no-ahead ] && echo --no-epoch-ahead) $([ $a = device ] && echo --gpu-bitstream device)
   done
 }
 
