@@ -409,7 +409,7 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     use stoke::backend::cuda::decode::GPU_HUFFMAN_MIN_CALL;
     use stoke::backend::cuda::pipeline::CudaBackend;
     use stoke::batch::Batch;
-    use stoke::config::{BackendKind, DType, HybridShare, PipelineConfig};
+    use stoke::config::{DType, HybridShare};
     use stoke::pipeline::run_read_batch;
     use stoke::reader::Reader;
     let _serial = serial();
@@ -417,14 +417,9 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     let dir = tempfile::tempdir().unwrap();
     let ds = gpu_common::generated(dir.path(), 440, 11);
     let config = |share| {
-        let mut c = PipelineConfig::new(ds.path());
-        c.backend = BackendKind::Cuda;
-        c.augment = AugmentSpec::train(32);
-        c.output.dtype = DType::U8;
-        c.batch_size = 220;
+        let mut c = u8_config(&ds, 32, 220, 5);
         c.ring_depth = 4;
         c.prefetch_batches = 2;
-        c.seed = 5;
         c.gpu_hybrid_share = share;
         c
     };
@@ -490,6 +485,18 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     let d = p.stats().decoders;
     assert_eq!(d.gpu_hybrid_yielded, 1, "{d:?}");
     assert!(d.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64, "the first batch probed the route: {d:?}");
+}
+
+/// The CUDA backend's config over `ds`: the train preset at `size`, uint8 output, `batch` and
+/// `seed`.
+fn u8_config(ds: &stoke::source::Dataset, size: u32, batch: usize, seed: u64) -> stoke::config::PipelineConfig {
+    let mut c = stoke::config::PipelineConfig::new(ds.path());
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.augment = AugmentSpec::train(size);
+    c.output.dtype = stoke::config::DType::U8;
+    c.batch_size = batch;
+    c.seed = seed;
+    c
 }
 
 /// A slot's route, decoded region `(x, y, w, h)` and pixels.
@@ -659,18 +666,13 @@ fn device_bitstreams_give_the_host_bitstreams_pixels() {
 /// device` equals the host-bitstream epoch bit for bit, one copy per batch.
 #[test]
 fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
-    use stoke::config::{BackendKind, DType, GpuBitstream, PipelineConfig};
+    use stoke::config::GpuBitstream;
     let _serial = serial();
     let Some(_gpu) = gpu_or_skip("gpu_decode") else { return };
     let dir = tempfile::tempdir().unwrap();
     let ds = gpu_common::generated(dir.path(), 96, 19);
     let epoch = |bitstream| {
-        let mut c = PipelineConfig::new(ds.path());
-        c.backend = BackendKind::Cuda;
-        c.augment = AugmentSpec::train(40);
-        c.output.dtype = DType::U8;
-        c.batch_size = 32;
-        c.seed = 3;
+        let mut c = u8_config(&ds, 40, 32, 3);
         c.epoch_ahead = false;
         c.gpu_bitstream = bitstream;
         let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
