@@ -89,10 +89,12 @@ impl DeviceBitstreams {
         let BitstreamPlan { at, copies } = bitstream_copies(&images, span.map(|s| (s.as_ptr() as usize, s.len())), self.bytes);
         for &(host, offset, len) in &copies {
             // SAFETY: `host .. host + len` lies inside the batch's bytes (one image's, a run of
-            // adjacent images', or the span that holds them all), alive until the decode
-            // returns; `offset + len` ≤ the buffer's bytes (`bitstream_copies`); nothing reads
-            // the buffer now (the last batch's decodes returned).
+            // adjacent images', or the span that holds them all), written and alive until the
+            // decode returns.
             let bytes = unsafe { std::slice::from_raw_parts(host as *const u8, len) };
+            // SAFETY: `offset + len` ≤ the buffer's bytes (`bitstream_copies`); nothing reads
+            // the buffer now (the last batch's decodes returned); the host bytes stay unchanged
+            // until the copy is waited for, before the engine's first call.
             unsafe { cudarc::driver::result::memcpy_htod_async(self.ptr + offset, bytes, stream.cu_stream()) }
                 .map_err(driver_err("cuMemcpyHtoDAsync"))?;
         }
