@@ -4,7 +4,8 @@
 use super::{Fetch, ParquetFile};
 use crate::error::{Error, Result};
 use bytes::{Buf, Bytes};
-use parquet::basic::Type as PhysicalType;
+use parquet::basic::{Encoding, Type as PhysicalType};
+use parquet::column::page::{Page, PageMetadata, PageReader};
 use parquet::column::reader::ColumnReaderImpl;
 use parquet::data_type::{DataType, Int32Type, Int64Type};
 use parquet::file::reader::{ChunkReader, Length};
@@ -38,6 +39,91 @@ pub(super) fn chunk_range(cm: &parquet::file::metadata::ColumnChunkMetaData) -> 
     (start >= 0 && len >= 0).then_some((start as u64, len as u64))
 }
 
+/// A column chunk's pages, each checked for what the parquet crate's column reader assumes
+/// and panics on otherwise (found by the `parquet` fuzz target; a damaged file must be an error
+/// naming it, not a panic): a dictionary-encoded data page only after the dictionary page;
+/// version 1 bit-packed levels, and version 2 level lengths, inside the page's bytes.
+struct CheckedPages<P> {
+    inner: P,
+    dictionary: bool,
+    max_rep: i16,
+    max_def: i16,
+}
+
+impl<P: PageReader> CheckedPages<P> {
+    fn check(&mut self, page: &Page) -> parquet::errors::Result<()> {
+        let bad = |m: String| Err(parquet::errors::ParquetError::General(m));
+        if page.is_dictionary_page() {
+            self.dictionary = true;
+            return Ok(());
+        }
+        if matches!(page.encoding(), Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY) && !self.dictionary {
+            return bad(format!("a {} data page before any dictionary page", page.encoding()));
+        }
+        let buf = page.buffer();
+        match *page {
+            Page::DataPage { num_values, def_level_encoding, rep_level_encoding, .. } => {
+                // Where each level run ends, as the column reader will slice them.
+                let mut at = 0usize;
+                for (max, encoding) in [(self.max_rep, rep_level_encoding), (self.max_def, def_level_encoding)] {
+                    if max <= 0 {
+                        continue;
+                    }
+                    #[allow(deprecated)]
+                    let len = match encoding {
+                        // A length prefix; the column reader checks the run against the page.
+                        Encoding::RLE => match buf.get(at..at + 4) {
+                            Some(b) => 4 + i32::from_le_bytes(b.try_into().expect("4 bytes")).max(0) as usize,
+                            None => return Ok(()),
+                        },
+                        Encoding::BIT_PACKED => (num_values as usize * (16 - max.leading_zeros()) as usize).div_ceil(8),
+                        _ => return Ok(()),
+                    };
+                    at = at.saturating_add(len);
+                    if at > buf.len() {
+                        return bad(format!("the levels need {at} bytes of a {}-byte data page", buf.len()));
+                    }
+                }
+                Ok(())
+            }
+            Page::DataPageV2 { def_levels_byte_len, rep_levels_byte_len, .. } => {
+                let levels = def_levels_byte_len as u64 + rep_levels_byte_len as u64;
+                if levels > buf.len() as u64 {
+                    return bad(format!("the levels take {levels} bytes of a {}-byte data page", buf.len()));
+                }
+                Ok(())
+            }
+            Page::DictionaryPage { .. } => Ok(()),
+        }
+    }
+}
+
+impl<P: PageReader> Iterator for CheckedPages<P> {
+    type Item = parquet::errors::Result<Page>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.get_next_page().transpose()
+    }
+}
+
+impl<P: PageReader> PageReader for CheckedPages<P> {
+    fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+        let page = self.inner.get_next_page()?;
+        if let Some(p) = &page {
+            self.check(p)?;
+        }
+        Ok(page)
+    }
+    fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+        self.inner.peek_next_page()
+    }
+    fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+        self.inner.skip_next_page()
+    }
+    fn at_record_boundary(&mut self) -> parquet::errors::Result<bool> {
+        self.inner.at_record_boundary()
+    }
+}
+
 /// Read column chunk `col` of row group `rg` (one ranged read) and decode every row:
 /// definition levels (empty when the column is required), non-null values, and the
 /// definition level of a present value.
@@ -60,6 +146,7 @@ pub(super) fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32
     let pages = SerializedPageReader::new(chunk, cm, rows, None).map_err(|e| bad(e.to_string()))?;
     let descr = cm.column_descr_ptr();
     let max_def = descr.max_def_level();
+    let pages = CheckedPages { inner: pages, dictionary: false, max_rep: descr.max_rep_level(), max_def: descr.max_def_level() };
     let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let mut got = 0;
