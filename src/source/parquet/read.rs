@@ -45,12 +45,21 @@ pub(super) fn chunk_range(cm: &parquet::file::metadata::ColumnChunkMetaData) -> 
 /// version 1 bit-packed levels, and version 2 level lengths, inside the page's bytes.
 struct CheckedPages<P> {
     inner: P,
+    check: PageCheck,
+}
+
+/// What [`CheckedPages`] checks, page by page.
+struct PageCheck {
     dictionary: bool,
     max_rep: i16,
     max_def: i16,
 }
 
-impl<P: PageReader> CheckedPages<P> {
+impl PageCheck {
+    fn new(descr: &parquet::schema::types::ColumnDescriptor) -> Self {
+        Self { dictionary: false, max_rep: descr.max_rep_level(), max_def: descr.max_def_level() }
+    }
+
     fn check(&mut self, page: &Page) -> parquet::errors::Result<()> {
         let bad = |m: String| Err(parquet::errors::ParquetError::General(m));
         if page.is_dictionary_page() {
@@ -109,7 +118,7 @@ impl<P: PageReader> PageReader for CheckedPages<P> {
     fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
         let page = self.inner.get_next_page()?;
         if let Some(p) = &page {
-            self.check(p)?;
+            self.check.check(p)?;
         }
         Ok(page)
     }
@@ -146,7 +155,7 @@ pub(super) fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32
     let pages = SerializedPageReader::new(chunk, cm, rows, None).map_err(|e| bad(e.to_string()))?;
     let descr = cm.column_descr_ptr();
     let max_def = descr.max_def_level();
-    let pages = CheckedPages { inner: pages, dictionary: false, max_rep: descr.max_rep_level(), max_def: descr.max_def_level() };
+    let pages = CheckedPages { inner: pages, check: PageCheck::new(&descr) };
     let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
     let mut got = 0;
@@ -249,5 +258,134 @@ impl GroupCache {
         c.groups.insert(g, (d, bytes));
         c.order.push_back(g);
         c.bytes += bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::data_type::ByteArrayType;
+    use parquet::schema::types::SchemaDescriptor;
+
+    /// Pages handed over as they are.
+    struct VecPages(VecDeque<Page>);
+
+    impl Iterator for VecPages {
+        type Item = parquet::errors::Result<Page>;
+        fn next(&mut self) -> Option<Self::Item> {
+            self.0.pop_front().map(Ok)
+        }
+    }
+
+    impl PageReader for VecPages {
+        fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
+            Ok(self.0.pop_front())
+        }
+        fn peek_next_page(&mut self) -> parquet::errors::Result<Option<PageMetadata>> {
+            Ok(None)
+        }
+        fn skip_next_page(&mut self) -> parquet::errors::Result<()> {
+            self.0.pop_front();
+            Ok(())
+        }
+    }
+
+    fn image_column() -> Arc<parquet::schema::types::ColumnDescriptor> {
+        let schema = parquet::schema::parser::parse_message_type("message m { optional binary image; }").unwrap();
+        SchemaDescriptor::new(Arc::new(schema)).column(0)
+    }
+
+    fn v1(buf: &[u8], encoding: Encoding, def: Encoding) -> Page {
+        Page::DataPage {
+            buf: Bytes::copy_from_slice(buf),
+            num_values: 40,
+            encoding,
+            def_level_encoding: def,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        }
+    }
+
+    fn v2(buf: &[u8], def_len: u32) -> Page {
+        Page::DataPageV2 {
+            buf: Bytes::copy_from_slice(buf),
+            num_values: 4,
+            encoding: Encoding::PLAIN,
+            num_nulls: 0,
+            num_rows: 4,
+            def_levels_byte_len: def_len,
+            rep_levels_byte_len: 0,
+            is_compressed: false,
+            statistics: None,
+        }
+    }
+
+    /// The column reader over `pages`: checked or not; `Err` with the panic's text when it panicked.
+    fn read(pages: Vec<Page>, checked: bool) -> std::result::Result<parquet::errors::Result<usize>, String> {
+        let descr = image_column();
+        let pages = VecPages(pages.into());
+        let reader: Box<dyn PageReader> = match checked {
+            true => Box::new(CheckedPages { inner: pages, check: PageCheck::new(&descr) }),
+            false => Box::new(pages),
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut r = ColumnReaderImpl::<ByteArrayType>::new(descr, reader);
+            let (mut defs, mut values) = (Vec::new(), Vec::new());
+            r.read_records(40, Some(&mut defs), None, &mut values).map(|(n, _, _)| n)
+        }))
+        .map_err(|p| p.downcast_ref::<String>().cloned().or(p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())
+    }
+
+    #[test]
+    fn pages_the_column_reader_would_panic_on_are_errors() {
+        #[allow(deprecated)]
+        let bit_packed = Encoding::BIT_PACKED;
+        let cases = [
+            // A dictionary-encoded data page with no dictionary page before it (the fuzz
+            // target's input).
+            (vec![v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)], "before any dictionary page"),
+            // Forty bit-packed definition levels need 5 bytes; the page has 3.
+            (vec![v1(&[0xff, 0xff, 0xff], Encoding::PLAIN, bit_packed)], "the levels need 5 bytes of a 3-byte data page"),
+            // Version 2 levels longer than the page.
+            (vec![v2(&[1, 2, 3], 9)], "the levels take 9 bytes of a 3-byte data page"),
+        ];
+        for (pages, says) in cases {
+            let what = format!("{:?}", pages.iter().map(|p| (p.page_type(), p.encoding())).collect::<Vec<_>>());
+            assert!(read(pages.clone(), false).is_err(), "{what}: the parquet crate no longer panics on it; is the check still needed?");
+            let e = read(pages, true).unwrap_or_else(|p| panic!("{what}: panicked through the check: {p}")).unwrap_err().to_string();
+            assert!(e.contains(says), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn well_formed_pages_pass_the_check() {
+        #[allow(deprecated)]
+        let bit_packed = Encoding::BIT_PACKED;
+        // Four values of 1 byte each after the levels: all present (level 1).
+        let values: Vec<u8> = (0..4u8).flat_map(|v| [1, 0, 0, 0, v]).collect();
+        let mut check = PageCheck::new(&image_column());
+        // Forty bit-packed levels in 5 bytes, then the values.
+        let mut page = vec![0xffu8; 5];
+        page.extend(&values);
+        assert!(check.check(&v1(&page, Encoding::PLAIN, bit_packed)).is_ok());
+        assert!(check.check(&v2(&[0; 9], 9)).is_ok());
+        // A dictionary page, then a dictionary-encoded data page.
+        let dict =
+            Page::DictionaryPage { buf: Bytes::from_static(&[0, 0, 0, 0]), num_values: 1, encoding: Encoding::PLAIN, is_sorted: false };
+        assert!(check.check(&v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_err());
+        assert!(check.check(&dict).is_ok());
+        assert!(check.check(&v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_ok());
+        // Read through: four rows, all values.
+        let mut rle = vec![2u8, 0, 0, 0, 0x08, 1];
+        rle.extend(&values);
+        let page = Page::DataPage {
+            buf: Bytes::from(rle),
+            num_values: 4,
+            encoding: Encoding::PLAIN,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        assert_eq!(read(vec![page], true).unwrap().unwrap(), 4);
     }
 }
