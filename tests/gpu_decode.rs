@@ -646,19 +646,26 @@ fn device_bitstreams_give_the_host_bitstreams_pixels() {
         }
     }
 
-    // An nvJPEG without the device-input variant (the stand-in told so): the engine reads host
+    // An nvJPEG without the device-input variant (the stand-in told so), and one whose variant
+    // opens but cannot make the engine's route (its params refused): the engine reads host
     // bytes, the decoder says why, and allocates no buffer for them.
     if on_sim {
-        std::env::set_var("STOKE_SIM_HW_DEVICE_ABSENT", "1");
-        let refused = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
-        std::env::remove_var("STOKE_SIM_HW_DEVICE_ABSENT");
-        let mut refused = refused;
-        assert!(refused.bitstreams_mode().starts_with("host (device refused: "), "{}", refused.bitstreams_mode());
-        assert_eq!(refused.device_bytes(), plain.device_bytes());
-        let got = slot_pixels(&gpu, refused.decode_within(&jobs, Some(&place[..]), &mut out).unwrap(), &out);
-        assert!(got == want, "the refused decoder's pixels differ from the host path's");
-        let s = refused.stats();
-        assert!(s.hardware > 0 && s.bitstream_copies == 0, "{s:?}");
+        for (var, value, says) in [
+            ("STOKE_SIM_HW_DEVICE_ABSENT", "1", "no nvJPEG hardware decoder"),
+            ("STOKE_SIM_FAIL", "nvjpegDecodeParamsCreate@hwdev", "setting up its route failed"),
+        ] {
+            std::env::set_var(var, value);
+            let refused = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
+            std::env::remove_var(var);
+            let mut refused = refused;
+            let mode = refused.bitstreams_mode();
+            assert!(mode.starts_with("host (device refused: ") && mode.contains(says), "{var}: {mode}");
+            assert_eq!(refused.device_bytes(), plain.device_bytes(), "{var}");
+            let got = slot_pixels(&gpu, refused.decode_within(&jobs, Some(&place[..]), &mut out).unwrap(), &out);
+            assert!(got == want, "{var}: the refused decoder's pixels differ from the host path's");
+            let s = refused.stats();
+            assert!(s.hardware > 0 && s.bitstream_copies == 0, "{var}: {s:?}");
+        }
     }
 }
 

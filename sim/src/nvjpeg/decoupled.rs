@@ -33,7 +33,7 @@ pub extern "C" fn nvjpegDecoderJpegSupported(d: *mut c_void, js: *mut c_void, p:
 #[no_mangle]
 pub extern "C" fn nvjpegJpegStreamCreate(h: *mut c_void, out: *mut *mut c_void) -> Status {
     let hd = obj!(h, Handle);
-    if failing("nvjpegJpegStreamCreate", hd.hw()) {
+    if failing("nvjpegJpegStreamCreate", hd.backend) {
         return ALLOCATOR_FAILURE;
     }
     new(out, Stream { data: Vec::new(), info: None })

@@ -44,8 +44,9 @@
 //! - Output `NVJPEG_OUTPUT_RGBI` only (what stoke uses); an ROI must lie inside the image; every
 //!   destination row must lie inside a live device allocation.
 //!
-//! Fault injection for the error paths: `STOKE_SIM_FAIL=func[@hw],...` makes every call of
-//! `func` fail (`@hw`: only for objects of a hardware-backend handle) with
+//! Fault injection for the error paths: `STOKE_SIM_FAIL=func[@hw|@hwdev],...` makes every call
+//! of `func` fail (`@hw`: only for objects of a hardware-backend handle, either variant;
+//! `@hwdev`: of an `NVJPEG_BACKEND_HARDWARE_DEVICE` handle) with
 //! `NVJPEG_STATUS_ALLOCATOR_FAILURE`; `STOKE_SIM_HW_ABSENT=1` makes creating a hardware handle
 //! fail as on a GPU without the engine (`NVJPEG_STATUS_ARCH_MISMATCH`). A failure at a chosen
 //! use ([`crate::faults`]: `stoke_sim_inject`, `STOKE_SIM_FAULTS`) of the object-creating calls,
@@ -88,14 +89,19 @@ const CSS_411: c_int = 4;
 const CSS_GRAY: c_int = 6;
 const CSS_UNKNOWN: c_int = -1;
 
-fn failing(func: &str, hw: bool) -> bool {
+fn failing(func: &str, backend: c_int) -> bool {
     if crate::faults::inject(func) {
         return true;
     }
     let Ok(list) = std::env::var("STOKE_SIM_FAIL") else { return false };
-    list.split(',').map(str::trim).any(|e| match e.strip_suffix("@hw") {
-        Some(f) => hw && f == func,
-        None => e == func,
+    list.split(',').map(str::trim).any(|e| {
+        if let Some(f) = e.strip_suffix("@hwdev") {
+            backend == BACKEND_HARDWARE_DEVICE && f == func
+        } else if let Some(f) = e.strip_suffix("@hw") {
+            is_hw(backend) && f == func
+        } else {
+            e == func
+        }
     })
 }
 
@@ -448,7 +454,7 @@ pub unsafe extern "C" fn nvjpegCreateEx(
     if backend == BACKEND_HARDWARE_DEVICE && std::env::var("STOKE_SIM_HW_DEVICE_ABSENT").is_ok_and(|v| v == "1") {
         return ARCH_MISMATCH;
     }
-    if failing("nvjpegCreateEx", is_hw(backend)) {
+    if failing("nvjpegCreateEx", backend) {
         return ALLOCATOR_FAILURE;
     }
     ensure_ctx();
@@ -493,7 +499,7 @@ pub unsafe extern "C" fn nvjpegGetHardwareDecoderInfo(h: *mut c_void, engines: *
 
 fn new_state(h: *mut c_void, out: *mut *mut c_void, call: &str) -> Status {
     let hd = obj!(h, Handle);
-    if failing(call, hd.hw()) {
+    if failing(call, hd.backend) {
         return ALLOCATOR_FAILURE;
     }
     new(
@@ -587,7 +593,7 @@ fn stream_supported(h: *mut c_void, js: *mut c_void, p: Option<&Params>, backend
 #[no_mangle]
 pub extern "C" fn nvjpegDecodeParamsCreate(h: *mut c_void, out: *mut *mut c_void) -> Status {
     let hd = obj!(h, Handle);
-    if failing("nvjpegDecodeParamsCreate", hd.hw()) {
+    if failing("nvjpegDecodeParamsCreate", hd.backend) {
         return ALLOCATOR_FAILURE;
     }
     new(out, Params { format: OUTPUT_RGBI, roi: (0, 0, -1, -1), allow_cmyk: false })

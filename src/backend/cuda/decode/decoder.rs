@@ -288,58 +288,50 @@ impl GpuDecoder {
         // If this nvJPEG refuses interpolated upsampling for the engine, the engine without it
         // beats no engine (tests/gpu_decode.rs measures the difference).
         let flags = nvjpeg_flags(plan.interpolated);
-        let open = |backend: nvjpegBackend_t| {
-            NvjpegHandle::new(backend, flags).or_else(|e| {
-                if flags == 0 {
-                    return Err(e);
-                }
-                NvjpegHandle::new(backend, 0).inspect(|_| {
-                    log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+        // The engine's route on `backend`: `Err` says why there is none, and how loudly (logged
+        // by the caller: a GPU without the engine is normal, one whose engine fails is not).
+        let engine = |backend: nvjpegBackend_t| -> Result<HwPath, (log::Level, String)> {
+            use log::Level::{Info, Warn};
+            let handle = NvjpegHandle::new(backend, flags)
+                .or_else(|e| {
+                    if flags == 0 {
+                        return Err(e);
+                    }
+                    NvjpegHandle::new(backend, 0).inspect(|_| {
+                        log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
+                    })
                 })
-            })
-        };
-        // Bitstreams in device memory when asked and this nvJPEG opens that variant; else the
-        // engine reads host bytes, and the refusal is reported (`bitstreams_mode`).
-        let (hw_handle, device_input, bitstream_refused) = if plan.device_bitstream_bytes > 0 {
-            match open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE) {
-                Ok(h) => (Ok(h), true, None),
-                Err(e) => {
-                    log::warn!("nvJPEG refused NVJPEG_BACKEND_HARDWARE_DEVICE ({e}): the hardware engine reads host bitstreams");
-                    (open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, Some(e.to_string()))
-                }
-            }
-        } else {
-            (open(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, None)
-        };
-        let mut hw = match hw_handle {
-            Ok(handle) => match handle.hardware_decoder_info() {
-                Err(e) => {
-                    // A VM or MIG slice can open the handle yet not report (or reach) the engine:
-                    // run without it rather than fail the backend.
-                    log::warn!("nvJPEG hardware decoder opened but its engine info failed ({e}); running without it");
-                    None
-                }
+                .map_err(|e| (Info, format!("no nvJPEG hardware decoder on this GPU ({e})")))?;
+            match handle.hardware_decoder_info() {
+                // A VM or MIG slice can open the handle yet not report (or reach) the engine:
+                // run without it rather than fail the backend.
+                Err(e) => Err((Warn, format!("nvJPEG hardware decoder opened but its engine info failed ({e})"))),
                 // nvJPEG documents 0 engines as "hardware decoder not available" (a GPU whose
                 // engine is absent or taken, a MIG slice without one): no hardware route.
                 Ok((engines, cores)) if engines == 0 || cores == 0 => {
-                    log::info!("nvJPEG hardware decoder reports {engines} engine(s) x {cores} core(s): not available; running without it");
-                    None
+                    Err((Info, format!("nvJPEG hardware decoder reports {engines} engine(s) x {cores} core(s): not available")))
                 }
                 // Anything the engine's route needs that cannot be made (its states, params,
                 // parse stream) drops that route; the CUDA decoders and the CPU take its images.
-                Ok((engines, cores)) => match HwPath::new(handle, &plan, engines, cores, &ev) {
-                    Ok(hw) => Some(hw),
-                    Err(e) => {
-                        log::warn!("nvJPEG hardware decoder: setting up its route failed ({e}); running without it");
-                        None
-                    }
-                },
-            },
-            Err(e) => {
-                log::info!("no nvJPEG hardware decoder on this GPU ({e}); baseline JPEGs use the CUDA decoder");
-                None
+                Ok((engines, cores)) => HwPath::new(handle, &plan, engines, cores, &ev)
+                    .and_then(|hw| Classifier::new(&plan, Some(&hw.handle)).map(|_| hw))
+                    .map_err(|e| (Warn, format!("nvJPEG hardware decoder: setting up its route failed ({e})"))),
             }
         };
+        // Bitstreams in device memory when asked and this nvJPEG makes the whole route on that
+        // variant; else the engine reads host bytes, and why is reported (`bitstreams_mode`).
+        let device = (plan.device_bitstream_bytes > 0).then(|| engine(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE));
+        let (hw, device_input, bitstream_refused) = match device {
+            Some(Ok(hw)) => (Ok(hw), true, None),
+            refused => {
+                let why = refused.and_then(Result::err).map(|(_, e)| e);
+                if let Some(e) = &why {
+                    log::warn!("NVJPEG_BACKEND_HARDWARE_DEVICE: {e}; the hardware engine reads host bitstreams");
+                }
+                (engine(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, why)
+            }
+        };
+        let mut hw = hw.inspect_err(|(level, e)| log::log!(*level, "{e}; running without it (baseline JPEGs use the CUDA decoders)")).ok();
 
         let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, flags)?;
         let slot_bytes = plan.slot_bytes as usize;
