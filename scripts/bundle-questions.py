@@ -23,6 +23,7 @@ QUESTIONS = [
     ("pixel-error", "decoded-pixel error per route vs libjpeg-turbo (whole image, region)", "tests"),
     ("routes", "route counts (hardware / cuda / cpu)", "both"),
     ("canary", "canary false alarms", "tests"),
+    ("bitstreams", "the engine on device copies of its bitstreams (NVJPEG_BACKEND_HARDWARE_DEVICE): opened, same pixels", "tests"),
     ("memory", "device and pinned memory after each epoch", "both"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),
     ("concurrency", "HW+CUDA decoders together vs each alone (decode-only images/s)", "bench"),
