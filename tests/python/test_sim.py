@@ -276,6 +276,28 @@ def test_gpu_wait_block_sets_the_contexts_blocking_sync(drv, folder):
         drv.check(drv.lib.cuCtxSetFlags(original), "cuCtxSetFlags")
 
 
+def test_gpu_bitstream_device_reaches_the_engine_and_keeps_every_batch(drv, folder):
+    # Loader(gpu_bitstream="device"): the hardware engine decodes device copies of its
+    # bitstreams (copies counted in stats()), and the epoch equals the host-bitstream Loader's
+    # bit for bit (the stand-in decodes both with the same code; on a GPU the same engine).
+    drv.make_current()
+    s = drv.stream()
+
+    def epoch(**kw):
+        ld = stoke.Loader(str(folder), BATCH, device="cuda", epoch_ahead=False, **{**KW, **kw})
+        got = [(read(drv, images, s)[0], read(drv, labels, s)[0]) for images, labels in ld]
+        return got, ld.stats()
+
+    host, hs = epoch()
+    dev, ds = epoch(gpu_bitstream="device")
+    assert hs["decoded_hardware"] > 0 and hs["bitstream_copies"] == 0, hs
+    assert ds["decoded_hardware"] == hs["decoded_hardware"] and 0 < ds["bitstream_copies"] <= ds["batches"], ds
+    assert len(dev) == len(host) > 0
+    for (x, y), (xh, yh) in zip(dev, host):
+        assert np.array_equal(x, xh) and np.array_equal(y, yh), "a device-bitstream batch differs from the host one"
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
 def test_a_released_batch_is_recorded_on_the_consumers_stream(drv, folder):
     # The ring slot goes back to the producer after the consumer's reads: stoke records an event
     # on the consumer's stream when the last capsule and tensor go, and the producer waits on it.
