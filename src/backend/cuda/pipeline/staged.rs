@@ -126,16 +126,17 @@ impl Stager {
     /// The one place that holds every job's bytes of `staged` ([`Self::jobs`]): from its start
     /// to the end of its last range (`None` when nothing was placed). With device bitstreams
     /// the engine's images go over in one copy of it.
+    ///
+    /// A readers' pooled buffer only: it pads between samples with zeros it writes, where a
+    /// staging slot's padding is never written (its batches, not in the pool, are copied image
+    /// by image).
     pub(super) fn span<'a>(&self, staged: Staged, ranges: &[Option<StagedRange>]) -> Option<&'a [u8]> {
-        let base = match staged {
-            Staged::Slot(slot) => self.ring.as_ref().expect("a slot was staged in the ring").slot_ptr(slot),
-            Staged::Pool(base) => base as *const u8,
-            Staged::Nothing => return None,
-        };
+        let Staged::Pool(base) = staged else { return None };
         let end = ranges.iter().flatten().map(|r| r.offset + r.len).max().filter(|&e| e > 0)?;
-        // SAFETY: as in `jobs`: the place is held until the decode that reads it returns, and
-        // every range lies inside it, so its first `end` bytes are written and alive.
-        Some(unsafe { std::slice::from_raw_parts(base, end as usize) })
+        // SAFETY: as in `jobs`: the buffer is held until the decode that reads it returns, and
+        // every range lies inside it; its first `end` bytes are the samples and the zeros the
+        // buffer wrote between them (`HostBytes::start_sample`).
+        Some(unsafe { std::slice::from_raw_parts(base as *const u8, end as usize) })
     }
 
     /// The reads of `staged` are queued on `streams` (none: nothing read it): record its guard
