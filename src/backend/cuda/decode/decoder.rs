@@ -288,9 +288,10 @@ impl GpuDecoder {
         // If this nvJPEG refuses interpolated upsampling for the engine, the engine without it
         // beats no engine (tests/gpu_decode.rs measures the difference).
         let flags = nvjpeg_flags(plan.interpolated);
-        // The engine's route on `backend`: `Err` says why there is none, and how loudly (logged
-        // by the caller: a GPU without the engine is normal, one whose engine fails is not).
-        let engine = |backend: nvjpegBackend_t| -> Result<HwPath, (log::Level, String)> {
+        // The engine's route on `backend` and the classifier that asks it (a parse stream of its
+        // own on the engine's handle): `Err` says why there is none, and how loudly (logged by
+        // the caller: a GPU without the engine is normal, one whose engine fails is not).
+        let engine = |backend: nvjpegBackend_t| -> Result<(HwPath, Classifier), (log::Level, String)> {
             use log::Level::{Info, Warn};
             let handle = NvjpegHandle::new(backend, flags)
                 .or_else(|e| {
@@ -314,7 +315,7 @@ impl GpuDecoder {
                 // Anything the engine's route needs that cannot be made (its states, params,
                 // parse stream) drops that route; the CUDA decoders and the CPU take its images.
                 Ok((engines, cores)) => HwPath::new(handle, &plan, engines, cores, &ev)
-                    .and_then(|hw| Classifier::new(&plan, Some(&hw.handle)).map(|_| hw))
+                    .and_then(|hw| Classifier::new(&plan, Some(&hw.handle)).map(|c| (hw, c)))
                     .map_err(|e| (Warn, format!("nvJPEG hardware decoder: setting up its route failed ({e})"))),
             }
         };
@@ -331,7 +332,13 @@ impl GpuDecoder {
                 (engine(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE), false, why)
             }
         };
-        let mut hw = hw.inspect_err(|(level, e)| log::log!(*level, "{e}; running without it (baseline JPEGs use the CUDA decoders)")).ok();
+        let (mut hw, classifier) = match hw {
+            Ok((hw, classifier)) => (Some(hw), Some(classifier)),
+            Err((level, e)) => {
+                log::log!(level, "{e}; running without it (baseline JPEGs use the CUDA decoders)");
+                (None, None)
+            }
+        };
 
         let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_DEFAULT, flags)?;
         let slot_bytes = plan.slot_bytes as usize;
@@ -385,15 +392,10 @@ impl GpuDecoder {
             unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
         let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
         hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
-        // The engine's check needs a parse stream of its own on the engine's handle: without
-        // one, no hardware route (as when its states or params cannot be made).
-        let (hw, classifier) = match Classifier::new(&plan, hw.as_ref().map(|h| &h.handle)) {
-            Ok(c) => (hw, c),
-            Err(e) if hw.is_some() => {
-                log::warn!("nvJPEG hardware decoder: its parse stream cannot be made ({e}); running without it");
-                (None, Classifier::new(&plan, None)?)
-            }
-            Err(e) => return Err(e),
+        // Without the engine, a classifier that routes nothing to it.
+        let classifier = match classifier {
+            Some(c) => c,
+            None => Classifier::new(&plan, None)?,
         };
         Ok(Self {
             gpu: gpu.clone(),
