@@ -128,22 +128,6 @@ pub struct DecodeStats {
     pub bitstream_overflow: u64,
 }
 
-pub(super) struct HwPath {
-    // The engine's handle (its states and params hold it too; classifiers are made on it).
-    pub(super) handle: Arc<NvjpegHandle>,
-    pub(super) params: Vec<DecodeParams>,
-    // Two states used in turn, each guarded by the event recorded after its last call.
-    pub(super) states: [JpegState; 2],
-    pub(super) state_done: [CudaEvent; 2],
-    pub(super) unit: usize,
-    pub(super) per_call: usize,
-    // Image size the engine's buffers were reserved for (per call slot, per state).
-    pub(super) prealloc: (u32, u32),
-    // The bitstreams' device buffer when the handle reads device memory
-    // (`NVJPEG_BACKEND_HARDWARE_DEVICE`); `None`: it reads the host bytes.
-    pub(super) bitstreams: Option<DeviceBitstreams>,
-}
-
 /// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
 /// pinned and device buffers sized at start-up ([`cuda_slot_bytes`](super::cuda_slot_bytes)).
 pub const CUDA_SLOTS: usize = 4;
@@ -238,40 +222,6 @@ impl Drop for GpuDecoder {
     }
 }
 
-impl HwPath {
-    /// The engine's route: `engines × cores` images a unit, two states pre-allocated for a
-    /// call of the plan's size, one params object per batch slot, a parse stream.
-    fn new(
-        handle: Arc<NvjpegHandle>,
-        plan: &DecoderPlan,
-        engines: u32,
-        cores: u32,
-        ev: &dyn Fn() -> Result<CudaEvent, GpuError>,
-    ) -> Result<Self, GpuError> {
-        let unit = (engines as usize * cores as usize).max(1);
-        let per_call = hw_calls(plan.batch, unit, plan.hw_max_per_call.max(unit))[0];
-        let mut states = [JpegState::new(&handle)?, JpegState::new(&handle)?];
-        let (pw, ph) = prealloc_dims(plan.max_dims, per_call, plan.arena.bytes);
-        for st in &mut states {
-            // Reserve the engine's buffers up front so steady state allocates nothing;
-            // nvJPEG grows them itself for a larger image, so a refusal is not fatal.
-            if let Err(e) = st.batched_pre_allocate(
-                per_call,
-                pw,
-                ph,
-                crate::backend::cuda::nvjpeg::sys::nvjpegChromaSubsampling_t::NVJPEG_CSS_444,
-                RGBI,
-            ) {
-                log::warn!("nvJPEG hardware pre-allocation for {per_call} images of {pw}x{ph} failed: {e}");
-            }
-        }
-        let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
-        let state_done = [ev()?, ev()?];
-        log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph), bitstreams: None })
-    }
-}
-
 impl GpuDecoder {
     /// Create the handles, states, streams and the two arenas (the only allocations).
     pub fn new(gpu: &Arc<Gpu>, plan: DecoderPlan) -> Result<Self, GpuError> {
@@ -288,37 +238,7 @@ impl GpuDecoder {
         // If this nvJPEG refuses interpolated upsampling for the engine, the engine without it
         // beats no engine (tests/gpu_decode.rs measures the difference).
         let flags = nvjpeg_flags(plan.interpolated);
-        // The engine's route on `backend` and the classifier that asks it (a parse stream of its
-        // own on the engine's handle): `Err` says why there is none, and how loudly (logged by
-        // the caller: a GPU without the engine is normal, one whose engine fails is not).
-        let engine = |backend: nvjpegBackend_t| -> Result<(HwPath, Classifier), (log::Level, String)> {
-            use log::Level::{Info, Warn};
-            let handle = NvjpegHandle::new(backend, flags)
-                .or_else(|e| {
-                    if flags == 0 {
-                        return Err(e);
-                    }
-                    NvjpegHandle::new(backend, 0).inspect(|_| {
-                        log::warn!("nvJPEG hardware decoder refused interpolated upsampling ({e}); using its default");
-                    })
-                })
-                .map_err(|e| (Info, format!("no nvJPEG hardware decoder on this GPU ({e})")))?;
-            match handle.hardware_decoder_info() {
-                // A VM or MIG slice can open the handle yet not report (or reach) the engine:
-                // run without it rather than fail the backend.
-                Err(e) => Err((Warn, format!("nvJPEG hardware decoder opened but its engine info failed ({e})"))),
-                // nvJPEG documents 0 engines as "hardware decoder not available" (a GPU whose
-                // engine is absent or taken, a MIG slice without one): no hardware route.
-                Ok((engines, cores)) if engines == 0 || cores == 0 => {
-                    Err((Info, format!("nvJPEG hardware decoder reports {engines} engine(s) x {cores} core(s): not available")))
-                }
-                // Anything the engine's route needs that cannot be made (its states, params,
-                // parse stream) drops that route; the CUDA decoders and the CPU take its images.
-                Ok((engines, cores)) => HwPath::new(handle, &plan, engines, cores, &ev)
-                    .and_then(|hw| Classifier::new(&plan, Some(&hw.handle)).map(|c| (hw, c)))
-                    .map_err(|e| (Warn, format!("nvJPEG hardware decoder: setting up its route failed ({e})"))),
-            }
-        };
+        let engine = |backend| HwPath::open(backend, flags, &plan, &ev);
         // Bitstreams in device memory when asked and this nvJPEG makes the whole route on that
         // variant; else the engine reads host bytes, and why is reported (`bitstreams_mode`).
         let device = (plan.device_bitstream_bytes > 0).then(|| engine(nvjpegBackend_t::NVJPEG_BACKEND_HARDWARE_DEVICE));

@@ -44,7 +44,7 @@
 //! | `arena.rs` | [`ArenaPlan`], [`ArenaCursor`]: the two decode arenas |
 //! | `canary.rs` | [`CANARIES`], [`DecodeTarget`]: skipped-decode detection |
 //! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
-//! | `hardware.rs` | the hardware engine's batched calls, and its bitstreams' device copies |
+//! | `hardware.rs` | the hardware engine's route (handle, states, params), its batched calls and its bitstreams' device copies |
 //! | `hybrid.rs` | the CUDA decoders' decoupled phases |
 //! | `batched_hybrid.rs` | a share of the engine's images in one batched GPU-hybrid call (off by default) |
 //! | `share.rs` | [`ShareMeter`], [`split`]: that share, from the rates measured in the run |
@@ -72,8 +72,8 @@ pub use classify::*;
 use cpu_route::*;
 pub use cpu_route::{CpuAhead, CpuRoute};
 pub use decoder::*;
-use hardware::DeviceBitstreams;
 pub use hardware::{bitstream_copies, cuda_slot_bytes, prealloc_dims, BitstreamPlan};
+use hardware::{DeviceBitstreams, HwPath};
 pub use roi::*;
 pub use routing::*;
 pub use share::*;
