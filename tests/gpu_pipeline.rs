@@ -520,6 +520,54 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
     eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());
 }
 
+/// The CUDA backend works on threads made at its start: epoch after epoch, with every route
+/// busy (the engine, both lanes of the CUDA decoders, the CPU route) and each batch prepared
+/// ahead, it makes no thread (it made three a batch: the next batch's preparer, the CUDA route
+/// and its second lane). On the stand-in every thread that calls the driver or nvJPEG is
+/// counted once (`calling_threads`); the count after a first epoch (by then every long-lived
+/// thread has called) holds over three more. On a GPU the test runs the same epochs and checks
+/// the routes only (the real driver counts no callers).
+#[test]
+fn epochs_through_every_route_make_no_thread_after_the_first() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // 400 images: two of each 200's CMYK and YCCK (CPU route), six gray and progressive (CUDA).
+    let ds = generated(dir.path(), 400, 21);
+    let mut c = config(&ds, 21);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 80;
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let callers = || gpu_common::sim_stats().map(|s| s["calling_threads"].as_u64().unwrap());
+    let mut epoch = |e: u64| {
+        p.start_epoch(e, 0);
+        let (mut batches, mut two_lanes) = (0, 0);
+        let mut routes = stoke::batch::DecoderCounts::default();
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            (routes.hardware, routes.cuda, routes.cpu) =
+                (routes.hardware + b.decoders.hardware, routes.cuda + b.decoders.cuda, routes.cpu + b.decoders.cpu);
+            two_lanes += usize::from(b.decoders.cuda >= 2);
+            batches += 1;
+        }
+        assert_eq!(batches, 5);
+        (routes, two_lanes)
+    };
+    epoch(0);
+    let after_first = callers();
+    for e in 1..4 {
+        let (routes, two_lanes) = epoch(e);
+        // Every route ran this epoch, and some batch kept the second lane busy.
+        assert!(routes.hardware > 0 && routes.cpu > 0 && two_lanes > 0, "epoch {e}: {routes:?}, {two_lanes} batches with two CUDA images");
+    }
+    let prepared = p.stats().gpu_stages.ahead_batches;
+    assert!(prepared >= 10.0, "{prepared} of 20 batches prepared ahead: the preparer went untested");
+    if let (Some(a), Some(b)) = (after_first, callers()) {
+        assert!(a >= 2, "the stand-in counted {a} calling threads: the count is not working");
+        assert_eq!(b, a, "threads that called the driver or nvJPEG: {a} after the first epoch, {b} after three more (15 batches)");
+    }
+}
+
 /// The next epoch made ahead on the CUDA backend (its first batch handed to the backend with
 /// the epoch before's last, prepared ahead there): epochs taken in order are the epochs a
 /// pipeline that makes each when asked gives, bit for bit, with the same device and pinned

@@ -215,6 +215,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(d: c_int) -> CUresult {
 
 #[no_mangle]
 pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CUresult {
+    crate::note_caller();
     if ctx != 0 && ctx != dev::primary().handle() {
         crate::report("invalid handle", format!("cuCtxSetCurrent: {ctx:#x} is not a context"));
         return dev::INVALID_CONTEXT;

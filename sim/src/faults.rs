@@ -92,6 +92,7 @@ fn parse(e: &str) -> Option<(&str, Armed)> {
 
 /// Whether this call of `name` fails (counting it against what is armed for `name`).
 pub fn inject(name: &str) -> bool {
+    crate::note_caller();
     static ENV: OnceLock<()> = OnceLock::new();
     ENV.get_or_init(|| {
         table();

@@ -161,12 +161,33 @@ pub extern "C" fn stoke_sim_take_findings() -> *mut c_char {
     into_c(format!("[{}]", items.join(",")))
 }
 
+static CALLING_THREADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Count the calling thread among the threads that called the stand-in (once per thread): from
+/// `cuCtxSetCurrent` and every call [`faults::inject`] sees (the per-batch and per-image calls of
+/// the driver and nvJPEG). A test tells from it whether the code under test makes threads as it
+/// runs (the count grows batch after batch) or works on the same ones.
+pub(crate) fn note_caller() {
+    thread_local!(static SEEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    SEEN.with(|seen| {
+        if !seen.replace(true) {
+            CALLING_THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+}
+
 /// Counters of the simulated device as JSON: live and peak device and pinned allocations
-/// (count and bytes), kernels launched, ops run, hazards, and per stream the events it
-/// waited on. Free with [`stoke_sim_free`].
+/// (count and bytes), kernels launched, ops run, hazards, per stream the events it waited on,
+/// and the threads that called the stand-in ([`note_caller`]). Free with [`stoke_sim_free`].
 #[no_mangle]
 pub extern "C" fn stoke_sim_stats() -> *mut c_char {
-    into_c(format!("{{{},{},{}}}", mem::stats_json(), dev::stats_json(), nvjpeg::stats_json()))
+    into_c(format!(
+        "{{{},{},{},\"calling_threads\":{}}}",
+        mem::stats_json(),
+        dev::stats_json(),
+        nvjpeg::stats_json(),
+        CALLING_THREADS.load(std::sync::atomic::Ordering::Relaxed)
+    ))
 }
 
 /// Frees a string this library returned.

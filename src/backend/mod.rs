@@ -3,6 +3,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub(crate) mod helpers;
 
 use crate::augment::AugParams;
 use crate::batch::Batch;
@@ -218,39 +219,6 @@ pub fn thread_cpu_secs() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// `scope.spawn(f)` on a thread named `name`, so `stoke bench`'s cores by thread (and `top`)
-/// tell it from the thread that made it, whose name an unnamed thread inherits. When `f`
-/// returns, the thread's CPU time is added to [`ended_thread_cpu`]'s count for `name`: these
-/// threads live for one batch, so a sample of the live threads at the end of a window misses
-/// them. A thread that cannot be made panics, as `Scope::spawn` does.
-pub(crate) fn spawn_named<'scope, T: Send + 'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    name: &'static str,
-    f: impl FnOnce() -> T + Send + 'scope,
-) -> std::thread::ScopedJoinHandle<'scope, T> {
-    let run = move || {
-        let out = f();
-        // A new thread: its CPU clock started at zero.
-        let cpu = thread_cpu_secs();
-        let mut ended = ENDED_CPU.lock().unwrap_or_else(|p| p.into_inner());
-        let e = ended.entry(name).or_insert((0, 0.0));
-        (e.0, e.1) = (e.0 + 1, e.1 + cpu);
-        out
-    };
-    std::thread::Builder::new().name(name.into()).spawn_scoped(scope, run).expect("failed to spawn a thread")
-}
-
-static ENDED_CPU: std::sync::Mutex<std::collections::BTreeMap<&'static str, (u64, f64)>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
-
-/// For each name the backends' short-lived threads take (`stoke-gpu-ahead`, `stoke-gpu-cuda`,
-/// `stoke-gpu-lane`): how many of them have ended in this process and their CPU seconds in all.
-/// Differences of two calls are what those threads used in between (a thread is counted when
-/// it ends, with all its time).
-pub fn ended_thread_cpu() -> Vec<(&'static str, u64, f64)> {
-    ENDED_CPU.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(n, (k, s))| (*n, *k, *s)).collect()
-}
-
 /// Per-batch GPU stage times in seconds (CUDA events where the work runs on a stream, host
 /// wall time for host work); all zero on the CPU backend. Sums and differences of them are
 /// stage times over several batches.
@@ -454,31 +422,6 @@ mod tests {
 
     fn bad(why: &str) -> Option<SlotError> {
         Some(SlotError::Read(why.to_string()))
-    }
-
-    /// A named thread's CPU time is counted under its name when it ends, with the thread.
-    #[test]
-    fn a_named_threads_cpu_time_is_counted_when_it_ends() {
-        let name = "stoke-test-named";
-        let count = |v: Vec<(&'static str, u64, f64)>| v.into_iter().find(|e| e.0 == name).map_or((0, 0.0), |e| (e.1, e.2));
-        let before = count(ended_thread_cpu());
-        let seen = std::thread::scope(|s| {
-            spawn_named(s, name, || {
-                let t = std::time::Instant::now();
-                while t.elapsed() < std::time::Duration::from_millis(80) {
-                    std::hint::spin_loop();
-                }
-                std::thread::current().name().map(str::to_string)
-            })
-            .join()
-            .unwrap()
-        });
-        assert_eq!(seen.as_deref(), Some(name));
-        let after = count(ended_thread_cpu());
-        // Some of its 80 ms busy wait (the machine may be shared), and not more than it lasted.
-        assert_eq!(after.0 - before.0, 1);
-        let cpu = after.1 - before.1;
-        assert!(cpu > 0.01 && cpu < 1.0, "{cpu} s");
     }
 
     #[test]

@@ -40,6 +40,7 @@ use staged::{prepare, Prepared, Stager};
 mod staged;
 use crate::augment::mixup::MixParams;
 use crate::augment::AugParams;
+use crate::backend::helpers::Helpers;
 use crate::backend::{Backend, BatchInput, BatchRun, BatchTimes, SampleIn, SlotPlan};
 use crate::batch::{Batch, DecoderCounts, Images};
 use crate::codec::{DecodeError, DecodeErrorKind};
@@ -148,9 +149,9 @@ pub struct CudaBackend {
     decoder: GpuDecoder,
     augmenter: Augmenter,
     ring: OutputRing,
-    // Routes the batch that comes next, on a thread of its own, while this one decodes
-    // (`None`: it could not be made, and nothing is prepared ahead).
-    ahead_classifier: Option<Classifier>,
+    // Routes the batch that comes next, on its helper thread, while this one decodes
+    // (`None`: a second classifier could not be made, and nothing is prepared ahead).
+    ahead_classifier: Option<(Classifier, Helpers)>,
     // The next batch, staged and routed while the last one decoded.
     ahead: Option<Prepared>,
     // Where the helper starts the next batch's CPU-route decodes (the decoder's pool).
@@ -305,10 +306,13 @@ impl CudaBackend {
         }
         let aug_events = [timing_pair(&gpu)?, timing_pair(&gpu)?];
         // Only a head start: without a second classifier every batch is routed in its turn.
-        let ahead_classifier = decoder
-            .new_classifier()
-            .inspect_err(|e| log::warn!("a second nvJPEG parse stream cannot be made ({e}); batches are not prepared ahead"))
-            .ok();
+        let ahead_classifier = match decoder.new_classifier() {
+            Ok(c) => Some((c, Helpers::new("stoke-gpu-ahead", 1).map_err(Error::config)?)),
+            Err(e) => {
+                log::warn!("a second nvJPEG parse stream cannot be made ({e}); batches are not prepared ahead");
+                None
+            }
+        };
         Ok(Self {
             gpu,
             config: config.clone(),
@@ -486,17 +490,18 @@ impl CudaBackend {
         // How far ahead of the trainer this batch is made (the GPU-hybrid share yields then).
         self.decoder.set_waiting_batches(self.ring.waiting());
         let ahead = ahead.filter(|a| fits(a.samples));
-        let (decoded, next) = std::thread::scope(|s| {
-            let helper = ahead.zip(self.ahead_classifier.as_mut()).map(|(a, classifier)| {
-                let (gpu, staging, cpu_route) = (&self.gpu, &mut self.staging, &self.cpu_route);
-                crate::backend::spawn_named(s, "stoke-gpu-ahead", move || prepare(gpu, staging, classifier, cpu_route, a))
-            });
-            let decoded = match &routes {
-                Some(r) => self.decoder.decode_routed(&jobs, r, cpu_started, span, &mut self.decoded),
-                None => self.decoder.decode_within(&jobs, span, &mut self.decoded),
-            };
-            (decoded, helper.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
-        });
+        let CudaBackend { gpu, staging, cpu_route, decoder, decoded: out, ahead_classifier, .. } = self;
+        let decode = || match &routes {
+            Some(r) => decoder.decode_routed(&jobs, r, cpu_started, span, out),
+            None => decoder.decode_within(&jobs, span, out),
+        };
+        let (decoded, next) = match ahead.zip(ahead_classifier.as_mut()) {
+            Some((a, (classifier, helper))) => {
+                let (next, decoded) = helper.beside(|| prepare(gpu, staging, classifier, cpu_route, a), decode);
+                (decoded, Some(next))
+            }
+            None => (decode(), None),
+        };
         let mut ahead_secs = 0.0;
         match next {
             Some(Ok(p)) => {

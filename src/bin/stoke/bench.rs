@@ -288,8 +288,7 @@ pub struct GpuStages {
 pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar) -> stoke::Result<Report> {
     let monitor = if m.gpu_util { GpuMonitor::start(config.device as u32) } else { None };
     // With no warm-up the clock starts before the pipeline does, so the queue is empty.
-    let (mut t0, mut cpu0, mut threads0, mut ended0) =
-        (Instant::now(), process_cpu_time(), thread_cpu_times(), stoke::backend::ended_thread_cpu());
+    let (mut t0, mut cpu0, mut threads0) = (Instant::now(), process_cpu_time(), thread_cpu_times());
     let mut pipeline = Pipeline::new(config.clone())?;
     let steps = pipeline.steps_per_epoch();
     let planned = steps.saturating_mul(m.epochs).min(usize::MAX as u64) as usize;
@@ -378,8 +377,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             pipeline.recycle(batch);
             pb.inc(1);
             if done == m.warmup_batches {
-                (t0, cpu0, threads0, ended0, stats0) =
-                    (Instant::now(), process_cpu_time(), thread_cpu_times(), stoke::backend::ended_thread_cpu(), pipeline.stats());
+                (t0, cpu0, threads0, stats0) = (Instant::now(), process_cpu_time(), thread_cpu_times(), pipeline.stats());
                 queued_at_start = stats0.batches.saturating_sub(done as u64) as usize;
                 uncounted = queued_at_start;
                 pb.set_message("measuring");
@@ -392,7 +390,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
             }
         }
     }
-    let (cpu, threads1, ended1) = (process_cpu_time().saturating_sub(cpu0), thread_cpu_times(), stoke::backend::ended_thread_cpu());
+    let (cpu, threads1) = (process_cpu_time().saturating_sub(cpu0), thread_cpu_times());
     let stats = pipeline.stats();
     peak_device = peak_device.max(stats.device_bytes);
     peak_pinned = peak_pinned.max(stats.pinned_bytes);
@@ -453,7 +451,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
         gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
-        cpu_by_thread: cpu_by_thread(&threads0, &threads1, &ended_since(&ended0, &ended1), cpu, seconds),
+        cpu_by_thread: cpu_by_thread(&threads0, &threads1, cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),
         stages: StageSeconds {
@@ -638,28 +636,9 @@ mod tests {
         ]
         .into();
         // 0.5 + 1 + 1 + 1.5 = 4 s by the threads still there; the process used 5 s.
-        let rows = cpu_by_thread(&before, &after, &[], s(5.0), 2.0);
+        let rows = cpu_by_thread(&before, &after, s(5.0), 2.0);
         let got: Vec<(&str, usize, f64)> = rows.iter().map(|r| (r.name.as_str(), r.threads, r.cores)).collect();
         assert_eq!(got, [("stoke-reader", 2, 1.0), ("stoke-pipeline", 1, 0.75), (ENDED_THREADS, 1, 0.5), ("stoke", 1, 0.25)]);
-        // Short-lived named threads that ended in the window join their group (one of them is
-        // still alive at the end: `after`'s tid 5) and leave the rest to the ended row.
-        let mut after = after;
-        after.insert(5, ("stoke-gpu-lane".to_string(), s(0.25)));
-        let ended = ended_since(&[("stoke-gpu-lane", 10, 3.0)], &[("stoke-gpu-lane", 16, 3.5), ("stoke-gpu-ahead", 3, 0.25)]);
-        assert_eq!(ended, [("stoke-gpu-lane", 6, 0.5), ("stoke-gpu-ahead", 3, 0.25)]);
-        let rows = cpu_by_thread(&before, &after, &ended, s(5.5), 2.0);
-        let got: Vec<(&str, usize, f64)> = rows.iter().map(|r| (r.name.as_str(), r.threads, r.cores)).collect();
-        assert_eq!(
-            got,
-            [
-                ("stoke-reader", 2, 1.0),
-                ("stoke-pipeline", 1, 0.75),
-                ("stoke-gpu-lane", 7, 0.375),
-                ("stoke", 1, 0.25),
-                (ENDED_THREADS, 1, 0.25),
-                ("stoke-gpu-ahead", 3, 0.125)
-            ]
-        );
     }
 
     /// The tests that busy-wait: one at a time (the process's CPU time is what one of them

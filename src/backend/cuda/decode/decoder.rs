@@ -13,6 +13,7 @@ use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
 use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
+use crate::backend::helpers::{Helpers, Job};
 use crate::backend::GpuStageTimes;
 use crate::config::GpuDecoders;
 use crate::error::alloc_err;
@@ -156,6 +157,22 @@ pub(super) struct CudaPath {
     pub(super) turn: [usize; CUDA_LANES],
 }
 
+/// The CUDA route's threads, started with the decoder ([`Helpers`]: no thread is made per
+/// batch): `cuda` runs the route (its first lane) while the producer's thread calls the
+/// hardware engine, `lanes` the route's other lanes.
+pub(super) struct RouteHelpers {
+    pub(super) cuda: Helpers,
+    pub(super) lanes: Helpers,
+}
+
+impl RouteHelpers {
+    fn new() -> Result<Self, GpuError> {
+        let start =
+            |name, n| Helpers::new(name, n).map_err(|message| GpuError::Cuda { call: "starting the CUDA route's threads", message });
+        Ok(Self { cuda: start("stoke-gpu-cuda", 1)?, lanes: start("stoke-gpu-lane", CUDA_LANES - 1)? })
+    }
+}
+
 /// nvJPEG on one device: the hardware engine (when the GPU has one) and the CUDA decoders,
 /// on two streams, plus two decode arenas used in turn (the augment of batch n reads one while
 /// batch n + 1 decodes into the other).
@@ -191,6 +208,8 @@ pub struct GpuDecoder {
     pub(super) routes: Vec<Result<Classified, SlotError>>,
     // The CPU route's persistent workers (shared with the closure that queues GPU work).
     pub(super) cpu_pool: Arc<CpuPool>,
+    // The threads the CUDA route runs on beside the producer's.
+    pub(super) helpers: RouteHelpers,
     // The batched GPU-hybrid route, when turned on (`Self::enable_batched_hybrid`).
     pub(super) batched_hybrid: Option<BatchedHybrid>,
     // Why the engine reads host bitstreams although device ones were asked for.
@@ -342,6 +361,7 @@ impl GpuDecoder {
             classifier,
             routes: Vec::new(),
             cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
+            helpers: RouteHelpers::new()?,
             batched_hybrid: None,
             bitstream_refused,
         })
@@ -582,16 +602,18 @@ impl GpuDecoder {
         let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
         let (gpu_queued, mut cpu_out, mut cpu_secs) =
             pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<(f64, f64), GpuError> {
-                let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, .. } = &mut *self;
+                let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, helpers, .. } = &mut *self;
+                let [t0, t1, t2, t3] = &*timers;
                 // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
                 // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
-                // hybrid decoder) takes milliseconds per image.
+                // hybrid decoder) takes milliseconds per image. The other lanes run on the lane
+                // helpers.
                 let mut cuda_route = || -> Result<Vec<(usize, String)>, GpuError> {
                     if cuda_list.is_empty() {
                         return Ok(Vec::new());
                     }
                     gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-                    timers[2].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                    t2.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     let streams: Vec<&Arc<CudaStream>> = std::iter::once(&*cuda_stream).chain(cuda_lane_streams.iter()).collect();
                     let lanes = cuda.lanes();
                     let lane_list = |l: usize| cuda_list.iter().copied().skip(l).step_by(CUDA_LANES);
@@ -607,47 +629,40 @@ impl GpuDecoder {
                         }
                         Ok(failed)
                     };
-                    let failed = std::thread::scope(|s| -> Result<Vec<(usize, String)>, GpuError> {
-                        let mut lanes = lanes.into_iter().enumerate();
-                        let (_, first) = lanes.next().expect("at least one lane");
-                        // The other lanes on threads of their own, when they have images.
-                        let others: Vec<_> = lanes
-                            .filter(|(l, _)| lane_list(*l).next().is_some())
-                            .map(|(l, lane)| crate::backend::spawn_named(s, "stoke-gpu-lane", move || run_lane(lane, l)))
-                            .collect();
-                        let mine = run_lane(first, 0);
-                        let theirs = others.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-                        std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat())
-                    });
+                    let mut lanes = lanes.into_iter().enumerate();
+                    let (_, first) = lanes.next().expect("at least one lane");
+                    // The other lanes on the lane helpers, when they have images.
+                    let others: Vec<Job<'_, _>> = lanes
+                        .filter(|(l, _)| lane_list(*l).next().is_some())
+                        .map(|(l, lane)| Box::new(move || run_lane(lane, l)) as Job<'_, _>)
+                        .collect();
+                    let (theirs, mine) = helpers.lanes.many_beside(others, || run_lane(first, 0));
+                    let failed = std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat());
                     for s in cuda_lane_streams.iter() {
                         cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
                     }
-                    timers[3].record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
+                    t3.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     failed
                 };
                 let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
                     gpu_failed.extend(cuda_route()?);
                     return Ok((0.0, 0.0));
                 };
-                // Both routes: the CUDA decoders on a thread of their own, so their host phase
-                // overlaps the engine's calls instead of following them (a thread per batch costs
-                // tens of microseconds against a batch's tens of milliseconds).
-                std::thread::scope(|s| {
-                    let cuda_side = (!cuda_list.is_empty()).then(|| crate::backend::spawn_named(s, "stoke-gpu-cuda", cuda_route));
-                    let hw_done = timers[0].record(hw_stream).map_err(driver_err("cuEventRecord")).and_then(|()| {
-                        let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
-                        timers[1].record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                        Ok(in_calls)
-                    });
-                    // Joined before returning either way: the CUDA side's work is queued on its
-                    // stream, which step 6 joins.
-                    let cuda_done = cuda_side.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-                    let in_calls = hw_done?;
-                    if let Some(r) = cuda_done {
-                        gpu_failed.extend(r?);
-                    }
-                    Ok(in_calls)
-                })
+                // Both routes: the CUDA decoders on their helper thread, so their host phase
+                // overlaps the engine's calls instead of following them.
+                let mut engine = || {
+                    t0.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                    let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
+                    t1.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                    Ok::<_, GpuError>(in_calls)
+                };
+                // Both done before returning either way: the CUDA side's work is queued on its
+                // stream, which step 6 joins.
+                let (cuda_done, hw_done) =
+                    if cuda_list.is_empty() { (Ok(Vec::new()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
+                let in_calls = hw_done?;
+                gpu_failed.extend(cuda_done?);
+                Ok(in_calls)
             });
         (self.stage_times.hw_host, self.stage_times.hw_host_cpu) = gpu_queued?;
         if let Some(a) = cpu_ahead {

@@ -75,14 +75,12 @@ pub(super) fn thread_group(name: &str) -> String {
 }
 
 /// CPU cores each group of threads used between two [`thread_cpu_times`] samples `seconds`
-/// apart, busiest first. The backends' short-lived named threads that ended in between
-/// (`ended`: the differences of [`stoke::backend::ended_thread_cpu`] over the same span) join
-/// the group of their name; any other thread that ended is in one row, what the process's CPU
-/// time (`process`, same span) holds beyond the rest.
+/// apart, busiest first; the threads that ended in between are in one row, what the process's
+/// CPU time (`process`, same span) holds beyond the rest. (The backends make every thread they
+/// use when they start: none of theirs begins and ends inside a window.)
 pub(super) fn cpu_by_thread(
     before: &HashMap<u64, (String, Duration)>,
     after: &HashMap<u64, (String, Duration)>,
-    ended: &[(&'static str, u64, f64)],
     process: Duration,
     seconds: f64,
 ) -> Vec<ThreadCpu> {
@@ -96,12 +94,6 @@ pub(super) fn cpu_by_thread(
         g.0 += 1;
         g.1 += d;
     }
-    for &(name, threads, cpu) in ended {
-        seen += cpu;
-        let g = groups.entry(name.to_string()).or_default();
-        g.0 += threads as usize;
-        g.1 += cpu;
-    }
     let mut rows: Vec<ThreadCpu> =
         groups.into_iter().map(|(name, (threads, cpu))| ThreadCpu { name, threads, cores: cpu / seconds }).collect();
     let ended = secs(process) - seen;
@@ -114,20 +106,7 @@ pub(super) fn cpu_by_thread(
     rows
 }
 
-/// What [`stoke::backend::ended_thread_cpu`] counted between two of its calls, by name.
-pub(super) fn ended_since(before: &[(&'static str, u64, f64)], after: &[(&'static str, u64, f64)]) -> Vec<(&'static str, u64, f64)> {
-    after
-        .iter()
-        .map(|&(n, k, s)| {
-            let (k0, s0) = before.iter().find(|b| b.0 == n).map_or((0, 0.0), |b| (b.1, b.2));
-            (n, k - k0, s - s0)
-        })
-        .filter(|e| e.1 > 0)
-        .collect()
-}
-
-/// [`ThreadCpu::name`] of the threads that ended during the window other than the backends'
-/// named short-lived ones (which are counted under their names).
+/// [`ThreadCpu::name`] of the threads that ended during the window.
 pub const ENDED_THREADS: &str = "(ended in the window)";
 
 /// Busy-wait for `d` (a trainer step that keeps its core busy, as a real one does).
