@@ -239,6 +239,15 @@ pub struct GpuStageTimes {
     pub hw_host_cpu: f64,
     /// CUDA (hybrid / GPU-hybrid) decoders (CUDA events).
     pub cuda_decode: f64,
+    /// CPU seconds the CUDA decoders' lanes used in nvJPEG's host phase (parse, check,
+    /// `nvjpegDecodeJpegHost`: the Huffman decoding for the hybrid decoder), all lanes summed.
+    pub cuda_huffman_cpu: f64,
+    /// CPU seconds the lanes used queuing the device phase (`nvjpegDecodeJpegTransferToDevice`,
+    /// `nvjpegDecodeJpegDevice`): more than a little means nvJPEG waits inside them.
+    pub cuda_queue_cpu: f64,
+    /// CPU seconds the lanes used waiting for a slot's previous image (near zero when the wait
+    /// sleeps or there is none, its wall time when it spins).
+    pub cuda_wait_cpu: f64,
     /// The batched GPU-hybrid route's call (CUDA events around it, its host part included;
     /// zero when it is off or took nothing).
     pub hybrid_decode: f64,
@@ -259,13 +268,16 @@ pub struct GpuStageTimes {
 
 impl GpuStageTimes {
     /// (name, seconds) of each stage, in pipeline order.
-    pub fn rows(&self) -> [(&'static str, f64); 9] {
+    pub fn rows(&self) -> [(&'static str, f64); 12] {
         [
             ("classify", self.classify),
             ("hw decode", self.hw_decode),
             ("hw in calls", self.hw_host),
             ("hw calls cpu", self.hw_host_cpu),
             ("cuda decode", self.cuda_decode),
+            ("cuda huffman cpu", self.cuda_huffman_cpu),
+            ("cuda queue cpu", self.cuda_queue_cpu),
+            ("cuda wait cpu", self.cuda_wait_cpu),
             ("hybrid batch", self.hybrid_decode),
             ("cpu route", self.cpu_route),
             ("augment", self.augment),
@@ -281,6 +293,9 @@ impl GpuStageTimes {
             hw_host: f(self.hw_host, o.hw_host),
             hw_host_cpu: f(self.hw_host_cpu, o.hw_host_cpu),
             cuda_decode: f(self.cuda_decode, o.cuda_decode),
+            cuda_huffman_cpu: f(self.cuda_huffman_cpu, o.cuda_huffman_cpu),
+            cuda_queue_cpu: f(self.cuda_queue_cpu, o.cuda_queue_cpu),
+            cuda_wait_cpu: f(self.cuda_wait_cpu, o.cuda_wait_cpu),
             hybrid_decode: f(self.hybrid_decode, o.hybrid_decode),
             cpu_route: f(self.cpu_route, o.cpu_route),
             augment: f(self.augment, o.augment),

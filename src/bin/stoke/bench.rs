@@ -555,6 +555,9 @@ mod tests {
             hw_host: 1.0,
             hw_host_cpu: 0.5,
             cuda_decode: 3.0,
+            cuda_huffman_cpu: 2.0,
+            cuda_queue_cpu: 0.25,
+            cuda_wait_cpu: 0.5,
             hybrid_decode: 1.0,
             cpu_route: 4.0,
             augment: 5.0,
@@ -568,6 +571,9 @@ mod tests {
             hw_host: 1.75,
             hw_host_cpu: 0.625,
             cuda_decode: 3.25,
+            cuda_huffman_cpu: 2.5,
+            cuda_queue_cpu: 0.25,
+            cuda_wait_cpu: 1.5,
             hybrid_decode: 1.5,
             cpu_route: 4.0,
             augment: 6.0,
@@ -575,7 +581,7 @@ mod tests {
             ahead_batches: 5.0,
             copied_batches: 1.0,
         };
-        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 2.0]);
+        assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 0.5, 0.0, 1.0, 2.0]);
         assert_eq!(((b - a).ahead_batches, (b - a).copied_batches), (3.0, 0.0));
         let mut sum = a;
         sum += b - a;

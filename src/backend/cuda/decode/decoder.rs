@@ -5,7 +5,7 @@
 //! documentation and cudarc 0.19.10 on a machine without one.
 
 use super::batched_hybrid::BatchedHybrid;
-use super::hybrid::CudaLane;
+use super::hybrid::{CudaLane, LaneCpu};
 use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
@@ -601,23 +601,23 @@ impl GpuDecoder {
         let cpu_ahead = cpu.filter(|a| a.list() == cpu_list.as_slice());
         let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
         let (gpu_queued, mut cpu_out, mut cpu_secs) =
-            pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<(f64, f64), GpuError> {
+            pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<((f64, f64), LaneCpu), GpuError> {
                 let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, helpers, .. } = &mut *self;
                 let [t0, t1, t2, t3] = &*timers;
                 // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
                 // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
                 // hybrid decoder) takes milliseconds per image. The other lanes run on the lane
                 // helpers.
-                let mut cuda_route = || -> Result<Vec<(usize, String)>, GpuError> {
+                let mut cuda_route = || -> Result<(Vec<(usize, String)>, LaneCpu), GpuError> {
                     if cuda_list.is_empty() {
-                        return Ok(Vec::new());
+                        return Ok(Default::default());
                     }
                     gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
                     t2.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     let streams: Vec<&Arc<CudaStream>> = std::iter::once(&*cuda_stream).chain(cuda_lane_streams.iter()).collect();
                     let lanes = cuda.lanes();
                     let lane_list = |l: usize| cuda_list.iter().copied().skip(l).step_by(CUDA_LANES);
-                    let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<Vec<(usize, String)>, GpuError> {
+                    let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<(Vec<(usize, String)>, LaneCpu), GpuError> {
                         gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
                         let mut failed = Vec::new();
                         for i in lane_list(l) {
@@ -627,7 +627,7 @@ impl GpuDecoder {
                                 failed.push((i, e.to_string()));
                             }
                         }
-                        Ok(failed)
+                        Ok((failed, lane.cpu))
                     };
                     let mut lanes = lanes.into_iter().enumerate();
                     let (_, first) = lanes.next().expect("at least one lane");
@@ -637,7 +637,12 @@ impl GpuDecoder {
                         .map(|(l, lane)| Box::new(move || run_lane(lane, l)) as Job<'_, _>)
                         .collect();
                     let (theirs, mine) = helpers.lanes.many_beside(others, || run_lane(first, 0));
-                    let failed = std::iter::once(mine).chain(theirs).collect::<Result<Vec<_>, _>>().map(|v| v.concat());
+                    let failed = std::iter::once(mine).chain(theirs).try_fold((Vec::new(), LaneCpu::default()), |(mut f, mut c), r| {
+                        let (lf, lc) = r?;
+                        f.extend(lf);
+                        c += lc;
+                        Ok::<_, GpuError>((f, c))
+                    });
                     for s in cuda_lane_streams.iter() {
                         cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
                     }
@@ -645,8 +650,9 @@ impl GpuDecoder {
                     failed
                 };
                 let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
-                    gpu_failed.extend(cuda_route()?);
-                    return Ok((0.0, 0.0));
+                    let (failed, lanes_cpu) = cuda_route()?;
+                    gpu_failed.extend(failed);
+                    return Ok(((0.0, 0.0), lanes_cpu));
                 };
                 // Both routes: the CUDA decoders on their helper thread, so their host phase
                 // overlaps the engine's calls instead of following them.
@@ -659,12 +665,16 @@ impl GpuDecoder {
                 // Both done before returning either way: the CUDA side's work is queued on its
                 // stream, which step 6 joins.
                 let (cuda_done, hw_done) =
-                    if cuda_list.is_empty() { (Ok(Vec::new()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
+                    if cuda_list.is_empty() { (Ok(Default::default()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
                 let in_calls = hw_done?;
-                gpu_failed.extend(cuda_done?);
-                Ok(in_calls)
+                let (failed, lanes_cpu) = cuda_done?;
+                gpu_failed.extend(failed);
+                Ok((in_calls, lanes_cpu))
             });
-        (self.stage_times.hw_host, self.stage_times.hw_host_cpu) = gpu_queued?;
+        let ((hw_host, hw_host_cpu), lanes_cpu) = gpu_queued?;
+        let t = &mut self.stage_times;
+        (t.hw_host, t.hw_host_cpu) = (hw_host, hw_host_cpu);
+        (t.cuda_huffman_cpu, t.cuda_queue_cpu, t.cuda_wait_cpu) = (lanes_cpu.huffman, lanes_cpu.queue, lanes_cpu.slot_wait);
         if let Some(a) = cpu_ahead {
             // The CPU route's time is then only what this batch still waited for them.
             (cpu_out, cpu_secs) = a.finish();

@@ -16,12 +16,35 @@ use cudarc::driver::CudaStream;
 pub(super) struct CudaLane<'a> {
     decoders: Vec<(&'a Decoder, &'a mut [CudaSlot])>,
     turn: &'a mut usize,
+    /// Where the lane's thread spent its CPU time in this batch.
+    pub(super) cpu: LaneCpu,
+}
+
+/// CPU seconds (the thread's clock, [`crate::backend::thread_cpu_secs`]) a lane spent in each
+/// part of its images' decodes: whether the CUDA route's host cores go to the Huffman decoding
+/// (work), to queuing the device phase, or to waiting for a slot (spinning or asleep).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LaneCpu {
+    /// nvJPEG's host phase: the stream parse, the decoder's check and `nvjpegDecodeJpegHost`
+    /// (the Huffman decoding, on the host for the hybrid decoder).
+    pub huffman: f64,
+    /// `nvjpegDecodeJpegTransferToDevice` and `nvjpegDecodeJpegDevice` (queued on the stream).
+    pub queue: f64,
+    /// Waiting for a slot's previous image (its copy out of the slot's pinned buffer).
+    pub slot_wait: f64,
+}
+
+impl std::ops::AddAssign for LaneCpu {
+    fn add_assign(&mut self, o: Self) {
+        (self.huffman, self.queue, self.slot_wait) = (self.huffman + o.huffman, self.queue + o.queue, self.slot_wait + o.slot_wait);
+    }
 }
 
 impl CudaPath {
     /// The [`CUDA_LANES`] lanes, each with its share of every decoder's slots.
     pub(super) fn lanes(&mut self) -> Vec<CudaLane<'_>> {
-        let mut lanes: Vec<CudaLane<'_>> = self.turn.iter_mut().map(|turn| CudaLane { decoders: Vec::new(), turn }).collect();
+        let mut lanes: Vec<CudaLane<'_>> =
+            self.turn.iter_mut().map(|turn| CudaLane { decoders: Vec::new(), turn, cpu: LaneCpu::default() }).collect();
         for (dec, slots) in &mut self.decoders {
             for (lane, chunk) in lanes.iter_mut().zip(slots.chunks_mut(SLOTS_PER_LANE)) {
                 lane.decoders.push((&*dec, chunk));
@@ -47,25 +70,39 @@ impl CudaLane<'_> {
         *self.turn = (turn + 1) % SLOTS_PER_LANE;
         let stream = cuda_stream.cu_stream() as _;
         let skip = usize::from(!gpu_hybrid && self.decoders.len() > 1);
+        let mut clock = crate::backend::thread_cpu_secs();
+        // The CPU time since the last lap, added to `part`.
+        let mut lap = |part: &mut f64| {
+            let now = crate::backend::thread_cpu_secs();
+            *part += now - clock;
+            clock = now;
+        };
+        let cpu = &mut self.cpu;
         for (dec, slots) in self.decoders.iter_mut().skip(skip) {
             let slot = &mut slots[turn];
-            slot.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+            let waited = slot.done.synchronize().map_err(driver_err("cuEventSynchronize"));
+            lap(&mut cpu.slot_wait);
+            waited?;
             slot.stream.parse(bytes)?;
             let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
             slot.params.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
             if !dec.supports(&slot.stream, &slot.params)? {
+                lap(&mut cpu.huffman);
                 continue;
             }
             let mut img = nvjpegImage_t::default();
             img.channel[0] = (arena + d.offset) as *mut u8;
             img.pitch[0] = 3 * d.roi.w as usize;
-            dec.decode_host(&mut slot.state, &slot.params, &slot.stream)?;
+            let host = dec.decode_host(&mut slot.state, &slot.params, &slot.stream);
+            lap(&mut cpu.huffman);
+            host?;
             // SAFETY: our stream; the state's pinned and device buffers are this slot's, and
             // the slot's previous copy finished (`done` was waited on above).
             let queued = unsafe { dec.transfer_to_device(&mut slot.state, &slot.stream, stream) };
             // SAFETY: our stream; `img` points inside the arena at a region sized for this
             // ROI in RGBI, which stays allocated (the decoder owns the arenas).
             let decoded = queued.and_then(|()| unsafe { dec.decode_device(&mut slot.state, &mut img, stream) });
+            lap(&mut cpu.queue);
             // Record whatever the decode said: once the async copy out of this slot's pinned
             // buffer is queued, the next use of the slot must wait for it, or the host rewrites
             // the buffer while the DMA may still read it.
