@@ -47,6 +47,13 @@
 #                  interleaved three times (every report has its cores by thread group, the CPU
 #                  time inside the engine's calls, p99/p50 and each epoch start's wait), the engine
 #                  alone, ResNet-50 fed/alone with and without it (3 pairs each)
+#   run.sh routes  (carries the python part) where the ~5 % of images the engine cannot take
+#                  (progressive, gray) are cheaper: `stoke bench` end to end with the default
+#                  decoders against --decoders hw (those images on libjpeg-turbo's CPU route
+#                  instead of nvJPEG's CUDA decoders, whose Huffman phase runs on the host too)
+#                  interleaved three times (cores by thread, the CUDA lanes' CPU by part), then
+#                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
+#                  cost the trainer, and which route costs fewer host cores
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
 #                  images with host, device and pinned memory, threads and fds after each, then
 #                  10 pipelines dropped mid-epoch; fails when anything grows after the warm-up
@@ -72,9 +79,9 @@
 # CI's run on the simulated device, whose sim step has run the same executables whole.
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|soak|candle" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|soak|candle" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores) part=python ;; soak) part=bench ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes) part=python ;; soak) part=bench ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -708,6 +715,31 @@ print(os.path.dirname(hits[0]) if hits else "")' 2>/dev/null || true)"
   figure='grep -iE "loss|images/s" | tail -1' step "train_candle --cuda" 180 train-candle.log "$p/candle/examples/train_candle" --cuda --steps 200
 }
 
+# The engine's refusals on nvJPEG's CUDA decoders (the default) or on the CPU route (--decoders
+# hw): host cores per image of each (cpu_by_thread: stoke-gpu-cuda + stoke-gpu-lane against
+# stoke-gpu-cpu, and the lanes' huffman/queue/wait) and what the CUDA decoders' kernels cost a
+# GPU-bound trainer. (On an H200 the CUDA decoders alone ran 2025 images/s on 2.06 cores.)
+run_routes() {
+  if [ $gpu = 0 ]; then
+    for s in "stoke bench e2e, decoders all and hw" "train_torch resnet50 fed/alone, decoders all and hw"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-5}" rep d
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  for rep in 1 2 3; do
+    for d in all hw; do
+      ledger=e2e figure="$cores_figure" step "stoke bench e2e, decoders $d ($rep)" 60 "bench-e2e-$d-$rep.json" \
+        "$bin" "${common[@]}" --decoders $d
+    done
+  done
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  for d in all hw; do
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, decoders $d, 3 pairs" 150 "train-torch-$d.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "${CORES_TRAIN_STEPS:-60}" --batch-size 256 --json --decoders $d
+  done
+}
+
 run_soak() {
   if [ $gpu = 0 ]; then
     note "SKIP soak (examples/soak --backend cuda): no GPU"
@@ -726,6 +758,7 @@ case "$mode" in
   ahead) run_ahead ;;
   tail) run_tail ;;
   cores) run_cores ;;
+  routes) run_routes ;;
   soak) run_soak ;;
   candle) run_candle ;;
 esac
