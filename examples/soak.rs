@@ -17,7 +17,9 @@
 //! bound, or the thread or descriptor count moved at all between epochs, or a dropped
 //! pipeline left a thread or a descriptor behind. The figures go to BENCHMARKS.md ("Soak").
 //! On the CUDA backend it also fails when the device's free memory fell by more than a slack
-//! (the driver's and nvJPEG's own allocations move it by themselves).
+//! (the driver's and nvJPEG's own allocations move it by themselves), or nvJPEG's own memory
+//! (counted through stoke's allocators) grew by more than it; the summary has nvJPEG's bytes by
+//! epoch and the allocations it made after the warm-up.
 //! `--inject-leak BYTES` (memory kept each epoch), `--inject-thread-leak` (a thread left each
 //! epoch) and `--inject-device-leak BYTES` (device memory kept each epoch, CUDA backend) make it
 //! fail on purpose: tests/soak.rs proves each check fires.
@@ -49,6 +51,11 @@ struct Sample {
     /// What the backend holds: device and pinned bytes.
     device_bytes: u64,
     pinned_bytes: u64,
+    /// What nvJPEG holds through stoke's allocators (device, pinned) and the allocations it has
+    /// made so far (CUDA backend).
+    nvjpeg_device_bytes: u64,
+    nvjpeg_pinned_bytes: u64,
+    nvjpeg_allocations: u64,
     seconds: f64,
 }
 
@@ -172,6 +179,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             device_free,
             device_bytes: st.device_bytes,
             pinned_bytes: st.pinned_bytes,
+            nvjpeg_device_bytes: st.nvjpeg.device_bytes,
+            nvjpeg_pinned_bytes: st.nvjpeg.pinned_bytes,
+            nvjpeg_allocations: st.nvjpeg.allocations,
             seconds: t0.elapsed().as_secs_f64(),
         };
         if !json {
@@ -226,6 +236,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 problems.push(format!("the backend's device/pinned bytes moved after epoch {}", s.epoch));
                 break;
             }
+            let nvjpeg = |x: &Sample| x.nvjpeg_device_bytes + x.nvjpeg_pinned_bytes;
+            if nvjpeg(s) > nvjpeg(base) + DEVICE_SLACK {
+                problems.push(format!(
+                    "nvJPEG's own memory grew from {} after epoch {} to {} after epoch {} (more than the {} MiB slack)",
+                    nvjpeg(base),
+                    base.epoch,
+                    nvjpeg(s),
+                    s.epoch,
+                    DEVICE_SLACK >> 20
+                ));
+                break;
+            }
             if let (Some(b), Some(f)) = (base.device_free, s.device_free) {
                 if f + DEVICE_SLACK < b {
                     problems.push(format!(
@@ -254,6 +276,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "rss_growth_bytes": first.zip(last).map(|(a, b)| b.rss as i64 - a.rss as i64),
         "rss_max_bytes": samples.iter().map(|s| s.rss).max(),
         "device_free_mib_by_epoch": samples.iter().map(|s| s.device_free.map(|f| f >> 20)).collect::<Vec<_>>(),
+        "nvjpeg_mib_by_epoch": samples.iter().map(|s| (s.nvjpeg_device_bytes + s.nvjpeg_pinned_bytes) >> 20).collect::<Vec<_>>(),
+        "nvjpeg_allocations_after_warmup": first.zip(last).map(|(a, b)| b.nvjpeg_allocations - a.nvjpeg_allocations),
         "drops": drops,
         "threads_fds_before_drops": before,
         "threads_fds_after_drops": after,

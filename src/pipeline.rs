@@ -89,6 +89,9 @@ pub struct Stats {
     pub device_bytes: u64,
     /// Pinned host memory the pipeline's backend holds, bytes (0 on the CPU backend).
     pub pinned_bytes: u64,
+    /// nvJPEG's own device and pinned memory (made through stoke's allocators) and how many
+    /// allocations it made; zero on the CPU backend.
+    pub nvjpeg: crate::backend::NvjpegMemoryStats,
     /// Stream mode: the most bytes of whole shards held at once (read ahead plus in use).
     pub read_ahead_peak: u64,
     /// Stream mode: shards the epochs started with already read (by the previous epoch's read

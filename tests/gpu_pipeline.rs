@@ -570,6 +570,65 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     }
 }
 
+/// nvJPEG's own memory is made through stoke's allocators and counted: after an epoch through
+/// every route, the pipeline's `nvjpeg` figures equal the bytes the stand-in's nvJPEG holds by
+/// its own count, and every allocation it made went through them; later epochs allocate
+/// nothing; dropping the pipeline gives every byte back. On a GPU: the figures are reported
+/// (whether the real nvJPEG allocates after the first epoch is what the GPU run plan asks).
+#[test]
+fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 400, 22);
+    let mut c = config(&ds, 22);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 80;
+    let sim = || {
+        gpu_common::sim_stats().map(|s| {
+            let b = &s["nvjpeg_buffers"];
+            let n = |k: &str| b[k].as_u64().unwrap();
+            (
+                n("device_bytes"),
+                n("pinned_bytes"),
+                n("caller_allocations"),
+                s["device_bytes"].as_u64().unwrap(),
+                s["pinned_bytes"].as_u64().unwrap(),
+            )
+        })
+    };
+    let before = sim();
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let mut epoch = |e: u64| {
+        p.start_epoch(e, 0);
+        while let Some(b) = p.next_batch() {
+            b.unwrap();
+        }
+        p.stats().nvjpeg
+    };
+    let first = epoch(0);
+    eprintln!("nvJPEG after the first epoch: {first:?}");
+    assert_eq!(first.uncounted_handles, 0, "a handle was made with nvJPEG's own allocators: {first:?}");
+    assert!(first.device_bytes > 0 && first.pinned_bytes > 0 && first.allocations > 0, "{first:?}");
+    assert_eq!(first.failures, 0);
+    if let (Some(b0), Some(b1)) = (before, sim()) {
+        assert_eq!(
+            (first.device_bytes, first.pinned_bytes, first.allocations),
+            (b1.0 - b0.0, b1.1 - b0.1, b1.2 - b0.2),
+            "stoke's count against the stand-in's nvJPEG buffers (device, pinned, allocations through the caller's allocator)"
+        );
+    }
+    for e in 1..3 {
+        let later = epoch(e);
+        assert_eq!(later, first, "epoch {e}: nvJPEG allocated after the first epoch (the stand-in's nvJPEG grows only for a larger image)");
+    }
+    drop(p);
+    if let (Some(b0), Some(b2)) = (before, sim()) {
+        assert_eq!((b2.0, b2.1), (b0.0, b0.1), "nvJPEG's buffers after the pipeline was dropped");
+        assert_eq!((b2.3, b2.4), (b0.3, b0.4), "device and pinned bytes after the pipeline was dropped");
+    }
+}
+
 /// The next epoch made ahead on the CUDA backend (its first batch handed to the backend with
 /// the epoch before's last, prepared ahead there): epochs taken in order are the epochs a
 /// pipeline that makes each when asked gives, bit for bit, with the same device and pinned

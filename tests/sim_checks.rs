@@ -248,6 +248,53 @@ fn child_entry() {
         // The device-bitstream variant of the engine (NVJPEG_BACKEND_HARDWARE_DEVICE): its
         // bitstream copied to the device and read at the call, after the host waited for the
         // copy ("hwdev_synced") or not ("hwdev_early"), or given a host pointer ("hwdev_host").
+        // nvJPEG's memory through a caller's V2 allocator (nvjpegCreateExV2, as stoke's handles
+        // are made): a device buffer grown through one that hands out device memory
+        // ("alloc_device", clean) or host heap memory ("alloc_heap", a finding).
+        "alloc_device" | "alloc_heap" => {
+            use std::ffi::{c_int, c_void};
+            use stoke::backend::cuda::nvjpeg::sys::{
+                nvjpegBackend_t, nvjpegBufferDevice_t, nvjpegDevAllocatorV2_t, nvjpegHandle_t, NvjpegLib,
+            };
+            unsafe extern "C" fn dev_malloc(ctx: *mut c_void, p: *mut *mut c_void, n: usize, _s: *mut c_void) -> c_int {
+                // SAFETY: nvJPEG's out pointer; `ctx` says which memory to hand out.
+                unsafe {
+                    if ctx.is_null() {
+                        let mut d = 0;
+                        let r = sys::cuMemAlloc_v2(&mut d, n);
+                        *p = d as usize as *mut c_void;
+                        (r != sys::CUresult::CUDA_SUCCESS) as c_int
+                    } else {
+                        *p = Box::into_raw(vec![0u8; n].into_boxed_slice()) as *mut c_void;
+                        0
+                    }
+                }
+            }
+            unsafe extern "C" fn dev_free(ctx: *mut c_void, p: *mut c_void, _n: usize, _s: *mut c_void) -> c_int {
+                // SAFETY: what dev_malloc handed out (the heap case leaks its bytes: the process
+                // ends with the finding anyway).
+                if ctx.is_null() {
+                    unsafe { sys::cuMemFree_v2(p as usize as sys::CUdeviceptr) as c_int }
+                } else {
+                    0
+                }
+            }
+            let lib = NvjpegLib::get().unwrap();
+            let ctx = if case == "alloc_heap" { std::ptr::dangling_mut::<c_void>() } else { std::ptr::null_mut() };
+            let mut dev = nvjpegDevAllocatorV2_t { dev_malloc: Some(dev_malloc), dev_free: Some(dev_free), dev_ctx: ctx };
+            let mut h: nvjpegHandle_t = unsafe { std::mem::zeroed() };
+            let mut b: nvjpegBufferDevice_t = unsafe { std::mem::zeroed() };
+            // SAFETY: the allocator functions live for the process; out pointers are valid.
+            unsafe {
+                let create = lib.nvjpegCreateExV2.unwrap();
+                assert_eq!(create(nvjpegBackend_t::NVJPEG_BACKEND_HYBRID, &mut dev, std::ptr::null_mut(), 0, &mut h).0, 0);
+                assert_eq!((lib.nvjpegBufferDeviceCreateV2.unwrap())(h, &mut dev, &mut b).0, 0);
+                let r = (lib.nvjpegBufferDeviceResize.unwrap())(b, 1 << 20, stream.cu_stream() as _);
+                eprintln!("resize: {r:?}");
+                assert_eq!((lib.nvjpegBufferDeviceDestroy)(b).0, 0);
+                assert_eq!((lib.nvjpegDestroy)(h).0, 0);
+            }
+        }
         "hyb_plain" | "hyb_ex" | "hw_reuse_early" | "hw_reuse_synced" | "hwdev_early" | "hwdev_synced" | "hwdev_host" => {
             use stoke::backend::cuda::nvjpeg::safe::{Bitstream, DecodeParams, JpegState, NvjpegHandle};
             use stoke::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegImage_t, nvjpegOutputFormat_t};
@@ -516,6 +563,21 @@ fn the_host_rewriting_a_bitstream_the_hardware_decode_still_reads_is_a_hazard() 
     }
     expect_finding("hw_reuse_early", "hazard", &["the host writes pinned memory", "nvjpegDecodeBatched", "still reads"]);
     expect_clean("hw_reuse_synced");
+}
+
+/// A caller's nvJPEG allocator (nvjpegCreateExV2, as stoke's handles are made) must hand out
+/// live memory of the kind asked for: host heap memory for a device buffer is named.
+#[test]
+fn an_nvjpeg_allocator_handing_out_memory_that_is_not_the_devices_is_named() {
+    if !on_sim() {
+        return;
+    }
+    expect_finding(
+        "alloc_heap",
+        "nvjpeg",
+        &["nvjpegBufferDeviceResize", "the caller's allocator returned", "1048576 bytes of device memory"],
+    );
+    expect_clean("alloc_device");
 }
 
 #[test]

@@ -472,6 +472,9 @@ impl Loader {
         d.set_item("decoded_cpu", s.decoders.cpu)?;
         d.set_item("device_bytes", s.device_bytes)?;
         d.set_item("pinned_bytes", s.pinned_bytes)?;
+        d.set_item("nvjpeg_device_bytes", s.nvjpeg.device_bytes)?;
+        d.set_item("nvjpeg_pinned_bytes", s.nvjpeg.pinned_bytes)?;
+        d.set_item("nvjpeg_allocations", s.nvjpeg.allocations)?;
         Ok(d.into())
     }
 }

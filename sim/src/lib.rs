@@ -182,10 +182,11 @@ pub(crate) fn note_caller() {
 #[no_mangle]
 pub extern "C" fn stoke_sim_stats() -> *mut c_char {
     into_c(format!(
-        "{{{},{},{},\"calling_threads\":{}}}",
+        "{{{},{},{},{},\"calling_threads\":{}}}",
         mem::stats_json(),
         dev::stats_json(),
         nvjpeg::stats_json(),
+        nvjpeg::buffers_json(),
         CALLING_THREADS.load(std::sync::atomic::Ordering::Relaxed)
     ))
 }

@@ -6,6 +6,7 @@ pub mod cuda;
 pub(crate) mod helpers;
 
 use crate::augment::AugParams;
+pub use crate::backend::cuda::nvjpeg::memory::NvjpegMemoryStats;
 use crate::batch::Batch;
 use crate::config::{OnError, PipelineConfig};
 use crate::error::{Error, Result, SlotError};
@@ -87,6 +88,12 @@ pub trait Backend {
     /// Device and pinned host bytes the backend holds (zero on the CPU backend).
     fn held_bytes(&self) -> (u64, u64) {
         (0, 0)
+    }
+
+    /// nvJPEG's own memory through stoke's allocators and its allocations (zero on the CPU
+    /// backend).
+    fn nvjpeg_memory(&self) -> NvjpegMemoryStats {
+        NvjpegMemoryStats::default()
     }
 
     /// Where the readers should put batches' bytes: the CUDA backend's pinned pool, which its
@@ -198,6 +205,14 @@ impl AnyBackend {
         match self {
             Self::Cpu(b) => b.held_bytes(),
             Self::Cuda(b) => Backend::held_bytes(b.as_ref()),
+        }
+    }
+
+    /// nvJPEG's own memory and allocations ([`Backend::nvjpeg_memory`]).
+    pub fn nvjpeg_memory(&self) -> NvjpegMemoryStats {
+        match self {
+            Self::Cpu(b) => b.nvjpeg_memory(),
+            Self::Cuda(b) => Backend::nvjpeg_memory(b.as_ref()),
         }
     }
 

@@ -204,6 +204,7 @@ impl Producer {
                             gpu: times.gpu,
                         });
                         (s.device_bytes, s.pinned_bytes) = self.backend.held_bytes();
+                        s.nvjpeg = self.backend.nvjpeg_memory();
                         s.read_ahead_peak = self.reader.peak_held();
                         s.shards_read_ahead = self.reader.shards_read_ahead();
                         batch

@@ -291,6 +291,8 @@ def test_gpu_bitstream_device_reaches_the_engine_and_keeps_every_batch(drv, fold
     host, hs = epoch()
     dev, ds = epoch(gpu_bitstream="device")
     assert hs["decoded_hardware"] > 0 and hs["bitstream_copies"] == 0, hs
+    # nvJPEG's own memory, counted through stoke's allocators, is in stats() too.
+    assert hs["nvjpeg_device_bytes"] > 0 and hs["nvjpeg_pinned_bytes"] > 0 and hs["nvjpeg_allocations"] > 0, hs
     assert ds["decoded_hardware"] == hs["decoded_hardware"] and 0 < ds["bitstream_copies"] <= ds["batches"], ds
     assert len(dev) == len(host) > 0
     for (x, y), (xh, yh) in zip(dev, host):

@@ -115,9 +115,28 @@ getter!(nvjpegJpegStreamGetJpegEncoding, |i| enc: c_int = i.sof as c_int);
 
 fn new_buffer(out: *mut *mut c_void, alloc: *mut c_void, kind: Kind) -> Status {
     if !alloc.is_null() {
-        return finding("nvJPEG buffer with a custom allocator: not simulated (stoke passes none)".into());
+        return finding("nvJPEG buffer with a V1 allocator: not simulated (stoke passes its own through the V2 calls)".into());
     }
-    new(out, Mutex::new(Buffer { kind, ptr: 0, len: 0 }))
+    new(out, Mutex::new(Buffer::new(kind, None)))
+}
+
+/// `nvjpegBuffer*CreateV2`: a buffer made and freed through the caller's allocator.
+fn new_buffer_v2(h: *mut c_void, out: *mut *mut c_void, alloc: *mut c_void, kind: Kind, call: &str) -> Status {
+    let _ = obj!(h, Handle);
+    match Alloc::read(alloc, call) {
+        Ok(a) => new(out, Mutex::new(Buffer::new(kind, a))),
+        Err(e) => e,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferPinnedCreateV2(h: *mut c_void, a: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_buffer_v2(h, out, a, Kind::Pinned, "nvjpegBufferPinnedCreateV2")
+}
+
+#[no_mangle]
+pub extern "C" fn nvjpegBufferDeviceCreateV2(h: *mut c_void, a: *mut c_void, out: *mut *mut c_void) -> Status {
+    new_buffer_v2(h, out, a, Kind::Device, "nvjpegBufferDeviceCreateV2")
 }
 
 fn destroy_buffer(b: *mut c_void) -> Status {

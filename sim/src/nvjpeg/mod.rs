@@ -115,6 +115,56 @@ fn finding(msg: String) -> Status {
 struct Handle {
     backend: c_int,
     interpolate: bool,
+    /// `nvjpegCreateExV2`'s allocators: every buffer of the handle's states (and of buffers
+    /// made with the V2 calls) is made and freed through them.
+    dev_alloc: Option<Alloc>,
+    pinned_alloc: Option<Alloc>,
+}
+
+/// A caller's V2 allocator (`nvjpegDevAllocatorV2_t` / `nvjpegPinnedAllocatorV2_t`: the same
+/// layout): `malloc(ctx, &ptr, size, stream)`, `free(ctx, ptr, size, stream)`, 0 for success.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct Alloc {
+    malloc: Option<unsafe extern "C" fn(*mut c_void, *mut *mut c_void, usize, *mut c_void) -> c_int>,
+    free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, *mut c_void) -> c_int>,
+    ctx: *mut c_void,
+}
+
+// SAFETY: the allocator's functions are the caller's to call from any thread (nvJPEG's contract
+// for them); `ctx` is only passed back.
+unsafe impl Send for Alloc {}
+// SAFETY: as above.
+unsafe impl Sync for Alloc {}
+
+impl Alloc {
+    /// The allocator `a` points to; `None` for null, a finding for one without both functions.
+    fn read(a: *mut c_void, what: &str) -> Result<Option<Self>, Status> {
+        if a.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: the caller passes a valid V2 allocator struct (nvJPEG's contract).
+        let v = unsafe { *(a as *const Alloc) };
+        if v.malloc.is_none() || v.free.is_none() {
+            return Err(finding(format!("{what}: an allocator without both functions")));
+        }
+        Ok(Some(v))
+    }
+}
+
+/// Bytes of nvJPEG's own buffers live now, device and pinned (`stoke_sim_stats`'s
+/// `nvjpeg_buffers`), and how many of them the caller's allocators made.
+static BUFFER_BYTES: [std::sync::atomic::AtomicU64; 2] = [std::sync::atomic::AtomicU64::new(0), std::sync::atomic::AtomicU64::new(0)];
+static CALLER_ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(crate) fn buffers_json() -> String {
+    use std::sync::atomic::Ordering::Relaxed;
+    format!(
+        "\"nvjpeg_buffers\":{{\"device_bytes\":{},\"pinned_bytes\":{},\"caller_allocations\":{}}}",
+        BUFFER_BYTES[0].load(Relaxed),
+        BUFFER_BYTES[1].load(Relaxed),
+        CALLER_ALLOCATIONS.load(Relaxed)
+    )
 }
 
 impl Handle {
@@ -129,33 +179,79 @@ fn is_hw(backend: c_int) -> bool {
     matches!(backend, BACKEND_HARDWARE | BACKEND_HARDWARE_DEVICE)
 }
 
-/// A buffer of nvJPEG's own: a tracked allocation that grows (reallocates) when too small.
+/// A buffer of nvJPEG's own: a tracked allocation that grows (reallocates) when too small,
+/// through the caller's allocator when it gave one.
 struct Buffer {
     kind: Kind,
     ptr: usize,
     len: usize,
+    alloc: Option<Alloc>,
 }
 
 impl Buffer {
+    fn new(kind: Kind, alloc: Option<Alloc>) -> Self {
+        Self { kind, ptr: 0, len: 0, alloc }
+    }
+
+    fn counter(&self) -> &'static std::sync::atomic::AtomicU64 {
+        &BUFFER_BYTES[usize::from(matches!(self.kind, Kind::Pinned))]
+    }
+
     fn ensure(&mut self, need: usize, call: &'static str) -> Result<(), Status> {
+        use std::sync::atomic::Ordering::Relaxed;
         if need <= self.len {
             return Ok(());
         }
-        let ctx = dev::primary().handle();
-        let p = mem::alloc(self.kind, need, ctx, call).map_err(|()| ALLOCATOR_FAILURE)?;
-        if self.ptr != 0 {
-            let _ = mem::free(self.ptr, self.kind, call);
-        }
+        let p = match self.alloc {
+            Some(a) => {
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: the caller's allocator (checked to have both functions when given).
+                if unsafe { (a.malloc.expect("checked"))(a.ctx, &mut p, need, std::ptr::null_mut()) } != 0 || p.is_null() {
+                    return Err(ALLOCATOR_FAILURE);
+                }
+                // What it handed out must be a live allocation of the kind asked for, as large.
+                if !mem::find(p as usize).is_some_and(|m| m.kind == self.kind && m.base == p as usize && m.len >= need) {
+                    crate::report(
+                        "nvjpeg",
+                        format!(
+                            "{call}: the caller's allocator returned {p:p} for {need} bytes of {} memory, which is not a live allocation of that kind and size",
+                            self.kind.name()
+                        ),
+                    );
+                }
+                CALLER_ALLOCATIONS.fetch_add(1, Relaxed);
+                p as usize
+            }
+            None => mem::alloc(self.kind, need, dev::primary().handle(), call).map_err(|()| ALLOCATOR_FAILURE)?,
+        };
+        self.free_now(call);
         self.ptr = p;
         self.len = need;
+        self.counter().fetch_add(need as u64, Relaxed);
         Ok(())
     }
-    fn release(&mut self) {
-        if self.ptr != 0 {
-            let _ = mem::free(self.ptr, self.kind, "nvJPEG buffer destroy");
-            self.ptr = 0;
-            self.len = 0;
+
+    /// Give the allocation back (through the caller's allocator when it came from one).
+    fn free_now(&mut self, call: &'static str) {
+        if self.ptr == 0 {
+            return;
         }
+        match self.alloc {
+            // SAFETY: the caller's allocator, given back what it handed out.
+            Some(a) => unsafe {
+                (a.free.expect("checked"))(a.ctx, self.ptr as *mut c_void, self.len, std::ptr::null_mut());
+            },
+            None => {
+                let _ = mem::free(self.ptr, self.kind, call);
+            }
+        }
+        self.counter().fetch_sub(self.len as u64, std::sync::atomic::Ordering::Relaxed);
+        self.ptr = 0;
+        self.len = 0;
+    }
+
+    fn release(&mut self) {
+        self.free_now("nvJPEG buffer destroy");
     }
 }
 
@@ -442,8 +538,12 @@ pub unsafe extern "C" fn nvjpegCreateEx(
     h: *mut *mut c_void,
 ) -> Status {
     if !dev_alloc.is_null() || !pinned_alloc.is_null() {
-        return finding("nvjpegCreateEx: custom allocators are not simulated (stoke passes none)".into());
+        return finding("nvjpegCreateEx: V1 allocators are not simulated (stoke passes its own through nvjpegCreateExV2)".into());
     }
+    create(backend, flags, None, None, h)
+}
+
+fn create(backend: c_int, flags: c_uint, dev_alloc: Option<Alloc>, pinned_alloc: Option<Alloc>, h: *mut *mut c_void) -> Status {
     if !(0..=6).contains(&backend) {
         return INVALID_PARAMETER;
     }
@@ -458,10 +558,11 @@ pub unsafe extern "C" fn nvjpegCreateEx(
         return ALLOCATOR_FAILURE;
     }
     ensure_ctx();
-    new(h, Handle { backend, interpolate: flags & FLAG_INTERPOLATE != 0 })
+    new(h, Handle { backend, interpolate: flags & FLAG_INTERPOLATE != 0, dev_alloc, pinned_alloc })
 }
 
-/// `nvjpegCreateExV2`: the same, with stream-ordered allocators (none passed by stoke).
+/// `nvjpegCreateExV2`: the same, with the caller's V2 allocators (null: nvJPEG's own), which
+/// every buffer of the handle's states is then made and freed through.
 #[no_mangle]
 pub unsafe extern "C" fn nvjpegCreateExV2(
     backend: c_int,
@@ -470,8 +571,11 @@ pub unsafe extern "C" fn nvjpegCreateExV2(
     flags: c_uint,
     h: *mut *mut c_void,
 ) -> Status {
-    // SAFETY: forwarded with the same contract.
-    unsafe { nvjpegCreateEx(backend, dev_alloc, pinned_alloc, flags, h) }
+    let (dev, pinned) = match (Alloc::read(dev_alloc, "nvjpegCreateExV2"), Alloc::read(pinned_alloc, "nvjpegCreateExV2")) {
+        (Ok(d), Ok(p)) => (d, p),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    create(backend, flags, dev, pinned, h)
 }
 
 #[no_mangle]
@@ -508,9 +612,9 @@ fn new_state(h: *mut c_void, out: *mut *mut c_void, call: &str) -> Status {
             batch: None,
             pinned: std::ptr::null_mut(),
             device: std::ptr::null_mut(),
-            hw_buffer: Buffer { kind: Kind::Device, ptr: 0, len: 0 },
+            hw_buffer: Buffer::new(Kind::Device, hd.dev_alloc),
             batched_pending: None,
-            batch_pinned: Buffer { kind: Kind::Pinned, ptr: 0, len: 0 },
+            batch_pinned: Buffer::new(Kind::Pinned, hd.pinned_alloc),
             host: None,
         },
     )

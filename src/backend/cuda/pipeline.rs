@@ -388,6 +388,10 @@ impl Backend for CudaBackend {
         (self.device_bytes(), self.pinned_bytes())
     }
 
+    fn nvjpeg_memory(&self) -> crate::backend::NvjpegMemoryStats {
+        self.decoder.nvjpeg_memory()
+    }
+
     fn looks_ahead(&self) -> bool {
         self.ahead_classifier.is_some()
     }

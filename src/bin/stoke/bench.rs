@@ -274,6 +274,16 @@ impl Windows {
     }
 }
 
+/// nvJPEG's memory in a report ([`Report::nvjpeg`]).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct NvjpegReport {
+    /// At the end of the window.
+    #[serde(flatten)]
+    pub memory: stoke::backend::NvjpegMemoryStats,
+    /// Allocations nvJPEG made during the window.
+    pub allocations_in_window: u64,
+}
+
 /// GPU stage times over the measured window: totals in seconds, and the batches they are over.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct GpuStages {
@@ -469,6 +479,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         slowest_batches: stats.slowest.iter().filter(|b| b.wall > 0.0).copied().collect(),
         peak_device_bytes: on_gpu.then_some(peak_device),
         peak_pinned_bytes: on_gpu.then_some(peak_pinned),
+        nvjpeg: on_gpu.then_some(NvjpegReport {
+            memory: stats.nvjpeg,
+            allocations_in_window: stats.nvjpeg.allocations.saturating_sub(stats0.nvjpeg.allocations),
+        }),
         stream: config.stream.as_ref().map(|s| StreamReport {
             group: s.group,
             read_ahead_bytes: s.read_ahead_bytes,

@@ -127,6 +127,11 @@ pub(super) struct BatchedHybrid {
 }
 
 impl BatchedHybrid {
+    /// The route's nvJPEG handle.
+    pub(super) fn handle(&self) -> &Arc<NvjpegHandle> {
+        self.state.handle()
+    }
+
     /// A GPU-hybrid handle (`flags`: the decoder's upsampling), a state and a stream;
     /// `max_bytes` bounds a call's coefficients plus bitstreams (one arena).
     pub(super) fn new(ctx: &Arc<CudaContext>, flags: u32, share: HybridShare, max_bytes: u64) -> Result<Self, GpuError> {

@@ -464,6 +464,25 @@ impl GpuDecoder {
         2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
     }
 
+    /// What nvJPEG holds and did through stoke's allocators, over the decoder's handles (the
+    /// engine's, the CUDA decoders', the batched GPU-hybrid route's): its real bytes beside the
+    /// plan's share of [`Self::device_bytes`], and its allocations, which after the first
+    /// batches mean memory the plan did not reserve.
+    pub fn nvjpeg_memory(&self) -> crate::backend::NvjpegMemoryStats {
+        let mut handles: Vec<&Arc<NvjpegHandle>> = Vec::new();
+        let batched = self.batched_hybrid.as_ref().map(|b| b.handle());
+        for h in self.hw.as_ref().map(|h| &h.handle).into_iter().chain(self.cuda.decoders.first().map(|d| d.0.handle())).chain(batched) {
+            if !handles.iter().any(|k| Arc::ptr_eq(k, h)) {
+                handles.push(h);
+            }
+        }
+        let mut total = crate::backend::NvjpegMemoryStats::default();
+        for h in handles {
+            total += h.memory_stats();
+        }
+        total
+    }
+
     /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
     /// staging ring reports its own: `PinnedStaging::pinned_bytes`).
     pub fn pinned_bytes(&self) -> u64 {

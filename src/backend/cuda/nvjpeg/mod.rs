@@ -5,8 +5,10 @@
 //!   `libnvjpeg.so`);
 //! - [`result`]: each call returns `Result`, the status turned into a sentence
 //!   ([`crate::GpuError::Nvjpeg`]);
-//! - [`safe`]: owning types that free on drop.
+//! - [`safe`]: owning types that free on drop;
+//! - [`memory`]: the allocators nvJPEG's handles get, which count what nvJPEG holds.
 
+pub mod memory;
 pub mod result;
 pub mod safe;
 pub mod sys;

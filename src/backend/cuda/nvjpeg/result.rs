@@ -353,6 +353,62 @@ pub unsafe fn decode_batched_pre_allocate(
     check("nvjpegDecodeBatchedPreAllocate", unsafe { f(h, s, batch, width, height, css, fmt) })
 }
 
+/// [nvjpegCreateExV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegcreateexv2): a
+/// library handle whose device and pinned memory comes from the given allocators.
+///
+/// # Safety
+/// The allocators' functions and contexts stay valid until the handle and everything made from
+/// it are destroyed.
+pub unsafe fn create_ex_v2(
+    lib: &NvjpegLib,
+    backend: nvjpegBackend_t,
+    dev: &mut nvjpegDevAllocatorV2_t,
+    pinned: &mut nvjpegPinnedAllocatorV2_t,
+    flags: c_uint,
+) -> Result<nvjpegHandle_t, GpuError> {
+    let f = lib.nvjpegCreateExV2.ok_or_else(|| missing(lib, "nvjpegCreateExV2"))?;
+    let mut h = MaybeUninit::uninit();
+    // SAFETY: the allocators are valid structs (the caller's contract for what they point to);
+    // `h` is a valid out pointer.
+    check("nvjpegCreateExV2", unsafe { f(backend, dev, pinned, flags, h.as_mut_ptr()) })?;
+    // SAFETY: written on success.
+    Ok(unsafe { h.assume_init() })
+}
+
+/// [nvjpegBufferPinnedCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreatev2).
+///
+/// # Safety
+/// `h` is live; the allocator's functions and context stay valid until the buffer is destroyed.
+pub unsafe fn buffer_pinned_create_v2(
+    lib: &NvjpegLib,
+    h: nvjpegHandle_t,
+    alloc: &mut nvjpegPinnedAllocatorV2_t,
+) -> Result<nvjpegBufferPinned_t, GpuError> {
+    let f = lib.nvjpegBufferPinnedCreateV2.ok_or_else(|| missing(lib, "nvjpegBufferPinnedCreateV2"))?;
+    let mut out = MaybeUninit::uninit();
+    // SAFETY: caller's contract; `out` is a valid out pointer.
+    check("nvjpegBufferPinnedCreateV2", unsafe { f(h, alloc, out.as_mut_ptr()) })?;
+    // SAFETY: written on success.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// [nvjpegBufferDeviceCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreatev2).
+///
+/// # Safety
+/// As [`buffer_pinned_create_v2`].
+pub unsafe fn buffer_device_create_v2(
+    lib: &NvjpegLib,
+    h: nvjpegHandle_t,
+    alloc: &mut nvjpegDevAllocatorV2_t,
+) -> Result<nvjpegBufferDevice_t, GpuError> {
+    let f = lib.nvjpegBufferDeviceCreateV2.ok_or_else(|| missing(lib, "nvjpegBufferDeviceCreateV2"))?;
+    let mut out = MaybeUninit::uninit();
+    // SAFETY: caller's contract; `out` is a valid out pointer.
+    check("nvjpegBufferDeviceCreateV2", unsafe { f(h, alloc, out.as_mut_ptr()) })?;
+    // SAFETY: written on success.
+    Ok(unsafe { out.assume_init() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

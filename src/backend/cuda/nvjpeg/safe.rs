@@ -8,6 +8,7 @@
 //! [`NvjpegHandle::library_version`] was written against the nvJPEG 13.0 documentation on a
 //! machine without one.
 
+use super::memory::{NvjpegMemory, NvjpegMemoryStats};
 use super::result;
 use super::sys::*;
 use crate::error::GpuError;
@@ -23,6 +24,9 @@ use std::sync::Arc;
 pub struct NvjpegHandle {
     lib: &'static NvjpegLib,
     raw: nvjpegHandle_t,
+    // The allocators nvJPEG was given (`None`: nvJPEG's defaults); dropped after the handle is
+    // destroyed, and held by every buffer through the handle.
+    memory: Option<Arc<NvjpegMemory>>,
 }
 
 // SAFETY: nvJPEG documents the library handle as thread safe; it is only freed in Drop.
@@ -38,11 +42,33 @@ impl std::fmt::Debug for NvjpegLib {
 
 impl NvjpegHandle {
     /// Open libnvjpeg (search order in [`NvjpegLib::get`]) and create a handle for `backend`
-    /// with nvJPEG's default allocators and `flags` (`NVJPEG_FLAGS_*`). Needs a GPU.
+    /// with `flags` (`NVJPEG_FLAGS_*`) whose memory nvJPEG makes through stoke's counting
+    /// allocators ([`super::memory`]); with nvJPEG's defaults where this nvJPEG lacks the V2
+    /// calls or refuses the allocators. Needs a GPU.
     pub fn new(backend: nvjpegBackend_t, flags: u32) -> Result<Arc<Self>, GpuError> {
         let lib = NvjpegLib::get()?;
+        let mut refused = None;
+        if lib.nvjpegCreateExV2.is_some() && lib.nvjpegBufferPinnedCreateV2.is_some() && lib.nvjpegBufferDeviceCreateV2.is_some() {
+            let memory = NvjpegMemory::new();
+            let (mut dev, mut pinned) = (memory.device_allocator(), memory.pinned_allocator());
+            // SAFETY: the allocators' context is `memory`, which the handle holds until after
+            // nvjpegDestroy (and every buffer made with it holds the handle).
+            match unsafe { result::create_ex_v2(lib, backend, &mut dev, &mut pinned, flags) } {
+                Ok(raw) => return Ok(Arc::new(Self { lib, raw, memory: Some(memory) })),
+                Err(e) => refused = Some(e),
+            }
+        }
         let raw = result::create_ex(lib, backend, flags)?;
-        Ok(Arc::new(Self { lib, raw }))
+        if let Some(e) = refused {
+            log::info!("nvJPEG refused stoke's allocators for {backend:?} ({e}): its memory there is not counted");
+        }
+        Ok(Arc::new(Self { lib, raw, memory: None }))
+    }
+
+    /// What nvJPEG holds and did through this handle's allocators (`uncounted_handles` 1 when
+    /// it has nvJPEG's defaults).
+    pub fn memory_stats(&self) -> NvjpegMemoryStats {
+        self.memory.as_ref().map_or(NvjpegMemoryStats { uncounted_handles: 1, ..Default::default() }, |m| m.stats())
     }
 
     /// The version of the loaded library, `(major, minor, patch)`: works without a GPU.
@@ -108,6 +134,12 @@ macro_rules! owned {
             #[allow(dead_code)]
             $vis fn raw(&self) -> $raw {
                 self.raw
+            }
+
+            /// The library handle it was made from.
+            #[allow(dead_code)]
+            $vis fn handle(&self) -> &Arc<NvjpegHandle> {
+                &self.handle
             }
         }
 
@@ -195,6 +227,11 @@ impl JpegState {
     /// The raw state.
     pub fn raw(&self) -> nvjpegJpegState_t {
         self.inner.raw
+    }
+
+    /// The library handle it was made from.
+    pub fn handle(&self) -> &Arc<NvjpegHandle> {
+        &self.inner.handle
     }
 
     /// Attach a pinned buffer ([nvjpegStateAttachPinnedBuffer]); the state keeps it alive.
@@ -545,13 +582,24 @@ impl DecodeParams {
 }
 
 impl PinnedBuffer {
-    /// A pinned buffer with nvJPEG's default allocator ([nvjpegBufferPinnedCreate]).
+    /// A pinned buffer with the handle's allocator ([nvjpegBufferPinnedCreateV2]; nvJPEG's
+    /// default through [nvjpegBufferPinnedCreate] where the handle has it).
     ///
+    /// [nvjpegBufferPinnedCreateV2]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreatev2
     /// [nvjpegBufferPinnedCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreate
     pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Arc<Self>, GpuError> {
-        // SAFETY: the handle is live; null selects the default allocator.
-        let raw = unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
-        Ok(Arc::new(Self { handle: handle.clone(), raw }))
+        Ok(Arc::new(Self { handle: handle.clone(), raw: Self::create(handle)? }))
+    }
+
+    /// The raw buffer, with the handle's allocator when it has stoke's.
+    fn create(handle: &Arc<NvjpegHandle>) -> Result<nvjpegBufferPinned_t, GpuError> {
+        match &handle.memory {
+            // SAFETY: the handle is live; the allocator's context is the handle's memory, which
+            // the buffer holds through the handle.
+            Some(m) => unsafe { result::buffer_pinned_create_v2(handle.lib, handle.raw, &mut m.pinned_allocator()) },
+            // SAFETY: the handle is live; null selects the default allocator.
+            None => unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) },
+        }
     }
 
     /// A pinned buffer of at least `bytes` from the start ([nvjpegBufferPinnedResize]), so
@@ -562,9 +610,7 @@ impl PinnedBuffer {
     /// # Safety
     /// `stream` is a live stream of the current context (nvJPEG may use it for the resize).
     pub unsafe fn with_size(handle: &Arc<NvjpegHandle>, bytes: usize, stream: cudaStream_t) -> Result<Arc<Self>, GpuError> {
-        // SAFETY: as `new`.
-        let raw = unsafe { result::buffer_pinned_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
-        let b = Self { handle: handle.clone(), raw };
+        let b = Self { handle: handle.clone(), raw: Self::create(handle)? };
         // SAFETY: the buffer was just made and no decode uses it yet; `stream` is live (the
         // caller's contract).
         unsafe { result::buffer_pinned_resize(handle.lib, b.raw, bytes, stream) }?;
@@ -573,13 +619,23 @@ impl PinnedBuffer {
 }
 
 impl DeviceBuffer {
-    /// A device buffer with nvJPEG's default allocator ([nvjpegBufferDeviceCreate]).
+    /// A device buffer with the handle's allocator ([nvjpegBufferDeviceCreateV2]; nvJPEG's
+    /// default through [nvjpegBufferDeviceCreate] where the handle has it).
     ///
+    /// [nvjpegBufferDeviceCreateV2]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreatev2
     /// [nvjpegBufferDeviceCreate]: https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreate
     pub fn new(handle: &Arc<NvjpegHandle>) -> Result<Arc<Self>, GpuError> {
-        // SAFETY: the handle is live; null selects the default allocator.
-        let raw = unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
-        Ok(Arc::new(Self { handle: handle.clone(), raw }))
+        Ok(Arc::new(Self { handle: handle.clone(), raw: Self::create(handle)? }))
+    }
+
+    /// The raw buffer, with the handle's allocator when it has stoke's.
+    fn create(handle: &Arc<NvjpegHandle>) -> Result<nvjpegBufferDevice_t, GpuError> {
+        match &handle.memory {
+            // SAFETY: as PinnedBuffer::create.
+            Some(m) => unsafe { result::buffer_device_create_v2(handle.lib, handle.raw, &mut m.device_allocator()) },
+            // SAFETY: the handle is live; null selects the default allocator.
+            None => unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) },
+        }
     }
 
     /// A device buffer of at least `bytes` from the start ([nvjpegBufferDeviceResize]).
@@ -589,9 +645,7 @@ impl DeviceBuffer {
     /// # Safety
     /// `stream` is a live stream of the current context (nvJPEG may use it for the resize).
     pub unsafe fn with_size(handle: &Arc<NvjpegHandle>, bytes: usize, stream: cudaStream_t) -> Result<Arc<Self>, GpuError> {
-        // SAFETY: as `new`.
-        let raw = unsafe { result::buffer_device_create(handle.lib, handle.raw, std::ptr::null_mut()) }?;
-        let b = Self { handle: handle.clone(), raw };
+        let b = Self { handle: handle.clone(), raw: Self::create(handle)? };
         // SAFETY: the buffer was just made and no decode uses it yet; `stream` is live (the
         // caller's contract).
         unsafe { result::buffer_device_resize(handle.lib, b.raw, bytes, stream) }?;

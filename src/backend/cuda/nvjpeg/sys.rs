@@ -308,6 +308,8 @@ nvjpeg_table! {
         nvjpegDecodeBatchedPreAllocate(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, c_int, nvjpegChromaSubsampling_t, nvjpegOutputFormat_t);
         nvjpegBufferPinnedResize(nvjpegBufferPinned_t, usize, cudaStream_t);
         nvjpegBufferDeviceResize(nvjpegBufferDevice_t, usize, cudaStream_t);
+        nvjpegBufferPinnedCreateV2(nvjpegHandle_t, *mut nvjpegPinnedAllocatorV2_t, *mut nvjpegBufferPinned_t);
+        nvjpegBufferDeviceCreateV2(nvjpegHandle_t, *mut nvjpegDevAllocatorV2_t, *mut nvjpegBufferDevice_t);
     }
 }
 

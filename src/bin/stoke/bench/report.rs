@@ -98,6 +98,10 @@ pub struct Report {
     pub peak_device_bytes: Option<u64>,
     /// Most pinned host memory the pipeline's backend held, bytes (CUDA backend only).
     pub peak_pinned_bytes: Option<u64>,
+    /// nvJPEG's own memory at the end (through stoke's allocators) and the allocations it made
+    /// in the window (CUDA backend only): any after the warm-up is memory the plan did not
+    /// reserve, and each device free synchronizes the device.
+    pub nvjpeg: Option<NvjpegReport>,
     /// The dataset measured.
     pub dataset: String,
     /// Stream mode: shards mixed together, the read-ahead budget and the most bytes of
@@ -271,6 +275,20 @@ impl Report {
         }
         let mib = |b: Option<u64>| b.map_or("n/a".to_string(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
         println!("memory       peak device {}, peak pinned {}", mib(self.peak_device_bytes), mib(self.peak_pinned_bytes));
+        if let Some(n) = &self.nvjpeg {
+            println!(
+                "nvJPEG       holds device {}, pinned {}; {} allocation(s) in the window, {} since the start{}",
+                mib(Some(n.memory.device_bytes)),
+                mib(Some(n.memory.pinned_bytes)),
+                n.allocations_in_window,
+                n.memory.allocations,
+                if n.memory.uncounted_handles > 0 {
+                    format!(" ({} handle(s) with nvJPEG's own allocators, not counted)", n.memory.uncounted_handles)
+                } else {
+                    String::new()
+                }
+            );
+        }
         if let Some(s) = &self.stream {
             println!(
                 "stream       whole shards, groups of {}; read-ahead budget {:.1} MiB, peak held {:.1} MiB",
