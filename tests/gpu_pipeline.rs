@@ -607,7 +607,7 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
         p.stats().nvjpeg
     };
     let first = epoch(0);
-    eprintln!("nvJPEG after the first epoch: {first:?}");
+    println!("STOKE-Q nvjpeg-memory: after the first epoch {first:?}");
     assert_eq!(first.uncounted_handles, 0, "a handle was made with nvJPEG's own allocators: {first:?}");
     assert!(first.device_bytes > 0 && first.pinned_bytes > 0 && first.allocations > 0, "{first:?}");
     assert_eq!(first.failures, 0);
@@ -620,6 +620,7 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
     }
     for e in 1..3 {
         let later = epoch(e);
+        println!("STOKE-Q nvjpeg-memory: after epoch {e} {later:?}");
         assert_eq!(later, first, "epoch {e}: nvJPEG allocated after the first epoch (the stand-in's nvJPEG grows only for a larger image)");
     }
     drop(p);
@@ -627,6 +628,25 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
         assert_eq!((b2.0, b2.1), (b0.0, b0.1), "nvJPEG's buffers after the pipeline was dropped");
         assert_eq!((b2.3, b2.4), (b0.3, b0.4), "device and pinned bytes after the pipeline was dropped");
     }
+
+    // STOKE_NVJPEG_ALLOCATORS=nvjpeg, the way back: nvJPEG's own allocators, nothing counted,
+    // the same epoch made (the handles are made at the build: the variable is read then).
+    let mut c = config(&ds, 22);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 80;
+    std::env::set_var(stoke::backend::cuda::nvjpeg::memory::ALLOCATORS_ENV, "nvjpeg");
+    let built = stoke::pipeline::Pipeline::with_dataset(c, ds.clone());
+    std::env::remove_var(stoke::backend::cuda::nvjpeg::memory::ALLOCATORS_ENV);
+    let mut p = built.unwrap();
+    p.start_epoch(0, 0);
+    let mut n = 0;
+    while let Some(b) = p.next_batch() {
+        b.unwrap();
+        n += 1;
+    }
+    let s = p.stats().nvjpeg;
+    assert_eq!(n, 5);
+    assert!(s.uncounted_handles > 0 && (s.device_bytes, s.pinned_bytes, s.allocations) == (0, 0, 0), "{s:?}");
 }
 
 /// The next epoch made ahead on the CUDA backend (its first batch handed to the backend with

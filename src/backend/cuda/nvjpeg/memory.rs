@@ -12,7 +12,9 @@
 //! with stoke's own bytes exact: these counts say whether nvJPEG is where it went.
 //!
 //! Where this nvJPEG lacks the V2 calls, or refuses a handle with allocators, the handle is made
-//! with nvJPEG's defaults and its memory is not counted (the stats say so).
+//! with nvJPEG's defaults and its memory is not counted (the stats say so); so it is when
+//! `STOKE_NVJPEG_ALLOCATORS=nvjpeg` asks for them (a way back, should a driver or nvJPEG
+//! misbehave with a caller's allocators).
 
 use super::sys::{cudaStream_t, nvjpegDevAllocatorV2_t, nvjpegPinnedAllocatorV2_t};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr};
@@ -20,6 +22,15 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Environment variable: `nvjpeg` makes every handle with nvJPEG's default allocators (its
+/// memory then not counted); unset or `stoke`: stoke's counting allocators.
+pub const ALLOCATORS_ENV: &str = "STOKE_NVJPEG_ALLOCATORS";
+
+/// Whether [`ALLOCATORS_ENV`] asks for nvJPEG's defaults.
+pub fn defaults_asked() -> bool {
+    std::env::var(ALLOCATORS_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("nvjpeg"))
+}
 
 /// What nvJPEG held and did through stoke's allocators (summed over handles with `+=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

@@ -48,7 +48,8 @@ impl NvjpegHandle {
     pub fn new(backend: nvjpegBackend_t, flags: u32) -> Result<Arc<Self>, GpuError> {
         let lib = NvjpegLib::get()?;
         let mut refused = None;
-        if lib.nvjpegCreateExV2.is_some() && lib.nvjpegBufferPinnedCreateV2.is_some() && lib.nvjpegBufferDeviceCreateV2.is_some() {
+        let v2 = lib.nvjpegCreateExV2.is_some() && lib.nvjpegBufferPinnedCreateV2.is_some() && lib.nvjpegBufferDeviceCreateV2.is_some();
+        if v2 && !super::memory::defaults_asked() {
             let memory = NvjpegMemory::new();
             let (mut dev, mut pinned) = (memory.device_allocator(), memory.pinned_allocator());
             // SAFETY: the allocators' context is `memory`, which the handle holds until after
