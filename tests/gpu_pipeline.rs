@@ -524,9 +524,11 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
 /// busy (the engine, both lanes of the CUDA decoders, the CPU route) and each batch prepared
 /// ahead, it makes no thread (it made three a batch: the next batch's preparer, the CUDA route
 /// and its second lane). On the stand-in every thread that calls the driver or nvJPEG is
-/// counted once (`calling_threads`); the count after a first epoch (by then every long-lived
-/// thread has called) holds over three more. On a GPU the test runs the same epochs and checks
-/// the routes only (the real driver counts no callers).
+/// counted once (`calling_threads`); after two epochs every long-lived thread has called but
+/// perhaps a reader (its first wait for a pinned buffer's guard comes with its first refill of a
+/// used buffer, whenever the timing gives it one), so over three more epochs the count may grow
+/// by the readers at most — where three threads a batch made it grow by 3 a batch. On a GPU the
+/// test runs the same epochs and checks the routes only (the real driver counts no callers).
 #[test]
 fn epochs_through_every_route_make_no_thread_after_the_first() {
     let _serial = serial();
@@ -537,6 +539,7 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     let mut c = config(&ds, 21);
     c.backend = stoke::config::BackendKind::Cuda;
     c.batch_size = 80;
+    let readers = c.reader_threads;
     let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
     let callers = || gpu_common::sim_stats().map(|s| s["calling_threads"].as_u64().unwrap());
     let mut epoch = |e: u64| {
@@ -554,19 +557,23 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
         (routes, two_lanes)
     };
     epoch(0);
+    epoch(1);
     let after_first = callers();
-    for e in 1..4 {
+    for e in 2..5 {
         let (routes, two_lanes) = epoch(e);
         // Every route ran this epoch, and some batch kept the second lane busy.
         assert!(routes.hardware > 0 && routes.cpu > 0 && two_lanes > 0, "epoch {e}: {routes:?}, {two_lanes} batches with two CUDA images");
     }
     let stages = p.stats().gpu_stages;
-    assert!(stages.ahead_batches >= 10.0, "{} of 20 batches prepared ahead: the preparer went untested", stages.ahead_batches);
+    assert!(stages.ahead_batches >= 10.0, "{} of 25 batches prepared ahead: the preparer went untested", stages.ahead_batches);
     // The lanes' CPU time reaches the stage times (the Huffman phase is never free).
     assert!(stages.cuda_huffman_cpu > 0.0, "{stages:?}");
     if let (Some(a), Some(b)) = (after_first, callers()) {
         assert!(a >= 2, "the stand-in counted {a} calling threads: the count is not working");
-        assert_eq!(b, a, "threads that called the driver or nvJPEG: {a} after the first epoch, {b} after three more (15 batches)");
+        assert!(
+            b <= a + readers as u64,
+            "threads that called the driver or nvJPEG: {a} after two epochs, {b} after three more (15 batches; {readers} readers may call late)"
+        );
     }
 }
 
