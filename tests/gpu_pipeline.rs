@@ -520,6 +520,16 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
     eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());
 }
 
+/// 400 generated images, two of each 200's CMYK and YCCK (the CPU route), six gray and
+/// progressive (the CUDA decoders), the rest for the engine; CUDA-backend batches of 80.
+fn every_route(dir: &std::path::Path, seed: u64) -> (Arc<stoke::source::Dataset>, PipelineConfig) {
+    let ds = generated(dir, 400, seed);
+    let mut c = config(&ds, seed);
+    c.backend = stoke::config::BackendKind::Cuda;
+    c.batch_size = 80;
+    (ds, c)
+}
+
 /// The CUDA backend works on threads made at its start: epoch after epoch, with every route
 /// busy (the engine, both lanes of the CUDA decoders, the CPU route) and each batch prepared
 /// ahead, it makes no thread (it made three a batch: the next batch's preparer, the CUDA route
@@ -534,11 +544,7 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     let _serial = serial();
     let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
-    // 400 images: two of each 200's CMYK and YCCK (CPU route), six gray and progressive (CUDA).
-    let ds = generated(dir.path(), 400, 21);
-    let mut c = config(&ds, 21);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 80;
+    let (ds, c) = every_route(dir.path(), 21);
     let readers = c.reader_threads;
     let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
     let callers = || gpu_common::sim_stats().map(|s| s["calling_threads"].as_u64().unwrap());
@@ -587,10 +593,7 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
     let _serial = serial();
     let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let ds = generated(dir.path(), 400, 22);
-    let mut c = config(&ds, 22);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 80;
+    let (ds, c) = every_route(dir.path(), 22);
     let sim = || {
         gpu_common::sim_stats().map(|s| {
             let b = &s["nvjpeg_buffers"];
@@ -605,7 +608,7 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
         })
     };
     let before = sim();
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+    let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();
     let mut epoch = |e: u64| {
         p.start_epoch(e, 0);
         while let Some(b) = p.next_batch() {
@@ -638,9 +641,6 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
 
     // STOKE_NVJPEG_ALLOCATORS=nvjpeg, the way back: nvJPEG's own allocators, nothing counted,
     // the same epoch made (the handles are made at the build: the variable is read then).
-    let mut c = config(&ds, 22);
-    c.backend = stoke::config::BackendKind::Cuda;
-    c.batch_size = 80;
     std::env::set_var(stoke::backend::cuda::nvjpeg::memory::ALLOCATORS_ENV, "nvjpeg");
     let built = stoke::pipeline::Pipeline::with_dataset(c, ds.clone());
     std::env::remove_var(stoke::backend::cuda::nvjpeg::memory::ALLOCATORS_ENV);

@@ -79,6 +79,15 @@ enum Kind {
     Pinned,
 }
 
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Device => "device",
+            Kind::Pinned => "pinned",
+        }
+    }
+}
+
 impl NvjpegMemory {
     /// Allocators for the context current on this thread.
     pub fn new() -> Arc<Self> {
@@ -165,83 +174,82 @@ unsafe fn memory<'a>(ctx: *mut c_void) -> &'a NvjpegMemory {
 // nvJPEG's allocator callbacks: 0 for success, non-zero for failure (nvjpeg.h). They never
 // panic (a panic cannot cross into C): locks are taken even when poisoned.
 
-unsafe extern "C" fn dev_malloc(ctx: *mut c_void, ptr: *mut *mut c_void, size: usize, _stream: cudaStream_t) -> c_int {
-    // SAFETY: nvJPEG passes the context it was given.
+/// One allocation for nvJPEG of `kind`: `make` asks the driver for `size` bytes; the address
+/// goes to nvJPEG's `ptr` and into the count.
+///
+/// # Safety
+/// `ctx` is an `NvjpegMemory` (nvJPEG passes back what it was given); `ptr` is nvJPEG's out
+/// pointer.
+unsafe fn allocate(
+    ctx: *mut c_void,
+    ptr: *mut *mut c_void,
+    size: usize,
+    kind: Kind,
+    make: impl FnOnce(usize) -> Result<usize, cudarc::driver::DriverError>,
+) -> c_int {
+    // SAFETY: the caller's contract.
     let m = unsafe { memory(ctx) };
     m.ensure_context();
-    // SAFETY: a plain allocation in the current context.
-    match unsafe { cudarc::driver::result::malloc_sync(size.max(1)) } {
+    match make(size.max(1)) {
         Ok(p) => {
             // SAFETY: nvJPEG's out pointer.
-            unsafe { *ptr = p as usize as *mut c_void };
-            m.made(Kind::Device, p as usize, size);
+            unsafe { *ptr = p as *mut c_void };
+            m.made(kind, p, size);
             0
         }
         Err(e) => {
             m.failures.fetch_add(1, Ordering::Relaxed);
-            log::warn!("nvJPEG asked for {size} bytes of device memory: {e}");
+            log::warn!("nvJPEG asked for {size} bytes of {} memory: {e}", kind.name());
             1
         }
     }
+}
+
+/// Give back what [`allocate`] made: `free` hands it to the driver.
+///
+/// # Safety
+/// As [`allocate`]; `ptr` came from it (or is null) and is freed once (nvJPEG's contract).
+unsafe fn release(
+    ctx: *mut c_void,
+    ptr: *mut c_void,
+    kind: Kind,
+    free: impl FnOnce(usize) -> Result<(), cudarc::driver::DriverError>,
+) -> c_int {
+    if ptr.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's contract.
+    let m = unsafe { memory(ctx) };
+    if !m.freed(kind, ptr as usize) {
+        log::error!("nvJPEG freed {} memory at {ptr:p} that its allocator did not hand out", kind.name());
+    }
+    m.ensure_context();
+    match free(ptr as usize) {
+        Ok(()) => 0,
+        Err(e) => {
+            log::warn!("freeing nvJPEG's {} memory at {ptr:p}: {e}", kind.name());
+            1
+        }
+    }
+}
+
+unsafe extern "C" fn dev_malloc(ctx: *mut c_void, ptr: *mut *mut c_void, size: usize, _stream: cudaStream_t) -> c_int {
+    // SAFETY: nvJPEG's context and out pointer; a plain allocation in the current context.
+    unsafe { allocate(ctx, ptr, size, Kind::Device, |n| cudarc::driver::result::malloc_sync(n).map(|p| p as usize)) }
 }
 
 unsafe extern "C" fn dev_free(ctx: *mut c_void, ptr: *mut c_void, _size: usize, _stream: cudaStream_t) -> c_int {
-    if ptr.is_null() {
-        return 0;
-    }
-    // SAFETY: nvJPEG passes the context it was given.
-    let m = unsafe { memory(ctx) };
-    if !m.freed(Kind::Device, ptr as usize) {
-        log::error!("nvJPEG freed device memory at {ptr:p} that its allocator did not hand out");
-    }
-    m.ensure_context();
-    // SAFETY: an allocation of `dev_malloc`, freed once (nvJPEG's contract).
-    match unsafe { cudarc::driver::result::free_sync(ptr as usize as CUdeviceptr) } {
-        Ok(()) => 0,
-        Err(e) => {
-            log::warn!("freeing nvJPEG's device memory at {ptr:p}: {e}");
-            1
-        }
-    }
+    // SAFETY: nvJPEG gives back an allocation of `dev_malloc`, once.
+    unsafe { release(ctx, ptr, Kind::Device, |p| cudarc::driver::result::free_sync(p as CUdeviceptr)) }
 }
 
 unsafe extern "C" fn pinned_malloc(ctx: *mut c_void, ptr: *mut *mut c_void, size: usize, _stream: cudaStream_t) -> c_int {
-    // SAFETY: nvJPEG passes the context it was given.
-    let m = unsafe { memory(ctx) };
-    m.ensure_context();
-    // SAFETY: a plain pinned allocation, flags 0 (readable by the host at full speed, as
-    // nvJPEG's default `cudaHostAlloc` gives).
-    match unsafe { cudarc::driver::result::malloc_host(size.max(1), 0) } {
-        Ok(p) => {
-            // SAFETY: nvJPEG's out pointer.
-            unsafe { *ptr = p };
-            m.made(Kind::Pinned, p as usize, size);
-            0
-        }
-        Err(e) => {
-            m.failures.fetch_add(1, Ordering::Relaxed);
-            log::warn!("nvJPEG asked for {size} bytes of pinned memory: {e}");
-            1
-        }
-    }
+    // SAFETY: nvJPEG's context and out pointer; a plain pinned allocation, flags 0 (readable by
+    // the host at full speed, as nvJPEG's default `cudaHostAlloc` gives).
+    unsafe { allocate(ctx, ptr, size, Kind::Pinned, |n| cudarc::driver::result::malloc_host(n, 0).map(|p| p as usize)) }
 }
 
 unsafe extern "C" fn pinned_free(ctx: *mut c_void, ptr: *mut c_void, _size: usize, _stream: cudaStream_t) -> c_int {
-    if ptr.is_null() {
-        return 0;
-    }
-    // SAFETY: nvJPEG passes the context it was given.
-    let m = unsafe { memory(ctx) };
-    if !m.freed(Kind::Pinned, ptr as usize) {
-        log::error!("nvJPEG freed pinned memory at {ptr:p} that its allocator did not hand out");
-    }
-    m.ensure_context();
-    // SAFETY: an allocation of `pinned_malloc`, freed once (nvJPEG's contract).
-    match unsafe { cudarc::driver::result::free_host(ptr) } {
-        Ok(()) => 0,
-        Err(e) => {
-            log::warn!("freeing nvJPEG's pinned memory at {ptr:p}: {e}");
-            1
-        }
-    }
+    // SAFETY: nvJPEG gives back an allocation of `pinned_malloc`, once.
+    unsafe { release(ctx, ptr, Kind::Pinned, |p| cudarc::driver::result::free_host(p as *mut c_void)) }
 }

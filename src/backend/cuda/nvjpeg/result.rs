@@ -375,38 +375,49 @@ pub unsafe fn create_ex_v2(
     Ok(unsafe { h.assume_init() })
 }
 
-/// [nvjpegBufferPinnedCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreatev2).
+/// A buffer made with a caller's allocator by `f`, an optional V2 create call named `call`.
 ///
 /// # Safety
 /// `h` is live; the allocator's functions and context stay valid until the buffer is destroyed.
+unsafe fn buffer_create_v2<A, T>(
+    lib: &NvjpegLib,
+    call: &'static str,
+    f: Option<unsafe extern "C" fn(nvjpegHandle_t, *mut A, *mut T) -> nvjpegStatus_t>,
+    h: nvjpegHandle_t,
+    alloc: &mut A,
+) -> Result<T, GpuError> {
+    let f = f.ok_or_else(|| missing(lib, call))?;
+    let mut out = MaybeUninit::uninit();
+    // SAFETY: caller's contract; `out` is a valid out pointer.
+    check(call, unsafe { f(h, alloc, out.as_mut_ptr()) })?;
+    // SAFETY: written on success.
+    Ok(unsafe { out.assume_init() })
+}
+
+/// [nvjpegBufferPinnedCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreatev2).
+///
+/// # Safety
+/// As [`buffer_create_v2`].
 pub unsafe fn buffer_pinned_create_v2(
     lib: &NvjpegLib,
     h: nvjpegHandle_t,
     alloc: &mut nvjpegPinnedAllocatorV2_t,
 ) -> Result<nvjpegBufferPinned_t, GpuError> {
-    let f = lib.nvjpegBufferPinnedCreateV2.ok_or_else(|| missing(lib, "nvjpegBufferPinnedCreateV2"))?;
-    let mut out = MaybeUninit::uninit();
-    // SAFETY: caller's contract; `out` is a valid out pointer.
-    check("nvjpegBufferPinnedCreateV2", unsafe { f(h, alloc, out.as_mut_ptr()) })?;
-    // SAFETY: written on success.
-    Ok(unsafe { out.assume_init() })
+    // SAFETY: the caller's contract.
+    unsafe { buffer_create_v2(lib, "nvjpegBufferPinnedCreateV2", lib.nvjpegBufferPinnedCreateV2, h, alloc) }
 }
 
 /// [nvjpegBufferDeviceCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreatev2).
 ///
 /// # Safety
-/// As [`buffer_pinned_create_v2`].
+/// As [`buffer_create_v2`].
 pub unsafe fn buffer_device_create_v2(
     lib: &NvjpegLib,
     h: nvjpegHandle_t,
     alloc: &mut nvjpegDevAllocatorV2_t,
 ) -> Result<nvjpegBufferDevice_t, GpuError> {
-    let f = lib.nvjpegBufferDeviceCreateV2.ok_or_else(|| missing(lib, "nvjpegBufferDeviceCreateV2"))?;
-    let mut out = MaybeUninit::uninit();
-    // SAFETY: caller's contract; `out` is a valid out pointer.
-    check("nvjpegBufferDeviceCreateV2", unsafe { f(h, alloc, out.as_mut_ptr()) })?;
-    // SAFETY: written on success.
-    Ok(unsafe { out.assume_init() })
+    // SAFETY: the caller's contract.
+    unsafe { buffer_create_v2(lib, "nvjpegBufferDeviceCreateV2", lib.nvjpegBufferDeviceCreateV2, h, alloc) }
 }
 
 #[cfg(test)]
