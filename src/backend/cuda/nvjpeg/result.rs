@@ -397,7 +397,7 @@ unsafe fn buffer_create_v2<A, T>(
 /// [nvjpegBufferPinnedCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferpinnedcreatev2).
 ///
 /// # Safety
-/// As [`buffer_create_v2`].
+/// `h` is live; the allocator's functions and context stay valid until the buffer is destroyed.
 pub unsafe fn buffer_pinned_create_v2(
     lib: &NvjpegLib,
     h: nvjpegHandle_t,
@@ -410,7 +410,7 @@ pub unsafe fn buffer_pinned_create_v2(
 /// [nvjpegBufferDeviceCreateV2](https://docs.nvidia.com/cuda/nvjpeg/index.html#nvjpegbufferdevicecreatev2).
 ///
 /// # Safety
-/// As [`buffer_create_v2`].
+/// `h` is live; the allocator's functions and context stay valid until the buffer is destroyed.
 pub unsafe fn buffer_device_create_v2(
     lib: &NvjpegLib,
     h: nvjpegHandle_t,
