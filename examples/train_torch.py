@@ -635,6 +635,8 @@ def main(argv=None):
         "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
         "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
         "bitstream_copies": s.get("bitstream_copies"),
+        "nvjpeg_device_bytes": s.get("nvjpeg_device_bytes"), "nvjpeg_pinned_bytes": s.get("nvjpeg_pinned_bytes"),
+        "nvjpeg_allocations": s.get("nvjpeg_allocations"),
         **summary,
         "data_wait_share": wait_share, "gpu_util_fed_pct": util_fed, "gpu_util_alone_pct": util_alone,
         "nonfinite_input_values": bad_inputs, "nonfinite_sampled_losses": bad_losses,

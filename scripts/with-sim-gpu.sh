@@ -11,7 +11,7 @@
 #
 # Environment passed through to the stand-in (sim/src/lib.rs): STOKE_SIM_SEED,
 # STOKE_SIM_DELAY_US, STOKE_SIM_MEMORY, STOKE_SIM_HW_ENGINES, STOKE_SIM_HW_CORES,
-# STOKE_SIM_MEMPOOLS, STOKE_SIM_CC, STOKE_SIM_ALLOW_FINDINGS.
+# STOKE_SIM_MEMPOOLS, STOKE_SIM_CC, STOKE_SIM_ALLOW_FINDINGS, STOKE_SIM_NVJPEG_GROW.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ "$#" -eq 0 ]; then

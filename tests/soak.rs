@@ -17,6 +17,10 @@ fn run(extra: &[&str]) -> (bool, String) {
 }
 
 fn run_on(backend: &str, extra: &[&str]) -> (bool, String) {
+    run_with_env(backend, extra, &[])
+}
+
+fn run_with_env(backend: &str, extra: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let data = tempfile::tempdir().unwrap();
     let mut cfg = stoke::gen::GenConfig::new(48);
     cfg.classes = 3;
@@ -25,6 +29,7 @@ fn run_on(backend: &str, extra: &[&str]) -> (bool, String) {
         .args(["--backend", backend, "--epochs", "12", "--batch-size", "16", "--drops", "3", "--json", "--dataset"])
         .arg(data.path())
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .expect("run examples/soak (built by cargo test)");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
@@ -69,6 +74,21 @@ fn a_clean_cuda_run_passes_with_flat_device_memory() {
     let Some((ok, out)) = run_cuda(&[]) else { return };
     assert!(ok, "{out}");
     assert!(out.contains("\"problems\":[]") && out.contains("device_free_mib_by_epoch"), "{out}");
+}
+
+/// An nvJPEG that keeps allocating (the stand-in's engine buffer grown 2 MiB at every call):
+/// the soak names nvJPEG's memory growing, counted through stoke's allocators.
+#[test]
+fn nvjpeg_memory_growing_every_epoch_fails_the_soak() {
+    let on_sim = stoke::backend::cuda::device::probe_driver().is_ok()
+        && stoke::backend::cuda::device::device_info(0).is_ok_and(|d| d.name.contains("simulated device, not a GPU"));
+    if !on_sim {
+        eprintln!("skipping: the knob is the stand-in's (scripts/with-sim-gpu.sh)");
+        return;
+    }
+    let (ok, out) = run_with_env("cuda", &[], &[("STOKE_SIM_NVJPEG_GROW", "2097152")]);
+    assert!(!ok, "nvJPEG's memory growing at every call passed: {out}");
+    assert!(out.contains("nvJPEG's own memory grew"), "{out}");
 }
 
 #[test]

@@ -65,6 +65,10 @@ pub struct Config {
     pub mempools: bool,
     pub cc: (i32, i32),
     pub allow_findings: bool,
+    /// `STOKE_SIM_NVJPEG_GROW`: bytes the hardware engine's buffer grows by at every batched
+    /// decode (default 0): an nvJPEG that allocates in steady state, for the checks that watch
+    /// nvJPEG's memory over a long run (examples/soak).
+    pub nvjpeg_grow: u64,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -87,6 +91,7 @@ pub fn config() -> &'static Config {
             memory: env_u64("STOKE_SIM_MEMORY", 80 << 30),
             hw_engines: env_u64("STOKE_SIM_HW_ENGINES", 7) as u32,
             hw_cores: env_u64("STOKE_SIM_HW_CORES", 1) as u32,
+            nvjpeg_grow: env_u64("STOKE_SIM_NVJPEG_GROW", 0),
             mempools: env_u64("STOKE_SIM_MEMPOOLS", 1) != 0,
             cc: (cc / 10, cc % 10),
             allow_findings: env_u64("STOKE_SIM_ALLOW_FINDINGS", 0) != 0,

@@ -158,7 +158,10 @@ unsafe fn hw_batched(
         need += info.w as usize * info.h as usize * 3;
         results.push((info, roi, img, d));
     }
-    // Images larger than the reservation: nvJPEG allocates during the decode.
+    // Images larger than the reservation: nvJPEG allocates during the decode (and at every call
+    // when STOKE_SIM_NVJPEG_GROW asks for an nvJPEG that keeps allocating).
+    let grow = crate::config().nvjpeg_grow as usize;
+    let need = if grow > 0 { need.max(st.hw_buffer.len + grow) } else { need };
     if let Err(e) = st.hw_buffer.ensure(need, call) {
         return e;
     }
