@@ -31,14 +31,9 @@ impl Helpers {
 
     /// Run `there` on a helper thread while `here` runs on the calling thread; both results,
     /// once both are done. A panic in either is resumed here after both have finished.
-    pub(crate) fn beside<A: Send, B>(&self, there: impl FnOnce() -> A + Send, here: impl FnOnce() -> B) -> (A, B) {
-        let mut slot = None;
-        let b = self.pool.in_place_scope(|s| {
-            let slot = &mut slot;
-            s.spawn(move |_| *slot = Some(there()));
-            here()
-        });
-        (slot.expect("a scope returns after its jobs"), b)
+    pub(crate) fn beside<'a, A: Send, B>(&self, there: impl FnOnce() -> A + Send + 'a, here: impl FnOnce() -> B) -> (A, B) {
+        let (mut a, b) = self.many_beside(vec![Box::new(there) as Job<'a, A>], here);
+        (a.pop().expect("one job, one result"), b)
     }
 
     /// [`Self::beside`] with any number of jobs for the helpers (each on a helper thread as
