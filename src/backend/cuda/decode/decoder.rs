@@ -5,7 +5,7 @@
 //! documentation and cudarc 0.19.10 on a machine without one.
 
 use super::batched_hybrid::BatchedHybrid;
-use super::hybrid::{CudaLane, LaneCpu};
+use super::hybrid::{LaneCpu, RouteHelpers};
 use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
@@ -13,7 +13,6 @@ use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
 use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
-use crate::backend::helpers::{Helpers, Job};
 use crate::backend::GpuStageTimes;
 use crate::config::GpuDecoders;
 use crate::error::alloc_err;
@@ -155,22 +154,6 @@ pub(super) struct CudaPath {
     pub(super) decoders: Vec<(Decoder, Vec<CudaSlot>)>,
     // Each lane's next slot (of its own SLOTS_PER_LANE).
     pub(super) turn: [usize; CUDA_LANES],
-}
-
-/// The CUDA route's threads, started with the decoder ([`Helpers`]: no thread is made per
-/// batch): `cuda` runs the route (its first lane) while the producer's thread calls the
-/// hardware engine, `lanes` the route's other lanes.
-pub(super) struct RouteHelpers {
-    pub(super) cuda: Helpers,
-    pub(super) lanes: Helpers,
-}
-
-impl RouteHelpers {
-    fn new() -> Result<Self, GpuError> {
-        let start =
-            |name, n| Helpers::new(name, n).map_err(|message| GpuError::Cuda { call: "starting the CUDA route's threads", message });
-        Ok(Self { cuda: start("stoke-gpu-cuda", 1)?, lanes: start("stoke-gpu-lane", CUDA_LANES - 1)? })
-    }
 }
 
 /// nvJPEG on one device: the hardware engine (when the GPU has one) and the CUDA decoders,
@@ -634,34 +617,7 @@ impl GpuDecoder {
                     gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
                     t2.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     let streams: Vec<&Arc<CudaStream>> = std::iter::once(&*cuda_stream).chain(cuda_lane_streams.iter()).collect();
-                    let lanes = cuda.lanes();
-                    let lane_list = |l: usize| cuda_list.iter().copied().skip(l).step_by(CUDA_LANES);
-                    let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<(Vec<(usize, String)>, LaneCpu), GpuError> {
-                        gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-                        let mut failed = Vec::new();
-                        for i in lane_list(l) {
-                            let d = *out[i].as_ref().expect("placed above");
-                            let gpu_hybrid = matches!(routes[i], Ok((_, _, _, true)));
-                            if let Err(e) = lane.decode(streams[l], jobs[i].0, &d, arena, gpu_hybrid) {
-                                failed.push((i, e.to_string()));
-                            }
-                        }
-                        Ok((failed, lane.cpu))
-                    };
-                    let mut lanes = lanes.into_iter().enumerate();
-                    let (_, first) = lanes.next().expect("at least one lane");
-                    // The other lanes on the lane helpers, when they have images.
-                    let others: Vec<Job<'_, _>> = lanes
-                        .filter(|(l, _)| lane_list(*l).next().is_some())
-                        .map(|(l, lane)| Box::new(move || run_lane(lane, l)) as Job<'_, _>)
-                        .collect();
-                    let (theirs, mine) = helpers.lanes.many_beside(others, || run_lane(first, 0));
-                    let failed = std::iter::once(mine).chain(theirs).try_fold((Vec::new(), LaneCpu::default()), |(mut f, mut c), r| {
-                        let (lf, lc) = r?;
-                        f.extend(lf);
-                        c += lc;
-                        Ok::<_, GpuError>((f, c))
-                    });
+                    let failed = cuda.decode_lanes(gpu, &helpers.lanes, &streams, &cuda_list, jobs, out, routes, arena);
                     for s in cuda_lane_streams.iter() {
                         cuda_stream.join(s).map_err(driver_err("cuStreamWaitEvent"))?;
                     }

@@ -4,11 +4,31 @@
 //! decode only when its slot comes round again.
 
 use super::*;
+use crate::augment::params::AugParams;
+use crate::backend::cuda::device::Gpu;
 use crate::backend::cuda::nvjpeg::safe::Decoder;
 use crate::backend::cuda::nvjpeg::sys::nvjpegImage_t;
+use crate::backend::helpers::{Helpers, Job};
 use crate::error::driver_err;
 use crate::error::GpuError;
 use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// The CUDA route's threads, started with the decoder ([`Helpers`]: no thread is made per
+/// batch): `cuda` runs the route (its first lane) while the producer's thread calls the
+/// hardware engine, `lanes` the route's other lanes.
+pub(super) struct RouteHelpers {
+    pub(super) cuda: Helpers,
+    pub(super) lanes: Helpers,
+}
+
+impl RouteHelpers {
+    pub(super) fn new() -> Result<Self, GpuError> {
+        let start =
+            |name, n| Helpers::new(name, n).map_err(|message| GpuError::Cuda { call: "starting the CUDA route's threads", message });
+        Ok(Self { cuda: start("stoke-gpu-cuda", 1)?, lanes: start("stoke-gpu-lane", CUDA_LANES - 1)? })
+    }
+}
 
 /// One lane of the CUDA decoders: every decoder with this lane's slots (disjoint from the
 /// other lanes'), and the lane's turn. nvJPEG's thread-safety rules ask for a state, a
@@ -41,8 +61,51 @@ impl std::ops::AddAssign for LaneCpu {
 }
 
 impl CudaPath {
+    /// Decode `list` (the batch's CUDA-route images, dealt to the lanes in turn), lane `l` on
+    /// `streams[l]`: the first lane on the calling thread, the others on `helpers` when they have
+    /// images. The images that failed, with why, and the lanes' CPU time summed.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decode_lanes(
+        &mut self,
+        gpu: &Gpu,
+        helpers: &Helpers,
+        streams: &[&Arc<CudaStream>],
+        list: &[usize],
+        jobs: &[(&[u8], AugParams)],
+        out: &[Result<Decoded, SlotError>],
+        routes: &[Result<Classified, SlotError>],
+        arena: u64,
+    ) -> Result<(Vec<(usize, String)>, LaneCpu), GpuError> {
+        let lane_list = |l: usize| list.iter().copied().skip(l).step_by(CUDA_LANES);
+        let run_lane = |mut lane: CudaLane<'_>, l: usize| -> Result<(Vec<(usize, String)>, LaneCpu), GpuError> {
+            gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+            let mut failed = Vec::new();
+            for i in lane_list(l) {
+                let d = *out[i].as_ref().expect("placed above");
+                let gpu_hybrid = matches!(routes[i], Ok((_, _, _, true)));
+                if let Err(e) = lane.decode(streams[l], jobs[i].0, &d, arena, gpu_hybrid) {
+                    failed.push((i, e.to_string()));
+                }
+            }
+            Ok((failed, lane.cpu))
+        };
+        let mut lanes = self.lanes().into_iter().enumerate();
+        let (_, first) = lanes.next().expect("at least one lane");
+        let others: Vec<Job<'_, _>> = lanes
+            .filter(|(l, _)| lane_list(*l).next().is_some())
+            .map(|(l, lane)| Box::new(move || run_lane(lane, l)) as Job<'_, _>)
+            .collect();
+        let (theirs, mine) = helpers.many_beside(others, || run_lane(first, 0));
+        std::iter::once(mine).chain(theirs).try_fold((Vec::new(), LaneCpu::default()), |(mut f, mut c), r| {
+            let (lf, lc) = r?;
+            f.extend(lf);
+            c += lc;
+            Ok((f, c))
+        })
+    }
+
     /// The [`CUDA_LANES`] lanes, each with its share of every decoder's slots.
-    pub(super) fn lanes(&mut self) -> Vec<CudaLane<'_>> {
+    fn lanes(&mut self) -> Vec<CudaLane<'_>> {
         let mut lanes: Vec<CudaLane<'_>> =
             self.turn.iter_mut().map(|turn| CudaLane { decoders: Vec::new(), turn, cpu: LaneCpu::default() }).collect();
         for (dec, slots) in &mut self.decoders {
