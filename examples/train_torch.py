@@ -395,6 +395,9 @@ def main(argv=None):
     ap.add_argument("--gpu-bitstream", choices=["host", "device"], default="host",
                     help="where stoke's hardware JPEG engine reads the compressed bytes (device: copies on the GPU, "
                          "NVJPEG_BACKEND_HARDWARE_DEVICE, whose host part may take fewer cores)")
+    ap.add_argument("--gpu-engine-gray", action="store_true",
+                    help="ask stoke's hardware JPEG engine for baseline gray JPEGs sampled 1x1 too (off: nvJPEG's "
+                         "CUDA decoders take them, Huffman on the host); not GPU-verified")
     ap.add_argument("--decoders", choices=["all", "hw", "cuda"], default="all",
                     help="stoke's nvJPEG decoders (hw: the engine only, what it cannot take on the CPU route: "
                          "no nvJPEG CUDA-decoder kernels beside the model's)")
@@ -472,7 +475,7 @@ def main(argv=None):
         epoch_ahead=not args.no_epoch_ahead,
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
-            "gpu_bitstream": args.gpu_bitstream,
+            "gpu_bitstream": args.gpu_bitstream, "gpu_engine_gray": args.gpu_engine_gray,
             "gpu_hybrid_share": hybrid_share(args.gpu_hybrid_share)} if on_gpu else {}),
     )
     multicrop = args.preset in ("dino", "dinov2")
@@ -634,6 +637,7 @@ def main(argv=None):
         "decoded_gpu_hybrid_batched": s.get("decoded_gpu_hybrid_batched"),
         "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
         "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
+        "gpu_engine_gray": args.gpu_engine_gray if on_gpu else None,
         "bitstream_copies": s.get("bitstream_copies"),
         "nvjpeg_device_bytes": s.get("nvjpeg_device_bytes"), "nvjpeg_pinned_bytes": s.get("nvjpeg_pinned_bytes"),
         "nvjpeg_allocations": s.get("nvjpeg_allocations"),

@@ -51,7 +51,8 @@
 #                  (progressive, gray) are cheaper: `stoke bench` end to end with the default
 #                  decoders against --decoders hw (those images on libjpeg-turbo's CPU route
 #                  instead of nvJPEG's CUDA decoders, whose Huffman phase runs on the host too)
-#                  interleaved three times (cores by thread, the CUDA lanes' CPU by part), then
+#                  and against the engine asked for gray too (--gpu-engine-gray), interleaved
+#                  three times (cores by thread, the CUDA lanes' CPU by part), then
 #                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
 #                  cost the trainer, and which route costs fewer host cores
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
@@ -632,7 +633,8 @@ n=max(g.get(\"batches\",0),1)
 t=\", \".join(\"%s x%d %.2f\" % (x[\"name\"], x[\"threads\"], x[\"cores\"]) for x in r.get(\"cpu_by_thread\",[])[:6])
 l=r.get(\"latency_ms\") or {}
 e=[round(x) for x in r.get(\"epoch_start_wait_ms\",[])[:8]]
-print(\"%.0f images/s, %.2f cores (%.2f per 10k), waits %s, bitstreams %s (%s copies); engine calls %.1f ms wall / %.1f ms cpu per batch; CUDA lanes cpu huffman %.1f / queue %.1f / wait %.1f ms per batch; nvJPEG holds %.0f MiB, %s allocations in the window; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), r.get(\"gpu_wait\"), r.get(\"gpu_bitstream\"), (r.get(\"decoders\") or {}).get(\"bitstream_copies\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, 1e3*g.get(\"cuda_huffman_cpu\",0)/n, 1e3*g.get(\"cuda_queue_cpu\",0)/n, 1e3*g.get(\"cuda_wait_cpu\",0)/n, ((r.get(\"nvjpeg\") or {}).get(\"device_bytes\",0)+(r.get(\"nvjpeg\") or {}).get(\"pinned_bytes\",0))/2**20, (r.get(\"nvjpeg\") or {}).get(\"allocations_in_window\"), t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
+d=r.get(\"decoders\") or {}
+print(\"%.0f images/s, %.2f cores (%.2f per 10k), images engine/cuda/cpu %s/%s/%s%s, waits %s, bitstreams %s (%s copies); engine calls %.1f ms wall / %.1f ms cpu per batch; CUDA lanes cpu huffman %.1f / queue %.1f / wait %.1f ms per batch; nvJPEG holds %.0f MiB, %s allocations in the window; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), d.get(\"hardware\"), d.get(\"cuda\"), d.get(\"cpu\"), \" (gray on the engine)\" if r.get(\"gpu_engine_gray\") else \"\", r.get(\"gpu_wait\"), r.get(\"gpu_bitstream\"), (r.get(\"decoders\") or {}).get(\"bitstream_copies\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, 1e3*g.get(\"cuda_huffman_cpu\",0)/n, 1e3*g.get(\"cuda_queue_cpu\",0)/n, 1e3*g.get(\"cuda_wait_cpu\",0)/n, ((r.get(\"nvjpeg\") or {}).get(\"device_bytes\",0)+(r.get(\"nvjpeg\") or {}).get(\"pinned_bytes\",0))/2**20, (r.get(\"nvjpeg\") or {}).get(\"allocations_in_window\"), t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
 run_cores() {
   if [ $gpu = 0 ]; then
     for s in "stoke bench, next epoch made ahead or not, device bitstreams" "decode-only --decoders hw, host and device bitstreams" "train_torch, next epoch made ahead or not, device bitstreams"; do note "SKIP $s: no GPU"; done
@@ -727,10 +729,13 @@ run_routes() {
   ensure_data
   local secs="${BENCH_SECONDS:-5}" rep d
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  # gray: the default decoders with the engine asked for gray baseline JPEGs sampled 1x1 too
+  # (--gpu-engine-gray; ~2 % of the generated set, ~40 % of the CUDA decoders' images), whose
+  # pixels `run.sh tests` checks (STOKE-Q gray-engine).
   for rep in 1 2 3; do
-    for d in all hw; do
+    for d in all hw gray; do
       ledger=e2e figure="$cores_figure" step "stoke bench e2e, decoders $d ($rep)" 60 "bench-e2e-$d-$rep.json" \
-        "$bin" "${common[@]}" --decoders $d
+        "$bin" "${common[@]}" $([ $d = gray ] && echo --decoders all --gpu-engine-gray || echo --decoders $d)
     done
   done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

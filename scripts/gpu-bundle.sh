@@ -19,6 +19,7 @@
 #     tests/gpu_*, tests/lib-stoke   the GPU test executables and the library's (for its CUDA
 #                                unit tests); CPU-only tests stay out (CI runs them)
 #     corpus/imagenet_like/      the dev corpus's photos when ../shared/corpus/dev is here
+#     corpus/gray/               its gray conformance JPEGs (1×1 sampling)
 #   bundle/bench.tar.gz        `run.sh bench`:
 #     bench-bin/cuda_kernels     the kernel benchmarks (criterion)
 #     examples/train_loop        the example trainer: device batches on its own stream
@@ -116,6 +117,9 @@ for corpus in ../shared/corpus/dev /work/shared/corpus/dev; do
     mkdir -p $P/corpus
     cp -r "$corpus/imagenet_like" $P/corpus/
     echo "gpu-bundle: carrying $corpus/imagenet_like" >&2
+    # Its gray JPEGs (164 KB) for tests/gpu_decode.rs's gray-on-the-engine question: the
+    # ImageNet-like ones declare 2×2 sampling, these 1×1 (as encoders write gray).
+    if [ -d "$corpus/conformance/gray" ]; then cp -r "$corpus/conformance/gray" $P/corpus/; fi
     break
   fi
 done

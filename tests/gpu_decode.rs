@@ -89,11 +89,12 @@ fn decoder(
     which: GpuDecoders,
     interpolated: bool,
 ) -> GpuDecoder {
-    decoder_with(gpu, refs, batch, which, interpolated, 0)
+    decoder_with(gpu, refs, batch, which, interpolated, 0, false)
 }
 
 /// [`decoder`] whose hardware engine reads device copies of its bitstreams from a buffer of
-/// `device_bitstream_bytes` (0: host bitstreams).
+/// `device_bitstream_bytes` (0: host bitstreams), and is asked for gray baseline JPEGs sampled
+/// 1×1 with `engine_gray` (the config's `gpu_engine_gray`).
 fn decoder_with(
     gpu: &std::sync::Arc<stoke::backend::cuda::device::Gpu>,
     refs: &[(String, Vec<u8>, DecodedImage)],
@@ -101,6 +102,7 @@ fn decoder_with(
     which: GpuDecoders,
     interpolated: bool,
     device_bitstream_bytes: u64,
+    engine_gray: bool,
 ) -> GpuDecoder {
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
@@ -120,6 +122,7 @@ fn decoder_with(
         use_cuda,
         interpolated,
         device_bitstream_bytes,
+        engine_gray,
     };
     GpuDecoder::new(gpu, plan).unwrap()
 }
@@ -564,7 +567,7 @@ fn device_bitstreams_give_the_host_bitstreams_pixels() {
         })
         .collect();
     let capacity = places.iter().map(|p| p.0.len()).max().unwrap() as u64;
-    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
+    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity, false);
     println!("STOKE-Q bitstreams: asked for device bitstreams, the hardware engine reads: {}", dev.bitstreams_mode());
     if dev.bitstreams_mode() != "device" {
         assert!(!on_sim, "the stand-in opens NVJPEG_BACKEND_HARDWARE_DEVICE: {}", dev.bitstreams_mode());
@@ -619,7 +622,7 @@ fn device_bitstreams_give_the_host_bitstreams_pixels() {
     // A buffer of a third of the largest place: the images past its end are decoded on the
     // CPU, every slot still decoded, the rest on the engine as before.
     let small = capacity / 3;
-    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, small);
+    let mut dev = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, small, false);
     let (chunk, (place, ranges)) = (refs.chunks(batch).next().unwrap(), &places[0]);
     let jobs: Vec<(&[u8], _)> = chunk
         .iter()
@@ -655,7 +658,7 @@ fn device_bitstreams_give_the_host_bitstreams_pixels() {
             ("STOKE_SIM_FAIL", "nvjpegDecodeParamsCreate@hwdev", "setting up its route failed"),
         ] {
             std::env::set_var(var, value);
-            let refused = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity);
+            let refused = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, capacity, false);
             std::env::remove_var(var);
             let mut refused = refused;
             let mode = refused.bitstreams_mode();
@@ -703,4 +706,117 @@ fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
     } else {
         println!("STOKE-Q bitstreams: the pipeline's engine read host bytes although device ones were asked ({d:?})");
     }
+}
+
+/// The gray JPEGs of the question `gpu_engine_gray` asks: 24 generated ones (1×1 sampling, as
+/// encoders write gray) and, with `STOKE_CORPUS`, the corpus's gray conformance files
+/// (`$STOKE_CORPUS/conformance/gray`, or `gray` beside `imagenet_like` in the GPU bundle: 1×1,
+/// one progressive) and its ImageNet-like gray photos (declaring 2×2, which the engine got wrong
+/// on an H200), each with libjpeg-turbo's whole picture.
+fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
+    let seed = 5;
+    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
+        .filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Gray)
+        .take(24)
+        .map(|i| {
+            let g = stoke::gen::image(seed, 4, i).unwrap();
+            (format!("generated gray {}", g.key), g.bytes)
+        })
+        .collect();
+    if let Some(c) = std::env::var_os("STOKE_CORPUS") {
+        let c = PathBuf::from(c);
+        for d in [c.join("conformance/gray"), c.join("gray"), c.join("imagenet_like")] {
+            let Ok(dir) = std::fs::read_dir(&d) else { continue };
+            let mut paths: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for p in paths {
+                let bytes = std::fs::read(&p).unwrap();
+                if stoke::codec::jpeg::parse(&bytes).is_ok_and(|f| f.is_gray()) {
+                    files.push((p.display().to_string(), bytes));
+                }
+            }
+        }
+    } else {
+        eprintln!("STOKE_CORPUS not set: generated gray images only");
+    }
+    files
+        .into_iter()
+        .map(|(name, bytes)| {
+            let mut img = DecodedImage::default();
+            decode_rgb(&bytes, DEFAULT_MAX_DECODED_PIXELS, &mut img).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, bytes, img)
+        })
+        .collect()
+}
+
+/// `gpu_engine_gray` (off by default): with it, the hardware engine is asked for baseline gray
+/// JPEGs sampled 1×1, and whichever decoder takes each gray image, whole and by random-resized
+/// crop region, its picture is libjpeg-turbo's within the smooth-upsampling bound (a gray
+/// image has no chroma to upsample). Those declaring other sampling (the H200 decoded one
+/// declaring 2×2 50 levels off) and progressive ones never reach the engine. On the stand-in
+/// every 1×1 baseline one reaches it; on a GPU nvJPEG's own check has the last word, and the
+/// `STOKE-Q gray-engine` lines say what it took and how close each route came.
+#[test]
+fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = gray_references();
+    let batch = 16;
+    let mut dec = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, 0, true);
+    let engine = dec.hardware_width().is_some();
+    let on_sim = gpu.info().name.contains("simulated device, not a GPU");
+    let mut whole = AugmentSpec::train(64);
+    whole.crop = CropMode::Resize;
+    let mut out = Vec::new();
+    for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
+        // Per route: images, sum of per-image means, worst per-image mean, worst pixel.
+        let mut per_route: Vec<(Route, usize, f64, f64, u8)> = Vec::new();
+        for (c, chunk) in refs.chunks(batch).enumerate() {
+            let jobs: Vec<(&[u8], _)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(k, (_, b, img))| (&b[..], draw(&spec, 23, 0, (c * batch + k) as u64, img.width as i32, img.height as i32, 1)))
+                .collect();
+            let arena = dec.decode(&jobs, &mut out).unwrap();
+            gpu.ctx().bind_to_thread().unwrap();
+            for ((name, bytes, want), got) in chunk.iter().zip(&out) {
+                let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
+                let info = stoke::codec::jpeg::parse(bytes).unwrap();
+                let asked = stoke::backend::cuda::decode::engine_gray_candidate(&info);
+                if !asked {
+                    assert_ne!(d.route, Route::Hardware, "{name}: sampling {:?}, {:?} reached the engine", info.sampling[0], info.coding);
+                } else if engine && on_sim {
+                    assert_eq!(d.route, Route::Hardware, "{name}: a 1×1 baseline gray JPEG with gpu_engine_gray on the stand-in");
+                }
+                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
+                let mut px = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
+                // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
+                // the decode finished (decode() waits for it).
+                unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
+                let (mean, max) = region_diff(want, r, &px);
+                assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
+                let i = match per_route.iter().position(|p| p.0 == d.route) {
+                    Some(i) => i,
+                    None => {
+                        per_route.push((d.route, 0, 0.0, 0.0, 0));
+                        per_route.len() - 1
+                    }
+                };
+                let e = &mut per_route[i];
+                (e.1, e.2, e.3, e.4) = (e.1 + 1, e.2 + mean, e.3.max(mean), e.4.max(max));
+            }
+        }
+        for (route, n, sum, worst, max) in &per_route {
+            println!(
+                "STOKE-Q gray-engine: {what}, route {route:?}: {n} gray images, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
+                sum / *n as f64
+            );
+        }
+    }
+    let candidates = refs
+        .iter()
+        .filter(|r| stoke::codec::jpeg::parse(&r.1).is_ok_and(|f| stoke::backend::cuda::decode::engine_gray_candidate(&f)))
+        .count();
+    println!("STOKE-Q gray-engine: {candidates} of {} gray images asked of the engine ({:?})", refs.len(), dec.stats());
+    assert!(candidates >= 24, "the generated gray images are 1×1 baseline");
 }

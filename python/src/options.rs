@@ -30,6 +30,7 @@ const OPTIONS: &[&str] = &[
     "gpu_upsampling",
     "gpu_wait",
     "gpu_bitstream",
+    "gpu_engine_gray",
     "gpu_hybrid_share",
     "decode_only",
     "gpu_memory_budget",
@@ -154,6 +155,7 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.gpu_wait = Some([GpuWait::Auto, GpuWait::Block][choice("gpu_wait", "auto", &[("auto", 0), ("block", 1)])? as usize]);
     o.gpu_bitstream =
         Some([GpuBitstream::Host, GpuBitstream::Device][choice("gpu_bitstream", "host", &[("host", 0), ("device", 1)])? as usize]);
+    o.gpu_engine_gray = opt!("gpu_engine_gray", bool);
     if let Some(v) = get("gpu_hybrid_share")? {
         // "off", "auto", or a fraction in (0, 1] as a number or a string.
         let text = match v.extract::<f64>() {

@@ -118,6 +118,7 @@ class Loader:
         gpu_upsampling: Literal["smooth", "nearest"] = "nearest",
         gpu_wait: Literal["auto", "block"] = "auto",
         gpu_bitstream: Literal["host", "device"] = "host",
+        gpu_engine_gray: bool = False,
         gpu_hybrid_share: Union[Literal["off", "auto"], float] = "off",
         decode_only: bool = False,
         gpu_memory_budget: Optional[int] = None,

@@ -208,6 +208,12 @@ pub struct PipelineConfig {
     /// device: copies in device memory, see [`GpuBitstream`]).
     #[serde(default)]
     pub gpu_bitstream: GpuBitstream,
+    /// CUDA backend: ask the hardware JPEG engine for baseline gray JPEGs sampled 1×1 too
+    /// (default: off, they go to the CUDA decoders, whose Huffman decoding runs on the host).
+    /// Off until a GPU shows the engine decodes them right: on an H200 it got a gray JPEG
+    /// declaring 2×2 sampling wrong by 50 levels (those stay off the engine either way).
+    #[serde(default)]
+    pub gpu_engine_gray: bool,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
     /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
@@ -323,6 +329,7 @@ impl PipelineConfig {
             gpu_upsampling: GpuUpsampling::Nearest,
             gpu_wait: GpuWait::Auto,
             gpu_bitstream: GpuBitstream::Host,
+            gpu_engine_gray: false,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -544,7 +551,16 @@ mod tests {
     #[test]
     fn gpu_decoder_knobs_default_when_absent_and_the_budget_is_validated() {
         let mut old = serde_json::to_value(PipelineConfig::new("x")).unwrap();
-        for k in ["gpu_decoders", "gpu_upsampling", "gpu_wait", "gpu_bitstream", "decode_only", "gpu_memory_budget", "epoch_ahead"] {
+        for k in [
+            "gpu_decoders",
+            "gpu_upsampling",
+            "gpu_wait",
+            "gpu_bitstream",
+            "gpu_engine_gray",
+            "decode_only",
+            "gpu_memory_budget",
+            "epoch_ahead",
+        ] {
             old.as_object_mut().unwrap().remove(k);
         }
         let c: PipelineConfig = serde_json::from_value(old).unwrap();
@@ -564,6 +580,10 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_bitstream: GpuBitstream::Device, ..c.clone() }).unwrap())
                 .unwrap();
         assert_eq!(device.gpu_bitstream, GpuBitstream::Device);
+        assert!(!c.gpu_engine_gray && !PipelineConfig::new("x").gpu_engine_gray);
+        let gray: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_engine_gray: true, ..c.clone() }).unwrap()).unwrap();
+        assert!(gray.gpu_engine_gray);
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

@@ -181,6 +181,8 @@ pub struct PipelineOptions {
     pub gpu_wait: Option<GpuWait>,
     /// CUDA backend: where the hardware engine reads the compressed bytes.
     pub gpu_bitstream: Option<GpuBitstream>,
+    /// CUDA backend: ask the hardware engine for baseline gray JPEGs sampled 1×1 too.
+    pub gpu_engine_gray: Option<bool>,
     /// Decode but skip the augment (decoder-only measurement; the batches hold no images).
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -469,6 +471,7 @@ impl PipelineOptions {
         set(&mut c.gpu_upsampling, self.gpu_upsampling);
         set(&mut c.gpu_wait, self.gpu_wait);
         set(&mut c.gpu_bitstream, self.gpu_bitstream);
+        set(&mut c.gpu_engine_gray, self.gpu_engine_gray);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

@@ -244,6 +244,7 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(gpu_upsampling="bilinear"), ValueError, "gpu_upsampling"),
         (dict(gpu_wait="spin"), ValueError, "gpu_wait"),
         (dict(gpu_bitstream="pinned"), ValueError, "gpu_bitstream"),
+        (dict(gpu_engine_gray="yes"), TypeError, "gpu_engine_gray"),
         (dict(gpu_hybrid_share="half"), ValueError, "gpu_hybrid_share"),
         (dict(gpu_hybrid_share=1.5), ValueError, "gpu_hybrid_share"),
         (dict(gpu_hybrid_share=[0.5]), TypeError, "gpu_hybrid_share"),

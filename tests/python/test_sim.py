@@ -300,6 +300,28 @@ def test_gpu_bitstream_device_reaches_the_engine_and_keeps_every_batch(drv, fold
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_gpu_engine_gray_sends_gray_baseline_jpegs_to_the_engine(drv, tmp_path):
+    # Loader(gpu_engine_gray=True): baseline gray JPEGs sampled 1x1 (as Pillow writes them) go to
+    # the hardware engine instead of nvJPEG's CUDA decoders; off (the default) they do not.
+    from PIL import Image
+
+    root = write_image_folder(tmp_path, 2, 4, (64, 160), 6, 90, seed=7)
+    grays = sorted(root.glob("class*/img[01].jpg"))
+    for f in grays:
+        Image.open(f).convert("L").save(f, quality=90)
+    drv.make_current()
+
+    def stats(**kw):
+        ld = stoke.Loader(str(root), BATCH, device="cuda", epoch_ahead=False, **{**KW, **kw})
+        n = sum(labels.shape[0] for _, labels in ld)
+        return n, ld.stats()
+
+    (n_off, off), (n_on, on) = stats(), stats(gpu_engine_gray=True)
+    assert n_off == n_on == 8
+    assert off["decoded_cuda"] == len(grays) == 4 and on["decoded_cuda"] == 0, (off, on)
+    assert on["decoded_hardware"] == off["decoded_hardware"] + len(grays), (off, on)
+
+
 def test_a_released_batch_is_recorded_on_the_consumers_stream(drv, folder):
     # The ring slot goes back to the producer after the consumer's reads: stoke records an event
     # on the consumer's stream when the last capsule and tensor go, and the producer waits on it.

@@ -202,6 +202,7 @@ impl CudaBackend {
                 hw_max_per_call: (config.batch_size / 4).max(1),
                 cpu_threads,
                 use_hardware,
+                engine_gray: config.gpu_engine_gray,
                 use_cuda,
                 interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
                 device_bitstream_bytes: memory.device_bitstream_bytes(),

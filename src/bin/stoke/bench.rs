@@ -461,6 +461,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_upsampling: on_gpu.then(|| format!("{:?}", config.gpu_upsampling).to_lowercase()),
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
         gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
+        gpu_engine_gray: on_gpu.then_some(config.gpu_engine_gray),
         cpu_by_thread: cpu_by_thread(&threads0, &threads1, cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),

@@ -151,6 +151,11 @@ pub struct PipelineArgs {
     /// simulated device; not GPU-measured.
     #[arg(long, value_enum, default_value = "host")]
     pub gpu_bitstream: GpuBitstream,
+    /// CUDA backend: ask the hardware JPEG engine for baseline gray JPEGs sampled 1x1 too (off:
+    /// the CUDA decoders take them, with their Huffman decoding on the host). Runs on the
+    /// simulated device; not GPU-verified.
+    #[arg(long)]
+    pub gpu_engine_gray: bool,
     /// Decode but skip the augment (decoder-only measurement): the CUDA backend's kernel, the CPU
     /// backend's augment of each decoded crop region; the batches hold no images.
     #[arg(long)]
@@ -408,6 +413,7 @@ impl PipelineArgs {
             gpu_upsampling: Some(self.gpu_upsampling),
             gpu_wait: Some(self.gpu_wait),
             gpu_bitstream: Some(self.gpu_bitstream),
+            gpu_engine_gray: self.gpu_engine_gray.then_some(true),
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,

@@ -22,6 +22,7 @@ pub struct Classifier {
     interpolated: bool,
     use_hardware: bool,
     use_cuda: bool,
+    engine_gray: bool,
     // The engine's check (a bitstream handle and params on the hardware handle), `None`
     // without the engine.
     hw: Option<(JpegStream, DecodeParams)>,
@@ -39,6 +40,7 @@ impl Classifier {
             interpolated: plan.interpolated,
             use_hardware: plan.use_hardware,
             use_cuda: plan.use_cuda,
+            engine_gray: plan.engine_gray,
             hw,
         })
     }
@@ -58,7 +60,7 @@ impl Classifier {
             Some(crate::codec::ImageFormat::Jpeg) => crate::codec::jpeg::parse(bytes).ok(),
             _ => None,
         };
-        let cand = gpu_candidate(info.as_ref(), self.max_pixels).map_err(SlotError::from)?;
+        let cand = gpu_candidate(info.as_ref(), self.max_pixels, self.engine_gray).map_err(SlotError::from)?;
         // A stream cut short (no EOI) goes to the CPU decoder too, which reports it.
         let cand = cand.filter(|_| has_eoi(bytes));
         let Some(info) = info else { return Ok((Route::Cpu, Roi { x: 0, y: 0, w: 0, h: 0 }, (0, 0), false)) };

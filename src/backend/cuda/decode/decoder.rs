@@ -60,6 +60,9 @@ pub struct DecoderPlan {
     /// Bytes of the device buffer the hardware engine's bitstreams are copied into
     /// (`gpu_bitstream = device`: a staging slot's size); 0: the engine reads host bytes.
     pub device_bitstream_bytes: u64,
+    /// Ask the hardware engine for baseline gray JPEGs sampled 1×1 too (the config's
+    /// `gpu_engine_gray`; [`super::engine_gray_candidate`]); off: they go to the CUDA decoders.
+    pub engine_gray: bool,
 }
 
 impl DecoderPlan {

@@ -61,7 +61,10 @@ impl std::fmt::Display for Reject {
 /// Whether an image can go to a GPU decoder at all, and whether the hardware engine is worth
 /// asking (`Some(true)`) — from the header alone (`codec::jpeg::parse`). `None` facts (a
 /// header our parser refused) go to the CPU decoder, which produces the message if it fails.
-pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<bool>, Reject> {
+/// `engine_gray` ([`DecoderPlan::engine_gray`](super::DecoderPlan::engine_gray), the config's
+/// `gpu_engine_gray`) lets the engine be asked for baseline gray JPEGs whose one component is
+/// sampled 1×1 ([`engine_gray_candidate`]).
+pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64, engine_gray: bool) -> Result<Option<bool>, Reject> {
     let Some(f) = info else { return Ok(None) };
     if f.width == 0 || f.height == 0 {
         return Err(Reject::Empty);
@@ -85,11 +88,24 @@ pub fn gpu_candidate(info: Option<&JpegInfo>, max_pixels: u64) -> Result<Option<
         return Ok(None);
     }
     // The engine takes single-scan baseline without 4:1:1 / 4:1:0 (nvjpeg.h); nvJPEG's own
-    // check (`nvjpegDecodeBatchedSupportedEx`) has the last word. Not grayscale: on an H200
-    // (driver 580, nvJPEG 13.0) the engine accepted a 1-component baseline JPEG (sampling
-    // 2×2) and returned a mean error of 50 levels against libjpeg-turbo (tests/gpu_decode.rs,
-    // inet_dev_0046), where 3-component images matched.
-    Ok(Some(f.components == 3 && f.coding == Coding::Baseline && !matches!(f.subsampling, Subsampling::S411 | Subsampling::S410)))
+    // check (`nvjpegDecodeBatchedSupportedEx`) has the last word. Grayscale only when asked
+    // (engine_gray_candidate).
+    let colour = f.components == 3 && f.coding == Coding::Baseline && !matches!(f.subsampling, Subsampling::S411 | Subsampling::S410);
+    Ok(Some(colour || (engine_gray && engine_gray_candidate(f))))
+}
+
+/// A gray JPEG the hardware engine may be asked for under `gpu_engine_gray`: baseline, one
+/// component sampled 1×1 (what encoders write for gray: every gray image of the generated set,
+/// 10 of the corpus's 16 baseline gray files). Off by default: on an H200 (driver 580, nvJPEG
+/// 13.0) the engine accepted a 1-component baseline JPEG whose component declares sampling
+/// 2×2 (legal, and meaningless for one component) and returned a mean error of 50 levels
+/// against libjpeg-turbo (tests/gpu_decode.rs, corpus inet_dev_0046), where 3-component images
+/// matched; those stay on the CUDA decoders whatever the setting. Whether the engine decodes
+/// the 1×1 ones right, and what moving them off the CUDA decoders' host Huffman saves, is a GPU
+/// run's (tests/gpu_decode.rs `gray_baseline_on_the_engine_matches_the_cpu_decoder`,
+/// `bundle/run.sh routes`); nvImageCodec's hardware decoder takes gray images.
+pub fn engine_gray_candidate(f: &JpegInfo) -> bool {
+    f.components == 1 && f.coding == Coding::Baseline && f.sampling[0] == (1, 1)
 }
 
 /// Whether a JPEG's bytes end with an EOI marker (in their last KiB: what follows it, if

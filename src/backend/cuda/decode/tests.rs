@@ -24,7 +24,7 @@ fn info(coding: Coding, subsampling: Subsampling, components: u8) -> JpegInfo {
 }
 
 fn route_of(i: &JpegInfo, hw: Option<bool>) -> Route {
-    route(gpu_candidate(Some(i), 100_000_000).unwrap(), hw)
+    route(gpu_candidate(Some(i), 100_000_000, false).unwrap(), hw)
 }
 
 #[test]
@@ -36,7 +36,7 @@ fn routing_table() {
         (info(Baseline, S::S420, 3), Some(true), Route::Hardware),
         (info(Baseline, S::S420, 3), Some(false), Route::Cuda), // engine refused
         (info(Baseline, S::S420, 3), None, Route::Cuda),        // no engine on this GPU
-        (info(Baseline, S::Gray, 1), Some(true), Route::Cuda),  // the engine got gray wrong (H200)
+        (info(Baseline, S::Gray, 1), Some(true), Route::Cuda),  // gray: not asked by default
         (info(Baseline, S::S440, 3), Some(true), Route::Hardware),
         (info(Baseline, S::S411, 3), Some(true), Route::Cuda), // engine lacks 4:1:1
         (info(Baseline, S::S410, 3), Some(true), Route::Cuda),
@@ -65,7 +65,35 @@ fn routing_table() {
     let mut huffman = info(Baseline, S::S420, 3);
     huffman.turbo_refuses = true;
     assert_eq!(route_of(&huffman, Some(true)), Route::Cpu);
-    assert_eq!(route(gpu_candidate(None, 100).unwrap(), Some(true)), Route::Cpu);
+    assert_eq!(route(gpu_candidate(None, 100, false).unwrap(), Some(true)), Route::Cpu);
+}
+
+#[test]
+fn gpu_engine_gray_asks_the_engine_for_gray_baseline_sampled_1x1_only() {
+    use Coding::*;
+    use Subsampling as S;
+    let gray = |coding, sampling| JpegInfo { sampling: [sampling, (0, 0), (0, 0), (0, 0)], ..info(coding, S::Gray, 1) };
+    let with = |i: &JpegInfo, engine_gray: bool, hw| route(gpu_candidate(Some(i), 100_000_000, engine_gray).unwrap(), hw);
+    let plain = gray(Baseline, (1, 1));
+    assert!(engine_gray_candidate(&plain));
+    assert_eq!(with(&plain, true, Some(true)), Route::Hardware);
+    assert_eq!(with(&plain, false, Some(true)), Route::Cuda, "off by default");
+    assert_eq!(with(&plain, true, Some(false)), Route::Cuda, "nvJPEG's check has the last word");
+    assert_eq!(with(&plain, true, None), Route::Cuda, "no engine");
+    // Declared 2×2 (the H200's wrong decode, corpus inet_dev_0046), 2×1 or 1×2: never.
+    for s in [(2, 2), (2, 1), (1, 2)] {
+        let odd = gray(Baseline, s);
+        assert!(!engine_gray_candidate(&odd));
+        assert_eq!(with(&odd, true, Some(true)), Route::Cuda, "{s:?}");
+    }
+    // Not baseline: the CUDA decoders, as without the switch.
+    for coding in [Progressive, Extended] {
+        assert_eq!(with(&gray(coding, (1, 1)), true, Some(true)), Route::Cuda, "{coding:?}");
+    }
+    // Colour images route as they did.
+    let colour = info(Baseline, S::S420, 3);
+    assert_eq!(with(&colour, true, Some(true)), Route::Hardware);
+    assert_eq!(with(&info(Progressive, S::S420, 3), true, Some(true)), Route::Cuda);
 }
 
 #[test]
@@ -86,11 +114,11 @@ fn a_stream_without_an_eoi_in_its_tail_is_cut_short() {
 fn routing_rejects_bombs_and_empty_headers_before_any_decoder() {
     let mut f = info(Coding::Baseline, Subsampling::S420, 3);
     (f.width, f.height) = (64250, 64250);
-    let e = gpu_candidate(Some(&f), 100_000_000).unwrap_err();
+    let e = gpu_candidate(Some(&f), 100_000_000, false).unwrap_err();
     assert_eq!(e, Reject::TooLarge { width: 64250, height: 64250, max_pixels: 100_000_000 });
     assert!(e.to_string().contains("64250x64250 = 4128062500 pixels"), "{e}");
     f.width = 0;
-    assert_eq!(gpu_candidate(Some(&f), 100), Err(Reject::Empty));
+    assert_eq!(gpu_candidate(Some(&f), 100, false), Err(Reject::Empty));
 }
 
 #[test]

@@ -69,6 +69,9 @@ pub struct Report {
     /// CUDA backend: where the hardware engine read its bitstreams (`host`, `device`, or
     /// `host (device refused ...)` when nvJPEG would not open its device-input variant).
     pub gpu_bitstream: Option<String>,
+    /// CUDA backend: whether the hardware engine was asked for baseline gray JPEGs sampled 1×1
+    /// (`--gpu-engine-gray`; absent on the CPU).
+    pub gpu_engine_gray: Option<bool>,
     /// `cpu_cores_used` by thread group (the threads' names without their numbers), busiest
     /// first: which threads the cores went to.
     pub cpu_by_thread: Vec<ThreadCpu>,
@@ -199,6 +202,7 @@ impl Report {
             d.cpu,
             d.retried,
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
+                + if self.gpu_engine_gray == Some(true) { "; gray baseline on the engine" } else { "" }
         );
         if let Some(b) = self.gpu_bitstream.as_ref().filter(|b| *b != "host") {
             println!("             the engine's bitstreams: {b}; {} host-to-device copies of them", d.bitstream_copies);
