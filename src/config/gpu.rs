@@ -32,6 +32,11 @@ pub enum GpuDecoders {
 /// fraction of the engine's eligible images, pinned (a call of 100 images or fewer does its
 /// Huffman decoding on the host, nvjpeg.h). Config files spell it `"off"`, `"auto"` or
 /// `"0.25"`.
+///
+/// With `auto`, which images the route takes depends on timing: a run is bit for bit
+/// repeatable (docs/CONTRACTS.md, contract 1) only where the route returns the engine's pixels
+/// exactly, which a GPU has not yet shown (the stand-in decodes both alike); a pinned share
+/// takes the same images every run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum HybridShare {
