@@ -127,6 +127,49 @@ fn decoder_with(
     GpuDecoder::new(gpu, plan).unwrap()
 }
 
+/// The decoded region of `d` (its `3·w·h` bytes), copied out of the arena at `arena`. The
+/// decode must have finished (`GpuDecoder::decode` waits for it) and the context be bound.
+fn decoded(arena: u64, d: &stoke::backend::cuda::decode::Decoded) -> Vec<u8> {
+    let mut px = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
+    // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and the decode
+    // finished.
+    unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
+    px
+}
+
+/// Per route: images, the sum of their mean errors, the worst image's, the worst pixel's.
+#[derive(Default)]
+struct RouteErrors(Vec<(Route, usize, f64, f64, u8)>);
+
+impl RouteErrors {
+    fn add(&mut self, route: Route, mean: f64, max: u8) {
+        let i = self.0.iter().position(|p| p.0 == route).unwrap_or_else(|| {
+            self.0.push((route, 0, 0.0, 0.0, 0));
+            self.0.len() - 1
+        });
+        let e = &mut self.0[i];
+        (e.1, e.2, e.3, e.4) = (e.1 + 1, e.2 + mean, e.3.max(mean), e.4.max(max));
+    }
+
+    fn images(&self, route: Route) -> usize {
+        self.0.iter().find(|p| p.0 == route).map_or(0, |p| p.1)
+    }
+
+    fn on_the_gpu(&self) -> bool {
+        self.0.iter().any(|p| p.0 != Route::Cpu)
+    }
+
+    /// One `STOKE-Q <what>, route R: ...` line per route.
+    fn print(&self, what: &str, unit: &str) {
+        for (route, n, sum, worst, max) in &self.0 {
+            println!(
+                "STOKE-Q {what}, route {route:?}: {n} {unit}, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
+                sum / *n as f64
+            );
+        }
+    }
+}
+
 /// Mean and max absolute difference of region `(x, y, w, h)` of `whole` (RGB, `whole_w`
 /// wide) against `got` (the region's own RGB rows).
 fn region_diff(whole: &DecodedImage, (x, y, w, h): (u32, u32, u32, u32), got: &[u8]) -> (f64, u8) {
@@ -213,8 +256,7 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
         let mut dec = decoder(&gpu, &refs, batch, which, interpolated);
         let up = if interpolated { "smooth" } else { "nearest" };
         let mut out = Vec::new();
-        // Per route: images, sum of per-image means, worst per-image mean, worst pixel.
-        let mut per_route: Vec<(Route, usize, f64, f64, u8)> = Vec::new();
+        let mut per_route = RouteErrors::default();
         for (c, chunk) in refs.chunks(batch).enumerate() {
             let jobs: Vec<(&[u8], _)> = chunk
                 .iter()
@@ -227,39 +269,22 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
                 let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
                 let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
                 assert!(r.0 + r.2 <= want.width && r.1 + r.3 <= want.height, "{name}: region {r:?} outside the image");
-                let mut px = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
-                // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena,
-                // and the decode finished (decode() waits for it).
-                unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
-                let (mean, max) = region_diff(want, r, &px);
+                let (mean, max) = region_diff(want, r, &decoded(arena, d));
                 assert!(
                     mean < bound(interpolated),
                     "{name} ({:?}, {up} upsampling, region {r:?}): mean abs diff {mean:.3} vs the CPU decoder",
                     d.route
                 );
-                let i = match per_route.iter().position(|p| p.0 == d.route) {
-                    Some(i) => i,
-                    None => {
-                        per_route.push((d.route, 0, 0.0, 0.0, 0));
-                        per_route.len() - 1
-                    }
-                };
-                let e = &mut per_route[i];
-                (e.1, e.2, e.3, e.4) = (e.1 + 1, e.2 + mean, e.3.max(mean), e.4.max(max));
+                per_route.add(d.route, mean, max);
             }
         }
-        for (route, n, sum, worst, max) in &per_route {
-            // STOKE-Q: the GPU bundle's summary answers its open questions from these lines.
-            println!(
-                "STOKE-Q pixel-error: region, decoders {which:?}, {up} upsampling, route {route:?}: {n} regions, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
-                sum / *n as f64
-            );
-        }
-        let hw = per_route.iter().find(|p| p.0 == Route::Hardware).map_or(0, |p| p.1);
+        // STOKE-Q: the GPU bundle's summary answers its open questions from these lines.
+        per_route.print(&format!("pixel-error: region, decoders {which:?}, {up} upsampling"), "regions");
         if which == GpuDecoders::All {
+            let hw = per_route.images(Route::Hardware);
             println!("STOKE-Q roi: the hardware engine decoded {hw} random-crop regions with {up} upsampling ({:?})", dec.stats());
         }
-        assert!(per_route.iter().any(|p| p.0 != Route::Cpu), "no region decoded on the GPU with {which:?}: {:?}", dec.stats());
+        assert!(per_route.on_the_gpu(), "no region decoded on the GPU with {which:?}: {:?}", dec.stats());
     }
 }
 
@@ -779,8 +804,7 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     whole.crop = CropMode::Resize;
     let mut out = Vec::new();
     for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
-        // Per route: images, sum of per-image means, worst per-image mean, worst pixel.
-        let mut per_route: Vec<(Route, usize, f64, f64, u8)> = Vec::new();
+        let mut per_route = RouteErrors::default();
         for (c, chunk) in refs.chunks(batch).enumerate() {
             let jobs: Vec<(&[u8], _)> = chunk
                 .iter()
@@ -799,29 +823,12 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
                     assert_eq!(d.route, Route::Hardware, "{name}: a 1×1 baseline gray JPEG with gpu_engine_gray on the stand-in");
                 }
                 let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
-                let mut px = vec![0u8; 3 * d.roi.w as usize * d.roi.h as usize];
-                // SAFETY: the region holds 3·w·h decoded bytes at this offset of the arena, and
-                // the decode finished (decode() waits for it).
-                unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut px[..], arena + d.offset) }.unwrap();
-                let (mean, max) = region_diff(want, r, &px);
+                let (mean, max) = region_diff(want, r, &decoded(arena, d));
                 assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
-                let i = match per_route.iter().position(|p| p.0 == d.route) {
-                    Some(i) => i,
-                    None => {
-                        per_route.push((d.route, 0, 0.0, 0.0, 0));
-                        per_route.len() - 1
-                    }
-                };
-                let e = &mut per_route[i];
-                (e.1, e.2, e.3, e.4) = (e.1 + 1, e.2 + mean, e.3.max(mean), e.4.max(max));
+                per_route.add(d.route, mean, max);
             }
         }
-        for (route, n, sum, worst, max) in &per_route {
-            println!(
-                "STOKE-Q gray-engine: {what}, route {route:?}: {n} gray images, mean abs diff {:.3} (worst image {worst:.3}), max pixel diff {max}",
-                sum / *n as f64
-            );
-        }
+        per_route.print(&format!("gray-engine: {what}"), "gray images");
     }
     let candidates = refs
         .iter()
