@@ -747,7 +747,8 @@ fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
 /// encoders write gray) and, with `STOKE_CORPUS`, the corpus's gray conformance files
 /// (`$STOKE_CORPUS/conformance/gray`, or `gray` beside `imagenet_like` in the GPU bundle: 1×1,
 /// one progressive) and its ImageNet-like gray photos (declaring 2×2, which the engine got wrong
-/// on an H200), each with libjpeg-turbo's whole picture.
+/// on an H200), each followed by a generated colour photo; each with libjpeg-turbo's whole
+/// picture.
 fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
     let seed = 5;
     let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
@@ -774,6 +775,13 @@ fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
     } else {
         eprintln!("STOKE_CORPUS not set: generated gray images only");
     }
+    // As many colour photos, every other image: the engine's calls then mix one- and
+    // three-component images, as a data set's batches do.
+    let colour = (0..20_000).filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Baseline420).take(files.len()).map(|i| {
+        let g = stoke::gen::image(seed, 4, i).unwrap();
+        (format!("generated colour {}", g.key), g.bytes)
+    });
+    let files: Vec<_> = files.into_iter().zip(colour).flat_map(|(g, c)| [g, c]).collect();
     files
         .into_iter()
         .map(|(name, bytes)| {
@@ -788,9 +796,11 @@ fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
 /// JPEGs sampled 1×1, and whichever decoder takes each gray image, whole and by random-resized
 /// crop region, its picture is libjpeg-turbo's within the smooth-upsampling bound (a gray
 /// image has no chroma to upsample). Those declaring other sampling (the H200 decoded one
-/// declaring 2×2 50 levels off) and progressive ones never reach the engine. On the stand-in
-/// every 1×1 baseline one reaches it; on a GPU nvJPEG's own check has the last word, and the
-/// `STOKE-Q gray-engine` lines say what it took and how close each route came.
+/// declaring 2×2 50 levels off) and progressive ones never reach the engine. Every other image
+/// is a colour photo, so the engine's calls mix one- and three-component images; those stay
+/// within the nearest-upsampling bound. On the stand-in every 1×1 baseline gray one reaches
+/// the engine; on a GPU nvJPEG's own check has the last word, and the `STOKE-Q gray-engine`
+/// lines say what it took and how close each route came.
 #[test]
 fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     let _serial = serial();
@@ -804,7 +814,7 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     whole.crop = CropMode::Resize;
     let mut out = Vec::new();
     for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
-        let mut per_route = RouteErrors::default();
+        let (mut per_route, mut colour) = (RouteErrors::default(), RouteErrors::default());
         for (c, chunk) in refs.chunks(batch).enumerate() {
             let jobs: Vec<(&[u8], _)> = chunk
                 .iter()
@@ -816,24 +826,31 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
             for ((name, bytes, want), got) in chunk.iter().zip(&out) {
                 let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
                 let info = stoke::codec::jpeg::parse(bytes).unwrap();
+                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
+                let (mean, max) = region_diff(want, r, &decoded(arena, d));
+                if !info.is_gray() {
+                    assert!(mean < bound(false), "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
+                    colour.add(d.route, mean, max);
+                    continue;
+                }
                 let asked = stoke::backend::cuda::decode::engine_gray_candidate(&info);
                 if !asked {
                     assert_ne!(d.route, Route::Hardware, "{name}: sampling {:?}, {:?} reached the engine", info.sampling[0], info.coding);
                 } else if engine && on_sim {
                     assert_eq!(d.route, Route::Hardware, "{name}: a 1×1 baseline gray JPEG with gpu_engine_gray on the stand-in");
                 }
-                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
-                let (mean, max) = region_diff(want, r, &decoded(arena, d));
                 assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
                 per_route.add(d.route, mean, max);
             }
         }
         per_route.print(&format!("gray-engine: {what}"), "gray images");
+        colour.print(&format!("gray-engine: {what}, in the same calls"), "colour images");
     }
+    let gray = refs.iter().filter(|r| stoke::codec::jpeg::parse(&r.1).is_ok_and(|f| f.is_gray())).count();
     let candidates = refs
         .iter()
         .filter(|r| stoke::codec::jpeg::parse(&r.1).is_ok_and(|f| stoke::backend::cuda::decode::engine_gray_candidate(&f)))
         .count();
-    println!("STOKE-Q gray-engine: {candidates} of {} gray images asked of the engine ({:?})", refs.len(), dec.stats());
+    println!("STOKE-Q gray-engine: {candidates} of {gray} gray images asked of the engine ({:?})", dec.stats());
     assert!(candidates >= 24, "the generated gray images are 1×1 baseline");
 }
