@@ -51,8 +51,9 @@
 #                  (progressive, gray) are cheaper: `stoke bench` end to end with the default
 #                  decoders against --decoders hw (those images on libjpeg-turbo's CPU route
 #                  instead of nvJPEG's CUDA decoders, whose Huffman phase runs on the host too)
-#                  and against the engine asked for gray too (--gpu-engine-gray), interleaved
-#                  three times (cores by thread, the CUDA lanes' CPU by part), then
+#                  and against the engine asked for gray too (--gpu-engine-gray, alone and with
+#                  --decoders hw), interleaved three times (cores by thread, the CUDA lanes' CPU
+#                  by part), then
 #                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
 #                  cost the trainer, and which route costs fewer host cores
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
@@ -731,11 +732,14 @@ run_routes() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
   # gray: the default decoders with the engine asked for gray baseline JPEGs sampled 1x1 too
   # (--gpu-engine-gray; ~2 % of the generated set, ~40 % of the CUDA decoders' images), whose
-  # pixels `run.sh tests` checks (STOKE-Q gray-engine).
+  # pixels `run.sh tests` checks (STOKE-Q gray-engine); hw-gray: both (gray on the engine, the
+  # progressive and odd rest on the CPU route).
+  local -A flags=([all]="--decoders all" [hw]="--decoders hw" [gray]="--decoders all --gpu-engine-gray" [hw-gray]="--decoders hw --gpu-engine-gray")
   for rep in 1 2 3; do
-    for d in all hw gray; do
+    for d in all hw gray hw-gray; do
+      # shellcheck disable=SC2086
       ledger=e2e figure="$cores_figure" step "stoke bench e2e, decoders $d ($rep)" 60 "bench-e2e-$d-$rep.json" \
-        "$bin" "${common[@]}" $([ $d = gray ] && echo --decoders all --gpu-engine-gray || echo --decoders $d)
+        "$bin" "${common[@]}" ${flags[$d]}
     done
   done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
