@@ -104,11 +104,16 @@ fn decoder_with(
     device_bitstream_bytes: u64,
     engine_gray: bool,
 ) -> GpuDecoder {
+    GpuDecoder::new(gpu, DecoderPlan { device_bitstream_bytes, engine_gray, ..plan_for(refs, batch, which, interpolated) }).unwrap()
+}
+
+/// The plan [`decoder`] builds for `refs` (host bitstreams, gray off the engine).
+fn plan_for(refs: &[(String, Vec<u8>, DecodedImage)], batch: usize, which: GpuDecoders, interpolated: bool) -> DecoderPlan {
     let pixels = refs.iter().map(|r| r.2.width as u64 * r.2.height as u64);
     let max_w = refs.iter().map(|r| r.2.width).max().unwrap_or(1);
     let max_h = refs.iter().map(|r| r.2.height).max().unwrap_or(1);
     let (use_hardware, use_cuda) = DecoderPlan::switches(which);
-    let plan = DecoderPlan {
+    DecoderPlan {
         batch,
         arena: ArenaPlan::new(pixels, batch, DEFAULT_MAX_DECODED_PIXELS),
         max_pixels: DEFAULT_MAX_DECODED_PIXELS,
@@ -121,10 +126,9 @@ fn decoder_with(
         use_hardware,
         use_cuda,
         interpolated,
-        device_bitstream_bytes,
-        engine_gray,
-    };
-    GpuDecoder::new(gpu, plan).unwrap()
+        device_bitstream_bytes: 0,
+        engine_gray: false,
+    }
 }
 
 /// The decoded region of `d` (its `3·w·h` bytes), copied out of the arena at `arena`. The
@@ -432,6 +436,49 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
             assert!(route_part > 0 && a1 - b <= 2 * dec.device_bytes(), "{share}: grew {} bytes", a1 - b);
         }
     }
+}
+
+/// The batched GPU-hybrid route widens the engine images it takes to whole images within the
+/// arena's room, and the CPU route's images are placed in the same arena after the GPU's: the
+/// room it takes must leave theirs. With an arena that holds the plain path's batch of
+/// random-resized crops exactly (engine, CUDA-decoder and CPU-route images), a pinned share of
+/// 1 still gives every slot its picture, none a capacity error.
+#[test]
+fn the_gpu_hybrid_route_leaves_the_cpu_routes_images_their_room() {
+    use stoke::backend::cuda::decode::decoded_bytes;
+    use stoke::config::HybridShare;
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = references();
+    let batch = refs.len();
+    let spec = AugmentSpec::train(32);
+    let jobs: Vec<(&[u8], _)> = refs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, b, img))| (&b[..], draw(&spec, 3, 0, i as u64, img.width as i32, img.height as i32, 1)))
+        .collect();
+    let plan = plan_for(&refs, batch, GpuDecoders::All, false);
+    let mut plain = GpuDecoder::new(&gpu, plan).unwrap();
+    if plain.hardware_width().is_none() {
+        eprintln!("skipped: no hardware engine (the route takes a share of the engine's images)");
+        return;
+    }
+    let mut out = Vec::new();
+    plain.decode(&jobs, &mut out).unwrap();
+    let placed = |out: &[Result<stoke::backend::cuda::decode::Decoded, _>]| {
+        out.iter().flatten().map(|d| decoded_bytes(d.roi.w, d.roi.h)).sum::<u64>()
+    };
+    let need = placed(&out);
+    let on_cpu = out.iter().flatten().filter(|d| d.route == Route::Cpu).count();
+    assert!(on_cpu > 0 && out.iter().all(|r| r.is_ok()), "the set has CPU-route images and every one decodes: {:?}", plain.stats());
+    drop(plain);
+    let mut dec = GpuDecoder::new(&gpu, DecoderPlan { arena: ArenaPlan { bytes: need }, ..plan }).unwrap();
+    dec.enable_batched_hybrid(HybridShare::Pinned(1.0)).unwrap();
+    dec.decode(&jobs, &mut out).unwrap();
+    for (i, r) in out.iter().enumerate() {
+        assert!(r.is_ok(), "{}: {} (the route took {} images)", refs[i].0, r.as_ref().unwrap_err(), dec.stats().gpu_hybrid_batched);
+    }
+    assert!(placed(&out) <= need);
 }
 
 /// The batched GPU-hybrid route's `auto` share yields its SMs to the trainer while a batch

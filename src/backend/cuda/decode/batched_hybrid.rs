@@ -153,7 +153,8 @@ impl BatchedHybrid {
 
     /// The images of a routed batch this route takes from the engine (slot indices): among the
     /// engine's images that [`batched_gpu_hybrid_takes`], from the last slot back, while the
-    /// arena (`arena_bytes`) holds every GPU image with these ones whole and the call's
+    /// arena (`arena_bytes`) holds every image of the batch (the CPU route's too) with these
+    /// ones whole and the call's
     /// buffers stay within `max_bytes`; as many as the share says (`auto`: none while a batch
     /// waits for the trainer, module doc).
     pub(super) fn take(&mut self, jobs: &[(&[u8], AugParams)], routes: &[Result<Classified, SlotError>], arena_bytes: u64) -> Vec<usize> {
@@ -162,12 +163,15 @@ impl BatchedHybrid {
             self.meter.route_idle();
             return Vec::new();
         }
+        // Every image the arena will hold: the GPU routes' regions, and the CPU route's, placed
+        // after the GPU decodes.
         let mut placed = 0u64;
         let mut engine_mpx = 0f64;
         let mut engine = Vec::new();
         for (i, r) in routes.iter().enumerate() {
             match r {
-                Ok((Route::Cpu, ..)) | Err(_) => {}
+                Err(_) => {}
+                Ok((Route::Cpu, roi, ..)) => placed += cpu_route_bytes(jobs[i].0, roi),
                 Ok((route, roi, stored, _)) => {
                     placed += decoded_bytes(roi.w, roi.h);
                     if *route == Route::Hardware {
@@ -267,4 +271,15 @@ impl BatchedHybrid {
         self.meter.route_ran(secs, mpx, ok);
         Ok(secs)
     }
+}
+
+/// Arena bytes a CPU-route image takes once decoded: the region it was routed with (the decoder
+/// crops its decode to it), or, for an image routed without one (a PNG or WebP, or a header
+/// stoke's JPEG parser refused: decoded whole), the whole image its header announces (0 when
+/// no header says).
+fn cpu_route_bytes(bytes: &[u8], roi: &Roi) -> u64 {
+    if roi.w > 0 && roi.h > 0 {
+        return decoded_bytes(roi.w, roi.h);
+    }
+    crate::codec::parse_info(bytes).map_or(0, |f| decoded_bytes(f.width, f.height))
 }
