@@ -441,3 +441,47 @@ fn the_row_groups_largest_images_are_measured_once_per_set_and_saved_for_the_nex
     assert!(again.iter().all(|l| l.headerless > 0), "every row group unreadable now: sized at the decode guard");
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "measures with unreadable row groups are not saved");
 }
+
+/// Stream mode counts each row group it holds at its listed size (its image column's, more than
+/// its images' bytes) when read, when carried into the next epoch read ahead, and when released:
+/// once an epoch that began with row groups read ahead is over and the next one's are all read
+/// ahead, the bytes held are exactly the listed sizes of every row group. (Carried row groups
+/// were counted at their images' bytes and released at their listed size: the count fell below
+/// what was held, past zero — a panic in a build with overflow checks.)
+#[test]
+fn stream_mode_counts_row_groups_read_ahead_at_their_listed_size() {
+    use stoke::reader::stream::{StreamReader, StreamSource};
+    use stoke::reader::ReaderConfig;
+    use stoke::sampler::shards::ShardOrderConfig;
+    let dir = tempdir("stream-held");
+    write_both(&dir, clean());
+    let source = Arc::new(StreamSource::open(&dir.join("data"), 1).unwrap());
+    let listed: u64 = source.set.facts.iter().map(|f| f.bytes).sum();
+    let reader_cfg = ReaderConfig {
+        specs: vec![stoke::config::AugmentSpec::train(16)],
+        resolution: None,
+        seed: 5,
+        batch_size: 4,
+        on_error: OnError::Fail,
+        threads: 2,
+        prefetch_batches: 2,
+        cache_bytes: 0,
+        store_in_flight: 16,
+    };
+    let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };
+    let mut r = StreamReader::new(source.clone(), order_cfg, &reader_cfg, listed).unwrap();
+    let all = source.set.facts.len();
+    for e in 0..3 {
+        r.start_epoch(e, 0).unwrap();
+        while let Some(b) = r.next_batch() {
+            r.recycle(b.unwrap());
+        }
+        let t = std::time::Instant::now();
+        while r.next_epoch_ready() < all && t.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert_eq!(r.next_epoch_ready(), all, "epoch {e}: the next epoch's row groups are all read ahead");
+        assert_eq!(r.held(), listed, "epoch {e} (carried {} row groups in): held at their listed sizes", r.shards_read_ahead());
+    }
+    assert!(r.shards_read_ahead() > 0);
+}

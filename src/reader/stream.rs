@@ -326,23 +326,27 @@ impl Feed {
         threads: usize,
         peak: Arc<Mutex<u64>>,
     ) -> Result<Feed> {
-        let held = carried.iter().map(|l| l.bytes.as_slice().len() as u64).sum();
+        // At their listed sizes, as every shard is counted when read and released: a Parquet
+        // row group's listed size (its image column's) is more than its images' bytes.
+        let held = needs.now[..carried.len()].iter().map(|&s| source.set.facts[s].bytes).sum();
         let next = carried.len();
         let mut ready: Vec<_> = carried.into_iter().map(|l| Some(Ok(l))).collect();
         ready.resize_with(needs.now.len(), || None);
         let ahead = (0..needs.next.len()).map(|_| None).collect();
         let state =
             Arc::new((Mutex::new(FeedState { next, held, waiting: None, ready, ahead_next: 0, ahead, cancelled: false }), Condvar::new()));
-        let mut handles = Vec::with_capacity(threads);
+        // The feed first: should a thread fail to start, dropping it cancels and joins the ones
+        // already reading (they would otherwise fill the budget and wait forever).
+        let mut feed = Feed { state, threads: Vec::with_capacity(threads) };
         for t in 0..threads.min(needs.now.len() + needs.next.len()).max(1) {
-            let (st, src, needs, peak) = (state.clone(), source.clone(), needs.clone(), peak.clone());
+            let (st, src, needs, peak) = (feed.state.clone(), source.clone(), needs.clone(), peak.clone());
             let h = std::thread::Builder::new()
                 .name(format!("stoke-stream-{t}"))
                 .spawn(move || fetch(&st, &src, &needs, budget, &peak))
                 .map_err(|e| Error::config(format!("cannot start stream reader thread {t}: {e}")))?;
-            handles.push(h);
+            feed.threads.push(h);
         }
-        Ok(Feed { state, threads: handles })
+        Ok(feed)
     }
 
     /// The next epoch's shards read ahead so far that begin `need` (the first-need order of
@@ -641,6 +645,12 @@ impl StreamReader {
     /// Batches per epoch for this rank (the last may be partial).
     pub fn steps(&self) -> u64 {
         self.order.len().div_ceil(self.cfg.batch_size as u64)
+    }
+
+    /// Bytes of shards held now (read or being read, and not yet released: read ahead plus in
+    /// use), each at its listed size; 0 before the first epoch.
+    pub fn held(&self) -> u64 {
+        self.run.as_ref().map_or(0, |r| lock(&r.state.0).held)
     }
 
     /// The most bytes of shards held at once so far (read ahead plus in use).
