@@ -262,7 +262,11 @@ impl ObjectCache {
             let _ = std::fs::remove_file(&tmp);
             return Err(format!("cannot write {}: {e}", tmp.display()));
         }
-        let folder = Flock::exclusive(&self.dir.join("locks").join("folder.lock")).map_err(|e| format!("cannot lock the folder: {e}"))?;
+        let folder = Flock::exclusive(&self.dir.join("locks").join("folder.lock")).map_err(|e| {
+            // The written copy goes too: a whole shard left behind until a cleanup pass.
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot lock the folder: {e}")
+        })?;
         self.make_room(bytes.len() as u64);
         let r = std::fs::rename(&tmp, self.entry_path(key));
         drop(folder);
@@ -325,6 +329,23 @@ mod tests {
         // A restart: a new cache over the same folder finds it.
         let c2 = ObjectCache::open(d.path(), 1 << 20).unwrap();
         assert_eq!(c2.get("s3://b/a.tar", "e1", 1000, || panic!("not reused after a restart")).unwrap(), obj(1000, 7));
+    }
+
+    /// A cache whose folder lock cannot be taken steps aside and keeps no copy of the object it
+    /// was writing (a whole shard otherwise, until a cleanup pass found it an hour old).
+    #[test]
+    fn a_folder_lock_that_cannot_be_taken_leaves_no_written_copy() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ObjectCache::open(d.path(), 1 << 20).unwrap();
+        let lock = d.path().join("locks").join("folder.lock");
+        let _ = std::fs::remove_file(&lock);
+        std::fs::create_dir_all(&lock).unwrap(); // a folder where the lock file goes: open fails
+        let e = c.insert("k", &obj(1000, 3)).unwrap_err();
+        assert!(e.contains("cannot lock the folder"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(left.iter().all(|n| !n.to_string_lossy().contains(".tmp.")), "{left:?}");
+        // Through `get`: the object still comes from the store, the cache steps aside.
+        assert_eq!(c.get("s3://b/x.tar", "e1", 1000, || Ok((obj(1000, 5), "e1".into()))).unwrap(), obj(1000, 5));
     }
 
     #[test]
