@@ -17,7 +17,7 @@ mod gpu_common;
 
 use gpu_common::{gpu_or_skip, host, serial};
 use std::path::PathBuf;
-use stoke::augment::params::draw;
+use stoke::augment::params::{draw, AugParams};
 use stoke::backend::cpu::decode::{decode_rgb, DecodedImage};
 use stoke::backend::cuda::decode::{ArenaPlan, DecoderPlan, GpuDecoder, Route};
 use stoke::config::{AugmentSpec, CropMode, GpuDecoders, DEFAULT_MAX_DECODED_PIXELS};
@@ -129,6 +129,15 @@ fn plan_for(refs: &[(String, Vec<u8>, DecodedImage)], batch: usize, which: GpuDe
         device_bitstream_bytes: 0,
         engine_gray: false,
     }
+}
+
+/// One job per photo of `refs` (its bytes, and params drawn from `spec` with `seed` for epoch
+/// position `first + k`, by the photo's stored size).
+fn jobs_for<'a>(refs: &'a [(String, Vec<u8>, DecodedImage)], spec: &AugmentSpec, seed: u64, first: usize) -> Vec<(&'a [u8], AugParams)> {
+    refs.iter()
+        .enumerate()
+        .map(|(k, (_, b, img))| (&b[..], draw(spec, seed, 0, (first + k) as u64, img.width as i32, img.height as i32, 1)))
+        .collect()
 }
 
 /// The decoded region of `d` (its `3·w·h` bytes), copied out of the arena at `arena`. The
@@ -262,11 +271,7 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
         let mut out = Vec::new();
         let mut per_route = RouteErrors::default();
         for (c, chunk) in refs.chunks(batch).enumerate() {
-            let jobs: Vec<(&[u8], _)> = chunk
-                .iter()
-                .enumerate()
-                .map(|(k, (_, b, img))| (&b[..], draw(&spec, 17, 0, (c * batch + k) as u64, img.width as i32, img.height as i32, 1)))
-                .collect();
+            let jobs = jobs_for(chunk, &spec, 17, c * batch);
             let arena = dec.decode(&jobs, &mut out).unwrap();
             gpu.ctx().bind_to_thread().unwrap();
             for ((name, _, want), got) in chunk.iter().zip(&out) {
@@ -310,11 +315,7 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
     let batch = refs.len();
     assert!(batch > GPU_HUFFMAN_MIN_CALL + 20, "{batch} images");
     let spec = AugmentSpec::train(32);
-    let jobs: Vec<(&[u8], _)> = refs
-        .iter()
-        .enumerate()
-        .map(|(i, (_, b, img))| (&b[..], draw(&spec, 7, 0, i as u64, img.width as i32, img.height as i32, 1)))
-        .collect();
+    let jobs = jobs_for(&refs, &spec, 7, 0);
     let sim_count = |k: &str| gpu_common::sim_stats().map(|s| s["gpu_hybrid_batched"][k].as_u64().unwrap());
     let device_bytes = || gpu_common::sim_stats().map(|s| s["device_bytes"].as_u64().unwrap());
     let on_sim = gpu_common::sim_stats().is_some();
@@ -452,11 +453,7 @@ fn the_gpu_hybrid_route_leaves_the_cpu_routes_images_their_room() {
     let refs = references();
     let batch = refs.len();
     let spec = AugmentSpec::train(32);
-    let jobs: Vec<(&[u8], _)> = refs
-        .iter()
-        .enumerate()
-        .map(|(i, (_, b, img))| (&b[..], draw(&spec, 3, 0, i as u64, img.width as i32, img.height as i32, 1)))
-        .collect();
+    let jobs = jobs_for(&refs, &spec, 3, 0);
     let plan = plan_for(&refs, batch, GpuDecoders::All, false);
     let mut plain = GpuDecoder::new(&gpu, plan).unwrap();
     if plain.hardware_width().is_none() {
@@ -863,11 +860,7 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
         let (mut per_route, mut colour) = (RouteErrors::default(), RouteErrors::default());
         for (c, chunk) in refs.chunks(batch).enumerate() {
-            let jobs: Vec<(&[u8], _)> = chunk
-                .iter()
-                .enumerate()
-                .map(|(k, (_, b, img))| (&b[..], draw(&spec, 23, 0, (c * batch + k) as u64, img.width as i32, img.height as i32, 1)))
-                .collect();
+            let jobs = jobs_for(chunk, &spec, 23, c * batch);
             let arena = dec.decode(&jobs, &mut out).unwrap();
             gpu.ctx().bind_to_thread().unwrap();
             for ((name, bytes, want), got) in chunk.iter().zip(&out) {
