@@ -320,8 +320,8 @@ fn muldiv255(a: u32, b: u32) -> u32 {
 /// (Photoshop) files store the inks inverted; libjpeg-turbo hands them over as stored, so
 /// they are inverted first, as Pillow's "CMYK;I" raw mode does. On the CPU augment's ISA
 /// ([`crate::augment::host::augment_isa`], `STOKE_CPU_ISA`): integer math, the same bytes on
-/// either; with AVX2 the compiler vectorizes it (about 4× on a 500×375 image, where the
-/// baseline build's loop was a fifth of a CMYK photo's decode).
+/// either; with AVX2 the compiler vectorizes it (CMYK and YCCK photos decode 11–12 % faster
+/// for it, BENCHMARKS.md).
 fn cmyk_to_rgb(cmyk: &[u8], rgb: &mut [u8], inverted: bool) {
     #[cfg(target_arch = "x86_64")]
     if crate::augment::host::augment_isa() == crate::augment::host::Isa::Avx2 {

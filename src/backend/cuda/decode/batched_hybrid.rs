@@ -154,9 +154,8 @@ impl BatchedHybrid {
     /// The images of a routed batch this route takes from the engine (slot indices): among the
     /// engine's images that [`batched_gpu_hybrid_takes`], from the last slot back, while the
     /// arena (`arena_bytes`) holds every image of the batch (the CPU route's too) with these
-    /// ones whole and the call's
-    /// buffers stay within `max_bytes`; as many as the share says (`auto`: none while a batch
-    /// waits for the trainer, module doc).
+    /// ones whole and the call's buffers stay within `max_bytes`; as many as the share says
+    /// (`auto`: none while a batch waits for the trainer, module doc).
     pub(super) fn take(&mut self, jobs: &[(&[u8], AugParams)], routes: &[Result<Classified, SlotError>], arena_bytes: u64) -> Vec<usize> {
         if self.share == HybridShare::Auto && self.waiting >= YIELD_WHEN_WAITING {
             self.yielded += 1;
