@@ -554,8 +554,7 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
         let mut routes = stoke::batch::DecoderCounts::default();
         while let Some(b) = p.next_batch() {
             let b = b.unwrap();
-            (routes.hardware, routes.cuda, routes.cpu) =
-                (routes.hardware + b.decoders.hardware, routes.cuda + b.decoders.cuda, routes.cpu + b.decoders.cpu);
+            routes += b.decoders;
             two_lanes += usize::from(b.decoders.cuda >= 2);
             batches += 1;
         }
