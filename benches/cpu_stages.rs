@@ -1,6 +1,7 @@
 //! Microbenchmarks of the CPU-side stages, named `{backend}_{stage}_{dtype}`:
 //! header parse, sampler permutation, tar read (positioned reads and the reader threads),
-//! and, with the CPU backend, decode and augment.
+//! and, with the CPU backend, decode (progressive photos as stored and rewritten as baseline, and
+//! the rewrite itself) and augment.
 //!
 //! Inputs come from the built-in generator (`stoke::gen`), never from fixture files, so the
 //! same binary runs anywhere (the GPU bundle included). Measurement times are short on
@@ -153,6 +154,40 @@ fn cpu_decode(c: &mut Criterion) {
     g.finish();
 }
 
+/// Progressive photos (the generated set's 3 %): decoded as stored, rewritten as baseline
+/// (`transcode_progressive`: once per image), and the rewrite decoded (every epoch after).
+fn cpu_progressive(c: &mut Criterion) {
+    let seed = 0;
+    let jpegs: Vec<Vec<u8>> = (0..20_000)
+        .filter(|&i| gen::kind_of(seed, i) == gen::Kind::Progressive420)
+        .take(16)
+        .map(|i| gen::image(seed, gen::DEFAULT_CLASSES, i).expect("generator").bytes)
+        .collect();
+    let rewritten: Vec<Vec<u8>> =
+        jpegs.iter().map(|j| decode::to_baseline(j, DEFAULT_MAX_DECODED_PIXELS).expect("a progressive photo transcodes")).collect();
+    let mut g = short(c);
+    g.throughput(Throughput::Elements(jpegs.len() as u64));
+    for (name, set) in [("cpu_decode_progressive_u8", &jpegs), ("cpu_decode_transcoded_u8", &rewritten)] {
+        g.bench_function(name, |b| {
+            let mut out = DecodedImage::default();
+            b.iter(|| {
+                for jpeg in set {
+                    decode::decode_rgb(black_box(jpeg), DEFAULT_MAX_DECODED_PIXELS, &mut out).expect("decode");
+                }
+                black_box(out.rgb.len())
+            })
+        });
+    }
+    g.bench_function("cpu_transcode_progressive", |b| {
+        b.iter(|| {
+            for jpeg in &jpegs {
+                black_box(decode::to_baseline(black_box(jpeg), DEFAULT_MAX_DECODED_PIXELS));
+            }
+        })
+    });
+    g.finish();
+}
+
 fn cpu_augment(c: &mut Criterion) {
     let samples = decoded(32);
     let mut g = short(c);
@@ -230,5 +265,5 @@ fn cpu_augment(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, header, sampler, tar_read, cpu_decode, cpu_augment);
+criterion_group!(benches, header, sampler, tar_read, cpu_decode, cpu_progressive, cpu_augment);
 criterion_main!(benches);

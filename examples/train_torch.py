@@ -398,6 +398,10 @@ def main(argv=None):
     ap.add_argument("--gpu-engine-gray", action="store_true",
                     help="ask stoke's hardware JPEG engine for baseline gray JPEGs sampled 1x1 too (off: nvJPEG's "
                          "CUDA decoders take them, Huffman on the host); not GPU-verified")
+    ap.add_argument("--transcode-progressive", action="store_true",
+                    help="rewrite progressive JPEGs as baseline once, kept in RAM (stoke's hardware JPEG engine then "
+                         "decodes them, not nvJPEG's CUDA decoders with Huffman on the host; the CPU backend's pixels "
+                         "are the same); not GPU-verified")
     ap.add_argument("--decoders", choices=["all", "hw", "cuda"], default="all",
                     help="stoke's nvJPEG decoders (hw: the engine only, what it cannot take on the CPU route: "
                          "no nvJPEG CUDA-decoder kernels beside the model's)")
@@ -473,6 +477,7 @@ def main(argv=None):
         drop_last=True,
         preset=args.preset,
         epoch_ahead=not args.no_epoch_ahead,
+        transcode_progressive=args.transcode_progressive,
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
             "gpu_bitstream": args.gpu_bitstream, "gpu_engine_gray": args.gpu_engine_gray,
@@ -638,6 +643,8 @@ def main(argv=None):
         "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
         "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
         "gpu_engine_gray": args.gpu_engine_gray if on_gpu else None,
+        "transcode_progressive": args.transcode_progressive,
+        "transcoded_rewrites": s.get("transcoded_rewrites"), "transcoded_kept": s.get("transcoded_kept"),
         "bitstream_copies": s.get("bitstream_copies"),
         "nvjpeg_device_bytes": s.get("nvjpeg_device_bytes"), "nvjpeg_pinned_bytes": s.get("nvjpeg_pinned_bytes"),
         "nvjpeg_allocations": s.get("nvjpeg_allocations"),

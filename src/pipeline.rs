@@ -92,6 +92,8 @@ pub struct Stats {
     /// nvJPEG's own device and pinned memory (made through stoke's allocators) and how many
     /// allocations it made; zero on the CPU backend.
     pub nvjpeg: crate::backend::NvjpegMemoryStats,
+    /// `transcode_progressive`: the progressive JPEGs rewritten as baseline and kept.
+    pub transcoded: crate::reader::transcode::TranscodeStats,
     /// Stream mode: the most bytes of whole shards held at once (read ahead plus in use).
     pub read_ahead_peak: u64,
     /// Stream mode: shards the epochs started with already read (by the previous epoch's read

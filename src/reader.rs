@@ -20,6 +20,10 @@
 //! With `cache_bytes > 0`, compressed bytes are kept in RAM up to that budget as they are read
 //! (so the first epoch fills the cache and later epochs read from it).
 //!
+//! With `transcode_progressive`, progressive and arithmetic-coded JPEGs are delivered rewritten
+//! as baseline ([`transcode`]), kept in RAM under their own budget (or in the cache above, when
+//! it holds them): the same pixels, decoded faster, and by the GPU's hardware engine.
+//!
 //! [`stream::StreamReader`] is the other reader, for stream mode
 //! ([`crate::config::StreamSpec`]): no per-sample index, whole shards read ahead, the same
 //! [`ReadBatch`] out.
@@ -41,8 +45,10 @@ use std::thread::JoinHandle;
 
 pub mod bytes;
 pub mod stream;
+pub mod transcode;
 
 use bytes::{ByteSink, BytesSource, HostBytes};
+use transcode::Transcoder;
 
 /// One sample of a [`ReadBatch`].
 #[derive(Debug)]
@@ -101,6 +107,8 @@ struct Shared {
     cache: Vec<OnceLock<Box<[u8]>>>,
     cache_budget: u64,
     cache_used: AtomicU64,
+    /// `transcode_progressive`: progressive JPEGs rewritten as baseline.
+    transcoder: Option<Transcoder>,
 }
 
 struct Job {
@@ -115,6 +123,21 @@ struct Done {
     generation: u64,
     step: u64,
     result: Result<ReadBatch>,
+}
+
+/// A sample's bytes held in RAM: the cache's, or its baseline rewrite's.
+enum Held<'a> {
+    Cache(&'a [u8]),
+    Kept(Arc<[u8]>),
+}
+
+impl Held<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Held::Cache(b) => b,
+            Held::Kept(b) => b,
+        }
+    }
 }
 
 /// Reads batches of compressed bytes with persistent threads; see the module docs.
@@ -184,12 +207,14 @@ impl Shared {
         let order = self.sampler.epoch(job.epoch);
         let first = job.step * self.batch_size as u64;
         let last = (first + self.batch_size as u64).min(job.share.len());
-        // (position, dataset index, cached bytes) of the batch's samples.
-        let items: Vec<(u64, usize, Option<&[u8]>)> = (first..last)
+        // (position, dataset index, bytes held in RAM) of the batch's samples.
+        let items: Vec<(u64, usize, Option<Held<'_>>)> = (first..last)
             .map(|i| {
                 let position = job.share.position(i);
                 let index = order.index(position);
-                (position, index, self.cache.get(index).and_then(OnceLock::get).map(|b| &b[..]))
+                let cached = self.cache.get(index).and_then(OnceLock::get).map(|b| Held::Cache(&b[..]));
+                let held = cached.or_else(|| self.transcoder.as_ref().and_then(|t| t.kept(index)).map(Held::Kept));
+                (position, index, held)
             })
             .collect();
         // In a store, the samples not cached are fetched together, `store_in_flight` at once.
@@ -221,8 +246,8 @@ impl Shared {
                 b.data.extend_from_slice(bytes);
                 start..b.data.len()
             };
-            let read = match cached {
-                Some(bytes) => Ok(append(b, bytes)),
+            let read = match &cached {
+                Some(held) => Ok(append(b, held.bytes())),
                 #[cfg(feature = "remote")]
                 None if fetched.is_some() => match fetched.as_mut().and_then(Iterator::next).expect("one per sample not cached") {
                     Ok(bytes) => Ok(append(b, &bytes)),
@@ -231,8 +256,10 @@ impl Shared {
                 None => self.dataset.read_append(index, &mut b.data),
             };
             match read {
-                Ok(range) => {
-                    self.maybe_cache(index, &b.data[range.clone()]);
+                Ok(mut range) => {
+                    if cached.is_none() {
+                        range = self.keep(index, &mut b.data, range);
+                    }
                     b.samples.push(ReadSample { index, position, bytes: range, params, label: meta.label, error: None });
                 }
                 Err(e) => match self.on_error {
@@ -254,16 +281,36 @@ impl Shared {
         Ok(true)
     }
 
-    fn maybe_cache(&self, index: usize, bytes: &[u8]) {
-        let Some(slot) = self.cache.get(index) else { return };
+    /// Sample `index` was read from its source into `data[range]`: rewrite it as baseline
+    /// (`transcode_progressive`), keep it in RAM where a budget has room, and return where its
+    /// bytes now are.
+    fn keep(&self, index: usize, data: &mut HostBytes, range: Range<usize>) -> Range<usize> {
+        let Some(baseline) = self.transcoder.as_ref().and_then(|t| t.rewrite(index, &data[range.clone()])) else {
+            self.maybe_cache(index, &data[range.clone()]);
+            return range;
+        };
+        data.truncate(range.start);
+        data.extend_from_slice(&baseline);
+        if !self.maybe_cache(index, &baseline) {
+            self.transcoder.as_ref().expect("rewritten by it").keep(index, &baseline);
+        }
+        range.start..data.len()
+    }
+
+    /// Keep `bytes` as sample `index`'s in the RAM cache if it is on and has room; whether it
+    /// holds them now.
+    fn maybe_cache(&self, index: usize, bytes: &[u8]) -> bool {
+        let Some(slot) = self.cache.get(index) else { return false };
         if slot.get().is_some() {
-            return;
+            return true;
         }
         let n = bytes.len() as u64;
         let used = self.cache_used.fetch_add(n, Ordering::Relaxed);
         if used + n > self.cache_budget || slot.set(bytes.into()).is_err() {
             self.cache_used.fetch_sub(n, Ordering::Relaxed);
+            return slot.get().is_some();
         }
+        true
     }
 }
 
@@ -311,6 +358,12 @@ pub struct ReaderConfig {
     pub prefetch_batches: usize,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
+    /// Progressive and arithmetic-coded JPEGs rewritten as baseline ([`transcode`]).
+    pub transcode_progressive: bool,
+    /// RAM for the rewritten bytes kept (those not in the cache).
+    pub transcode_cache_bytes: u64,
+    /// The decoded-size guard: larger images are not rewritten.
+    pub max_decoded_pixels: u64,
     /// Ranged GETs in flight at once per reader thread, for a data set in a store.
     pub store_in_flight: usize,
 }
@@ -327,6 +380,9 @@ impl ReaderConfig {
             threads: c.reader_threads,
             prefetch_batches: c.prefetch_batches,
             cache_bytes: c.cache_bytes,
+            transcode_progressive: c.transcode_progressive,
+            transcode_cache_bytes: c.transcode_cache_bytes,
+            max_decoded_pixels: c.max_decoded_pixels,
             store_in_flight: c.store_in_flight,
         }
     }
@@ -394,6 +450,8 @@ impl Reader {
             )));
         }
         let cache = if config.cache_bytes > 0 { (0..dataset.len()).map(|_| OnceLock::new()).collect() } else { Vec::new() };
+        let transcoder =
+            config.transcode_progressive.then(|| Transcoder::new(dataset.len(), config.max_decoded_pixels, config.transcode_cache_bytes));
         let shared = Arc::new(Shared {
             dataset,
             sampler,
@@ -407,6 +465,7 @@ impl Reader {
             cache,
             cache_budget: config.cache_bytes,
             cache_used: AtomicU64::new(0),
+            transcoder,
         });
         let (job_tx, job_rx) = unbounded::<Job>();
         let (res_tx, res_rx) = unbounded::<Done>();
@@ -442,6 +501,11 @@ impl Reader {
     /// Batches per epoch for this rank (the last may be partial).
     pub fn steps(&self) -> u64 {
         self.shared.sampler.steps(self.shared.batch_size)
+    }
+
+    /// What `transcode_progressive` rewrote and keeps (zero when it is off).
+    pub fn transcoded(&self) -> transcode::TranscodeStats {
+        self.shared.transcoder.as_ref().map(Transcoder::stats).unwrap_or_default()
     }
 
     /// Bytes held by the RAM cache.

@@ -894,3 +894,93 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     println!("STOKE-Q gray-engine: {candidates} of {gray} gray images asked of the engine ({:?})", dec.stats());
     assert!(candidates >= 24, "the generated gray images are 1×1 baseline");
 }
+
+/// Progressive JPEGs as `transcode_progressive` delivers them: 16 generated photos and, with
+/// `STOKE_CORPUS`, the corpus's progressive conformance files under 1 MB
+/// (`$STOKE_CORPUS/conformance/progressive`, or `progressive` in the GPU bundle) and its
+/// ImageNet-like progressive photos, each rewritten as baseline (`to_baseline`); each with
+/// libjpeg-turbo's whole picture of the file *as stored*.
+fn rewritten_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
+    let seed = 9;
+    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
+        .filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Progressive420)
+        .take(16)
+        .map(|i| {
+            let g = stoke::gen::image(seed, 4, i).unwrap();
+            (format!("generated progressive {}", g.key), g.bytes)
+        })
+        .collect();
+    if let Some(c) = std::env::var_os("STOKE_CORPUS") {
+        let c = PathBuf::from(c);
+        for d in [c.join("conformance/progressive"), c.join("progressive"), c.join("imagenet_like")] {
+            let Ok(dir) = std::fs::read_dir(&d) else { continue };
+            let mut paths: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for p in paths {
+                let bytes = std::fs::read(&p).unwrap();
+                if bytes.len() < 1 << 20 && stoke::codec::jpeg::parse(&bytes).is_ok_and(|f| f.coding.is_progressive()) {
+                    files.push((p.display().to_string(), bytes));
+                }
+            }
+        }
+    } else {
+        eprintln!("STOKE_CORPUS not set: generated progressive photos only");
+    }
+    files
+        .into_iter()
+        .filter_map(|(name, stored)| {
+            let mut img = DecodedImage::default();
+            decode_rgb(&stored, DEFAULT_MAX_DECODED_PIXELS, &mut img).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let baseline = stoke::backend::cpu::decode::to_baseline(&stored, DEFAULT_MAX_DECODED_PIXELS)?;
+            Some((name, baseline, img))
+        })
+        .collect()
+}
+
+/// `transcode_progressive` (off by default) hands the decoders progressive photos rewritten as
+/// baseline: the hardware engine is asked for the colour ones (on the stand-in it takes every
+/// one), and whichever decoder takes each, whole and by random-resized-crop region, its picture
+/// is libjpeg-turbo's picture of the file as stored within the nearest-upsampling bound, as for
+/// any photo. On a GPU the `STOKE-Q transcoded` lines say what the engine took and how close
+/// each route came: the question a default needs answered.
+#[test]
+fn progressive_photos_rewritten_as_baseline_go_to_the_engine_with_the_stored_files_pixels() {
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let refs = rewritten_references();
+    assert!(refs.len() >= 16, "the generated progressive photos transcode");
+    let batch = 8;
+    let mut dec = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, 0, false);
+    let engine = dec.hardware_width().is_some();
+    let on_sim = gpu.info().name.contains("simulated device, not a GPU");
+    let mut whole = AugmentSpec::train(64);
+    whole.crop = CropMode::Resize;
+    let mut out = Vec::new();
+    for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
+        let mut per_route = RouteErrors::default();
+        for (c, chunk) in refs.chunks(batch).enumerate() {
+            let jobs = jobs_for(chunk, &spec, 31, c * batch);
+            let arena = dec.decode(&jobs, &mut out).unwrap();
+            gpu.ctx().bind_to_thread().unwrap();
+            for ((name, bytes, want), got) in chunk.iter().zip(&out) {
+                let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
+                let info = stoke::codec::jpeg::parse(bytes).unwrap();
+                assert_eq!(info.coding, stoke::codec::jpeg::Coding::Baseline, "{name}");
+                let asked = stoke::backend::cuda::decode::gpu_candidate(Some(&info), DEFAULT_MAX_DECODED_PIXELS, false) == Ok(Some(true));
+                if engine && on_sim && asked {
+                    assert_eq!(d.route, Route::Hardware, "{name}: a rewritten colour photo on the stand-in");
+                }
+                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
+                let (mean, max) = region_diff(want, r, &decoded(arena, d));
+                assert!(
+                    mean < bound(false),
+                    "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the stored file's CPU decode",
+                    d.route
+                );
+                per_route.add(d.route, mean, max);
+            }
+        }
+        per_route.print(&format!("transcoded: {what}"), "rewritten progressive photos");
+    }
+    println!("STOKE-Q transcoded: {} rewritten progressive photos ({:?})", refs.len(), dec.stats());
+}

@@ -466,6 +466,9 @@ fn stream_mode_counts_row_groups_read_ahead_at_their_listed_size() {
         threads: 2,
         prefetch_batches: 2,
         cache_bytes: 0,
+        transcode_progressive: false,
+        transcode_cache_bytes: 0,
+        max_decoded_pixels: 1 << 26,
         store_in_flight: 16,
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };

@@ -223,6 +223,9 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
         threads: 3,
         prefetch_batches: 2,
         cache_bytes: 0,
+        transcode_progressive: false,
+        transcode_cache_bytes: 0,
+        max_decoded_pixels: 1 << 26,
         store_in_flight: 16,
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };

@@ -475,6 +475,10 @@ impl Loader {
         d.set_item("nvjpeg_device_bytes", s.nvjpeg.device_bytes)?;
         d.set_item("nvjpeg_pinned_bytes", s.nvjpeg.pinned_bytes)?;
         d.set_item("nvjpeg_allocations", s.nvjpeg.allocations)?;
+        d.set_item("transcoded_rewrites", s.transcoded.rewrites)?;
+        d.set_item("transcoded_kept", s.transcoded.kept)?;
+        d.set_item("transcoded_kept_bytes", s.transcoded.kept_bytes)?;
+        d.set_item("transcoded_again", s.transcoded.again)?;
         Ok(d.into())
     }
 }

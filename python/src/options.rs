@@ -31,6 +31,8 @@ const OPTIONS: &[&str] = &[
     "gpu_wait",
     "gpu_bitstream",
     "gpu_engine_gray",
+    "transcode_progressive",
+    "transcode_cache_bytes",
     "gpu_hybrid_share",
     "decode_only",
     "gpu_memory_budget",
@@ -156,6 +158,8 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.gpu_bitstream =
         Some([GpuBitstream::Host, GpuBitstream::Device][choice("gpu_bitstream", "host", &[("host", 0), ("device", 1)])? as usize]);
     o.gpu_engine_gray = opt!("gpu_engine_gray", bool);
+    o.transcode_progressive = opt!("transcode_progressive", bool);
+    o.transcode_cache_bytes = opt!("transcode_cache_bytes", u64);
     if let Some(v) = get("gpu_hybrid_share")? {
         // "off", "auto", or a fraction in (0, 1] as a number or a string.
         let text = match v.extract::<f64>() {

@@ -51,6 +51,14 @@ fn yes() -> bool {
     true
 }
 
+/// Default RAM for `transcode_progressive`'s rewritten images: 1 GiB, the progressive JPEGs of
+/// about 9000 ImageNet-sized photos.
+pub const DEFAULT_TRANSCODE_CACHE_BYTES: u64 = 1 << 30;
+
+fn default_transcode_cache() -> u64 {
+    DEFAULT_TRANSCODE_CACHE_BYTES
+}
+
 /// Default decoded-size guard: 100 megapixels (a 10000×10000 photo), far above ImageNet's
 /// largest images and far below the 64250×64250 decompression bombs in the corpus.
 pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
@@ -178,6 +186,18 @@ pub struct PipelineConfig {
     pub epoch_ahead: bool,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
+    /// Rewrite progressive and arithmetic-coded JPEGs (8-bit, gray or colour) as baseline
+    /// JPEGs holding the same DCT coefficients, once, keeping them in RAM
+    /// ([`crate::reader::transcode`]): the CUDA backend's hardware engine then takes them
+    /// (no Huffman decoding on the host), and libjpeg-turbo decodes them faster, to the same
+    /// pixels. Per-sample mode. Off by default.
+    #[serde(default)]
+    pub transcode_progressive: bool,
+    /// RAM for the rewritten images (default [`DEFAULT_TRANSCODE_CACHE_BYTES`]); past it an
+    /// image is rewritten again at each read (the same bytes: the output does not depend on
+    /// it), and a warning says so.
+    #[serde(default = "default_transcode_cache")]
+    pub transcode_cache_bytes: u64,
     /// Reject images whose header says more than this many pixels, before any allocation.
     pub max_decoded_pixels: u64,
     /// CPU backend: decode whole-image crops (eval / resize presets) of large images at 1/2,
@@ -320,6 +340,8 @@ impl PipelineConfig {
             prefetch_batches: 2,
             epoch_ahead: true,
             cache_bytes: 0,
+            transcode_progressive: false,
+            transcode_cache_bytes: DEFAULT_TRANSCODE_CACHE_BYTES,
             max_decoded_pixels: DEFAULT_MAX_DECODED_PIXELS,
             cpu_dct_scaling: false,
             device: 0,
@@ -465,6 +487,9 @@ impl PipelineConfig {
             }
             if self.cache_bytes > 0 {
                 return bad(format!("stream mode reads whole shards and keeps none: cache_bytes must be 0, got {}", self.cache_bytes));
+            }
+            if self.transcode_progressive {
+                return bad("stream mode reads whole shards and keeps none: transcode_progressive, which keeps the rewritten images, needs per-sample mode".into());
             }
         }
         for (i, s) in self.output.std.iter().enumerate() {

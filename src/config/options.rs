@@ -183,6 +183,10 @@ pub struct PipelineOptions {
     pub gpu_bitstream: Option<GpuBitstream>,
     /// CUDA backend: ask the hardware engine for baseline gray JPEGs sampled 1×1 too.
     pub gpu_engine_gray: Option<bool>,
+    /// Rewrite progressive JPEGs as baseline once, kept in RAM.
+    pub transcode_progressive: Option<bool>,
+    /// RAM for the rewritten images (default 1 GiB).
+    pub transcode_cache_bytes: Option<u64>,
     /// Decode but skip the augment (decoder-only measurement; the batches hold no images).
     pub decode_only: bool,
     /// CUDA backend: device + pinned bytes stoke may hold in all, output ring and augment
@@ -472,6 +476,8 @@ impl PipelineOptions {
         set(&mut c.gpu_wait, self.gpu_wait);
         set(&mut c.gpu_bitstream, self.gpu_bitstream);
         set(&mut c.gpu_engine_gray, self.gpu_engine_gray);
+        set(&mut c.transcode_progressive, self.transcode_progressive);
+        set(&mut c.transcode_cache_bytes, self.transcode_cache_bytes);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);
         c.decode_only = self.decode_only;
         c.cpu_dct_scaling = self.dct_scaling;

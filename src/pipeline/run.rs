@@ -76,6 +76,13 @@ impl Reading {
         }
     }
 
+    fn transcoded(&self) -> crate::reader::transcode::TranscodeStats {
+        match self {
+            Reading::Index(r) => r.transcoded(),
+            Reading::Stream(_) => Default::default(),
+        }
+    }
+
     fn shards_read_ahead(&self) -> u64 {
         match self {
             Reading::Index(_) => 0,
@@ -207,6 +214,7 @@ impl Producer {
                         s.nvjpeg = self.backend.nvjpeg_memory();
                         s.read_ahead_peak = self.reader.peak_held();
                         s.shards_read_ahead = self.reader.shards_read_ahead();
+                        s.transcoded = self.reader.transcoded();
                         batch
                     })
                 }

@@ -322,6 +322,31 @@ def test_gpu_engine_gray_sends_gray_baseline_jpegs_to_the_engine(drv, tmp_path):
     assert on["decoded_hardware"] == off["decoded_hardware"] + len(grays), (off, on)
 
 
+def test_transcode_progressive_sends_progressive_jpegs_to_the_engine(drv, tmp_path):
+    # Loader(transcode_progressive=True): progressive JPEGs (as Pillow writes them) are rewritten
+    # as baseline once and go to the hardware engine instead of nvJPEG's CUDA decoders; the
+    # second epoch rewrites nothing (kept); stats() says so.
+    from PIL import Image
+
+    root = write_image_folder(tmp_path, 2, 4, (64, 160), 6, 90, seed=7)
+    prog = sorted(root.glob("class*/img[01].jpg"))
+    for f in prog:
+        Image.open(f).save(f, quality=90, progressive=True)
+    drv.make_current()
+
+    def stats(epochs, **kw):
+        ld = stoke.Loader(str(root), BATCH, device="cuda", epoch_ahead=False, **{**KW, **kw})
+        n = sum(labels.shape[0] for _ in range(epochs) for _, labels in ld)
+        return n, ld.stats()
+
+    (n_off, off), (n_on, on) = stats(1), stats(2, transcode_progressive=True)
+    assert (n_off, n_on) == (8, 16)
+    assert off["decoded_cuda"] == len(prog) == 4 and on["decoded_cuda"] == 0, (off, on)
+    assert on["decoded_hardware"] == 2 * off["decoded_hardware"] + 2 * len(prog), (off, on)
+    assert (on["transcoded_rewrites"], on["transcoded_kept"], on["transcoded_again"]) == (4, 4, 0), on
+    assert on["transcoded_kept_bytes"] > 0 and off["transcoded_rewrites"] == 0, (off, on)
+
+
 def test_a_released_batch_is_recorded_on_the_consumers_stream(drv, folder):
     # The ring slot goes back to the producer after the consumer's reads: stoke records an event
     # on the consumer's stream when the last capsule and tensor go, and the producer waits on it.

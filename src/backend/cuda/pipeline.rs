@@ -101,9 +101,16 @@ impl CudaBackend {
             return Err(Error::config("mixup/cutmix needs mixup.num_classes (the Pipeline sets it from the dataset)"));
         }
         let gpu = super::open_for_pipeline(config.device)?;
-        let samples = dataset.samples().iter().map(|s| {
+        let rewrites = config.transcode_progressive;
+        let samples = dataset.samples().iter().map(move |s| {
             let (w, h) = s.info.map_or((0, 0), |i| (i.width, i.height));
-            (s.len, w, h)
+            // Progressive JPEGs rewritten as baseline may be longer than stored, up to `room`.
+            let len = if rewrites && crate::reader::transcode::rewritten(s.info.as_ref()) {
+                crate::reader::transcode::room(s.len)
+            } else {
+                s.len
+            };
+            (len, w, h)
         });
         let bounds = IndexBounds::new(samples, config.batch_size, config.max_decoded_pixels);
         Self::with_bounds(gpu, config, bounds)

@@ -76,7 +76,7 @@ pub use gpu::{GpuConsumer, GpuMonitor, GpuUtil};
 mod host;
 mod report;
 pub use host::*;
-pub use report::{Report, StreamReport};
+pub use report::{Report, StreamReport, TranscodeReport};
 
 /// Per-batch observations during the measured window.
 #[derive(Default)]
@@ -462,6 +462,10 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
         gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
         gpu_engine_gray: on_gpu.then_some(config.gpu_engine_gray),
+        transcoded: config.transcode_progressive.then(|| TranscodeReport {
+            stats: stats.transcoded,
+            rewrites_in_window: stats.transcoded.rewrites.saturating_sub(stats0.transcoded.rewrites),
+        }),
         cpu_by_thread: cpu_by_thread(&threads0, &threads1, cpu, seconds),
         latency_ms: LatencyMs::from_secs(&rec.waits),
         queue_depth: QueueDepth::from_samples(&rec.ahead),

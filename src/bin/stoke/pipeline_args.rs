@@ -156,6 +156,16 @@ pub struct PipelineArgs {
     /// simulated device; not GPU-verified.
     #[arg(long)]
     pub gpu_engine_gray: bool,
+    /// Rewrite progressive (and arithmetic-coded) JPEGs as baseline JPEGs holding the same DCT
+    /// coefficients, once, kept in RAM: the CUDA backend's hardware engine then decodes them
+    /// (no Huffman decoding on the host), libjpeg-turbo decodes them faster and to the same
+    /// pixels. Per-sample mode.
+    #[arg(long)]
+    pub transcode_progressive: bool,
+    /// RAM for the rewritten images, e.g. 4GiB (default 1 GiB); past it they are rewritten
+    /// again at each read.
+    #[arg(long, value_parser = crate::pack::parse_size)]
+    pub transcode_cache: Option<u64>,
     /// Decode but skip the augment (decoder-only measurement): the CUDA backend's kernel, the CPU
     /// backend's augment of each decoded crop region; the batches hold no images.
     #[arg(long)]
@@ -414,6 +424,8 @@ impl PipelineArgs {
             gpu_wait: Some(self.gpu_wait),
             gpu_bitstream: Some(self.gpu_bitstream),
             gpu_engine_gray: self.gpu_engine_gray.then_some(true),
+            transcode_progressive: self.transcode_progressive.then_some(true),
+            transcode_cache_bytes: self.transcode_cache,
             decode_only: self.decode_only,
             gpu_memory_budget: self.gpu_memory_budget,
             no_exif: self.no_exif,

@@ -72,6 +72,10 @@ pub struct Report {
     /// CUDA backend: whether the hardware engine was asked for baseline gray JPEGs sampled 1×1
     /// (`--gpu-engine-gray`; absent on the CPU).
     pub gpu_engine_gray: Option<bool>,
+    /// `--transcode-progressive`: the progressive JPEGs rewritten as baseline over the whole
+    /// run (`rewrites`: in the window `rewrites_in_window`), kept, and rewritten again past
+    /// the budget (absent without it).
+    pub transcoded: Option<TranscodeReport>,
     /// `cpu_cores_used` by thread group (the threads' names without their numbers), busiest
     /// first: which threads the cores went to.
     pub cpu_by_thread: Vec<ThreadCpu>,
@@ -117,6 +121,16 @@ pub struct Report {
     /// included; the first epoch starts cold, later ones with what the one before made or
     /// read ahead).
     pub epoch_start_wait_ms: Vec<f64>,
+}
+
+/// What `stoke bench --transcode-progressive` adds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TranscodeReport {
+    /// At the end of the run.
+    #[serde(flatten)]
+    pub stats: stoke::reader::transcode::TranscodeStats,
+    /// Rewrites made in the window (none once every progressive image is kept).
+    pub rewrites_in_window: u64,
 }
 
 /// What `stoke bench --stream` adds.
@@ -204,6 +218,16 @@ impl Report {
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
                 + if self.gpu_engine_gray == Some(true) { "; gray baseline on the engine" } else { "" }
         );
+        if let Some(t) = &self.transcoded {
+            println!(
+                "transcoded   {} progressive JPEGs rewritten as baseline ({} in the window), {} kept ({:.1} MB), {} rewritten again past the budget",
+                t.stats.rewrites,
+                t.rewrites_in_window,
+                t.stats.kept,
+                t.stats.kept_bytes as f64 / 1e6,
+                t.stats.again
+            );
+        }
         if let Some(b) = self.gpu_bitstream.as_ref().filter(|b| *b != "host") {
             println!("             the engine's bitstreams: {b}; {} host-to-device copies of them", d.bitstream_copies);
         }
