@@ -52,8 +52,10 @@
 #                  decoders against --decoders hw (those images on libjpeg-turbo's CPU route
 #                  instead of nvJPEG's CUDA decoders, whose Huffman phase runs on the host too)
 #                  and against the engine asked for gray too (--gpu-engine-gray, alone and with
-#                  --decoders hw), interleaved three times (cores by thread, the CUDA lanes' CPU
-#                  by part), then
+#                  --decoders hw) and against everything the engine can take on it (gray, and
+#                  the progressive photos rewritten as baseline: --transcode-progressive),
+#                  interleaved three times after an epoch of warm-up (cores by thread, the CUDA
+#                  lanes' CPU by part), then
 #                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
 #                  cost the trainer, and which route costs fewer host cores
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
@@ -635,7 +637,7 @@ t=\", \".join(\"%s x%d %.2f\" % (x[\"name\"], x[\"threads\"], x[\"cores\"]) for 
 l=r.get(\"latency_ms\") or {}
 e=[round(x) for x in r.get(\"epoch_start_wait_ms\",[])[:8]]
 d=r.get(\"decoders\") or {}
-print(\"%.0f images/s, %.2f cores (%.2f per 10k), images engine/cuda/cpu %s/%s/%s%s, waits %s, bitstreams %s (%s copies); engine calls %.1f ms wall / %.1f ms cpu per batch; CUDA lanes cpu huffman %.1f / queue %.1f / wait %.1f ms per batch; nvJPEG holds %.0f MiB, %s allocations in the window; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), d.get(\"hardware\"), d.get(\"cuda\"), d.get(\"cpu\"), \" (gray on the engine)\" if r.get(\"gpu_engine_gray\") else \"\", r.get(\"gpu_wait\"), r.get(\"gpu_bitstream\"), (r.get(\"decoders\") or {}).get(\"bitstream_copies\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, 1e3*g.get(\"cuda_huffman_cpu\",0)/n, 1e3*g.get(\"cuda_queue_cpu\",0)/n, 1e3*g.get(\"cuda_wait_cpu\",0)/n, ((r.get(\"nvjpeg\") or {}).get(\"device_bytes\",0)+(r.get(\"nvjpeg\") or {}).get(\"pinned_bytes\",0))/2**20, (r.get(\"nvjpeg\") or {}).get(\"allocations_in_window\"), t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
+print(\"%.0f images/s, %.2f cores (%.2f per 10k), images engine/cuda/cpu %s/%s/%s%s%s, waits %s, bitstreams %s (%s copies); engine calls %.1f ms wall / %.1f ms cpu per batch; CUDA lanes cpu huffman %.1f / queue %.1f / wait %.1f ms per batch; nvJPEG holds %.0f MiB, %s allocations in the window; by thread: %s; p99/p50 %.2f; epoch starts %s ms (made ahead: %s)\" % (r[\"images_per_sec\"], r[\"cpu_cores_used\"], r[\"cpu_cores_used\"]*1e4/max(r[\"images_per_sec\"],1), d.get(\"hardware\"), d.get(\"cuda\"), d.get(\"cpu\"), \" (gray on the engine)\" if r.get(\"gpu_engine_gray\") else \"\", \" (progressive rewritten: %s, %s in the window)\" % ((r.get(\"transcoded\") or {}).get(\"rewrites\"), (r.get(\"transcoded\") or {}).get(\"rewrites_in_window\")) if r.get(\"transcoded\") else \"\", r.get(\"gpu_wait\"), r.get(\"gpu_bitstream\"), (r.get(\"decoders\") or {}).get(\"bitstream_copies\"), 1e3*g.get(\"hw_host\",0)/n, 1e3*g.get(\"hw_host_cpu\",0)/n, 1e3*g.get(\"cuda_huffman_cpu\",0)/n, 1e3*g.get(\"cuda_queue_cpu\",0)/n, 1e3*g.get(\"cuda_wait_cpu\",0)/n, ((r.get(\"nvjpeg\") or {}).get(\"device_bytes\",0)+(r.get(\"nvjpeg\") or {}).get(\"pinned_bytes\",0))/2**20, (r.get(\"nvjpeg\") or {}).get(\"allocations_in_window\"), t, l.get(\"p99\",0)/max(l.get(\"p50\",0),1e-9), e, r.get(\"epoch_ahead\")))"'
 run_cores() {
   if [ $gpu = 0 ]; then
     for s in "stoke bench, next epoch made ahead or not, device bitstreams" "decode-only --decoders hw, host and device bitstreams" "train_torch, next epoch made ahead or not, device bitstreams"; do note "SKIP $s: no GPU"; done
@@ -734,18 +736,24 @@ run_routes() {
   # (--gpu-engine-gray; ~2 % of the generated set, ~40 % of the CUDA decoders' images), whose
   # pixels `run.sh tests` checks (STOKE-Q gray-engine); hw-gray: both (gray on the engine, the
   # progressive and odd rest on the CPU route).
-  local -A flags=([all]="--decoders all" [hw]="--decoders hw" [gray]="--decoders all --gpu-engine-gray" [hw-gray]="--decoders hw --gpu-engine-gray")
+  # engine: gray on the engine and the progressive photos rewritten as baseline once
+  # (--transcode-progressive, kept in RAM; `run.sh tests` checks their pixels, STOKE-Q
+  # transcoded): all but the CMYK and odd-subsampling images on the engine. Every run's window
+  # starts after one epoch of warm-up (--warmup-batches 52), past the rewrites.
+  local -A flags=([all]="--decoders all" [hw]="--decoders hw" [gray]="--decoders all --gpu-engine-gray" [hw-gray]="--decoders hw --gpu-engine-gray" [engine]="--decoders all --gpu-engine-gray --transcode-progressive")
   for rep in 1 2 3; do
-    for d in all hw gray hw-gray; do
+    for d in all hw gray hw-gray engine; do
       # shellcheck disable=SC2086
       ledger=e2e figure="$cores_figure" step "stoke bench e2e, decoders $d ($rep)" 60 "bench-e2e-$d-$rep.json" \
-        "$bin" "${common[@]}" ${flags[$d]}
+        "$bin" "${common[@]}" --warmup-batches 52 ${flags[$d]}
     done
   done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  for d in all hw; do
+  local -A train=([all]="--decoders all" [engine]="--decoders all --gpu-engine-gray --transcode-progressive" [hw]="--decoders hw")
+  for d in all engine hw; do
+    # shellcheck disable=SC2086
     ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, decoders $d, 3 pairs" 150 "train-torch-$d.log" \
-      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "${CORES_TRAIN_STEPS:-60}" --batch-size 256 --json --decoders $d
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "${CORES_TRAIN_STEPS:-60}" --batch-size 256 --json ${train[$d]}
   done
 }
 

@@ -20,6 +20,7 @@
 #                                unit tests); CPU-only tests stay out (CI runs them)
 #     corpus/imagenet_like/      the dev corpus's photos when ../shared/corpus/dev is here
 #     corpus/gray/               its gray conformance JPEGs (1×1 sampling)
+#     corpus/progressive/        its progressive conformance JPEGs under 1 MB
 #   bundle/bench.tar.gz        `run.sh bench`:
 #     bench-bin/cuda_kernels     the kernel benchmarks (criterion)
 #     examples/train_loop        the example trainer: device batches on its own stream
@@ -120,6 +121,12 @@ for corpus in ../shared/corpus/dev /work/shared/corpus/dev; do
     # Its gray JPEGs (164 KB) for tests/gpu_decode.rs's gray-on-the-engine question: the
     # ImageNet-like ones declare 2×2 sampling, these 1×1 (as encoders write gray).
     if [ -d "$corpus/conformance/gray" ]; then cp -r "$corpus/conformance/gray" $P/corpus/; fi
+    # Its progressive JPEGs under 1 MB (about 190 KB) for the rewritten-as-baseline question
+    # (tests/gpu_decode.rs, transcode_progressive).
+    if [ -d "$corpus/conformance/progressive" ]; then
+      mkdir -p $P/corpus/progressive
+      find "$corpus/conformance/progressive" -maxdepth 1 -type f -size -1024k -exec cp {} $P/corpus/progressive/ \;
+    fi
     break
   fi
 done
