@@ -76,6 +76,32 @@ fn tar_dataset(count: usize) -> (tempfile::TempDir, Arc<Dataset>) {
     (dir, Arc::new(ds))
 }
 
+/// A folder dataset (one file per image, ImageNet's layout) of `count` generated images.
+fn folder_dataset(count: usize) -> (tempfile::TempDir, Arc<Dataset>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    gen::generate(dir.path(), &GenConfig::new(count), &|_| {}).expect("generate a folder");
+    let ds = Dataset::open(dir.path(), &IndexOptions { save: false, ..IndexOptions::default() }).expect("open the folder");
+    (dir, Arc::new(ds))
+}
+
+fn folder_read(c: &mut Criterion) {
+    let (_dir, ds) = folder_dataset(256);
+    let bytes: u64 = ds.samples().iter().map(|s| s.len).sum();
+    let mut g = short(c);
+    g.throughput(Throughput::Bytes(bytes));
+    // One file at a time into a heap buffer (the CPU backend's readers).
+    g.bench_function("cpu_fileread_bytes", |b| {
+        let mut buf = Vec::new();
+        b.iter(|| {
+            for i in 0..ds.len() {
+                ds.read_bytes(i, &mut buf).expect("read");
+                black_box(&buf);
+            }
+        })
+    });
+    g.finish();
+}
+
 fn tar_read(c: &mut Criterion) {
     let (_dir, ds) = tar_dataset(256);
     let bytes: u64 = ds.samples().iter().map(|s| s.len).sum();
@@ -265,5 +291,5 @@ fn cpu_augment(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, header, sampler, tar_read, cpu_decode, cpu_progressive, cpu_augment);
+criterion_group!(benches, header, sampler, folder_read, tar_read, cpu_decode, cpu_progressive, cpu_augment);
 criterion_main!(benches);
