@@ -25,7 +25,7 @@ QUESTIONS = [
     ("canary", "canary false alarms", "tests"),
     ("bitstreams", "the engine on device copies of its bitstreams (NVJPEG_BACKEND_HARDWARE_DEVICE): opened, same pixels", "tests"),
     ("memory", "device and pinned memory after each epoch", "both"),
-    ("gray-engine", "gray baseline JPEGs sampled 1x1 on the hardware engine (gpu_engine_gray): what it took, error per route vs libjpeg-turbo", "tests"),
+    ("gray-engine", "gray baseline JPEGs sampled 1x1, and 2x2-declared ones declared 1x1, on the hardware engine (gpu_engine_gray): what it took, error per route vs libjpeg-turbo", "tests"),
     ("transcoded", "progressive photos rewritten as baseline (transcode_progressive) on the hardware engine: what it took, error per route vs the stored file's libjpeg-turbo picture", "tests"),
     ("nvjpeg-memory", "nvJPEG's own memory through stoke's allocators: bytes, allocations after the first epoch", "tests"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),

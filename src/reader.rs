@@ -109,6 +109,8 @@ struct Shared {
     cache_used: AtomicU64,
     /// `transcode_progressive`: progressive JPEGs rewritten as baseline.
     transcoder: Option<Transcoder>,
+    /// `gpu_engine_gray`: gray JPEGs declaring other sampling declared 1×1.
+    gray_1x1: bool,
 }
 
 struct Job {
@@ -285,10 +287,19 @@ impl Shared {
     /// (`transcode_progressive`), keep it in RAM where a budget has room, and return where its
     /// bytes now are.
     fn keep(&self, index: usize, data: &mut HostBytes, range: Range<usize>) -> Range<usize> {
-        let Some(baseline) = self.transcoder.as_ref().and_then(|t| t.rewrite(index, &data[range.clone()])) else {
+        // A gray JPEG declaring 2×2 sampling is declared 1×1 (`gpu_engine_gray`): the index
+        // says which samples have one component, so colour ones cost nothing here.
+        let gray = self.gray_1x1 && self.dataset.sample(index).info.is_some_and(|i| i.components == 1);
+        let Some(mut baseline) = self.transcoder.as_ref().and_then(|t| t.rewrite(index, &data[range.clone()])) else {
+            if gray {
+                crate::codec::jpeg::declare_gray_1x1(&mut data[range.clone()]);
+            }
             self.maybe_cache(index, &data[range.clone()]);
             return range;
         };
+        if gray {
+            crate::codec::jpeg::declare_gray_1x1(&mut baseline);
+        }
         data.truncate(range.start);
         data.extend_from_slice(&baseline);
         if !self.maybe_cache(index, &baseline) {
@@ -364,6 +375,10 @@ pub struct ReaderConfig {
     pub transcode_cache_bytes: u64,
     /// The decoded-size guard: larger images are not rewritten.
     pub max_decoded_pixels: u64,
+    /// Gray JPEGs declaring a sampling other than 1×1 are declared 1×1, the same picture
+    /// ([`crate::codec::jpeg::declare_gray_1x1`]; the config's `gpu_engine_gray`, so the
+    /// hardware engine may take them).
+    pub gray_1x1: bool,
     /// Ranged GETs in flight at once per reader thread, for a data set in a store.
     pub store_in_flight: usize,
 }
@@ -383,6 +398,7 @@ impl ReaderConfig {
             transcode_progressive: c.transcode_progressive,
             transcode_cache_bytes: c.transcode_cache_bytes,
             max_decoded_pixels: c.max_decoded_pixels,
+            gray_1x1: c.gpu_engine_gray,
             store_in_flight: c.store_in_flight,
         }
     }
@@ -466,6 +482,7 @@ impl Reader {
             cache_budget: config.cache_bytes,
             cache_used: AtomicU64::new(0),
             transcoder,
+            gray_1x1: config.gray_1x1,
         });
         let (job_tx, job_rx) = unbounded::<Job>();
         let (res_tx, res_rx) = unbounded::<Done>();

@@ -819,6 +819,16 @@ fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
     } else {
         eprintln!("STOKE_CORPUS not set: generated gray images only");
     }
+    // Each gray file declaring other sampling also as the readers deliver it under
+    // `gpu_engine_gray`: declared 1×1 (`declare_gray_1x1`), the same picture for libjpeg-turbo.
+    let declared: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .filter_map(|(name, bytes)| {
+            let mut b = bytes.clone();
+            stoke::codec::jpeg::declare_gray_1x1(&mut b).then(|| (format!("{name} declared 1x1"), b))
+        })
+        .collect();
+    files.extend(declared);
     // As many colour photos, every other image: the engine's calls then mix one- and
     // three-component images, as a data set's batches do.
     let colour = (0..20_000).filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Baseline420).take(files.len()).map(|i| {
@@ -840,7 +850,9 @@ fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
 /// JPEGs sampled 1×1, and whichever decoder takes each gray image, whole and by random-resized
 /// crop region, its picture is libjpeg-turbo's within the smooth-upsampling bound (a gray
 /// image has no chroma to upsample). Those declaring other sampling (the H200 decoded one
-/// declaring 2×2 50 levels off) and progressive ones never reach the engine. Every other image
+/// declaring 2×2 50 levels off) and progressive ones never reach the engine; the readers
+/// deliver the 2×2 ones declared 1×1 under the switch, and those copies (named "declared
+/// 1x1") are asked of the engine like any 1×1 file. Every other image
 /// is a colour photo, so the engine's calls mix one- and three-component images; those stay
 /// within the nearest-upsampling bound. On the stand-in every 1×1 baseline gray one reaches
 /// the engine; on a GPU nvJPEG's own check has the last word, and the `STOKE-Q gray-engine`

@@ -469,6 +469,7 @@ fn stream_mode_counts_row_groups_read_ahead_at_their_listed_size() {
         transcode_progressive: false,
         transcode_cache_bytes: 0,
         max_decoded_pixels: 1 << 26,
+        gray_1x1: false,
         store_in_flight: 16,
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };

@@ -226,6 +226,7 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
         transcode_progressive: false,
         transcode_cache_bytes: 0,
         max_decoded_pixels: 1 << 26,
+        gray_1x1: false,
         store_in_flight: 16,
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };

@@ -1,6 +1,7 @@
 //! Progressive and arithmetic-coded JPEGs rewritten as baseline (`to_baseline`, libjpeg-turbo's
 //! lossless transform): the same DCT coefficients, so libjpeg-turbo must decode the rewritten
-//! bytes to exactly the original's pixels, whole and by region. The reference is the decoder
+//! bytes to exactly the original's pixels, whole and by region. Likewise gray JPEGs declaring
+//! 2×2 sampling declared 1×1 (`declare_gray_1x1`, under `gpu_engine_gray`). The reference is the decoder
 //! on the stored file, an independent path (the progressive decoder's coefficient buffer
 //! against the sequential one's), not a capture of the transcoder's output.
 //!
@@ -10,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use stoke::backend::cpu::decode::{decode_rgb, decode_rgb_region, to_baseline, DecodedImage};
-use stoke::codec::jpeg::{parse, Coding};
+use stoke::codec::jpeg::{declare_gray_1x1, parse, Coding};
 use stoke::config::OnError;
 use stoke::pipeline::Pipeline;
 use stoke::reader::Reader;
@@ -134,11 +135,67 @@ fn folder(root: &Path) -> Vec<(String, Vec<u8>)> {
     }
     let cut = stoke::gen::image(seed, 4, of(Kind::Progressive420, 7).last().unwrap()).unwrap().bytes;
     files.push(("b/cut.jpg".into(), cut[..cut.len() / 2].to_vec()));
+    let gray = stoke::gen::image(seed, 4, of(Kind::Gray, 1).last().unwrap()).unwrap().bytes;
+    files.push(("a/gray22.jpg".into(), declared_2x2(&gray)));
     for (name, bytes) in &files {
         std::fs::create_dir_all(root.join(name).parent().unwrap()).unwrap();
         std::fs::write(root.join(name), bytes).unwrap();
     }
     files
+}
+
+/// `gray` (a 1×1 baseline gray JPEG) with its frame header declaring 2×2 sampling, as
+/// `cjpeg -grayscale` writes.
+fn declared_2x2(gray: &[u8]) -> Vec<u8> {
+    let sof = (2..gray.len()).find(|&i| gray[i - 2] == 0xFF && gray[i - 1] == 0xC0).unwrap() - 2;
+    assert_eq!((gray[sof + 9], gray[sof + 11]), (1, 0x11), "one component, 1×1");
+    let mut b = gray.to_vec();
+    b[sof + 11] = 0x22;
+    assert_eq!(parse(&b).unwrap().sampling[0], (2, 2));
+    b
+}
+
+/// Gray JPEGs declaring other sampling than 1×1 — generated ones declared 2×2 by hand, and with
+/// `STOKE_CORPUS` the corpus's (its ImageNet-like gray photos declare 2×2, one progressive
+/// conformance file too) — declared 1×1 decode to the stored file's pixels bit for bit, whole
+/// and by region; colour and 1×1 files are left as they are.
+#[test]
+fn gray_jpegs_declared_1x1_decode_to_the_same_pixels() {
+    let seed = 7;
+    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
+        .filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Gray)
+        .take(6)
+        .map(|i| (format!("generated gray {i}"), declared_2x2(&stoke::gen::image(seed, 4, i).unwrap().bytes)))
+        .collect();
+    if let Some(root) = std::env::var_os("STOKE_CORPUS").map(PathBuf::from) {
+        for d in ["imagenet_like", "conformance/gray", "conformance/odd-subsampling", "conformance/progressive"] {
+            let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join(d)).unwrap().flatten().map(|e| e.path()).collect();
+            paths.sort();
+            files.extend(paths.into_iter().map(|p| (p.display().to_string(), std::fs::read(&p).unwrap())));
+        }
+    }
+    let mut declared = 0;
+    for (name, stored) in &files {
+        let Ok(info) = parse(stored) else { continue };
+        let mut b = stored.clone();
+        let changed = declare_gray_1x1(&mut b);
+        if info.components == 1 && info.sampling[0] != (1, 1) {
+            assert!(changed, "{name}: {:?} declares {:?}", info.coding, info.sampling[0]);
+            let after = parse(&b).unwrap();
+            assert_eq!(
+                (after.sampling[0], after.coding, after.width, after.height),
+                ((1, 1), info.coding, info.width, info.height),
+                "{name}"
+            );
+            assert_eq!(b.iter().zip(stored).filter(|(x, y)| x != y).count(), 1, "{name}: one byte changes");
+            same_pictures(name, stored, &b);
+            declared += 1;
+        } else {
+            assert!(!changed && b == *stored, "{name}: changed");
+        }
+    }
+    eprintln!("{declared} gray files declared 1x1 of {}", files.len());
+    assert!(declared >= 6);
 }
 
 fn reader_config(root: &Path, threads: usize, budget: u64, cache: u64) -> PipelineConfig {
@@ -239,8 +296,9 @@ fn the_budget_and_the_threads_change_what_it_costs_never_the_bytes() {
     assert!(e.contains("transcode_progressive") && e.contains("per-sample"), "{e}");
 }
 
-/// The CPU backend's batches are bit for bit the same with and without the rewrite: the
-/// rewritten bytes decode to the stored file's pixels, whole or by the crop's region.
+/// The CPU backend's batches are bit for bit the same with and without the rewrites (progressive
+/// as baseline, gray declared 1×1): the rewritten bytes decode to the stored file's pixels,
+/// whole or by the crop's region.
 #[test]
 fn the_cpu_backends_batches_are_the_same_with_and_without_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,6 +307,8 @@ fn the_cpu_backends_batches_are_the_same_with_and_without_it() {
     let run = |on: bool| {
         let mut c = reader_config(&root, 2, 1 << 30, 0);
         c.transcode_progressive = on;
+        // The gray photo declaring 2×2 is declared 1×1 too.
+        c.gpu_engine_gray = on;
         c.backend = stoke::config::BackendKind::Cpu;
         c.cpu_threads = 2;
         let mut p = Pipeline::new(c).unwrap();
@@ -319,4 +379,75 @@ fn a_rewrite_longer_than_its_room_is_not_delivered() {
         assert_eq!(got.len(), files.len() + 1);
     }
     assert_eq!(r.transcoded().rewrites, 6, "the flat photo is not counted as rewritten");
+}
+
+/// With `gpu_engine_gray` the reader delivers a gray photo declaring 2×2 declared 1×1 (the same
+/// pixels), every other file as it would without it, epoch after epoch.
+#[test]
+fn the_reader_declares_gray_photos_1x1_under_gpu_engine_gray() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    folder(&root);
+    let d = Arc::new(Dataset::open(&root, &IndexOptions { save: false, ..IndexOptions::default() }).unwrap());
+    let mut plain = Reader::new(d.clone(), &reader_config(&root, 2, 1 << 30, 0)).unwrap();
+    let mut c = reader_config(&root, 2, 1 << 30, 0);
+    c.gpu_engine_gray = true;
+    let mut gray = Reader::new(d.clone(), &c).unwrap();
+    for epoch in 0..2 {
+        let (want, got) = (epoch_bytes(&mut plain, &d, epoch), epoch_bytes(&mut gray, &d, epoch));
+        for (name, bytes) in &got {
+            if name == "a/gray22.jpg" {
+                assert_eq!(parse(&want[name]).unwrap().sampling[0], (2, 2));
+                assert_eq!(parse(bytes).unwrap().sampling[0], (1, 1), "epoch {epoch}");
+                same_pictures(name, &want[name], bytes);
+            } else {
+                assert!(*bytes == want[name], "{name} changed");
+            }
+        }
+    }
+}
+
+/// Stream mode's reader declares a 2×2-declared gray photo 1×1 too under `gpu_engine_gray`
+/// (its `gray_1x1`), and leaves every sample as stored without it.
+#[test]
+fn the_stream_reader_declares_gray_photos_1x1_too() {
+    use stoke::reader::stream::{StreamReader, StreamSource};
+    use stoke::sampler::shards::ShardOrderConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ds");
+    let files = folder(&root);
+    let shards = dir.path().join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    let mut w = stoke::source::tar::TarWriter::new(std::fs::File::create(shards.join("s-0.tar")).unwrap());
+    for (k, (_, bytes)) in files.iter().enumerate() {
+        w.append(&format!("{k:03}.jpg"), bytes).unwrap();
+    }
+    w.finish().unwrap();
+    let source = Arc::new(StreamSource::open(&shards, 1).unwrap());
+    let gray = files.iter().position(|(n, _)| n == "a/gray22.jpg").unwrap();
+    for on in [false, true] {
+        let mut c = reader_config(&shards, 1, 0, 0);
+        c.transcode_progressive = false;
+        c.gpu_engine_gray = on;
+        let rc = stoke::reader::ReaderConfig::from_pipeline(&c);
+        let mut r = StreamReader::new(source.clone(), ShardOrderConfig::default(), &rc, 1 << 30).unwrap();
+        r.start_epoch(0, 0).unwrap();
+        let mut seen = 0;
+        while let Some(b) = r.next_batch() {
+            let b = b.unwrap();
+            for (s, (key, _)) in b.samples.iter().zip(&b.names) {
+                let k: usize = key.trim_end_matches(".jpg").rsplit('/').next().unwrap().parse().unwrap();
+                let got = &b.data[s.bytes.clone()];
+                if k == gray && on {
+                    assert_eq!(parse(got).unwrap().sampling[0], (1, 1));
+                    same_pictures("gray22 in a shard", &files[k].1, got);
+                } else {
+                    assert!(got == files[k].1, "{key}: changed (gray_1x1 {on})");
+                }
+                seen += 1;
+            }
+            r.recycle(b);
+        }
+        assert_eq!(seen, files.len());
+    }
 }

@@ -546,6 +546,54 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
     }
 }
 
+/// Declare a one-component JPEG's sampling 1×1 where it declares another (`2×2`, as
+/// `cjpeg -grayscale` and many cameras' and editors' gray files do: most of the gray photos of
+/// the corpus's ImageNet-like set), in place; `true` when `b` was changed. For one component
+/// the declaration means nothing: a single-component scan is non-interleaved, its blocks in
+/// raster order over the image's own size whatever the factors say (ITU T.81 A.2.2), and no
+/// other component is upsampled against it, so every decoder reads the same picture from
+/// either header (libjpeg-turbo the same bytes, tests/transcode.rs) — except a decoder that
+/// takes the factors at their word, as the H200's hardware engine did (decoding such a file
+/// 50 levels off). Only the frame header's one byte changes. Hierarchical and lossless files
+/// are left alone.
+pub fn declare_gray_1x1(b: &mut [u8]) -> bool {
+    let Ok(info) = parse(b) else { return false };
+    if info.components != 1
+        || info.sampling[0] == (1, 1)
+        || matches!(info.coding, Coding::Lossless | Coding::ArithmeticLossless | Coding::Hierarchical)
+    {
+        return false;
+    }
+    // The first SOF, as `parse` found it: segments from the SOI, resyncing on 0xFF as it does.
+    let mut i = 2usize;
+    while i + 3 < b.len() {
+        let Some(rel) = b[i..].iter().position(|&x| x == 0xFF) else { return false };
+        i += rel;
+        while b.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&m) = b.get(i + 1) else { return false };
+        match m {
+            0x00 | 0x01 | 0xD0..=0xD8 => i += 2,
+            0xC0..=0xCF if Coding::from_sof(m).is_some() => {
+                // FF Cn, length, precision, height, width, Nf = 1, then C1 and its H1V1 byte.
+                return match b.get(i + 9..i + 12) {
+                    Some([1, _, hv]) if (hv >> 4, hv & 15) == info.sampling[0] => {
+                        b[i + 11] = 0x11;
+                        true
+                    }
+                    _ => false,
+                };
+            }
+            _ => {
+                let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return false };
+                i += 2 + len.max(2);
+            }
+        }
+    }
+    false
+}
+
 /// libjpeg-turbo's checks on one DHT segment's payload (after its length): `get_dht`'s on the
 /// segment, then `jpeg_make_d_derived_tbl`'s on each table (a prefix code whose codes of each
 /// length fit it, with the all-ones code of that length left unused). `None` when one fails,

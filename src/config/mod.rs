@@ -231,7 +231,8 @@ pub struct PipelineConfig {
     /// CUDA backend: ask the hardware JPEG engine for baseline gray JPEGs sampled 1×1 too
     /// (default: off, they go to the CUDA decoders, whose Huffman decoding runs on the host).
     /// Off until a GPU shows the engine decodes them right: on an H200 it got a gray JPEG
-    /// declaring 2×2 sampling wrong by 50 levels (those stay off the engine either way).
+    /// declaring 2×2 sampling wrong by 50 levels; with this on, the readers deliver such files
+    /// declared 1×1 ([`crate::codec::jpeg::declare_gray_1x1`]: the same picture).
     #[serde(default)]
     pub gpu_engine_gray: bool,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's

@@ -517,14 +517,18 @@ impl Assembler {
                 Ok(l) => {
                     let m = &l.members[at.index as usize];
                     let bytes = &l.bytes.as_slice()[m.offset..m.offset + m.len];
-                    let (w, h, o) = match crate::codec::parse_info(bytes) {
-                        Ok(info) => (info.width as i32, info.height as i32, info.orientation as u32),
-                        Err(_) => (1, 1, 1),
+                    let info = crate::codec::parse_info(bytes).ok();
+                    let (w, h, o) = match &info {
+                        Some(info) => (info.width as i32, info.height as i32, info.orientation as u32),
+                        None => (1, 1, 1),
                     };
                     let params = views(w, h, o);
                     b.data.start_sample();
                     let start = b.data.len();
                     b.data.extend_from_slice(bytes);
+                    if self.cfg.gray_1x1 && info.as_ref().is_some_and(|i| i.components == 1) {
+                        crate::codec::jpeg::declare_gray_1x1(&mut b.data[start..]);
+                    }
                     b.samples.push(ReadSample { index, position, bytes: start..b.data.len(), params, label: m.label, error: None });
                     b.names.push((m.key.clone(), m.location.clone()));
                 }

@@ -301,14 +301,22 @@ def test_gpu_bitstream_device_reaches_the_engine_and_keeps_every_batch(drv, fold
 
 
 def test_gpu_engine_gray_sends_gray_baseline_jpegs_to_the_engine(drv, tmp_path):
-    # Loader(gpu_engine_gray=True): baseline gray JPEGs sampled 1x1 (as Pillow writes them) go to
-    # the hardware engine instead of nvJPEG's CUDA decoders; off (the default) they do not.
+    # Loader(gpu_engine_gray=True): baseline gray JPEGs go to the hardware engine instead of
+    # nvJPEG's CUDA decoders, those sampled 1x1 (as Pillow writes them) and those declaring 2x2
+    # (as cjpeg -grayscale writes; the readers declare them 1x1, the same picture); off (the
+    # default) they do not.
     from PIL import Image
 
     root = write_image_folder(tmp_path, 2, 4, (64, 160), 6, 90, seed=7)
     grays = sorted(root.glob("class*/img[01].jpg"))
-    for f in grays:
+    for k, f in enumerate(grays):
         Image.open(f).convert("L").save(f, quality=90)
+        if k % 2:
+            b = bytearray(f.read_bytes())
+            sof = b.index(b"\xff\xc0")
+            assert (b[sof + 9], b[sof + 11]) == (1, 0x11)
+            b[sof + 11] = 0x22
+            f.write_bytes(bytes(b))
     drv.make_current()
 
     def stats(**kw):

@@ -151,9 +151,10 @@ pub struct PipelineArgs {
     /// simulated device; not GPU-measured.
     #[arg(long, value_enum, default_value = "host")]
     pub gpu_bitstream: GpuBitstream,
-    /// CUDA backend: ask the hardware JPEG engine for baseline gray JPEGs sampled 1x1 too (off:
-    /// the CUDA decoders take them, with their Huffman decoding on the host). Runs on the
-    /// simulated device; not GPU-verified.
+    /// CUDA backend: ask the hardware JPEG engine for baseline gray JPEGs too (off: the CUDA
+    /// decoders take them, with their Huffman decoding on the host); those declaring 2x2
+    /// sampling are delivered declared 1x1 (the same picture). Runs on the simulated device;
+    /// not GPU-verified.
     #[arg(long)]
     pub gpu_engine_gray: bool,
     /// Rewrite progressive (and arithmetic-coded) JPEGs as baseline JPEGs holding the same DCT
