@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 secs="${1:-10}"
 case "$secs" in '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET]" >&2; exit 2 ;; esac
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/stoke-ci"
-targets=(jpeg_header jpeg_decode png webp tar index resume_state sidecar parquet)
+targets=(jpeg_header jpeg_decode jpeg_rewrite png webp tar index resume_state sidecar parquet)
 
 fuzz_root="$cache/cargo-fuzz"
 if [ ! -x "$fuzz_root/bin/cargo-fuzz" ]; then
@@ -55,7 +55,7 @@ run_target() {
   mkdir -p "$seeds" "$corpus"
   local max_len=()
   case "$t" in
-    jpeg_header | jpeg_decode)
+    jpeg_header | jpeg_decode | jpeg_rewrite)
       if [ -d "$corpus_dev" ]; then
         local n=0 f
         while IFS= read -r -d '' f; do

@@ -217,7 +217,7 @@ fn parquets() -> Vec<(String, Vec<u8>)> {
 /// The seeds of one target, named.
 pub fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     match target {
-        "jpeg_header" | "jpeg_decode" => jpegs(),
+        "jpeg_header" | "jpeg_decode" | "jpeg_rewrite" => jpegs(),
         "png" => pngs(),
         "webp" => webps(),
         "tar" => shards(),

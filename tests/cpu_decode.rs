@@ -225,3 +225,57 @@ fn a_region_whose_edge_overflows_u32_is_decoded_whole() {
         assert_eq!(part.rgb, full.rgb, "{region:?}");
     }
 }
+
+/// `bytes` without its segments of marker `ff m` (DHT c4, DQT db).
+fn without_segments(bytes: &[u8], m: u8) -> Vec<u8> {
+    let mut out = bytes[..2].to_vec();
+    let mut i = 2;
+    while bytes[i + 1] != 0xDA {
+        let len = 2 + u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]) as usize;
+        if bytes[i + 1] != m {
+            out.extend_from_slice(&bytes[i..i + len]);
+        }
+        i += len;
+    }
+    out.extend_from_slice(&bytes[i..]);
+    out
+}
+
+/// A file that does not define its own tables — a Motion-JPEG frame without its DHT (decoders
+/// use the standard tables then), a damaged file without its DQT — decodes the same whatever
+/// the thread decoded before: libjpeg-turbo keeps the tables of earlier images in its handle,
+/// which gave such a file the previous image's Huffman tables (garbage, or an error) after an
+/// image with optimized ones; the same bytes must come whatever the thread count (contract 1).
+#[test]
+fn an_image_without_its_own_tables_decodes_the_same_after_any_other() {
+    let (w, h) = (64u16, 48u16);
+    let rgb = picture(w as usize, h as usize);
+    let mut optimized = Vec::new();
+    let mut e = Encoder::new(&mut optimized, 90);
+    e.set_optimized_huffman_tables(true);
+    e.encode(&rgb, w, h, ColorType::Rgb).unwrap();
+    let standard = encode(&rgb, w, h, ColorType::Rgb, SamplingFactor::F_2_2, false);
+    let mjpeg = without_segments(&standard, 0xC4);
+    let no_dqt = without_segments(&standard, 0xDB);
+    assert!(mjpeg.len() < standard.len() && no_dqt.len() < standard.len());
+    let decode = |before: Option<&[u8]>, b: &[u8]| {
+        let (before, b) = (before.map(<[u8]>::to_vec), b.to_vec());
+        // A thread of its own: its decoder has seen `before` only.
+        std::thread::spawn(move || {
+            let mut out = DecodedImage::default();
+            if let Some(x) = before {
+                decode_rgb(&x, 1 << 20, &mut out).unwrap();
+            }
+            decode_rgb(&b, 1 << 20, &mut out).map(|()| out.rgb)
+        })
+        .join()
+        .unwrap()
+    };
+    let want = decode(None, &standard).unwrap();
+    assert_eq!(decode(None, &mjpeg).unwrap(), want, "the standard tables, on a fresh decoder");
+    assert_eq!(decode(Some(&optimized), &mjpeg).unwrap(), want, "after an image with optimized tables");
+    let e = decode(None, &no_dqt).unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("quantization table"), "{e}");
+    let e = decode(Some(&standard), &no_dqt).unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("quantization table"), "after an image that defined it: {e}");
+}

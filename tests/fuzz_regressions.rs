@@ -41,3 +41,37 @@ fn png_crash_inputs_are_named_errors() {
         assert!(e.to_string().contains("PLTE"), "{name}: the error says which chunk: {e}");
     }
 }
+
+/// The rewrites' fuzz target's finds: a damaged progressive gray JPEG declaring 2×2 that
+/// libjpeg-turbo decodes with its block smoothing, whose block rows follow the declared
+/// factors (declared 1×1 it decoded to other pixels in its last rows: progressive files are no
+/// longer declared 1×1); a damaged arithmetic-coded sequential file rewritten as baseline
+/// without a warning that decoded to other pixels (arithmetic-coded files are no longer
+/// rewritten); a damaged progressive file that decodes without a warning and holds
+/// coefficients a baseline scan cannot code, which libjpeg-turbo's encoder wrote anyway (every
+/// rewrite is now decoded and compared); a gray file whose DQT comes after its scan, which
+/// decoded with whatever table the thread's previous image left (such files now decode on a
+/// fresh decoder: an error, every time). Each must keep its pixels, or its error, through
+/// whatever rewrite is still made of it, decoded on a thread that decoded another image first.
+#[test]
+fn jpeg_rewrite_inputs_keep_their_pixels() {
+    use stoke::backend::cpu::decode::{decode_rgb, to_baseline};
+    let all = inputs("jpeg_rewrite");
+    assert!(all.len() >= 4);
+    let other = stoke::gen::image(1, 4, 0).unwrap().bytes;
+    let decode = |b: &[u8]| {
+        let mut out = stoke::codec::DecodedImage::default();
+        decode_rgb(&other, 1 << 22, &mut out).unwrap();
+        decode_rgb(b, 1 << 22, &mut out).map(|()| out.rgb).map_err(|e| e.kind)
+    };
+    for (name, bytes) in all {
+        let stored = decode(&bytes);
+        let mut b = bytes.clone();
+        if stoke::codec::jpeg::declare_gray_1x1(&mut b) {
+            assert_eq!(decode(&b), stored, "{name}: declared 1x1");
+        }
+        if let Some(t) = to_baseline(&bytes, 1 << 22) {
+            assert_eq!(decode(&t), stored, "{name}: rewritten as baseline");
+        }
+    }
+}

@@ -120,7 +120,7 @@ fn the_corpus_transcodes_to_the_same_pixels() {
         candidates += candidate as usize;
     }
     eprintln!("{transcoded} of {candidates} candidates transcoded, {} files", files.len());
-    assert!(transcoded >= 30, "only {transcoded} of {candidates} transcoded");
+    assert!(transcoded >= 25, "only {transcoded} of {candidates} transcoded");
 }
 
 /// `root/{a,b}/`: generated photos of seed 7 — progressive ones, baseline ones, a CMYK one and
@@ -156,9 +156,9 @@ fn declared_2x2(gray: &[u8]) -> Vec<u8> {
 }
 
 /// Gray JPEGs declaring other sampling than 1×1 — generated ones declared 2×2 by hand, and with
-/// `STOKE_CORPUS` the corpus's (its ImageNet-like gray photos declare 2×2, one progressive
-/// conformance file too) — declared 1×1 decode to the stored file's pixels bit for bit, whole
-/// and by region; colour and 1×1 files are left as they are.
+/// `STOKE_CORPUS` the corpus's (its ImageNet-like gray photos declare 2×2) — declared 1×1
+/// decode to the stored file's pixels bit for bit, whole and by region; colour, 1×1 and
+/// progressive files (the corpus has a 2×2 one) are left as they are.
 #[test]
 fn gray_jpegs_declared_1x1_decode_to_the_same_pixels() {
     let seed = 7;
@@ -179,7 +179,7 @@ fn gray_jpegs_declared_1x1_decode_to_the_same_pixels() {
         let Ok(info) = parse(stored) else { continue };
         let mut b = stored.clone();
         let changed = declare_gray_1x1(&mut b);
-        if info.components == 1 && info.sampling[0] != (1, 1) {
+        if info.components == 1 && info.sampling[0] != (1, 1) && !info.coding.is_progressive() {
             assert!(changed, "{name}: {:?} declares {:?}", info.coding, info.sampling[0]);
             let after = parse(&b).unwrap();
             assert_eq!(
@@ -327,16 +327,11 @@ fn the_cpu_backends_batches_are_the_same_with_and_without_it() {
     assert!(off == on, "the batches differ with transcode_progressive");
 }
 
-/// A flat grey `w × h` picture as a progressive JPEG written by libjpeg-turbo (its lossless
-/// transform with TJXOPT_PROGRESSIVE over jpeg-encoder's baseline file): its end-of-band runs
-/// code thousands of empty blocks in a few bytes, which a baseline scan cannot.
-fn flat_progressive(w: u16, h: u16) -> Vec<u8> {
+/// libjpeg-turbo's lossless transform of `jpeg` with TurboJPEG's transform `options`, outside
+/// stoke's checks (test input and premises only).
+fn tj_transform(jpeg: &[u8], options: u32) -> Vec<u8> {
     use turbojpeg_sys as tj;
-    let mut base = Vec::new();
-    jpeg_encoder::Encoder::new(&mut base, 90)
-        .encode(&vec![128u8; w as usize * h as usize * 3], w, h, jpeg_encoder::ColorType::Rgb)
-        .unwrap();
-    // SAFETY: a transformer handle used on this thread only; `base` is the source; one
+    // SAFETY: a transformer handle used on this thread only; `jpeg` is the source; one
     // transform whose output TurboJPEG allocates and we free once.
     unsafe {
         let handle = tj::tj3Init(tj::TJINIT_TJINIT_TRANSFORM as i32);
@@ -344,16 +339,53 @@ fn flat_progressive(w: u16, h: u16) -> Vec<u8> {
         let t = tj::tjtransform {
             r: tj::tjregion { x: 0, y: 0, w: 0, h: 0 },
             op: tj::TJXOP_TJXOP_NONE as i32,
-            options: tj::TJXOPT_PROGRESSIVE as i32,
+            options: options as i32,
             data: std::ptr::null_mut(),
             customFilter: None,
         };
         let (mut out, mut len): (*mut u8, tj::size_t) = (std::ptr::null_mut(), 0);
-        assert_eq!(tj::tj3Transform(handle, base.as_ptr(), base.len() as _, 1, &mut out, &mut len, &t), 0);
+        assert_eq!(tj::tj3Transform(handle, jpeg.as_ptr(), jpeg.len() as _, 1, &mut out, &mut len, &t), 0);
         let v = std::slice::from_raw_parts(out, len as usize).to_vec();
         tj::tj3Free(out.cast());
         tj::tj3Destroy(handle);
         v
+    }
+}
+
+/// A flat grey `w × h` picture as a progressive JPEG written by libjpeg-turbo (its lossless
+/// transform with TJXOPT_PROGRESSIVE over jpeg-encoder's baseline file): its end-of-band runs
+/// code thousands of empty blocks in a few bytes, which a baseline scan cannot.
+fn flat_progressive(w: u16, h: u16) -> Vec<u8> {
+    let mut base = Vec::new();
+    jpeg_encoder::Encoder::new(&mut base, 90)
+        .encode(&vec![128u8; w as usize * h as usize * 3], w, h, jpeg_encoder::ColorType::Rgb)
+        .unwrap();
+    tj_transform(&base, turbojpeg_sys::TJXOPT_PROGRESSIVE)
+}
+
+/// A progressive file whose scans stop before its AC coefficients are refined (cut after its
+/// first scans, an EOI after them: legal, no warning) is decoded by libjpeg-turbo with block
+/// smoothing, which a baseline file of the same coefficients would not get: its rewrite would
+/// change the pixels (the premise, shown with libjpeg-turbo's transform directly), so it is
+/// not rewritten. Whole scan scripts are.
+#[test]
+fn a_progressive_file_with_unrefined_coefficients_is_not_rewritten() {
+    use stoke::codec::jpeg::progressive_complete;
+    let seed = 7;
+    let i = (0..20_000).find(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Baseline420).unwrap();
+    let full = tj_transform(&stoke::gen::image(seed, 4, i).unwrap().bytes, turbojpeg_sys::TJXOPT_PROGRESSIVE);
+    assert!(progressive_complete(&full) && to_baseline(&full, GUARD).is_some());
+    let scans: Vec<usize> = (0..full.len() - 1).filter(|&k| full[k] == 0xFF && full[k + 1] == 0xDA).collect();
+    assert!(scans.len() >= 6, "libjpeg-turbo's scan script: {} scans", scans.len());
+    for cut_at in [2, scans.len() - 1] {
+        let mut cut = full[..scans[cut_at]].to_vec();
+        cut.extend([0xFF, 0xD9]);
+        assert!(!progressive_complete(&cut), "cut before scan {cut_at}");
+        assert!(to_baseline(&cut, GUARD).is_none(), "cut before scan {cut_at}: rewritten");
+        let (mut a, mut b) = (DecodedImage::default(), DecodedImage::default());
+        decode_rgb(&cut, GUARD, &mut a).unwrap();
+        decode_rgb(&tj_transform(&cut, 0), GUARD, &mut b).unwrap();
+        assert!(a.rgb != b.rgb, "cut before scan {cut_at}: the premise (smoothing changes the pixels)");
     }
 }
 

@@ -83,7 +83,7 @@ class Loader:
     ``dino``, ``dinov2``, ``simclr`` set views of their own (``mae`` is one view);
     docs/semantics.md, "Views".
 
-    ``transcode_progressive=True`` rewrites progressive (and arithmetic-coded) JPEGs as baseline
+    ``transcode_progressive=True`` rewrites progressive JPEGs as baseline
     JPEGs holding the same DCT coefficients, once, and keeps them in RAM (at most
     ``transcode_cache_bytes``, default 1 GiB; past it they are rewritten again at each read):
     the CUDA backend's hardware engine then decodes them instead of nvJPEG's CUDA decoders,

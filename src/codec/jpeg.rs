@@ -554,13 +554,16 @@ pub fn parse(b: &[u8]) -> Result<JpegInfo, HeaderError> {
 /// other component is upsampled against it, so every decoder reads the same picture from
 /// either header (libjpeg-turbo the same bytes, tests/transcode.rs) — except a decoder that
 /// takes the factors at their word, as the H200's hardware engine did (decoding such a file
-/// 50 levels off). Only the frame header's one byte changes. Hierarchical and lossless files
-/// are left alone.
+/// 50 levels off). Only the frame header's one byte changes. Progressive, hierarchical and
+/// lossless files are left alone.
 pub fn declare_gray_1x1(b: &mut [u8]) -> bool {
     let Ok(info) = parse(b) else { return false };
+    // Sequential files only: libjpeg-turbo smooths a progressive file whose first AC
+    // coefficients stay unrefined, and how it groups block rows for that follows the factors
+    // (found by fuzz/fuzz_targets/jpeg_rewrite.rs).
     if info.components != 1
         || info.sampling[0] == (1, 1)
-        || matches!(info.coding, Coding::Lossless | Coding::ArithmeticLossless | Coding::Hierarchical)
+        || !matches!(info.coding, Coding::Baseline | Coding::Extended | Coding::ArithmeticSequential)
     {
         return false;
     }
@@ -592,6 +595,129 @@ pub fn declare_gray_1x1(b: &mut [u8]) -> bool {
         }
     }
     false
+}
+
+/// Whether a sequential Huffman-coded JPEG (baseline or extended) defines, before its one
+/// interleaved scan, every quantization and Huffman table that scan uses. A decoder that
+/// decodes image after image keeps the tables an earlier image defined (JPEG's abbreviated
+/// format: tables-only streams, then images without them; libjpeg-turbo keeps them in its
+/// handle, and falls back to the standard Huffman tables only for a slot never filled, the
+/// Motion-JPEG convention). A file that leans on them — a Motion-JPEG frame without its DHT,
+/// a damaged file without its DQT — would decode to whatever the previous image on the
+/// thread left there: not the same bytes whatever the thread count (docs/CONTRACTS.md
+/// contract 1; found by fuzz/fuzz_targets/jpeg_rewrite.rs). `false` — decode it on a fresh
+/// handle — for those, for progressive, arithmetic-coded and lossless files (several scans,
+/// or tables of their own kinds: a fresh handle costs little beside their decode), and for
+/// anything that does not parse.
+pub fn defines_its_tables(b: &[u8]) -> bool {
+    let Ok(info) = parse(b) else { return false };
+    if !matches!(info.coding, Coding::Baseline | Coding::Extended) {
+        return false;
+    }
+    let (mut quant, mut dc, mut ac) = ([false; 4], [false; 4], [false; 4]);
+    let mut comps: Vec<(u8, u8)> = Vec::new();
+    let mut i = 2usize;
+    loop {
+        let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) else { return false };
+        i += rel;
+        while b.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&m) = b.get(i + 1) else { return false };
+        if matches!(m, 0x00 | 0x01 | 0xD0..=0xD8) {
+            i += 2;
+            continue;
+        }
+        let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return false };
+        let Some(seg) = b.get(i + 4..i + 2 + len.max(2)) else { return false };
+        match m {
+            0xDB => {
+                let mut k = 0;
+                while let Some(&pt) = seg.get(k) {
+                    if let Some(slot) = quant.get_mut((pt & 0x0F) as usize) {
+                        *slot = true;
+                    }
+                    k += 1 + if pt >> 4 == 0 { 64 } else { 128 };
+                }
+            }
+            0xC4 => {
+                let mut k = 0;
+                while let (Some(&tc), Some(counts)) = (seg.get(k), seg.get(k + 1..k + 17)) {
+                    let table = if tc >> 4 == 0 { &mut dc } else { &mut ac };
+                    if let Some(slot) = table.get_mut((tc & 0x0F) as usize) {
+                        *slot = true;
+                    }
+                    k += 17 + counts.iter().map(|&c| c as usize).sum::<usize>();
+                }
+            }
+            0xC0 | 0xC1 if comps.is_empty() => {
+                let n = seg.get(5).copied().unwrap_or(0) as usize;
+                comps = (0..n).filter_map(|k| Some((*seg.get(6 + 3 * k)?, *seg.get(8 + 3 * k)?))).collect();
+            }
+            0xDA => {
+                let n = seg.first().copied().unwrap_or(0) as usize;
+                if n == 0 || n != comps.len() {
+                    return false;
+                }
+                return (0..n).all(|k| {
+                    let (Some(&id), Some(&tables)) = (seg.get(1 + 2 * k), seg.get(2 + 2 * k)) else { return false };
+                    let Some(&(_, tq)) = comps.iter().find(|c| c.0 == id) else { return false };
+                    let has = |t: &[bool; 4], n: u8| t.get(n as usize).copied().unwrap_or(false);
+                    has(&quant, tq) && has(&dc, tables >> 4) && has(&ac, tables & 0x0F)
+                });
+            }
+            _ => {}
+        }
+        i += 2 + len.max(2);
+    }
+}
+
+/// Whether a progressive JPEG's scans leave the DC and the first nine AC coefficients of every
+/// component fully refined (their last scan's Al is 0): then libjpeg-turbo decodes it without
+/// its block smoothing (`jdcoefct.c`'s `smoothing_ok`, which guesses coefficients a scan
+/// script never sent), so a sequential file with the same coefficients decodes to the same
+/// pixels. Every encoder's full scan script does; a file cut after its first scans does not.
+/// `true` for sequential files; `false` when the scan headers cannot be walked.
+pub fn progressive_complete(b: &[u8]) -> bool {
+    let Ok(info) = parse(b) else { return false };
+    if !info.coding.is_progressive() {
+        return true;
+    }
+    // Per component id: the Al of the last scan that carried each coefficient 0..=9.
+    let mut bits: Vec<(u8, [i8; 10])> = Vec::new();
+    let mut i = 2usize;
+    while let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) {
+        i += rel;
+        while b.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&m) = b.get(i + 1) else { break };
+        match m {
+            0x00 | 0x01 | 0xD0..=0xD8 => i += 2,
+            0xD9 => break,
+            _ => {
+                let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { break };
+                if m == 0xC0 + (info.sof & 0x0F) && bits.is_empty() {
+                    let n = b.get(i + 9).copied().unwrap_or(0) as usize;
+                    bits = (0..n).filter_map(|k| b.get(i + 10 + 3 * k).map(|&id| (id, [-1i8; 10]))).collect();
+                }
+                if m == 0xDA {
+                    let Some(seg) = b.get(i + 4..i + 2 + len.max(2)) else { return false };
+                    let n = *seg.first().unwrap_or(&0) as usize;
+                    let Some(&[ss, se, a]) = seg.get(1 + 2 * n..4 + 2 * n) else { return false };
+                    for k in 0..n {
+                        let id = seg[1 + 2 * k];
+                        let Some(c) = bits.iter_mut().find(|c| c.0 == id) else { return false };
+                        for coef in (ss as usize..=(se as usize).min(9)).filter(|_| ss <= se) {
+                            c.1[coef] = (a & 0x0F) as i8;
+                        }
+                    }
+                }
+                i += 2 + len.max(2);
+            }
+        }
+    }
+    !bits.is_empty() && bits.iter().all(|c| c.1.iter().all(|&al| al == 0))
 }
 
 /// libjpeg-turbo's checks on one DHT segment's payload (after its length): `get_dht`'s on the

@@ -186,7 +186,7 @@ pub struct PipelineConfig {
     pub epoch_ahead: bool,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
-    /// Rewrite progressive and arithmetic-coded JPEGs (8-bit, gray or colour) as baseline
+    /// Rewrite progressive JPEGs (Huffman, 8-bit, gray or colour) as baseline
     /// JPEGs holding the same DCT coefficients, once, keeping them in RAM
     /// ([`crate::reader::transcode`]): the CUDA backend's hardware engine then takes them
     /// (no Huffman decoding on the host), and libjpeg-turbo decodes them faster, to the same

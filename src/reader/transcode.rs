@@ -1,12 +1,14 @@
-//! Progressive and arithmetic-coded JPEGs rewritten once as baseline JPEGs and kept in RAM
+//! Progressive JPEGs rewritten once as baseline JPEGs and kept in RAM
 //! (`transcode_progressive`).
 //!
 //! nvJPEG's hardware engine takes baseline JPEGs only: a progressive one goes to its CUDA
 //! decoders, whose Huffman decoding runs on the host (on an H100, about 1.5 ms of a core per
-//! photo), and libjpeg-turbo decodes one about 1.8× slower than a baseline one. The rewrite
-//! ([`to_baseline`]: libjpeg-turbo's lossless transform) keeps the DCT coefficients, so
-//! libjpeg-turbo decodes the same pixels from it (tests/transcode.rs); it costs about one
-//! progressive decode's Huffman work, once per image while its bytes fit the budget.
+//! photo), and libjpeg-turbo decodes one 1.5–2× slower than its baseline form. The rewrite
+//! ([`to_baseline`]: libjpeg-turbo's lossless transform) keeps the DCT coefficients, and each
+//! one is decoded beside the stored file and used only when libjpeg-turbo gives both the same
+//! pixels; it costs about 4 ms of a reader thread per photo on this project's 2-core VM
+//! (`cargo bench --bench cpu_stages -- transcode`), once per image while its bytes fit the
+//! budget.
 //!
 //! A rewrite longer than [`room`] of the stored bytes is not delivered, so that the buffers the
 //! CUDA backend sizes from the index hold it.
@@ -23,7 +25,8 @@ use std::sync::{Arc, Mutex};
 
 /// What a sample's stored bytes were found to be.
 const UNSEEN: u8 = 0;
-/// Delivered as stored (not progressive or arithmetic, or libjpeg-turbo warned on it).
+/// Delivered as stored (not progressive, or libjpeg-turbo warned on it, or its rewrite would
+/// not keep its pixels or fit its room).
 const STORED: u8 = 1;
 /// Rewritten as baseline (kept, or rewritten at each read past the budget).
 const REWRITTEN: u8 = 2;
@@ -32,7 +35,7 @@ const REWRITTEN: u8 = 2;
 /// (the standard tables beside a small progressive file's optimized ones). A longer rewrite is
 /// not delivered (the stored bytes are), so buffers sized by the index can hold it: the CUDA
 /// backend sizes its staging by this for the samples [`rewritten`] says are rewritten. Over the
-/// corpus's progressive and arithmetic-coded files the rewrites are 0.83–1.23 × the stored size.
+/// corpus's progressive files the rewrites are 0.83–1.23 × the stored size.
 pub fn room(stored: u64) -> u64 {
     stored + stored / 4 + 1024
 }

@@ -296,44 +296,43 @@ impl Drop for Handle {
 
 thread_local! {
     static HANDLE: RefCell<Option<Handle>> = const { RefCell::new(None) };
-    static TRANSFORMER: RefCell<Option<Handle>> = const { RefCell::new(None) };
     static CMYK: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether [`to_baseline`] would rewrite a JPEG with these header facts: progressive or
-/// arithmetic-coded, 8-bit, one or three components (what nvJPEG's hardware engine refuses
-/// and would take as baseline; four-component CMYK/YCCK it takes in neither form).
+/// Whether [`to_baseline`] would rewrite a JPEG with these header facts: progressive (Huffman),
+/// 8-bit, one or three components (what nvJPEG's hardware engine refuses and would take as
+/// baseline; four-component CMYK/YCCK it takes in neither form). Not arithmetic-coded files:
+/// libjpeg-turbo's arithmetic decoder reads past a damaged stream without a warning, and a
+/// fuzzed SOF9 file rewritten without one decoded to other pixels than stored
+/// (fuzz/fuzz_targets/jpeg_rewrite.rs); they are rare, and the CPU route takes them.
 pub fn transcodable(info: &crate::codec::jpeg::JpegInfo) -> bool {
-    use crate::codec::jpeg::Coding;
-    matches!(info.coding, Coding::Progressive | Coding::ArithmeticProgressive | Coding::ArithmeticSequential)
-        && info.precision == 8
-        && matches!(info.components, 1 | 3)
+    info.coding == crate::codec::jpeg::Coding::Progressive && info.precision == 8 && matches!(info.components, 1 | 3)
 }
 
 /// The same image as a baseline JPEG: libjpeg-turbo's lossless transform (what `jpegtran`
-/// does without `-progressive`) reads the progressive or arithmetic-coded scans' DCT
+/// does without `-progressive`) reads the progressive scans' DCT
 /// coefficients and writes them again as one sequential Huffman scan with the standard tables
 /// (optimized ones would make the generated set's progressive photos 2 % smaller for twice the
-/// CPU: 3.1 against 1.7 ms each, `cargo bench --bench cpu_stages -- transcode`), every marker
+/// CPU: 3.1 against 1.7 ms each for the transform, before the check below), every marker
 /// copied. Nothing is decoded to pixels, so every decoder reads the same picture
 /// from either form (libjpeg-turbo the same bytes, tests/transcode.rs).
 ///
 /// `None` — deliver the stored bytes — when the image is not [`transcodable`], its header
-/// announces more than `max_pixels`, libjpeg-turbo warns or fails on it (damaged data: the
-/// stored bytes keep their own decoder's handling and error), or the result would not be
-/// baseline (SOF0: 16-bit quantization tables make it extended sequential).
+/// announces more than `max_pixels`, its scans leave its first coefficients unrefined
+/// ([`crate::codec::jpeg::progressive_complete`]: libjpeg-turbo smooths those, a baseline file
+/// it would not), libjpeg-turbo warns or fails on it (damaged data: the stored bytes keep their
+/// own decoder's handling and error), the result would not be baseline (SOF0: 16-bit
+/// quantization tables make it extended sequential), or libjpeg-turbo does not decode the
+/// result to exactly the stored file's pixels (checked on each image).
 pub fn to_baseline(bytes: &[u8], max_pixels: u64) -> Option<Vec<u8>> {
     let info = crate::codec::jpeg::parse(bytes).ok()?;
-    if !transcodable(&info) || info.pixels() > max_pixels {
+    if !transcodable(&info) || info.pixels() > max_pixels || !crate::codec::jpeg::progressive_complete(bytes) {
         return None;
     }
-    TRANSFORMER.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Handle::open(tj::TJINIT_TJINIT_TRANSFORM, "transformer").ok();
-        }
-        let h = slot.as_ref()?;
-        // Set on every call: the handle is reused.
+    let made = {
+        // A transformer of its own for each image: a handle keeps the tables earlier images
+        // defined (see `defines_its_tables`), and a rewrite happens once per image.
+        let h = Handle::open(tj::TJINIT_TJINIT_TRANSFORM, "transformer").ok()?;
         h.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1);
         h.set(tj::TJPARAM_TJPARAM_MAXPIXELS, max_pixels.min(i32::MAX as u64) as i32);
         h.set(tj::TJPARAM_TJPARAM_PROGRESSIVE, 0);
@@ -361,18 +360,25 @@ pub fn to_baseline(bytes: &[u8], max_pixels: u64) -> Option<Vec<u8>> {
         });
         // SAFETY: `out` is null or TurboJPEG's own allocation, freed once here.
         unsafe { tj::tj3Free(out.cast()) };
-        if rc != 0 {
-            // A failed stream can leave state behind: the next image gets a fresh handle.
-            *slot = None;
-        }
-        made.filter(|b| crate::codec::jpeg::parse(b).is_ok_and(|i| i.coding == crate::codec::jpeg::Coding::Baseline))
-    })
+        made.filter(|b| crate::codec::jpeg::parse(b).is_ok_and(|i| i.coding == crate::codec::jpeg::Coding::Baseline))?
+    };
+    // The promise, checked on every image rather than trusted: libjpeg-turbo decodes the
+    // rewrite to the stored file's pixels. (A damaged file can decode without a warning and
+    // hold coefficients a baseline scan cannot code, which libjpeg-turbo's encoder writes
+    // anyway: found by fuzz/fuzz_targets/jpeg_rewrite.rs.) Twice a decode, once per image.
+    let (mut stored, mut rewritten) = (DecodedImage::default(), DecodedImage::default());
+    decode_rgb(bytes, max_pixels, &mut stored).ok()?;
+    decode_rgb(&made, max_pixels, &mut rewritten).ok()?;
+    ((stored.width, stored.height, &stored.rgb) == (rewritten.width, rewritten.height, &rewritten.rgb)).then_some(made)
 }
 
-fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, DecodeError>) -> Result<T, DecodeError> {
+/// Run `f` on this thread's decompressor; on a fresh one when `fresh` (an image that does not
+/// define every table it uses: [`crate::codec::jpeg::defines_its_tables`]), so that what an
+/// earlier image left in the handle never reaches it.
+fn with_handle<T>(fresh: bool, f: impl FnOnce(&Handle) -> Result<T, DecodeError>) -> Result<T, DecodeError> {
     HANDLE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.is_none() {
+        if slot.is_none() || fresh {
             *slot = Some(Handle::new()?);
         }
         let r = f(slot.as_ref().expect("handle was just created"));
@@ -502,7 +508,7 @@ fn decode_any(
             ));
         }
     }
-    with_handle(|h| {
+    with_handle(!crate::codec::jpeg::defines_its_tables(bytes), |h| {
         let hdr = h.header(bytes)?;
         let pixels = hdr.width as u64 * hdr.height as u64;
         if pixels > max_pixels {

@@ -157,7 +157,7 @@ pub struct PipelineArgs {
     /// not GPU-verified.
     #[arg(long)]
     pub gpu_engine_gray: bool,
-    /// Rewrite progressive (and arithmetic-coded) JPEGs as baseline JPEGs holding the same DCT
+    /// Rewrite progressive JPEGs as baseline JPEGs holding the same DCT
     /// coefficients, once, kept in RAM: the CUDA backend's hardware engine then decodes them
     /// (no Huffman decoding on the host), libjpeg-turbo decodes them faster and to the same
     /// pixels. Per-sample mode.
