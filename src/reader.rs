@@ -20,7 +20,7 @@
 //! With `cache_bytes > 0`, compressed bytes are kept in RAM up to that budget as they are read
 //! (so the first epoch fills the cache and later epochs read from it).
 //!
-//! With `transcode_progressive`, progressive and arithmetic-coded JPEGs are delivered rewritten
+//! With `transcode_progressive`, progressive JPEGs are delivered rewritten
 //! as baseline ([`transcode`]), kept in RAM under their own budget (or in the cache above, when
 //! it holds them): the same pixels, decoded faster, and by the GPU's hardware engine.
 //!
@@ -369,7 +369,7 @@ pub struct ReaderConfig {
     pub prefetch_batches: usize,
     /// RAM budget for caching compressed bytes (0 = off).
     pub cache_bytes: u64,
-    /// Progressive and arithmetic-coded JPEGs rewritten as baseline ([`transcode`]).
+    /// Progressive JPEGs rewritten as baseline ([`transcode`]).
     pub transcode_progressive: bool,
     /// RAM for the rewritten bytes kept (those not in the cache).
     pub transcode_cache_bytes: u64,
