@@ -183,6 +183,49 @@ impl RouteErrors {
     }
 }
 
+/// One photo of a reference set as a decoder gave it: where, by which route, and its error
+/// against the CPU decoder's picture (mean, worst pixel).
+struct Checked<'a> {
+    name: &'a str,
+    bytes: &'a [u8],
+    d: stoke::backend::cuda::decode::Decoded,
+    region: (u32, u32, u32, u32),
+    mean: f64,
+    max: u8,
+}
+
+/// `refs` decoded by `dec` in calls of `batch` photos, first whole (a resize of the whole
+/// image), then by random-resized-crop region (params of `seed`): each way's name and photos.
+fn whole_and_region<'a>(
+    gpu: &stoke::backend::cuda::device::Gpu,
+    dec: &mut GpuDecoder,
+    refs: &'a [(String, Vec<u8>, DecodedImage)],
+    batch: usize,
+    seed: u64,
+) -> Vec<(&'static str, Vec<Checked<'a>>)> {
+    let mut whole = AugmentSpec::train(64);
+    whole.crop = CropMode::Resize;
+    let mut out = Vec::new();
+    [("whole image", whole), ("region", AugmentSpec::train(64))]
+        .into_iter()
+        .map(|(what, spec)| {
+            let mut checked = Vec::with_capacity(refs.len());
+            for (c, chunk) in refs.chunks(batch).enumerate() {
+                let jobs = jobs_for(chunk, &spec, seed, c * batch);
+                let arena = dec.decode(&jobs, &mut out).unwrap();
+                gpu.ctx().bind_to_thread().unwrap();
+                for ((name, bytes, want), got) in chunk.iter().zip(&out) {
+                    let d = *got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
+                    let region = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
+                    let (mean, max) = region_diff(want, region, &decoded(arena, &d));
+                    checked.push(Checked { name, bytes, d, region, mean, max });
+                }
+            }
+            (what, checked)
+        })
+        .collect()
+}
+
 /// Mean and max absolute difference of region `(x, y, w, h)` of `whole` (RGB, `whole_w`
 /// wide) against `got` (the region's own RGB rows).
 fn region_diff(whole: &DecodedImage, (x, y, w, h): (u32, u32, u32, u32), got: &[u8]) -> (f64, u8) {
@@ -787,6 +830,43 @@ fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
     }
 }
 
+/// `n` generated photos of `kind` (seed `seed`, named "generated WHAT KEY") and, with
+/// `STOKE_CORPUS`, the files of its folders `dirs` (those absent skipped: the GPU bundle lays
+/// the corpus out otherwise) that `wanted` takes, each folder's sorted by name.
+fn generated_and_corpus(
+    seed: u64,
+    kind: stoke::gen::Kind,
+    n: usize,
+    what: &str,
+    dirs: &[&str],
+    wanted: impl Fn(&[u8]) -> bool,
+) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
+        .filter(|&i| stoke::gen::kind_of(seed, i) == kind)
+        .take(n)
+        .map(|i| {
+            let g = stoke::gen::image(seed, 4, i).unwrap();
+            (format!("generated {what} {}", g.key), g.bytes)
+        })
+        .collect();
+    let Some(c) = std::env::var_os("STOKE_CORPUS").map(PathBuf::from) else {
+        eprintln!("STOKE_CORPUS not set: generated {what} images only");
+        return files;
+    };
+    for d in dirs {
+        let Ok(dir) = std::fs::read_dir(c.join(d)) else { continue };
+        let mut paths: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for p in paths {
+            let bytes = std::fs::read(&p).unwrap();
+            if wanted(&bytes) {
+                files.push((p.display().to_string(), bytes));
+            }
+        }
+    }
+    files
+}
+
 /// The gray JPEGs of the question `gpu_engine_gray` asks: 24 generated ones (1×1 sampling, as
 /// encoders write gray) and, with `STOKE_CORPUS`, the corpus's gray conformance files
 /// (`$STOKE_CORPUS/conformance/gray`, or `gray` beside `imagenet_like` in the GPU bundle: 1×1,
@@ -795,30 +875,8 @@ fn a_device_bitstream_epoch_equals_the_host_bitstream_epoch() {
 /// picture.
 fn gray_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
     let seed = 5;
-    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
-        .filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Gray)
-        .take(24)
-        .map(|i| {
-            let g = stoke::gen::image(seed, 4, i).unwrap();
-            (format!("generated gray {}", g.key), g.bytes)
-        })
-        .collect();
-    if let Some(c) = std::env::var_os("STOKE_CORPUS") {
-        let c = PathBuf::from(c);
-        for d in [c.join("conformance/gray"), c.join("gray"), c.join("imagenet_like")] {
-            let Ok(dir) = std::fs::read_dir(&d) else { continue };
-            let mut paths: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
-            paths.sort();
-            for p in paths {
-                let bytes = std::fs::read(&p).unwrap();
-                if stoke::codec::jpeg::parse(&bytes).is_ok_and(|f| f.is_gray()) {
-                    files.push((p.display().to_string(), bytes));
-                }
-            }
-        }
-    } else {
-        eprintln!("STOKE_CORPUS not set: generated gray images only");
-    }
+    let gray = |b: &[u8]| stoke::codec::jpeg::parse(b).is_ok_and(|f| f.is_gray());
+    let mut files = generated_and_corpus(seed, stoke::gen::Kind::Gray, 24, "gray", &["conformance/gray", "gray", "imagenet_like"], gray);
     // Each gray file declaring other sampling also as the readers deliver it under
     // `gpu_engine_gray`: declared 1×1 (`declare_gray_1x1`), the same picture for libjpeg-turbo.
     let declared: Vec<(String, Vec<u8>)> = files
@@ -866,34 +924,23 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
     let mut dec = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, 0, true);
     let engine = dec.hardware_width().is_some();
     let on_sim = gpu.info().name.contains("simulated device, not a GPU");
-    let mut whole = AugmentSpec::train(64);
-    whole.crop = CropMode::Resize;
-    let mut out = Vec::new();
-    for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
+    for (what, checked) in whole_and_region(&gpu, &mut dec, &refs, batch, 23) {
         let (mut per_route, mut colour) = (RouteErrors::default(), RouteErrors::default());
-        for (c, chunk) in refs.chunks(batch).enumerate() {
-            let jobs = jobs_for(chunk, &spec, 23, c * batch);
-            let arena = dec.decode(&jobs, &mut out).unwrap();
-            gpu.ctx().bind_to_thread().unwrap();
-            for ((name, bytes, want), got) in chunk.iter().zip(&out) {
-                let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
-                let info = stoke::codec::jpeg::parse(bytes).unwrap();
-                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
-                let (mean, max) = region_diff(want, r, &decoded(arena, d));
-                if !info.is_gray() {
-                    assert!(mean < bound(false), "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
-                    colour.add(d.route, mean, max);
-                    continue;
-                }
-                let asked = stoke::backend::cuda::decode::engine_gray_candidate(&info);
-                if !asked {
-                    assert_ne!(d.route, Route::Hardware, "{name}: sampling {:?}, {:?} reached the engine", info.sampling[0], info.coding);
-                } else if engine && on_sim {
-                    assert_eq!(d.route, Route::Hardware, "{name}: a 1×1 baseline gray JPEG with gpu_engine_gray on the stand-in");
-                }
-                assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
-                per_route.add(d.route, mean, max);
+        for Checked { name, bytes, d, region: r, mean, max } in checked {
+            let info = stoke::codec::jpeg::parse(bytes).unwrap();
+            if !info.is_gray() {
+                assert!(mean < bound(false), "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
+                colour.add(d.route, mean, max);
+                continue;
             }
+            let asked = stoke::backend::cuda::decode::engine_gray_candidate(&info);
+            if !asked {
+                assert_ne!(d.route, Route::Hardware, "{name}: sampling {:?}, {:?} reached the engine", info.sampling[0], info.coding);
+            } else if engine && on_sim {
+                assert_eq!(d.route, Route::Hardware, "{name}: a 1×1 baseline gray JPEG with gpu_engine_gray on the stand-in");
+            }
+            assert!(mean < MAX_MEAN_ABS_DIFF, "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the CPU decoder", d.route);
+            per_route.add(d.route, mean, max);
         }
         per_route.print(&format!("gray-engine: {what}"), "gray images");
         colour.print(&format!("gray-engine: {what}, in the same calls"), "colour images");
@@ -913,32 +960,9 @@ fn gray_baseline_on_the_engine_matches_the_cpu_decoder() {
 /// ImageNet-like progressive photos, each rewritten as baseline (`to_baseline`); each with
 /// libjpeg-turbo's whole picture of the file *as stored*.
 fn rewritten_references() -> Vec<(String, Vec<u8>, DecodedImage)> {
-    let seed = 9;
-    let mut files: Vec<(String, Vec<u8>)> = (0..20_000)
-        .filter(|&i| stoke::gen::kind_of(seed, i) == stoke::gen::Kind::Progressive420)
-        .take(16)
-        .map(|i| {
-            let g = stoke::gen::image(seed, 4, i).unwrap();
-            (format!("generated progressive {}", g.key), g.bytes)
-        })
-        .collect();
-    if let Some(c) = std::env::var_os("STOKE_CORPUS") {
-        let c = PathBuf::from(c);
-        for d in [c.join("conformance/progressive"), c.join("progressive"), c.join("imagenet_like")] {
-            let Ok(dir) = std::fs::read_dir(&d) else { continue };
-            let mut paths: Vec<PathBuf> = dir.flatten().map(|e| e.path()).collect();
-            paths.sort();
-            for p in paths {
-                let bytes = std::fs::read(&p).unwrap();
-                if bytes.len() < 1 << 20 && stoke::codec::jpeg::parse(&bytes).is_ok_and(|f| f.coding.is_progressive()) {
-                    files.push((p.display().to_string(), bytes));
-                }
-            }
-        }
-    } else {
-        eprintln!("STOKE_CORPUS not set: generated progressive photos only");
-    }
-    files
+    let progressive = |b: &[u8]| b.len() < 1 << 20 && stoke::codec::jpeg::parse(b).is_ok_and(|f| f.coding.is_progressive());
+    let dirs = ["conformance/progressive", "progressive", "imagenet_like"];
+    generated_and_corpus(9, stoke::gen::Kind::Progressive420, 16, "progressive", &dirs, progressive)
         .into_iter()
         .filter_map(|(name, stored)| {
             let mut img = DecodedImage::default();
@@ -965,32 +989,17 @@ fn progressive_photos_rewritten_as_baseline_go_to_the_engine_with_the_stored_fil
     let mut dec = decoder_with(&gpu, &refs, batch, GpuDecoders::All, false, 0, false);
     let engine = dec.hardware_width().is_some();
     let on_sim = gpu.info().name.contains("simulated device, not a GPU");
-    let mut whole = AugmentSpec::train(64);
-    whole.crop = CropMode::Resize;
-    let mut out = Vec::new();
-    for (what, spec) in [("whole image", whole), ("region", AugmentSpec::train(64))] {
+    for (what, checked) in whole_and_region(&gpu, &mut dec, &refs, batch, 31) {
         let mut per_route = RouteErrors::default();
-        for (c, chunk) in refs.chunks(batch).enumerate() {
-            let jobs = jobs_for(chunk, &spec, 31, c * batch);
-            let arena = dec.decode(&jobs, &mut out).unwrap();
-            gpu.ctx().bind_to_thread().unwrap();
-            for ((name, bytes, want), got) in chunk.iter().zip(&out) {
-                let d = got.as_ref().unwrap_or_else(|e| panic!("{name}: no decoder could decode it: {e}"));
-                let info = stoke::codec::jpeg::parse(bytes).unwrap();
-                assert_eq!(info.coding, stoke::codec::jpeg::Coding::Baseline, "{name}");
-                let asked = stoke::backend::cuda::decode::gpu_candidate(Some(&info), DEFAULT_MAX_DECODED_PIXELS, false) == Ok(Some(true));
-                if engine && on_sim && asked {
-                    assert_eq!(d.route, Route::Hardware, "{name}: a rewritten colour photo on the stand-in");
-                }
-                let r = (d.roi.x, d.roi.y, d.roi.w, d.roi.h);
-                let (mean, max) = region_diff(want, r, &decoded(arena, d));
-                assert!(
-                    mean < bound(false),
-                    "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the stored file's CPU decode",
-                    d.route
-                );
-                per_route.add(d.route, mean, max);
+        for Checked { name, bytes, d, region: r, mean, max } in checked {
+            let info = stoke::codec::jpeg::parse(bytes).unwrap();
+            assert_eq!(info.coding, stoke::codec::jpeg::Coding::Baseline, "{name}");
+            let asked = stoke::backend::cuda::decode::gpu_candidate(Some(&info), DEFAULT_MAX_DECODED_PIXELS, false) == Ok(Some(true));
+            if engine && on_sim && asked {
+                assert_eq!(d.route, Route::Hardware, "{name}: a rewritten colour photo on the stand-in");
             }
+            assert!(mean < bound(false), "{name} ({:?}, {what} {r:?}): mean abs diff {mean:.3} vs the stored file's CPU decode", d.route);
+            per_route.add(d.route, mean, max);
         }
         per_route.print(&format!("transcoded: {what}"), "rewritten progressive photos");
     }
