@@ -1005,3 +1005,57 @@ fn progressive_photos_rewritten_as_baseline_go_to_the_engine_with_the_stored_fil
     }
     println!("STOKE-Q transcoded: {} rewritten progressive photos ({:?})", refs.len(), dec.stats());
 }
+
+/// A Motion-JPEG frame saved as a file leaves out its Huffman tables (decoders use the
+/// standard ones then). A decoder that keeps the tables of the images before it (libjpeg-turbo
+/// in its handle did, until `defines_its_tables`) decodes such a frame after an image with
+/// optimized tables into garbage. Four (optimized photo, table-less frame) pairs through the
+/// engine's routes and through the CUDA decoders alone, whole and by region: each frame within
+/// the nearest bound of libjpeg-turbo's picture of the same frame *with* its standard tables.
+/// On a GPU the `STOKE-Q mjpeg-tables` lines say what nvJPEG's routes make of them.
+#[test]
+fn a_frame_without_its_huffman_tables_decodes_with_the_standard_ones_on_every_route() {
+    use jpeg_encoder::{ColorType, Encoder};
+    let _serial = serial();
+    let Some(gpu) = gpu_or_skip("gpu_decode") else { return };
+    let mut refs = Vec::new();
+    for k in 0..4usize {
+        let (w, h) = (96 + 16 * k as u16, 64 + 8 * k as u16);
+        let rgb: Vec<u8> =
+            (0..w as usize * h as usize).flat_map(|i| [(i % 251) as u8, (i / 7 % 253) as u8, ((i * 3 + k) % 255) as u8]).collect();
+        let (mut optimized, mut standard) = (Vec::new(), Vec::new());
+        let mut e = Encoder::new(&mut optimized, 90);
+        e.set_optimized_huffman_tables(true);
+        e.encode(&rgb, w, h, ColorType::Rgb).unwrap();
+        Encoder::new(&mut standard, 90).encode(&rgb, w, h, ColorType::Rgb).unwrap();
+        // The frame: every DHT segment before the scan cut out.
+        let mut frame = standard[..2].to_vec();
+        let mut i = 2;
+        while standard[i + 1] != 0xDA {
+            let len = 2 + u16::from_be_bytes([standard[i + 2], standard[i + 3]]) as usize;
+            if standard[i + 1] != 0xC4 {
+                frame.extend_from_slice(&standard[i..i + len]);
+            }
+            i += len;
+        }
+        frame.extend_from_slice(&standard[i..]);
+        for (name, bytes, reference) in [("optimized", &optimized, &optimized), ("frame without DHT", &frame, &standard)] {
+            let mut img = DecodedImage::default();
+            decode_rgb(reference, DEFAULT_MAX_DECODED_PIXELS, &mut img).unwrap();
+            refs.push((format!("{name} {k}"), bytes.clone(), img));
+        }
+    }
+    for which in [GpuDecoders::All, GpuDecoders::Cuda] {
+        let mut dec = decoder(&gpu, &refs, 4, which, false);
+        for (what, checked) in whole_and_region(&gpu, &mut dec, &refs, 4, 41) {
+            let mut per_route = RouteErrors::default();
+            for Checked { name, d, region: r, mean, max, .. } in checked {
+                assert!(mean < bound(false), "{name} ({which:?}, {:?}, {what} {r:?}): mean abs diff {mean:.3}", d.route);
+                if name.starts_with("frame") {
+                    per_route.add(d.route, mean, max);
+                }
+            }
+            per_route.print(&format!("mjpeg-tables: decoders {which:?}, {what}"), "frames without DHT");
+        }
+    }
+}
