@@ -748,6 +748,14 @@ run_routes() {
         "$bin" "${common[@]}" --warmup-batches 52 ${flags[$d]}
     done
   done
+  # The rewrites' own epoch: the first, with the readers rewriting the progressive photos (about
+  # 4 ms of a reader thread each on the 2-core VM), at the default 2 reader threads and at 4.
+  local t
+  for t in 2 4; do
+    # shellcheck disable=SC2086
+    figure="$cores_figure" step "stoke bench e2e, decoders engine, first epoch, $t reader threads" 60 "bench-e2e-engine-first-r$t.json" \
+      "$bin" bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --epochs 1 --json --gpu-upsampling nearest --reader-threads "$t" ${flags[engine]}
+  done
   export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   local -A train=([all]="--decoders all" [engine]="--decoders all --gpu-engine-gray --transcode-progressive" [hw]="--decoders hw")
   for d in all engine hw; do
