@@ -610,12 +610,14 @@ pub fn declare_gray_1x1(b: &mut [u8]) -> bool {
 /// or tables of their own kinds: a fresh handle costs little beside their decode), and for
 /// anything that does not parse.
 pub fn defines_its_tables(b: &[u8]) -> bool {
-    let Ok(info) = parse(b) else { return false };
-    if !matches!(info.coding, Coding::Baseline | Coding::Extended) {
+    // Its own walk, not `parse`: this runs before every CPU decode and allocates nothing
+    // (tests/cpu_alloc.rs).
+    if !b.starts_with(&[0xFF, 0xD8]) {
         return false;
     }
     let (mut quant, mut dc, mut ac) = ([false; 4], [false; 4], [false; 4]);
-    let mut comps: Vec<(u8, u8)> = Vec::new();
+    // The frame's components (id, quantization table), up to four.
+    let (mut comps, mut n_comps) = ([(0u8, 0u8); 4], None::<usize>);
     let mut i = 2usize;
     loop {
         let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) else { return false };
@@ -650,19 +652,29 @@ pub fn defines_its_tables(b: &[u8]) -> bool {
                     k += 17 + counts.iter().map(|&c| c as usize).sum::<usize>();
                 }
             }
-            0xC0 | 0xC1 if comps.is_empty() => {
+            // Sequential Huffman frames only; any other coding is decoded afresh.
+            0xC0 | 0xC1 if n_comps.is_none() => {
                 let n = seg.get(5).copied().unwrap_or(0) as usize;
-                comps = (0..n).filter_map(|k| Some((*seg.get(6 + 3 * k)?, *seg.get(8 + 3 * k)?))).collect();
-            }
-            0xDA => {
-                let n = seg.first().copied().unwrap_or(0) as usize;
-                if n == 0 || n != comps.len() {
+                if !(1..=4).contains(&n) {
                     return false;
                 }
+                for (k, c) in comps.iter_mut().enumerate().take(n) {
+                    let (Some(&id), Some(&tq)) = (seg.get(6 + 3 * k), seg.get(8 + 3 * k)) else { return false };
+                    *c = (id, tq);
+                }
+                n_comps = Some(n);
+            }
+            0xC2 | 0xC3 | 0xC5..=0xC7 | 0xC9..=0xCB | 0xCD..=0xCF => return false,
+            0xDA => {
+                let Some(n) = n_comps else { return false };
+                // One scan over every component: no later scan can lean on other tables.
+                if seg.first().copied() != Some(n as u8) {
+                    return false;
+                }
+                let has = |t: &[bool; 4], k: u8| t.get(k as usize).copied().unwrap_or(false);
                 return (0..n).all(|k| {
                     let (Some(&id), Some(&tables)) = (seg.get(1 + 2 * k), seg.get(2 + 2 * k)) else { return false };
-                    let Some(&(_, tq)) = comps.iter().find(|c| c.0 == id) else { return false };
-                    let has = |t: &[bool; 4], n: u8| t.get(n as usize).copied().unwrap_or(false);
+                    let Some(&(_, tq)) = comps[..n].iter().find(|c| c.0 == id) else { return false };
                     has(&quant, tq) && has(&dc, tables >> 4) && has(&ac, tables & 0x0F)
                 });
             }
