@@ -567,34 +567,44 @@ pub fn declare_gray_1x1(b: &mut [u8]) -> bool {
     {
         return false;
     }
-    // The first SOF, as `parse` found it: segments from the SOI, resyncing on 0xFF as it does.
+    // The first SOF, as `parse` found it: FF Cn, length, then precision, height, width,
+    // Nf = 1, C1 and its H1V1 byte (the payload's byte 7, the file's `at + 11`).
+    let Some(at) = segments(b)
+        .find(|s| Coding::from_sof(s.1).is_some())
+        .and_then(|(at, _, seg)| matches!(seg.get(5..8), Some(&[1, _, hv]) if (hv >> 4, hv & 15) == info.sampling[0]).then_some(at))
+    else {
+        return false;
+    };
+    b[at + 11] = 0x11;
+    true
+}
+
+/// The marker segments of a JPEG as libjpeg walks them: from the SOI on, resyncing on the next
+/// 0xFF past junk and scan data, fill bytes skipped, standalone markers (SOI, TEM, RSTn) and
+/// stuffed zeros passed over. Each is `(offset of its 0xFF, marker, payload after the
+/// length)`; the walk ends at an EOI, at the end of the bytes, or at a segment longer than
+/// they are. Allocates nothing.
+fn segments(b: &[u8]) -> impl Iterator<Item = (usize, u8, &[u8])> + '_ {
     let mut i = 2usize;
-    while i + 3 < b.len() {
-        let Some(rel) = b[i..].iter().position(|&x| x == 0xFF) else { return false };
-        i += rel;
+    std::iter::from_fn(move || loop {
+        i += b.get(i..)?.iter().position(|&x| x == 0xFF)?;
         while b.get(i + 1) == Some(&0xFF) {
             i += 1;
         }
-        let Some(&m) = b.get(i + 1) else { return false };
+        let m = *b.get(i + 1)?;
         match m {
-            0x00 | 0x01 | 0xD0..=0xD8 => i += 2,
-            0xC0..=0xCF if Coding::from_sof(m).is_some() => {
-                // FF Cn, length, precision, height, width, Nf = 1, then C1 and its H1V1 byte.
-                return match b.get(i + 9..i + 12) {
-                    Some([1, _, hv]) if (hv >> 4, hv & 15) == info.sampling[0] => {
-                        b[i + 11] = 0x11;
-                        true
-                    }
-                    _ => false,
-                };
+            0x00 | 0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
             }
-            _ => {
-                let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return false };
-                i += 2 + len.max(2);
-            }
+            0xD9 => return None,
+            _ => {}
         }
-    }
-    false
+        let len = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize)?.max(2);
+        let (at, seg) = (i, b.get(i + 4..i + 2 + len)?);
+        i += 2 + len;
+        return Some((at, m, seg));
+    })
 }
 
 /// Whether a sequential Huffman-coded JPEG (baseline or extended) defines, before its one
@@ -618,20 +628,7 @@ pub fn defines_its_tables(b: &[u8]) -> bool {
     let (mut quant, mut dc, mut ac) = ([false; 4], [false; 4], [false; 4]);
     // The frame's components (id, quantization table), up to four.
     let (mut comps, mut n_comps) = ([(0u8, 0u8); 4], None::<usize>);
-    let mut i = 2usize;
-    loop {
-        let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) else { return false };
-        i += rel;
-        while b.get(i + 1) == Some(&0xFF) {
-            i += 1;
-        }
-        let Some(&m) = b.get(i + 1) else { return false };
-        if matches!(m, 0x00 | 0x01 | 0xD0..=0xD8) {
-            i += 2;
-            continue;
-        }
-        let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { return false };
-        let Some(seg) = b.get(i + 4..i + 2 + len.max(2)) else { return false };
+    for (_, m, seg) in segments(b) {
         match m {
             0xDB => {
                 let mut k = 0;
@@ -680,8 +677,8 @@ pub fn defines_its_tables(b: &[u8]) -> bool {
             }
             _ => {}
         }
-        i += 2 + len.max(2);
     }
+    false
 }
 
 /// Whether a progressive JPEG's scans leave the DC and the first nine AC coefficients of every
@@ -697,35 +694,20 @@ pub fn progressive_complete(b: &[u8]) -> bool {
     }
     // Per component id: the Al of the last scan that carried each coefficient 0..=9.
     let mut bits: Vec<(u8, [i8; 10])> = Vec::new();
-    let mut i = 2usize;
-    while let Some(rel) = b.get(i..).and_then(|t| t.iter().position(|&x| x == 0xFF)) {
-        i += rel;
-        while b.get(i + 1) == Some(&0xFF) {
-            i += 1;
+    for (_, m, seg) in segments(b) {
+        if m == info.sof && bits.is_empty() {
+            let n = seg.get(5).copied().unwrap_or(0) as usize;
+            bits = (0..n).filter_map(|k| seg.get(6 + 3 * k).map(|&id| (id, [-1i8; 10]))).collect();
         }
-        let Some(&m) = b.get(i + 1) else { break };
-        match m {
-            0x00 | 0x01 | 0xD0..=0xD8 => i += 2,
-            0xD9 => break,
-            _ => {
-                let Some(len) = b.get(i + 2..i + 4).map(|l| u16::from_be_bytes([l[0], l[1]]) as usize) else { break };
-                if m == 0xC0 + (info.sof & 0x0F) && bits.is_empty() {
-                    let n = b.get(i + 9).copied().unwrap_or(0) as usize;
-                    bits = (0..n).filter_map(|k| b.get(i + 10 + 3 * k).map(|&id| (id, [-1i8; 10]))).collect();
+        if m == 0xDA {
+            let n = *seg.first().unwrap_or(&0) as usize;
+            let Some(&[ss, se, a]) = seg.get(1 + 2 * n..4 + 2 * n) else { return false };
+            for k in 0..n {
+                let id = seg[1 + 2 * k];
+                let Some(c) = bits.iter_mut().find(|c| c.0 == id) else { return false };
+                for coef in (ss as usize..=(se as usize).min(9)).filter(|_| ss <= se) {
+                    c.1[coef] = (a & 0x0F) as i8;
                 }
-                if m == 0xDA {
-                    let Some(seg) = b.get(i + 4..i + 2 + len.max(2)) else { return false };
-                    let n = *seg.first().unwrap_or(&0) as usize;
-                    let Some(&[ss, se, a]) = seg.get(1 + 2 * n..4 + 2 * n) else { return false };
-                    for k in 0..n {
-                        let id = seg[1 + 2 * k];
-                        let Some(c) = bits.iter_mut().find(|c| c.0 == id) else { return false };
-                        for coef in (ss as usize..=(se as usize).min(9)).filter(|_| ss <= se) {
-                            c.1[coef] = (a & 0x0F) as i8;
-                        }
-                    }
-                }
-                i += 2 + len.max(2);
             }
         }
     }

@@ -85,8 +85,8 @@ struct JpegHeader {
     pub adobe: bool,
 }
 
-/// One TurboJPEG instance, a decompressor or a transformer (one of each per thread; `Drop`
-/// destroys it).
+/// One TurboJPEG instance: a decompressor (one per thread, made afresh for an image that does
+/// not define its own tables) or a transformer (one per rewrite). `Drop` destroys it.
 struct Handle(tj::tjhandle);
 
 impl Handle {
@@ -314,8 +314,9 @@ pub fn transcodable(info: &crate::codec::jpeg::JpegInfo) -> bool {
 /// coefficients and writes them again as one sequential Huffman scan with the standard tables
 /// (optimized ones would make the generated set's progressive photos 2 % smaller for twice the
 /// CPU: 3.1 against 1.7 ms each for the transform, before the check below), every marker
-/// copied. Nothing is decoded to pixels, so every decoder reads the same picture
-/// from either form (libjpeg-turbo the same bytes, tests/transcode.rs).
+/// copied. The transform decodes nothing to pixels, so every decoder should read the same
+/// picture from either form; libjpeg-turbo's is checked on every image (below, and
+/// tests/transcode.rs).
 ///
 /// `None` — deliver the stored bytes — when the image is not [`transcodable`], its header
 /// announces more than `max_pixels`, its scans leave its first coefficients unrefined
