@@ -457,20 +457,14 @@ fn stream_mode_counts_row_groups_read_ahead_at_their_listed_size() {
     write_both(&dir, clean());
     let source = Arc::new(StreamSource::open(&dir.join("data"), 1).unwrap());
     let listed: u64 = source.set.facts.iter().map(|f| f.bytes).sum();
+    // The defaults' reader settings (2 batches read ahead, no cache, no rewrites) but these.
     let reader_cfg = ReaderConfig {
         specs: vec![stoke::config::AugmentSpec::train(16)],
-        resolution: None,
         seed: 5,
         batch_size: 4,
         on_error: OnError::Fail,
         threads: 2,
-        prefetch_batches: 2,
-        cache_bytes: 0,
-        transcode_progressive: false,
-        transcode_cache_bytes: 0,
-        max_decoded_pixels: 1 << 26,
-        gray_1x1: false,
-        store_in_flight: 16,
+        ..ReaderConfig::from_pipeline(&stoke::PipelineConfig::new("unused"))
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };
     let mut r = StreamReader::new(source.clone(), order_cfg, &reader_cfg, listed).unwrap();

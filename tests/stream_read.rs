@@ -214,20 +214,14 @@ fn the_read_ahead_holds_at_most_its_budget_or_the_shards_in_use() {
     sorted.sort();
     // Room for the two largest shards (a group of 2 always fits), plus a little.
     let roomy = sorted[sorted.len() - 1] + sorted[sorted.len() - 2] + 1000;
+    // The defaults' reader settings (2 batches read ahead, no cache, no rewrites) but these.
     let reader_cfg = ReaderConfig {
         specs: vec![AugmentSpec::train(16)],
-        resolution: None,
         seed: 5,
         batch_size: 4,
         on_error: OnError::Fail,
         threads: 3,
-        prefetch_batches: 2,
-        cache_bytes: 0,
-        transcode_progressive: false,
-        transcode_cache_bytes: 0,
-        max_decoded_pixels: 1 << 26,
-        gray_1x1: false,
-        store_in_flight: 16,
+        ..ReaderConfig::from_pipeline(&stoke::PipelineConfig::new("unused"))
     };
     let order_cfg = ShardOrderConfig { seed: 5, group: 2, ..ShardOrderConfig::default() };
     for (budget, bound) in [(roomy, roomy), (1, 0)] {
