@@ -128,6 +128,7 @@ fn plan_for(refs: &[(String, Vec<u8>, DecodedImage)], batch: usize, which: GpuDe
         interpolated,
         device_bitstream_bytes: 0,
         engine_gray: false,
+        engine_lanes: 1,
     }
 }
 

@@ -582,6 +582,78 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     }
 }
 
+/// CPU seconds (user + system) so far of this process's threads named `name`, from
+/// `/proc/self/task/*/stat`; `None` when no thread has that name.
+fn thread_cpu_secs_named(name: &str) -> Option<f64> {
+    // SAFETY: sysconf reads a constant of the system; no memory is involved.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut found = None;
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+        let rest: Vec<&str> = stat.rsplit_once(')').map_or("", |r| r.1).split_whitespace().collect();
+        let (u, s): (f64, f64) = (rest[11].parse().unwrap(), rest[12].parse().unwrap());
+        *found.get_or_insert(0.0) += (u + s) / ticks;
+    }
+    found
+}
+
+/// `gpu_engine_lanes = 2`: a batch's engine calls alternate between the producer's thread and
+/// a second one (`stoke-gpu-hw`), each with its own state and stream. Over two epochs
+/// through every route the batches are those of one lane bit for bit, each decoder took the
+/// same images, the second thread did decode (its CPU time: the stand-in's engine decodes with
+/// libjpeg-turbo inside the call, a GPU's holds the thread while the engine works), one lane
+/// makes no such thread, and the stand-in saw no hazard between the two lanes' streams and
+/// the rest (a finding fails the test where `STOKE_REQUIRE_SIM=1`). Memory: the same device
+/// and pinned bytes (the lane uses the route's second state).
+#[test]
+fn two_engine_lanes_make_one_lanes_batches_bit_for_bit() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (ds, c) = every_route(dir.path(), 33);
+    let run = |lanes: usize| {
+        let mut c = c.clone();
+        c.gpu_engine_lanes = lanes;
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        let mut batches = Vec::new();
+        let mut routes = stoke::batch::DecoderCounts::default();
+        for e in 0..2 {
+            p.start_epoch(e, 0);
+            while let Some(b) = p.next_batch() {
+                let b = b.unwrap();
+                routes += b.decoders;
+                batches.push((host(&b), b.labels.clone()));
+            }
+        }
+        let lane_cpu = thread_cpu_secs_named("stoke-gpu-hw");
+        let stats = p.stats();
+        (batches, routes, lane_cpu, (stats.device_bytes, stats.pinned_bytes))
+    };
+    let (one, one_routes, one_lane, one_bytes) = run(1);
+    let (two, two_routes, two_lane, two_bytes) = run(2);
+    assert_eq!(one.len(), 10);
+    assert!(one_routes.hardware > 0 && one_routes.cuda > 0 && one_routes.cpu > 0, "every route ran: {one_routes:?}");
+    assert_eq!(one_lane, None, "one lane starts no second engine thread");
+    let lane = two_lane.expect("two lanes start the stoke-gpu-hw thread");
+    assert!(lane > 0.0, "the second lane's thread spent {lane} s: it made no engine call");
+    assert_eq!(
+        (two_routes.hardware, two_routes.cuda, two_routes.cpu, two_routes.retried),
+        (one_routes.hardware, one_routes.cuda, one_routes.cpu, one_routes.retried),
+        "the same images on each route"
+    );
+    for (k, (a, b)) in one.iter().zip(&two).enumerate() {
+        assert!(a.0 == b.0, "batch {k}: two engine lanes changed the pixels");
+        assert_eq!(a.1, b.1, "batch {k}: labels");
+    }
+    assert_eq!(one_bytes, two_bytes, "the second lane allocates nothing (device, pinned bytes)");
+    eprintln!("two engine lanes: the second thread's CPU {lane:.3} s over 10 batches");
+}
+
 /// nvJPEG's own memory is made through stoke's allocators and counted: after an epoch through
 /// every route, the pipeline's `nvjpeg` figures equal the bytes the stand-in's nvJPEG holds by
 /// its own count, and every allocation it made went through them; later epochs allocate

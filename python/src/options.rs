@@ -31,6 +31,7 @@ const OPTIONS: &[&str] = &[
     "gpu_wait",
     "gpu_bitstream",
     "gpu_engine_gray",
+    "gpu_engine_lanes",
     "transcode_progressive",
     "transcode_cache_bytes",
     "gpu_hybrid_share",
@@ -158,6 +159,7 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
     o.gpu_bitstream =
         Some([GpuBitstream::Host, GpuBitstream::Device][choice("gpu_bitstream", "host", &[("host", 0), ("device", 1)])? as usize]);
     o.gpu_engine_gray = opt!("gpu_engine_gray", bool);
+    o.gpu_engine_lanes = opt!("gpu_engine_lanes", usize);
     o.transcode_progressive = opt!("transcode_progressive", bool);
     o.transcode_cache_bytes = opt!("transcode_cache_bytes", u64);
     if let Some(v) = get("gpu_hybrid_share")? {

@@ -126,6 +126,7 @@ class Loader:
         gpu_wait: Literal["auto", "block"] = "auto",
         gpu_bitstream: Literal["host", "device"] = "host",
         gpu_engine_gray: bool = False,
+        gpu_engine_lanes: int = 1,
         transcode_progressive: bool = False,
         transcode_cache_bytes: Optional[int] = None,
         gpu_hybrid_share: Union[Literal["off", "auto"], float] = "off",

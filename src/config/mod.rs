@@ -59,6 +59,15 @@ fn default_transcode_cache() -> u64 {
     DEFAULT_TRANSCODE_CACHE_BYTES
 }
 
+/// Most threads that may call the hardware JPEG engine at once (`gpu_engine_lanes`): the
+/// engine route keeps two decode states (used in turn by one thread, or one per thread), so a
+/// second lane costs no device memory; a third would.
+pub const MAX_ENGINE_LANES: usize = 2;
+
+fn default_engine_lanes() -> usize {
+    1
+}
+
 /// Default decoded-size guard: 100 megapixels (a 10000×10000 photo), far above ImageNet's
 /// largest images and far below the 64250×64250 decompression bombs in the corpus.
 pub const DEFAULT_MAX_DECODED_PIXELS: u64 = 100_000_000;
@@ -235,6 +244,15 @@ pub struct PipelineConfig {
     /// declared 1×1 ([`crate::codec::jpeg::declare_gray_1x1`]: the same picture).
     #[serde(default)]
     pub gpu_engine_gray: bool,
+    /// CUDA backend: host threads calling the hardware JPEG engine at once, 1 (default) or 2,
+    /// each with its own decode state and stream; a batch's engine calls alternate between
+    /// them. nvJPEG's batched call holds its thread until the engine's images are decoded and
+    /// converted, and under a trainer's load each image's colour-conversion kernel waits for
+    /// free SMs (measured on an H200): with one thread the engine idles through those waits,
+    /// with two the second thread's call keeps it busy. Idle, a second thread added nothing on
+    /// an H200 (BENCHMARKS.md); under load it is a GPU run's question, so 1 until measured.
+    #[serde(default = "default_engine_lanes")]
+    pub gpu_engine_lanes: usize,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
     /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
@@ -353,6 +371,7 @@ impl PipelineConfig {
             gpu_wait: GpuWait::Auto,
             gpu_bitstream: GpuBitstream::Host,
             gpu_engine_gray: false,
+            gpu_engine_lanes: 1,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -459,6 +478,12 @@ impl PipelineConfig {
         }
         if self.ring_depth < 2 {
             return bad(format!("ring depth must be at least 2, got {}", self.ring_depth));
+        }
+        if !(1..=MAX_ENGINE_LANES).contains(&self.gpu_engine_lanes) {
+            return bad(format!(
+                "gpu_engine_lanes (threads calling the hardware JPEG engine at once) must be 1 or {MAX_ENGINE_LANES}, got {}",
+                self.gpu_engine_lanes
+            ));
         }
         if self.max_decoded_pixels == 0 {
             return bad("the decoded-size guard must be at least 1 pixel".into());
@@ -583,6 +608,7 @@ mod tests {
             "gpu_wait",
             "gpu_bitstream",
             "gpu_engine_gray",
+            "gpu_engine_lanes",
             "decode_only",
             "gpu_memory_budget",
             "epoch_ahead",
@@ -610,6 +636,15 @@ mod tests {
         let gray: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_engine_gray: true, ..c.clone() }).unwrap()).unwrap();
         assert!(gray.gpu_engine_gray);
+        assert_eq!((c.gpu_engine_lanes, PipelineConfig::new("x").gpu_engine_lanes), (1, 1), "one thread calls the engine by default");
+        let two: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_engine_lanes: 2, ..c.clone() }).unwrap()).unwrap();
+        assert_eq!(two.gpu_engine_lanes, 2);
+        two.validate().unwrap();
+        for bad in [0, 3] {
+            let e = PipelineConfig { gpu_engine_lanes: bad, ..c.clone() }.validate().unwrap_err().to_string();
+            assert!(e.contains("gpu_engine_lanes") && e.contains(&format!("got {bad}")), "{e}");
+        }
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

@@ -183,6 +183,8 @@ pub struct PipelineOptions {
     pub gpu_bitstream: Option<GpuBitstream>,
     /// CUDA backend: ask the hardware engine for baseline gray JPEGs sampled 1×1 too.
     pub gpu_engine_gray: Option<bool>,
+    /// CUDA backend: threads calling the hardware engine at once (1 or 2).
+    pub gpu_engine_lanes: Option<usize>,
     /// Rewrite progressive JPEGs as baseline once, kept in RAM.
     pub transcode_progressive: Option<bool>,
     /// RAM for the rewritten images (default 1 GiB).
@@ -476,6 +478,7 @@ impl PipelineOptions {
         set(&mut c.gpu_wait, self.gpu_wait);
         set(&mut c.gpu_bitstream, self.gpu_bitstream);
         set(&mut c.gpu_engine_gray, self.gpu_engine_gray);
+        set(&mut c.gpu_engine_lanes, self.gpu_engine_lanes);
         set(&mut c.transcode_progressive, self.transcode_progressive);
         set(&mut c.transcode_cache_bytes, self.transcode_cache_bytes);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);

@@ -210,6 +210,7 @@ impl CudaBackend {
                 cpu_threads,
                 use_hardware,
                 engine_gray: config.gpu_engine_gray,
+                engine_lanes: config.gpu_engine_lanes,
                 use_cuda,
                 interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
                 device_bitstream_bytes: memory.device_bitstream_bytes(),

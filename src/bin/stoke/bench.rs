@@ -462,6 +462,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_wait: on_gpu.then(|| format!("{:?}", config.gpu_wait).to_lowercase()),
         gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
         gpu_engine_gray: on_gpu.then_some(config.gpu_engine_gray),
+        gpu_engine_lanes: on_gpu.then_some(config.gpu_engine_lanes),
         transcoded: config.transcode_progressive.then(|| TranscodeReport {
             stats: stats.transcoded,
             rewrites_in_window: stats.transcoded.rewrites.saturating_sub(stats0.transcoded.rewrites),

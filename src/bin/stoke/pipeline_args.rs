@@ -157,6 +157,13 @@ pub struct PipelineArgs {
     /// not GPU-verified.
     #[arg(long)]
     pub gpu_engine_gray: bool,
+    /// CUDA backend: threads calling the hardware JPEG engine at once, 1 or 2, each with its own
+    /// decode state and stream (a batch's engine calls alternate between them): nvJPEG's call
+    /// holds its thread until the engine's images are decoded and colour-converted, and under a
+    /// trainer's load the conversions wait for free SMs. Runs on the simulated device; not
+    /// GPU-measured.
+    #[arg(long, default_value_t = 1)]
+    pub gpu_engine_lanes: usize,
     /// Rewrite progressive JPEGs as baseline JPEGs holding the same DCT
     /// coefficients, once, kept in RAM: the CUDA backend's hardware engine then decodes them
     /// (no Huffman decoding on the host), libjpeg-turbo decodes them faster and to the same
@@ -425,6 +432,7 @@ impl PipelineArgs {
             gpu_wait: Some(self.gpu_wait),
             gpu_bitstream: Some(self.gpu_bitstream),
             gpu_engine_gray: self.gpu_engine_gray.then_some(true),
+            gpu_engine_lanes: Some(self.gpu_engine_lanes),
             transcode_progressive: self.transcode_progressive.then_some(true),
             transcode_cache_bytes: self.transcode_cache,
             decode_only: self.decode_only,

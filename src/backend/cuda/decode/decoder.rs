@@ -5,6 +5,7 @@
 //! documentation and cudarc 0.19.10 on a machine without one.
 
 use super::batched_hybrid::BatchedHybrid;
+use super::hardware::EngineLane;
 use super::hybrid::{LaneCpu, RouteHelpers};
 use super::*;
 use crate::augment::params::AugParams;
@@ -63,6 +64,10 @@ pub struct DecoderPlan {
     /// Ask the hardware engine for baseline gray JPEGs sampled 1×1 too (the config's
     /// `gpu_engine_gray`; [`super::engine_gray_candidate`]); off: they go to the CUDA decoders.
     pub engine_gray: bool,
+    /// Threads calling the hardware engine at once, 1 or 2 (the config's `gpu_engine_lanes`):
+    /// with 2 a batch's engine calls alternate between the producer's thread and a second
+    /// one, each with its own state and stream ([`super::hardware::EngineLane`]).
+    pub engine_lanes: usize,
 }
 
 impl DecoderPlan {
@@ -219,7 +224,8 @@ impl Drop for GpuDecoder {
             }
         }
         let batched = self.batched_hybrid.as_ref().map(|b| &b.stream);
-        for s in self.cuda_lane_streams.iter().chain([&self.cuda_stream, &self.hw_stream]).chain(batched) {
+        let engine_lane = self.hw.as_ref().and_then(|h| h.second.as_ref()).map(|l| &l.stream);
+        for s in self.cuda_lane_streams.iter().chain(engine_lane).chain([&self.cuda_stream, &self.hw_stream]).chain(batched) {
             if let Err(e) = s.synchronize() {
                 log::error!("waiting for a decode stream before freeing the arenas: {e}");
             }
@@ -258,7 +264,13 @@ impl GpuDecoder {
             }
         };
         let (mut hw, classifier) = match hw {
-            Ok((hw, classifier)) => (Some(hw), Some(classifier)),
+            Ok((mut hw, classifier)) => {
+                if plan.engine_lanes >= 2 {
+                    hw.second = Some(EngineLane::new(ctx)?);
+                    log::info!("nvJPEG hardware decoder: {} threads calling it at once", plan.engine_lanes);
+                }
+                (Some(hw), Some(classifier))
+            }
             Err((level, e)) => {
                 log::log!(level, "{e}; running without it (baseline JPEGs use the CUDA decoders)");
                 (None, None)

@@ -26,6 +26,9 @@ pub(super) struct HwPath {
     // The bitstreams' device buffer when the handle reads device memory
     // (`NVJPEG_BACKEND_HARDWARE_DEVICE`); `None`: it reads the host bytes.
     pub(super) bitstreams: Option<DeviceBitstreams>,
+    // The second thread calling the engine, with the second state (`gpu_engine_lanes = 2`);
+    // `None`: one thread uses both states in turn.
+    pub(super) second: Option<EngineLane>,
 }
 
 impl HwPath {
@@ -97,7 +100,7 @@ impl HwPath {
         let params = (0..plan.batch).map(|_| DecodeParams::new(&handle)).collect::<Result<Vec<_>, _>>()?;
         let state_done = [ev()?, ev()?];
         log::info!("nvJPEG hardware decoder: {engines} engine(s) x {cores} core(s); {per_call} images per call");
-        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph), bitstreams: None })
+        Ok(HwPath { handle, params, states, state_done, unit, per_call, prealloc: (pw, ph), bitstreams: None, second: None })
     }
 }
 
@@ -199,10 +202,13 @@ impl DeviceBitstreams {
 }
 
 impl HwPath {
-    /// The hardware route, in calls of `per_call` images on `stream`, two states in turn.
-    /// `canaries_set` is the event recorded after the canaries were written; `span`, the host
-    /// bytes that hold every job's when one place does (see [`bitstream_copies`]). Returns the
-    /// host seconds spent inside the engine's calls: wall time, and this thread's CPU time.
+    /// The hardware route, in calls of `per_call` images on `stream`, two states in turn —
+    /// or, with a second lane ([`EngineLane`]), the calls alternating between this thread and
+    /// the lane's. `canaries_set` is the event recorded after the canaries were written;
+    /// `span`, the host bytes that hold every job's when one place does (see
+    /// [`bitstream_copies`]). Returns the host seconds spent inside the engine's calls: wall
+    /// time (from the first call to the last one's return, with two lanes), and the CPU time of
+    /// the threads calling.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &mut self,
@@ -250,50 +256,145 @@ impl HwPath {
                 kept
             }
         };
+        // Each call's images (and device bitstreams) and params: contiguous runs of the list.
         let hw = self;
+        let mut calls = Vec::new();
+        let mut params = &mut hw.params[..list.len()];
         let mut at = 0;
-        let (mut in_calls, mut in_calls_cpu) = (0f64, 0f64);
-        for (call, size) in hw_calls(list.len(), hw.unit, hw.per_call).into_iter().enumerate() {
-            let idx = &list[at..at + size];
-            let idx_device = &device_at[at..at + size];
+        for size in hw_calls(list.len(), hw.unit, hw.per_call) {
+            let (head, tail) = std::mem::take(&mut params).split_at_mut(size);
+            calls.push(EngineCall { idx: &list[at..at + size], device: &device_at[at..at + size], params: head });
+            params = tail;
             at += size;
-            let s = call % 2;
-            hw.state_done[s].synchronize().map_err(driver_err("cuEventSynchronize"))?;
-            let mut images = Vec::with_capacity(size);
-            let mut dests = Vec::with_capacity(size);
-            for (k, &i) in idx.iter().enumerate() {
-                let d = out[i].as_ref().expect("placed");
-                let pr = &mut hw.params[at - size + k];
-                pr.set_output_format(RGBI)?;
-                let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
-                pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
-                images.push(match idx_device[k] {
-                    Some(ptr) => Bitstream::Device { ptr, len: jobs[i].0.len() },
-                    None => Bitstream::Host(jobs[i].0),
-                });
-                let mut img = nvjpegImage_t::default();
-                img.channel[0] = (arena + d.offset) as *mut u8;
-                img.pitch[0] = 3 * d.roi.w as usize;
-                dests.push(img);
-            }
-            let st = &mut hw.states[s];
-            let (t, cpu) = (std::time::Instant::now(), crate::backend::thread_cpu_secs());
-            let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
-                // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and
-                // the done event is waited, or their copies in the device buffer, written and
-                // waited for above), `size` destinations inside the arena each sized for its
-                // ROI in RGBI, `size` live params; the stream is ours.
-                unsafe { st.decode_batched_ex(&images, &mut dests, &hw.params[at - size..at], stream.cu_stream() as _) }
-            });
-            in_calls += t.elapsed().as_secs_f64();
-            in_calls_cpu += crate::backend::thread_cpu_secs() - cpu;
-            crate::backend::cuda::record_guard(&hw.state_done[s], stream, "a hardware decode state")?;
-            if let Err(e) = r {
-                // One bad image fails the whole call: every image of it goes to the CPU.
-                failed.extend(idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));
-            }
         }
-        Ok((in_calls, in_calls_cpu))
+        let [s0, s1] = &mut hw.states;
+        let [d0, d1] = &hw.state_done;
+        let Some(lane) = &hw.second else {
+            // One thread: the calls in order, the two states in turn.
+            let mut turn = [(s0, d0), (s1, d1)];
+            let (mut in_calls, mut in_calls_cpu) = (0f64, 0f64);
+            for (k, call) in calls.into_iter().enumerate() {
+                let (st, done) = &mut turn[k % 2];
+                let (wall, cpu) = call.run(st, done, stream, jobs, arena, out, failed)?;
+                in_calls += wall;
+                in_calls_cpu += cpu;
+            }
+            return Ok((in_calls, in_calls_cpu));
+        };
+        // Two lanes (`gpu_engine_lanes = 2`): call k on lane k % 2 with state k % 2 — the state
+        // one thread would use for it —, lane 1 on its own thread and stream, which this stream
+        // joins before returning. Its stream is ordered after the canaries and the bitstreams'
+        // copies as this one is (the host waited for both above; the waits say so to the device).
+        lane.stream.wait(canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
+        if let Some(b) = &hw.bitstreams {
+            lane.stream.wait(&b.copied).map_err(driver_err("cuStreamWaitEvent"))?;
+        }
+        let (mine, theirs): (Vec<_>, Vec<_>) = calls.into_iter().enumerate().partition(|(k, _)| k % 2 == 0);
+        let start = (std::time::Instant::now(), failed.len());
+        let lane_stream = &*lane.stream;
+        let (there, here) = lane.helper.beside(
+            move || -> Result<(Vec<(usize, String)>, f64), GpuError> {
+                lane_stream.context().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
+                let (mut lane_failed, mut cpu) = (Vec::new(), 0f64);
+                for (_, call) in theirs {
+                    cpu += call.run(s1, d1, lane_stream, jobs, arena, out, &mut lane_failed)?.1;
+                }
+                Ok((lane_failed, cpu))
+            },
+            || {
+                mine.into_iter()
+                    .try_fold(0f64, |cpu, (_, call)| Ok::<_, GpuError>(cpu + call.run(s0, d0, stream, jobs, arena, out, failed)?.1))
+            },
+        );
+        // The stream joins the lane's whatever failed: its queued work is then covered by
+        // everything recorded on this stream after (the staged bytes' release, the arena's use).
+        let joined = stream.join(lane_stream).map_err(driver_err("cuStreamWaitEvent"));
+        let (lane_failed, lane_cpu) = there?;
+        let here_cpu = here?;
+        joined?;
+        // The failed images in list order, as one thread would have found them.
+        failed.extend(lane_failed);
+        failed[start.1..].sort_by_key(|(i, _)| *i);
+        Ok((start.0.elapsed().as_secs_f64(), here_cpu + lane_cpu))
+    }
+}
+
+/// The second thread calling the engine (`gpu_engine_lanes = 2`): its helper thread and its
+/// stream; it uses the route's second state.
+pub(super) struct EngineLane {
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) helper: crate::backend::helpers::Helpers,
+}
+
+impl EngineLane {
+    /// The lane's stream on `ctx` and its thread, named `stoke-gpu-hw` (`stoke bench`'s
+    /// cores by thread group count it apart from the producer's).
+    pub(super) fn new(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Self, GpuError> {
+        let stream = ctx.new_stream().map_err(driver_err("cuStreamCreate"))?;
+        let helper = crate::backend::helpers::Helpers::new("stoke-gpu-hw", 1)
+            .map_err(|message| GpuError::Cuda { call: "starting the hardware engine's second thread", message })?;
+        Ok(Self { stream, helper })
+    }
+}
+
+/// One call of the engine: the list's images `idx` (each with its device bitstream, if any)
+/// and their params.
+struct EngineCall<'a> {
+    idx: &'a [usize],
+    device: &'a [Option<u64>],
+    params: &'a mut [DecodeParams],
+}
+
+impl EngineCall<'_> {
+    /// Decode the call's images into their arena places with `st` on `stream`, once the
+    /// state's previous call is done (`state_done`, recorded again after this one). A failed
+    /// call sends every image of it to `failed` (one bad image fails the whole call). Returns
+    /// the host seconds inside the call: wall time, and this thread's CPU time.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        self,
+        st: &mut JpegState,
+        state_done: &CudaEvent,
+        stream: &CudaStream,
+        jobs: &[(&[u8], AugParams)],
+        arena: u64,
+        out: &[Result<Decoded, SlotError>],
+        failed: &mut Vec<(usize, String)>,
+    ) -> Result<(f64, f64), GpuError> {
+        state_done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        let size = self.idx.len();
+        let mut images = Vec::with_capacity(size);
+        let mut dests = Vec::with_capacity(size);
+        for ((&i, device), pr) in self.idx.iter().zip(self.device).zip(self.params.iter_mut()) {
+            let d = out[i].as_ref().expect("placed");
+            pr.set_output_format(RGBI)?;
+            let whole = (d.roi.x, d.roi.y, d.roi.w, d.roi.h) == (0, 0, d.stored.0, d.stored.1);
+            pr.set_roi((!whole).then_some((d.roi.x, d.roi.y, d.roi.w, d.roi.h)))?;
+            images.push(match *device {
+                Some(ptr) => Bitstream::Device { ptr, len: jobs[i].0.len() },
+                None => Bitstream::Host(jobs[i].0),
+            });
+            let mut img = nvjpegImage_t::default();
+            img.channel[0] = (arena + d.offset) as *mut u8;
+            img.pitch[0] = 3 * d.roi.w as usize;
+            dests.push(img);
+        }
+        let (t, cpu) = (std::time::Instant::now(), crate::backend::thread_cpu_secs());
+        let r = st.batched_initialize(size, 1, RGBI).and_then(|()| {
+            // SAFETY: `size` inputs (pinned staging bytes alive until decode returns and the
+            // done event is waited, or their copies in the device buffer, written and waited
+            // for before the first call), `size` destinations inside the arena each sized for
+            // its ROI in RGBI (disjoint from every other call's), `size` live params; the
+            // stream is ours.
+            unsafe { st.decode_batched_ex(&images, &mut dests, self.params, stream.cu_stream() as _) }
+        });
+        let spent = (t.elapsed().as_secs_f64(), crate::backend::thread_cpu_secs() - cpu);
+        crate::backend::cuda::record_guard(state_done, stream, "a hardware decode state")?;
+        if let Err(e) = r {
+            // One bad image fails the whole call: every image of it goes to the CPU.
+            failed.extend(self.idx.iter().map(|&i| (i, format!("hardware decode call failed: {e}"))));
+        }
+        Ok(spent)
     }
 }
 

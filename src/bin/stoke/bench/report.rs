@@ -72,6 +72,9 @@ pub struct Report {
     /// CUDA backend: whether the hardware engine was asked for baseline gray JPEGs sampled 1×1
     /// (`--gpu-engine-gray`; absent on the CPU).
     pub gpu_engine_gray: Option<bool>,
+    /// CUDA backend: threads that called the hardware engine at once (`--gpu-engine-lanes`;
+    /// absent on the CPU).
+    pub gpu_engine_lanes: Option<usize>,
     /// `--transcode-progressive`: the progressive JPEGs rewritten as baseline over the whole
     /// run (`rewrites`: in the window `rewrites_in_window`), kept, and rewritten again past
     /// the budget (absent without it).
@@ -217,6 +220,7 @@ impl Report {
             d.retried,
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
                 + if self.gpu_engine_gray == Some(true) { "; gray baseline on the engine" } else { "" }
+                + &self.gpu_engine_lanes.filter(|&n| n > 1).map_or(String::new(), |n| format!("; {n} threads calling the engine"))
         );
         if let Some(t) = &self.transcoded {
             println!(
