@@ -398,6 +398,10 @@ def main(argv=None):
     ap.add_argument("--gpu-engine-gray", action="store_true",
                     help="ask stoke's hardware JPEG engine for baseline gray JPEGs sampled 1x1 too (off: nvJPEG's "
                          "CUDA decoders take them, Huffman on the host); not GPU-verified")
+    ap.add_argument("--gpu-engine-lanes", type=int, choices=[1, 2], default=1,
+                    help="threads calling stoke's hardware JPEG engine at once, each with its own state and stream "
+                         "(2: a second caller while one waits for nvJPEG's colour conversions, which queue behind "
+                         "the model's kernels for SMs); not GPU-measured")
     ap.add_argument("--transcode-progressive", action="store_true",
                     help="rewrite progressive JPEGs as baseline once, kept in RAM (stoke's hardware JPEG engine then "
                          "decodes them, not nvJPEG's CUDA decoders with Huffman on the host; the CPU backend's pixels "
@@ -481,6 +485,7 @@ def main(argv=None):
         **({"num_classes": classes} if args.preset == "deit" else {}),
         **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
             "gpu_bitstream": args.gpu_bitstream, "gpu_engine_gray": args.gpu_engine_gray,
+            "gpu_engine_lanes": args.gpu_engine_lanes,
             "gpu_hybrid_share": hybrid_share(args.gpu_hybrid_share)} if on_gpu else {}),
     )
     multicrop = args.preset in ("dino", "dinov2")
@@ -643,6 +648,7 @@ def main(argv=None):
         "gpu_hybrid_yielded_batches": s.get("gpu_hybrid_yielded_batches"),
         "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
         "gpu_engine_gray": args.gpu_engine_gray if on_gpu else None,
+        "gpu_engine_lanes": args.gpu_engine_lanes if on_gpu else None,
         "transcode_progressive": args.transcode_progressive,
         "transcoded_rewrites": s.get("transcoded_rewrites"), "transcoded_kept": s.get("transcoded_kept"),
         "bitstream_copies": s.get("bitstream_copies"),

@@ -58,6 +58,14 @@
 #                  lanes' CPU by part), then
 #                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
 #                  cost the trainer, and which route costs fewer host cores
+#   run.sh lanes   (carries the python part) one thread calling the hardware engine against two
+#                  (--gpu-engine-lanes 2: each its own state and stream, so one call keeps the
+#                  engine busy while the other waits for nvJPEG's per-image colour conversions,
+#                  which queue behind a trainer's kernels for SMs): stoke.Loader's engine and end
+#                  to end under fp16 matmuls in the same process (scripts/gpu-under-load.py
+#                  --only engine), ResNet-50 fed/alone with each (3 pairs), then `stoke bench`
+#                  end to end without load, interleaved twice (two lanes must not cost the idle
+#                  rate)
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
 #                  images with host, device and pinned memory, threads and fds after each, then
 #                  10 pipelines dropped mid-epoch; fails when anything grows after the warm-up
@@ -83,9 +91,9 @@
 # CI's run on the simulated device, whose sim step has run the same executables whole.
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|soak|candle" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | lanes | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|lanes|soak|candle" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes) part=python ;; soak) part=bench ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes | lanes) part=python ;; soak) part=bench ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -765,6 +773,40 @@ run_routes() {
   done
 }
 
+# One thread calling the engine against two (gpu_engine_lanes), where the second should matter:
+# under a load that keeps the SMs busy (the engine's calls then wait for their colour-conversion
+# kernels: 19k images/s alone fell to 2.1k under spinning kernels on an H200, 2026-11-26), and
+# beside the trainer that is below 0.97 of its speed alone (ResNet-50). About 5 minutes at
+# BENCH_SECONDS=4 with the generated set made: the loaded Loader ~35 s a lane setting, the
+# trainer's pairs ~60 s each, the four idle benches ~15 s each.
+run_lanes() {
+  if [ $gpu = 0 ]; then
+    for s in "gpu-under-load.py, engine lanes 1 and 2" "train_torch resnet50 fed/alone, engine lanes 1 and 2" "stoke bench e2e, engine lanes 1 and 2"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-4}" rep l
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  # The mechanism first (the engine's rate under the matmuls, ~35 s a run), then what the
+  # trainer feels, then the idle rate: a short budget drops the idle pairs first.
+  for l in 1 2; do
+    figure='grep "images/s" | sed -E "s/, host decode [0-9.]+ ms.batch//; s/ retried [0-9]+//" | paste -sd";"' \
+      step "gpu-under-load.py, engine lanes $l" 90 "under-load-lanes$l.log" \
+      python3 "$p/scripts/gpu-under-load.py" "$data" --gpu-upsampling nearest --seconds "$secs" --gpu-engine-lanes $l --only engine
+  done
+  for l in 1 2; do
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, engine lanes $l, 3 pairs" 150 "train-torch-lanes$l.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "${CORES_TRAIN_STEPS:-60}" --batch-size 256 --json --gpu-engine-lanes $l
+  done
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  for rep in 1 2; do
+    for l in 1 2; do
+      ledger=e2e figure="$cores_figure" step "stoke bench e2e, engine lanes $l ($rep)" 60 "bench-e2e-lanes$l-$rep.json" \
+        "$bin" "${common[@]}" --gpu-engine-lanes $l
+    done
+  done
+}
+
 run_soak() {
   if [ $gpu = 0 ]; then
     note "SKIP soak (examples/soak --backend cuda): no GPU"
@@ -784,6 +826,7 @@ case "$mode" in
   tail) run_tail ;;
   cores) run_cores ;;
   routes) run_routes ;;
+  lanes) run_lanes ;;
   soak) run_soak ;;
   candle) run_candle ;;
 esac

@@ -2,7 +2,13 @@
 trainer's situation): the hardware engine alone and the CUDA decoders alone (decode-only), and
 end to end, each with the matmuls on the legacy default stream or a side stream.
 
-    python3 scripts/gpu-under-load.py DATASET [--gpu-upsampling smooth|nearest]
+    python3 scripts/gpu-under-load.py DATASET [--gpu-upsampling smooth|nearest] [--gpu-engine-lanes 1|2]
+        [--only engine]
+
+`--gpu-engine-lanes 2`: two threads call the engine at once (`Loader(gpu_engine_lanes=2)`), so
+one's call can keep the engine busy while the other's waits for its conversions. `--only engine`:
+the engine's runs alone (decode-only, without load and with the matmuls on the legacy stream),
+then end to end with the matmuls.
 
 Needs torch with CUDA and the stoke package. On an H200 (2026-11-26, BENCHMARKS.md "Third GPU
 session") the engine route fell from 7050 to about 900 images/s under the matmuls: nvJPEG runs
@@ -20,6 +26,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("data")
 ap.add_argument("--gpu-upsampling", choices=["smooth", "nearest"], default="smooth")
 ap.add_argument("--seconds", type=float, default=5.0)
+ap.add_argument("--gpu-engine-lanes", type=int, choices=[1, 2], default=1)
+ap.add_argument("--only", choices=["all", "engine"], default="all")
 args = ap.parse_args()
 data = args.data
 
@@ -38,7 +46,7 @@ def run(label, load=None, decode_only=True, decoders="hw"):
     if th:
         th.start(); time.sleep(1.5)
     L = stoke.Loader(data, 256, device="cuda", dtype="float16", decode_only=decode_only, decoders=decoders,
-                     gpu_upsampling=args.gpu_upsampling, drop_last=True)
+                     gpu_upsampling=args.gpu_upsampling, gpu_engine_lanes=args.gpu_engine_lanes, drop_last=True)
     seen, t0, n0, s0 = 0, None, 0, None
     while True:
         for _ in L:
@@ -58,11 +66,13 @@ def run(label, load=None, decode_only=True, decoders="hw"):
         th.join()
     del L
 
-print(f"gpu_upsampling {args.gpu_upsampling}", flush=True)
-run("hw decode-only, no load")
-run("hw decode-only, matmuls on the legacy stream", load="legacy")
-run("hw decode-only, matmuls on a side stream", load="side")
-run("cuda decoders decode-only, no load", decoders="cuda")
-run("cuda decoders decode-only, matmuls on the legacy stream", load="legacy", decoders="cuda")
-run("e2e all decoders, no load", decode_only=False, decoders="all")
-run("e2e all decoders, matmuls on the legacy stream", load="legacy", decode_only=False, decoders="all")
+print(f"gpu_upsampling {args.gpu_upsampling}, {args.gpu_engine_lanes} engine lane(s)", flush=True)
+lanes = f", {args.gpu_engine_lanes} engine lane(s)"
+run("hw decode-only, no load" + lanes)
+run("hw decode-only, matmuls on the legacy stream" + lanes, load="legacy")
+if args.only == "all":
+    run("hw decode-only, matmuls on a side stream" + lanes, load="side")
+    run("cuda decoders decode-only, no load", decoders="cuda")
+    run("cuda decoders decode-only, matmuls on the legacy stream", load="legacy", decoders="cuda")
+    run("e2e all decoders, no load" + lanes, decode_only=False, decoders="all")
+run("e2e all decoders, matmuls on the legacy stream" + lanes, load="legacy", decode_only=False, decoders="all")

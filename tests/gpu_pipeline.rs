@@ -1088,6 +1088,9 @@ fn a_batch_read_on_two_streams_is_not_overwritten_before_either_is_done() {
 /// and the next batches, with nothing failing, are delivered whole and equal to a run that
 /// never failed. Each failure is put at every use of its call within a batch in turn (the
 /// stand-in's fault injection, sim/src/faults.rs); on a real GPU, which has none, it skips.
+/// With one thread calling the hardware engine and with two (`gpu_engine_lanes`: the batch's
+/// two engine calls then run on two threads, and a failure on the second thread's state,
+/// stream or join must end the same way).
 #[test]
 fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     let _serial = serial();
@@ -1102,65 +1105,72 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     c.batch_size = 8;
     c.ring_depth = 2;
     let ds2 = ds.clone();
-    within(std::time::Duration::from_secs(120), "batches after injected failures", move || {
-        let ds = ds2;
-        let mut reader = Reader::new(ds.clone(), &c).unwrap();
-        reader.start_epoch(0, 0);
-        let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
-        assert_eq!(rbs.len(), 4);
-        let mut backend = CudaBackend::new(&c, &ds).unwrap();
-        let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
-        let mut engine_used = false;
-        let want: Vec<Vec<u8>> = rbs
-            .iter()
-            .map(|rb| {
-                stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
-                engine_used |= rb.step == 0 && batch.decoders.hardware > 0;
-                host(&batch)
-            })
-            .collect();
-        // (call, uses to try within one batch): every call the first batch makes at least once
-        // (CI runs this binary again without an engine: STOKE_SIM_HW_ENGINES=0).
-        let calls = [
-            ("cuEventRecord", 24),
-            ("cuStreamWaitEvent", 16),
-            ("cuMemcpyHtoDAsync", 8),
-            ("cuMemcpyDtoHAsync", 4),
-            ("cuLaunchKernel", 6),
-            // The engine's route parses headers and decodes in batched calls; without an
-            // engine every image goes to the CUDA decoders' decoupled stages.
-            ("nvjpegJpegStreamParseHeader", if engine_used { 8 } else { 0 }),
-            ("nvjpegDecodeBatchedEx", if engine_used { 2 } else { 0 }),
-            ("nvjpegDecodeJpegHost", if engine_used { 0 } else { 4 }),
-            ("nvjpegDecodeJpegDevice", if engine_used { 0 } else { 4 }),
-        ];
-        let mut failed_batches = 0;
-        for (call, uses) in calls {
-            let first = sim_injected().unwrap();
-            for skip in 0..uses {
-                let before = sim_injected().unwrap();
-                sim_inject(call, skip, 1).unwrap();
-                let r = stoke::pipeline::run_read_batch(&mut backend, &rbs[0], Some(&ds), &mut batch);
-                sim_inject(call, 0, 0).unwrap();
-                let injected = sim_injected().unwrap() > before;
-                match r {
-                    Err(e) => {
-                        assert!(injected, "{call}@{skip}: an error with nothing injected: {e}");
-                        failed_batches += 1;
+    within(std::time::Duration::from_secs(240), "batches after injected failures", move || {
+        for lanes in [1, 2] {
+            let ds = ds2.clone();
+            let mut c = c.clone();
+            c.gpu_engine_lanes = lanes;
+            let mut reader = Reader::new(ds.clone(), &c).unwrap();
+            reader.start_epoch(0, 0);
+            let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
+            assert_eq!(rbs.len(), 4);
+            let mut backend = CudaBackend::new(&c, &ds).unwrap();
+            let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
+            let mut engine_used = false;
+            let want: Vec<Vec<u8>> = rbs
+                .iter()
+                .map(|rb| {
+                    stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
+                    engine_used |= rb.step == 0 && batch.decoders.hardware > 0;
+                    host(&batch)
+                })
+                .collect();
+            // (call, uses to try within one batch): every call the first batch makes at least once
+            // (CI runs this binary again without an engine: STOKE_SIM_HW_ENGINES=0).
+            let calls = [
+                ("cuEventRecord", 24),
+                ("cuStreamWaitEvent", 16),
+                ("cuMemcpyHtoDAsync", 8),
+                ("cuMemcpyDtoHAsync", 4),
+                ("cuLaunchKernel", 6),
+                // The engine's route parses headers and decodes in batched calls; without an
+                // engine every image goes to the CUDA decoders' decoupled stages.
+                ("nvjpegJpegStreamParseHeader", if engine_used { 8 } else { 0 }),
+                ("nvjpegDecodeBatchedEx", if engine_used { 2 } else { 0 }),
+                ("nvjpegDecodeJpegHost", if engine_used { 0 } else { 4 }),
+                ("nvjpegDecodeJpegDevice", if engine_used { 0 } else { 4 }),
+            ];
+            let mut failed_batches = 0;
+            for (call, uses) in calls {
+                let first = sim_injected().unwrap();
+                for skip in 0..uses {
+                    let before = sim_injected().unwrap();
+                    sim_inject(call, skip, 1).unwrap();
+                    let r = stoke::pipeline::run_read_batch(&mut backend, &rbs[0], Some(&ds), &mut batch);
+                    sim_inject(call, 0, 0).unwrap();
+                    let injected = sim_injected().unwrap() > before;
+                    match r {
+                        Err(e) => {
+                            assert!(injected, "{call}@{skip}: an error with nothing injected: {e}");
+                            failed_batches += 1;
+                        }
+                        Ok(_) => assert!(host(&batch) == want[0], "{call}@{skip}: delivered, but not the batch"),
                     }
-                    Ok(_) => assert!(host(&batch) == want[0], "{call}@{skip}: delivered, but not the batch"),
+                    // More batches than the ring has slots, nothing failing: every one whole.
+                    for (k, rb) in rbs.iter().enumerate().skip(1) {
+                        stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch)
+                            .unwrap_or_else(|e| panic!("{call}@{skip}: step {k} after the failure: {e}"));
+                        assert!(host(&batch) == want[k], "{call}@{skip}: step {k} after the failure differs");
+                    }
                 }
-                // More batches than the ring has slots, nothing failing: every one whole.
-                for (k, rb) in rbs.iter().enumerate().skip(1) {
-                    stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch)
-                        .unwrap_or_else(|e| panic!("{call}@{skip}: step {k} after the failure: {e}"));
-                    assert!(host(&batch) == want[k], "{call}@{skip}: step {k} after the failure differs");
-                }
+                assert!(
+                    uses == 0 || sim_injected().unwrap() > first,
+                    "{call}: never called in a batch, so never failed: the test missed it"
+                );
             }
-            assert!(uses == 0 || sim_injected().unwrap() > first, "{call}: never called in a batch, so never failed: the test missed it");
+            assert!(failed_batches >= calls.len(), "{lanes} engine lane(s): only {failed_batches} batches failed: the injections missed");
+            eprintln!("{lanes} engine lane(s): {failed_batches} batches failed by injection, each followed by whole batches");
         }
-        assert!(failed_batches >= calls.len(), "only {failed_batches} batches failed: the injections missed");
-        eprintln!("{failed_batches} batches failed by injection, each followed by whole batches");
     });
 }
 

@@ -300,6 +300,28 @@ def test_gpu_bitstream_device_reaches_the_engine_and_keeps_every_batch(drv, fold
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_two_engine_lanes_keep_every_batch_bit_for_bit(drv, tmp_path):
+    # Loader(gpu_engine_lanes=2): a batch's hardware-engine calls alternate between two threads,
+    # each with its own state and stream (batches of 16: three calls of the stand-in's 7-wide
+    # engine); the epoch equals the one-lane Loader's bit for bit, the same images on the engine.
+    folder = write_image_folder(tmp_path, 2, 20, (64, 160), 6, 90, seed=5)
+    drv.make_current()
+    s = drv.stream()
+
+    def epoch(**kw):
+        ld = stoke.Loader(str(folder), 16, device="cuda", epoch_ahead=False, **{**KW, **kw})
+        got = [(read(drv, images, s)[0], read(drv, labels, s)[0]) for images, labels in ld]
+        return got, ld.stats()
+
+    one, st1 = epoch()
+    two, st2 = epoch(gpu_engine_lanes=2)
+    assert st1["decoded_hardware"] > 2 * 16 and st2["decoded_hardware"] == st1["decoded_hardware"], (st1, st2)
+    assert len(two) == len(one) > 0
+    for (x, y), (x1, y1) in zip(two, one):
+        assert np.array_equal(x, x1) and np.array_equal(y, y1), "a two-lane batch differs from the one-lane one"
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
 def test_gpu_engine_gray_sends_gray_baseline_jpegs_to_the_engine(drv, tmp_path):
     # Loader(gpu_engine_gray=True): baseline gray JPEGs go to the hardware engine instead of
     # nvJPEG's CUDA decoders, those sampled 1x1 (as Pillow writes them) and those declaring 2x2
