@@ -52,7 +52,6 @@ use crate::error::{Error, Result};
 use crate::reader::bytes::ByteSink;
 use std::fs::File;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -651,15 +650,14 @@ impl Dataset {
             }
             Location::Tar { shard, offset } => {
                 let len = m.len as usize;
-                let room = match buf.try_grow_zeroed(len) {
-                    Ok(room) => room,
-                    Err(e) => {
-                        return Err(fail(format!(
+                if let Err(e) = buf.try_reserve_more(len) {
+                    return Err(fail(format!(
                         "the index says {len} bytes, more than memory can hold ({e}): a damaged index? `stoke index --rebuild` rebuilds it"
-                    )))
-                    }
-                };
-                let r = self.with_shard(shard as usize, |f| f.read_exact_at(room, offset));
+                    )));
+                }
+                // Read into the buffer's memory as it is (no zeroing first; nothing is appended
+                // on an error).
+                let r = self.with_shard(shard as usize, |f| buf.append_read_at(f, offset, len));
                 if let Err(e) = r {
                     buf.truncate(start);
                     return Err(fail(format!("cannot read {len} bytes: {e}")));
