@@ -28,6 +28,7 @@ QUESTIONS = [
     ("gray-engine", "gray baseline JPEGs sampled 1x1, and 2x2-declared ones declared 1x1, on the hardware engine (gpu_engine_gray): what it took, error per route vs libjpeg-turbo", "tests"),
     ("transcoded", "progressive photos rewritten as baseline (transcode_progressive) on the hardware engine: what it took, error per route vs the stored file's libjpeg-turbo picture", "tests"),
     ("mjpeg-tables", "JPEGs without their Huffman tables (Motion-JPEG frames) after images with optimized ones: error per route vs the standard tables' picture", "tests"),
+    ("engine-lanes", "two threads calling the hardware engine at once (gpu_engine_lanes = 2): CPU over wall time inside the engine's calls with one lane and with two (above 1 with two: the calls overlap)", "tests"),
     ("nvjpeg-memory", "nvJPEG's own memory through stoke's allocators: bytes, allocations after the first epoch", "tests"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),
     ("concurrency", "HW+CUDA decoders together vs each alone (decode-only images/s)", "bench"),

@@ -660,6 +660,42 @@ fn two_engine_lanes_make_one_lanes_batches_bit_for_bit() {
     eprintln!("two engine lanes: the second thread's CPU {lane:.3} s over 10 batches");
 }
 
+/// The two lanes' engine calls run at once, not one after the other: decoding only, on the
+/// engine alone, the calls' CPU time (both threads', `hw_host_cpu`) exceeds their wall time
+/// (`hw_host`, from the first call to the last one's return) with two lanes, where with one it
+/// cannot. A lane that waited for the other (a lock, a serial hand-off) would pass the
+/// bit-for-bit test above and show nothing on a GPU. On the stand-in, whose engine decodes with
+/// libjpeg-turbo inside the call, asserted; on a GPU the ratio is reported (`STOKE-Q
+/// engine-lanes`): whether nvJPEG runs two calls of one handle at once is the GPU run's
+/// question.
+#[test]
+fn two_engine_lanes_call_the_engine_at_once() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (ds, c) = every_route(dir.path(), 34);
+    let ratio = |lanes: usize| {
+        let mut c = c.clone();
+        (c.gpu_engine_lanes, c.decode_only, c.gpu_decoders) = (lanes, true, stoke::config::GpuDecoders::Hw);
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        for e in 0..2 {
+            p.start_epoch(e, 0);
+            while let Some(b) = p.next_batch() {
+                b.unwrap();
+            }
+        }
+        let g = p.stats().gpu_stages;
+        assert!(g.hw_host > 0.0, "{lanes} lane(s): no time in the engine's calls: {g:?}");
+        g.hw_host_cpu / g.hw_host
+    };
+    let (one, two) = (ratio(1), ratio(2));
+    eprintln!("STOKE-Q engine-lanes: CPU time over wall time inside the engine's calls: {one:.2} with one lane, {two:.2} with two");
+    if sim_injected().is_some() {
+        assert!(one <= 1.05, "one lane's calls took {one:.2} times their wall time in CPU: the measure is not what it seems");
+        assert!(two >= 1.15, "two lanes' calls took {two:.2} times their wall time in CPU: they did not run at once");
+    }
+}
+
 /// nvJPEG's own memory is made through stoke's allocators and counted: after an epoch through
 /// every route, the pipeline's `nvjpeg` figures equal the bytes the stand-in's nvJPEG holds by
 /// its own count, and every allocation it made went through them; later epochs allocate
