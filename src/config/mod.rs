@@ -248,9 +248,10 @@ pub struct PipelineConfig {
     /// each with its own decode state and stream; a batch's engine calls alternate between
     /// them. nvJPEG's batched call holds its thread until the engine's images are decoded and
     /// converted, and under a trainer's load each image's colour-conversion kernel waits for
-    /// free SMs (measured on an H200): with one thread the engine idles through those waits,
-    /// with two the second thread's call keeps it busy. Idle, a second thread added nothing on
-    /// an H200 (BENCHMARKS.md); under load it is a GPU run's question, so 1 until measured.
+    /// free SMs (measured on an H200): with one thread the engine idles through those waits;
+    /// with two, one thread's call may keep it busy while the other's waits. Idle, a second
+    /// thread added nothing on an H200 (BENCHMARKS.md); under load it is a GPU run's question,
+    /// so 1 until measured. No effect without a hardware engine.
     #[serde(default = "default_engine_lanes")]
     pub gpu_engine_lanes: usize,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
