@@ -66,7 +66,7 @@ pub struct DecoderPlan {
     pub engine_gray: bool,
     /// Threads calling the hardware engine at once, 1 or 2 (the config's `gpu_engine_lanes`):
     /// with 2 a batch's engine calls alternate between the producer's thread and a second
-    /// one, each with its own state and stream ([`super::hardware::EngineLane`]).
+    /// one, each with its own state and stream.
     pub engine_lanes: usize,
 }
 
@@ -273,6 +273,9 @@ impl GpuDecoder {
             }
             Err((level, e)) => {
                 log::log!(level, "{e}; running without it (baseline JPEGs use the CUDA decoders)");
+                if plan.engine_lanes >= 2 {
+                    log::warn!("gpu_engine_lanes = {} has no effect without the hardware engine", plan.engine_lanes);
+                }
                 (None, None)
             }
         };
