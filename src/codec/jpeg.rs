@@ -14,6 +14,10 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+// The path is spelled out: fuzz/fuzz_targets/jpeg_header.rs compiles this file on its own (via
+// `#[path]`), and there a bare `mod segments;` is looked for beside this file, not in jpeg/ (its
+// build failed so from 448a67d on; a `#[path]` is relative to this file's folder either way).
+#[path = "jpeg/segments.rs"]
 mod segments;
 pub use segments::{declare_gray_1x1, defines_its_tables, progressive_complete};
 
