@@ -59,7 +59,7 @@
 #                  ResNet-50 fed/alone with each (3 pairs): whether the CUDA decoders' kernels
 #                  cost the trainer, and which route costs fewer host cores
 #   run.sh lanes   (carries the python part) one thread calling the hardware engine against two
-#                  (--gpu-engine-lanes 2: each its own state and stream, so one call keeps the
+#                  (--gpu-engine-lanes 2: each its own state and stream, so one call may keep the
 #                  engine busy while the other waits for nvJPEG's per-image colour conversions,
 #                  which queue behind a trainer's kernels for SMs): stoke.Loader's engine and end
 #                  to end under fp16 matmuls in the same process (scripts/gpu-under-load.py
