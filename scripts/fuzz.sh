@@ -47,6 +47,13 @@ trap 'rm -rf "$work"' EXIT
 corpus_dev="${STOKE_CORPUS:-$(cd .. && pwd)/shared/corpus/dev}"
 artifacts="$cache/fuzz-artifacts"
 mkdir -p "$artifacts"
+# LeakSanitizer reports the 32 bytes glibc allocates when a thread-local with a destructor is
+# first touched on a thread (__cxa_thread_atexit_impl: its destructor list, which LSan does not
+# see as reachable): once per thread-local, whichever input first reaches it (the parquet target
+# in 39968 executions). No allocation of ours has that frame in its stack; every other leak still
+# fails the run.
+printf 'leak:__cxa_thread_atexit_impl\n' >"$work/lsan.supp"
+export LSAN_OPTIONS="suppressions=$work/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 # Each target's run, in the background: its log in $work/$t.log, libFuzzer's exit status in
 # $work/$t.rc (no file: the run itself failed before it).
 run_target() {

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../src/codec/jpeg.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod jpeg;
 
 use jpeg::{parse, HeaderError};

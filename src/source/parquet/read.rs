@@ -42,7 +42,8 @@ pub(super) fn chunk_range(cm: &parquet::file::metadata::ColumnChunkMetaData) -> 
 /// A column chunk's pages, each checked for what the parquet crate's column reader assumes
 /// and panics on otherwise (found by the `parquet` fuzz target; a damaged file must be an error
 /// naming it, not a panic): a dictionary-encoded data page only after the dictionary page;
-/// version 1 bit-packed levels, and version 2 level lengths, inside the page's bytes.
+/// version 1 bit-packed levels, and version 2 level lengths, inside the page's bytes; a binary
+/// column's plain values (a 4-byte length, then the bytes) inside their page.
 struct CheckedPages<P> {
     inner: P,
     check: PageCheck,
@@ -53,15 +54,53 @@ struct PageCheck {
     dictionary: bool,
     max_rep: i16,
     max_def: i16,
+    binary: bool,
+}
+
+/// The length marking a value missing from a binary column's plain page: longer than any page,
+/// so the parquet crate's decoder, meeting it, returns its "not enough bytes" error.
+const MISSING: [u8; 4] = u32::MAX.to_le_bytes();
+
+/// How many of `want` plain binary values (each a little-endian u32 length and its bytes) lie
+/// whole in `buf` from byte `at`.
+fn plain_binaries(buf: &[u8], mut at: usize, want: usize) -> usize {
+    let mut n = 0;
+    while n < want {
+        let Some(len) = buf.get(at..at.saturating_add(4)) else { break };
+        let end = (at + 4).saturating_add(u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize);
+        if end > buf.len() {
+            break;
+        }
+        (at, n) = (end, n + 1);
+    }
+    n
 }
 
 impl PageCheck {
     fn new(descr: &parquet::schema::types::ColumnDescriptor) -> Self {
-        Self { dictionary: false, max_rep: descr.max_rep_level(), max_def: descr.max_def_level() }
+        Self {
+            dictionary: false,
+            max_rep: descr.max_rep_level(),
+            max_def: descr.max_def_level(),
+            binary: descr.physical_type() == PhysicalType::BYTE_ARRAY,
+        }
     }
 
-    fn check(&mut self, page: &Page) -> parquet::errors::Result<()> {
+    /// Check `page`; a binary plain page with fewer whole values than level slots (which nulls
+    /// allow) gets [`MISSING`] after them, so that a value the levels ask for and the page
+    /// lacks is the decoder's error, not its panic (it reads a length without checking that 4
+    /// bytes are left). That copies the page: only such pages, rare in image columns.
+    fn check(&mut self, page: &mut Page) -> parquet::errors::Result<()> {
         let bad = |m: String| Err(parquet::errors::ParquetError::General(m));
+        #[allow(deprecated)]
+        if let (true, Page::DictionaryPage { buf, num_values, encoding: Encoding::PLAIN | Encoding::PLAIN_DICTIONARY, .. }) =
+            (self.binary, &*page)
+        {
+            let whole = plain_binaries(buf, 0, *num_values as usize);
+            if whole < *num_values as usize {
+                return bad(format!("the dictionary page declares {num_values} values; {whole} lie whole in its {} bytes", buf.len()));
+            }
+        }
         if page.is_dictionary_page() {
             self.dictionary = true;
             return Ok(());
@@ -69,41 +108,47 @@ impl PageCheck {
         if matches!(page.encoding(), Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY) && !self.dictionary {
             return bad(format!("a {} data page before any dictionary page", page.encoding()));
         }
-        let buf = page.buffer();
-        match *page {
-            Page::DataPage { num_values, def_level_encoding, rep_level_encoding, .. } => {
-                // Where each level run ends, as the column reader will slice them.
-                let mut at = 0usize;
+        let values_at = match *page {
+            Page::DataPage { ref buf, num_values, def_level_encoding, rep_level_encoding, .. } => {
+                // Where each level run ends, as the column reader will slice them; None where
+                // the column reader finds the levels bad itself.
+                let mut at = Some(0usize);
                 for (max, encoding) in [(self.max_rep, rep_level_encoding), (self.max_def, def_level_encoding)] {
-                    if max <= 0 {
-                        continue;
-                    }
+                    let Some(from) = at.filter(|_| max > 0) else { continue };
                     #[allow(deprecated)]
                     let len = match encoding {
                         // A length prefix; the column reader checks the run against the page.
-                        Encoding::RLE => match buf.get(at..at + 4) {
-                            Some(b) => 4 + i32::from_le_bytes(b.try_into().expect("4 bytes")).max(0) as usize,
-                            None => return Ok(()),
-                        },
-                        Encoding::BIT_PACKED => (num_values as usize * (16 - max.leading_zeros()) as usize).div_ceil(8),
-                        _ => return Ok(()),
+                        Encoding::RLE => {
+                            buf.get(from..from + 4).map(|b| 4 + i32::from_le_bytes(b.try_into().expect("4 bytes")).max(0) as usize)
+                        }
+                        Encoding::BIT_PACKED => Some((num_values as usize * (16 - max.leading_zeros()) as usize).div_ceil(8)),
+                        _ => None,
                     };
-                    at = at.saturating_add(len);
-                    if at > buf.len() {
-                        return bad(format!("the levels need {at} bytes of a {}-byte data page", buf.len()));
+                    at = len.map(|len| from.saturating_add(len));
+                    if let Some(end) = at.filter(|&end| end > buf.len()) {
+                        return bad(format!("the levels need {end} bytes of a {}-byte data page", buf.len()));
                     }
                 }
-                Ok(())
+                at
             }
-            Page::DataPageV2 { def_levels_byte_len, rep_levels_byte_len, .. } => {
+            Page::DataPageV2 { ref buf, def_levels_byte_len, rep_levels_byte_len, .. } => {
                 let levels = def_levels_byte_len as u64 + rep_levels_byte_len as u64;
                 if levels > buf.len() as u64 {
                     return bad(format!("the levels take {levels} bytes of a {}-byte data page", buf.len()));
                 }
-                Ok(())
+                Some(levels as usize)
             }
-            Page::DictionaryPage { .. } => Ok(()),
+            Page::DictionaryPage { .. } => None,
+        };
+        if let (Some(at), true, Encoding::PLAIN) = (values_at, self.binary, page.encoding()) {
+            let slots = page.num_values() as usize;
+            if let Page::DataPage { buf, .. } | Page::DataPageV2 { buf, .. } = page {
+                if plain_binaries(buf, at, slots) < slots {
+                    *buf = [&buf[..], &MISSING[..]].concat().into();
+                }
+            }
         }
+        Ok(())
     }
 }
 
@@ -116,8 +161,8 @@ impl<P: PageReader> Iterator for CheckedPages<P> {
 
 impl<P: PageReader> PageReader for CheckedPages<P> {
     fn get_next_page(&mut self) -> parquet::errors::Result<Option<Page>> {
-        let page = self.inner.get_next_page()?;
-        if let Some(p) = &page {
+        let mut page = self.inner.get_next_page()?;
+        if let Some(p) = &mut page {
             self.check.check(p)?;
         }
         Ok(page)
@@ -320,8 +365,53 @@ mod tests {
         }
     }
 
+    fn dictionary(buf: &[u8], num_values: u32) -> Page {
+        Page::DictionaryPage { buf: Bytes::copy_from_slice(buf), num_values, encoding: Encoding::PLAIN, is_sorted: false }
+    }
+
+    /// Plain binary values of these lengths (each a u32 length and that many bytes), then `tail`.
+    fn values(lens: &[u32], tail: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for &n in lens {
+            b.extend(n.to_le_bytes());
+            b.extend((0..n).map(|i| i as u8 + 7));
+        }
+        b.extend(tail);
+        b
+    }
+
+    /// A page of `slots` values, all present by their RLE levels (version 1: a length prefix;
+    /// 2: the levels' length in the header), holding `values`.
+    fn plain(version: u8, slots: u8, values: Vec<u8>) -> Page {
+        let levels = [slots << 1, 1];
+        match version {
+            1 => Page::DataPage {
+                buf: [&[2, 0, 0, 0][..], &levels, &values].concat().into(),
+                num_values: slots as u32,
+                encoding: Encoding::PLAIN,
+                def_level_encoding: Encoding::RLE,
+                rep_level_encoding: Encoding::RLE,
+                statistics: None,
+            },
+            _ => Page::DataPageV2 {
+                buf: [&levels[..], &values].concat().into(),
+                num_values: slots as u32,
+                encoding: Encoding::PLAIN,
+                num_nulls: 0,
+                num_rows: slots as u32,
+                def_levels_byte_len: 2,
+                rep_levels_byte_len: 0,
+                is_compressed: false,
+                statistics: None,
+            },
+        }
+    }
+
+    /// Records read and the values' bytes.
+    type Read = parquet::errors::Result<(usize, Vec<Vec<u8>>)>;
+
     /// The column reader over `pages`: checked or not; `Err` with the panic's text when it panicked.
-    fn read(pages: Vec<Page>, checked: bool) -> std::result::Result<parquet::errors::Result<usize>, String> {
+    fn read(pages: Vec<Page>, checked: bool) -> std::result::Result<Read, String> {
         let descr = image_column();
         let pages = VecPages(pages.into());
         let reader: Box<dyn PageReader> = match checked {
@@ -331,7 +421,8 @@ mod tests {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut r = ColumnReaderImpl::<ByteArrayType>::new(descr, reader);
             let (mut defs, mut values) = (Vec::new(), Vec::new());
-            r.read_records(40, Some(&mut defs), None, &mut values).map(|(n, _, _)| n)
+            let n = r.read_records(40, Some(&mut defs), None, &mut values).map(|(n, _, _)| n);
+            n.map(|n| (n, values.iter().map(|v| v.data().to_vec()).collect()))
         }))
         .map_err(|p| p.downcast_ref::<String>().cloned().or(p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default())
     }
@@ -348,6 +439,17 @@ mod tests {
             (vec![v1(&[0xff, 0xff, 0xff], Encoding::PLAIN, bit_packed)], "the levels need 5 bytes of a 3-byte data page"),
             // Version 2 levels longer than the page.
             (vec![v2(&[1, 2, 3], 9)], "the levels take 9 bytes of a 3-byte data page"),
+            // A dictionary page declaring two values and holding one (the fuzz target's input
+            // in CI), then a data page using it.
+            (
+                vec![dictionary(&[1, 0, 0, 0, 9], 2), v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)],
+                "the dictionary page declares 2 values; 1 lie whole in its 5 bytes",
+            ),
+            // Four values present by their levels; the page holds three, then nothing, or
+            // then two bytes of a fourth length; in either page version.
+            (vec![plain(1, 4, values(&[1, 1, 1], &[]))], "Not enough bytes"),
+            (vec![plain(1, 4, values(&[1, 1, 1], &[5, 0]))], "Not enough bytes"),
+            (vec![plain(2, 4, values(&[1, 2, 3], &[]))], "Not enough bytes"),
         ];
         for (pages, says) in cases {
             let what = format!("{:?}", pages.iter().map(|p| (p.page_type(), p.encoding())).collect::<Vec<_>>());
@@ -362,30 +464,43 @@ mod tests {
         #[allow(deprecated)]
         let bit_packed = Encoding::BIT_PACKED;
         // Four values of 1 byte each after the levels: all present (level 1).
-        let values: Vec<u8> = (0..4u8).flat_map(|v| [1, 0, 0, 0, v]).collect();
+        let four = values(&[1, 1, 1, 1], &[]);
         let mut check = PageCheck::new(&image_column());
         // Forty bit-packed levels in 5 bytes, then the values.
         let mut page = vec![0xffu8; 5];
-        page.extend(&values);
-        assert!(check.check(&v1(&page, Encoding::PLAIN, bit_packed)).is_ok());
-        assert!(check.check(&v2(&[0; 9], 9)).is_ok());
+        page.extend(&four);
+        assert!(check.check(&mut v1(&page, Encoding::PLAIN, bit_packed)).is_ok());
+        assert!(check.check(&mut v2(&[0; 9], 9)).is_ok());
         // A dictionary page, then a dictionary-encoded data page.
         let dict =
             Page::DictionaryPage { buf: Bytes::from_static(&[0, 0, 0, 0]), num_values: 1, encoding: Encoding::PLAIN, is_sorted: false };
-        assert!(check.check(&v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_err());
-        assert!(check.check(&dict).is_ok());
-        assert!(check.check(&v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_ok());
-        // Read through: four rows, all values.
-        let mut rle = vec![2u8, 0, 0, 0, 0x08, 1];
-        rle.extend(&values);
-        let page = Page::DataPage {
-            buf: Bytes::from(rle),
+        assert!(check.check(&mut v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_err());
+        assert!(check.check(&mut dict.clone()).is_ok());
+        assert!(check.check(&mut v1(&[2, 0, 0, 0, 0x50, 1], Encoding::RLE_DICTIONARY, Encoding::RLE)).is_ok());
+        // Four values present and whole: the page passes as it is (not copied), and reads.
+        let mut page = plain(1, 4, values(&[1, 2, 0, 3], &[]));
+        let at = page.buffer().as_ptr();
+        check.check(&mut page).unwrap();
+        assert_eq!(page.buffer().as_ptr(), at);
+        let (n, got) = read(vec![page], true).unwrap().unwrap();
+        assert_eq!((n, got.iter().map(Vec::len).collect::<Vec<_>>()), (4, vec![1, 2, 0, 3]));
+        assert_eq!(got[1], [7, 8]);
+        // Two of four null (levels 1, 1, 0, 0), two values: what a page with nulls holds. The
+        // check adds its marker after them; they read as they would without it.
+        let rle = |levels: &[u8]| -> Vec<u8> { [&(levels.len() as u32).to_le_bytes()[..], levels].concat() };
+        let page = |tail: &[u8]| Page::DataPage {
+            buf: [rle(&[2 << 1, 1, 2 << 1, 0]), values(&[2, 1], tail)].concat().into(),
             num_values: 4,
             encoding: Encoding::PLAIN,
             def_level_encoding: Encoding::RLE,
             rep_level_encoding: Encoding::RLE,
             statistics: None,
         };
-        assert_eq!(read(vec![page], true).unwrap().unwrap(), 4);
+        let unchecked = read(vec![page(&[])], false).unwrap().unwrap();
+        assert_eq!(unchecked.0, 4);
+        assert_eq!(read(vec![page(&[])], true).unwrap().unwrap(), unchecked);
+        let mut checked = page(&[]);
+        check.check(&mut checked).unwrap();
+        assert!(checked.buffer().ends_with(&MISSING));
     }
 }
