@@ -223,6 +223,15 @@ impl Error {
     }
 }
 
+/// A caught panic's message (`panic!`'s text), or "unknown panic" when its payload is not text.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 // CUDA driver statuses as `GpuError`s: one place for the device, module, staging, decode, ring
 // and device-batch code to turn a driver error into one that carries the driver's own name and
 // text.

@@ -153,6 +153,17 @@ pub type HfRow = (Option<Vec<u8>>, Option<i64>);
 /// `groups`, each row `(image bytes or null, label or null)`: the fuzz seeds and the tests'
 /// files.
 pub fn hf_parquet(groups: &[Vec<HfRow>], compression: parquet::basic::Compression, names: &[&str]) -> Vec<u8> {
+    hf_parquet_encoded(groups, compression, names, None)
+}
+
+/// As [`hf_parquet`], the `image.bytes` column written in `encoding` (no dictionary) when given:
+/// `DELTA_LENGTH_BYTE_ARRAY` or `DELTA_BYTE_ARRAY`, as other writers than HF's may.
+pub fn hf_parquet_encoded(
+    groups: &[Vec<HfRow>],
+    compression: parquet::basic::Compression,
+    names: &[&str],
+    encoding: Option<parquet::basic::Encoding>,
+) -> Vec<u8> {
     use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
     use parquet::file::metadata::KeyValue;
     use parquet::file::properties::WriterProperties;
@@ -167,10 +178,14 @@ pub fn hf_parquet(groups: &[Vec<HfRow>], compression: parquet::basic::Compressio
         r#"{{"info": {{"features": {{"image": {{"_type": "Image"}}, "label": {{"names": [{}], "_type": "ClassLabel"}}}}}}}}"#,
         names.join(", ")
     );
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(compression)
-        .set_key_value_metadata(Some(vec![KeyValue::new("huggingface".into(), meta)]))
-        .build();
+        .set_key_value_metadata(Some(vec![KeyValue::new("huggingface".into(), meta)]));
+    if let Some(e) = encoding {
+        let bytes = parquet::schema::types::ColumnPath::from(vec!["image".to_string(), "bytes".to_string()]);
+        props = props.set_column_dictionary_enabled(bytes.clone(), false).set_column_encoding(bytes, e);
+    }
+    let props = props.build();
     let mut w = SerializedFileWriter::new(Vec::new(), Arc::new(schema), Arc::new(props)).expect("a writer into memory");
     for (g, rows) in groups.iter().enumerate() {
         let mut rg = w.next_row_group().expect("a row group");
@@ -211,6 +226,19 @@ fn parquets() -> Vec<(String, Vec<u8>)> {
             hf_parquet(&[vec![row(0), (None, Some(1)), (Some(imgs[1].clone()), None)]], Compression::ZSTD(ZstdLevel::default()), &names),
         ),
         ("plain.parquet".into(), hf_parquet(&[vec![row(1)]], Compression::UNCOMPRESSED, &names)),
+        (
+            "delta-length.parquet".into(),
+            hf_parquet_encoded(
+                &[vec![row(0), (None, Some(1)), row(2)]],
+                Compression::UNCOMPRESSED,
+                &names,
+                Some(parquet::basic::Encoding::DELTA_LENGTH_BYTE_ARRAY),
+            ),
+        ),
+        (
+            "delta-byte-array.parquet".into(),
+            hf_parquet_encoded(&[vec![row(1), row(2)]], Compression::SNAPPY, &names, Some(parquet::basic::Encoding::DELTA_BYTE_ARRAY)),
+        ),
     ]
 }
 

@@ -334,11 +334,7 @@ fn worker(shared: Arc<Shared>, jobs: Receiver<Job>, results: Sender<Done>) {
             Ok(Ok(false)) => continue, // superseded by a newer epoch; the buffer is dropped
             Ok(Err(e)) => Err(e),
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
+                let msg = crate::error::panic_message(&*panic);
                 Err(Error::dataset(shared.dataset.path(), format!("reader thread panicked on epoch {epoch} step {step}: {msg}")))
             }
         };

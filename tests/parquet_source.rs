@@ -176,6 +176,39 @@ fn named_columns_read_a_plain_binary_image_column_and_an_unnamed_one_is_refused_
     assert!(e.contains("no column \"nope\""), "{e}");
 }
 
+#[test]
+fn every_encoding_of_the_image_column_reads_each_rows_own_jpeg() {
+    use parquet::basic::{Compression, Encoding};
+    let dir = tempdir("encodings");
+    let rows: Vec<stoke::fuzzing::HfRow> =
+        (0..30).map(|k| (if k % 11 == 4 { None } else { Some(jpeg(k)) }, Some((k % 5) as i64))).collect();
+    // PLAIN with a dictionary (HF's, the crate writer's default), and the DELTA encodings
+    // other writers use for binary columns (Spark's v2 writer: DELTA_BYTE_ARRAY).
+    for encoding in [None, Some(Encoding::PLAIN), Some(Encoding::DELTA_LENGTH_BYTE_ARRAY), Some(Encoding::DELTA_BYTE_ARRAY)] {
+        let f = dir.join(format!("{encoding:?}.parquet"));
+        let groups = [rows[..17].to_vec(), rows[17..].to_vec()];
+        let bytes = stoke::fuzzing::hf_parquet_encoded(&groups, Compression::SNAPPY, &NAMES, encoding);
+        if let Some(e) = encoding {
+            use parquet::file::reader::FileReader;
+            let r = parquet::file::reader::SerializedFileReader::new(bytes::Bytes::from(bytes.clone())).unwrap();
+            let used: Vec<Encoding> = r.metadata().row_group(0).column(0).encodings().collect();
+            assert!(used.contains(&e), "{e}: written as {used:?}");
+        }
+        std::fs::write(&f, bytes).unwrap();
+        let d = Dataset::open(&f, &IndexOptions { save: false, ..IndexOptions::default() }).unwrap();
+        let mut buf = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            match &r.0 {
+                Some(b) => {
+                    d.read_bytes(i, &mut buf).unwrap_or_else(|e| panic!("{encoding:?}: row {i}: {e}"));
+                    assert!(&buf == b, "{encoding:?}: row {i} is the JPEG written");
+                }
+                None => assert!(d.read_bytes(i, &mut buf).is_err(), "{encoding:?}: row {i} is null"),
+            }
+        }
+    }
+}
+
 fn open_err(path: &Path) -> String {
     Dataset::open(path, &IndexOptions { save: false, ..IndexOptions::default() }).unwrap_err().to_string()
 }

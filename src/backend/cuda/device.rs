@@ -54,14 +54,8 @@ pub struct DeviceInfo {
 /// Runs `f`, turning a panic inside cudarc (e.g. a driver that lacks a symbol the bindings
 /// expect) into an error instead of taking the process down.
 fn no_panic<T>(call: &'static str, f: impl FnOnce() -> Result<T, GpuError>) -> Result<T, GpuError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let msg = p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic".into());
-        Err(GpuError::Cuda { call, message: msg })
-    })
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|p| Err(GpuError::Cuda { call, message: crate::error::panic_message(&*p) }))
 }
 
 /// Whether a CUDA library (`"cuda"`, `"nvrtc"`) can be opened by one of the names cudarc's

@@ -29,8 +29,11 @@
 //! that disagree on their columns or class names are errors naming the file when the set is
 //! opened. A null image, a null label and a label outside the class names fail their own
 //! sample only (the policy substitutes or names it); a column chunk that cannot be read fails
-//! its row group's samples.
+//! its row group's samples. Its pages are checked for what the parquet crate's readers trust
+//! (`read::CheckedPages`; each page header's declared size against its bytes before the crate
+//! allocates it, `header`), and a panic inside the crate's decoders is the chunk's error too.
 
+mod header;
 mod read;
 
 use super::shards::Largest;

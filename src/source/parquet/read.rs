@@ -76,6 +76,27 @@ fn plain_binaries(buf: &[u8], mut at: usize, want: usize) -> usize {
     n
 }
 
+/// The value count a DELTA_BINARY_PACKED header at the start of `b` declares (its third
+/// ULEB128: after the block size and the miniblocks per block); None when it does not parse.
+fn delta_count(b: &[u8]) -> Option<u64> {
+    let mut at = 0;
+    let mut uleb = || {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let byte = *b.get(at)?;
+            at += 1;
+            v |= ((byte & 0x7f) as u64).checked_shl(shift)?;
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    };
+    uleb()?;
+    uleb()?;
+    uleb()
+}
+
 impl PageCheck {
     fn new(descr: &parquet::schema::types::ColumnDescriptor) -> Self {
         Self {
@@ -140,6 +161,16 @@ impl PageCheck {
             }
             Page::DictionaryPage { .. } => None,
         };
+        if let (Some(at), true, Encoding::DELTA_LENGTH_BYTE_ARRAY | Encoding::DELTA_BYTE_ARRAY) = (values_at, self.binary, page.encoding())
+        {
+            // The crate makes room for as many lengths as the first DELTA_BINARY_PACKED header
+            // declares, before it decodes one: more than the page's slots is damage, and would
+            // be an allocation of up to 2^64 lengths (an abort, not a panic).
+            let slots = page.num_values() as u64;
+            if let Some(declared) = delta_count(page.buffer().get(at..).unwrap_or_default()).filter(|&n| n > slots) {
+                return bad(format!("the {} page declares {declared} lengths for its {slots} values", page.encoding()));
+            }
+        }
         if let (Some(at), true, Encoding::PLAIN) = (values_at, self.binary, page.encoding()) {
             let slots = page.num_values() as usize;
             if let Page::DataPage { buf, .. } | Page::DataPageV2 { buf, .. } = page {
@@ -195,6 +226,7 @@ pub(super) fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32
         )));
     }
     let bytes = fetch.range(&file.path, start..start + len)?;
+    super::header::check_page_sizes(&bytes, cm.compression() != parquet::basic::Compression::UNCOMPRESSED).map_err(bad)?;
     let chunk = Arc::new(Chunk { start, bytes });
     let rows = rg.num_rows().max(0) as usize;
     let pages = SerializedPageReader::new(chunk, cm, rows, None).map_err(|e| bad(e.to_string()))?;
@@ -203,20 +235,41 @@ pub(super) fn read_column<T: DataType>(fetch: &Fetch, file: &ParquetFile, r: u32
     let pages = CheckedPages { inner: pages, check: PageCheck::new(&descr) };
     let mut reader = ColumnReaderImpl::<T>::new(descr, Box::new(pages));
     let (mut defs, mut values) = (Vec::with_capacity(rows), Vec::with_capacity(rows));
-    let mut got = 0;
-    while got < rows {
-        let (n, _, _) =
-            reader.read_records(rows - got, (max_def > 0).then_some(&mut defs), None, &mut values).map_err(|e| bad(e.to_string()))?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
+    let got = read_rows(&mut reader, rows, max_def, &mut defs, &mut values).map_err(bad)?;
     let present = if max_def > 0 { defs.iter().filter(|&&d| d == max_def).count() } else { got };
     if got != rows || present != values.len() {
         return Err(bad(format!("the column chunk holds {got} rows ({} values), but its row group says {rows}", values.len())));
     }
     Ok((defs, values, max_def))
+}
+
+/// Up to `rows` rows of `reader` into `defs` (when `max_def > 0`) and `values`: the rows read.
+/// The parquet crate's decoders trust parts of a page that [`CheckedPages`] does not check (a
+/// `DELTA_LENGTH_BYTE_ARRAY` page's lengths slice its bytes unchecked; a varint longer than 10
+/// bytes asserts): a panic in them is this column chunk's error, not the reader thread's, and the
+/// other row groups still read.
+fn read_rows<T: DataType>(
+    reader: &mut ColumnReaderImpl<T>,
+    rows: usize,
+    max_def: i16,
+    defs: &mut Vec<i16>,
+    values: &mut Vec<T::T>,
+) -> std::result::Result<usize, String> {
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut got = 0;
+        while got < rows {
+            let (n, _, _) = reader.read_records(rows - got, (max_def > 0).then_some(&mut *defs), None, &mut *values)?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        Ok(got)
+    }));
+    match read {
+        Ok(r) => r.map_err(|e: parquet::errors::ParquetError| e.to_string()),
+        Err(p) => Err(format!("the parquet crate panicked decoding the column chunk: {}", crate::error::panic_message(&*p))),
+    }
 }
 
 /// A column chunk in memory, read by the parquet crate at its offsets in the file.
@@ -451,12 +504,48 @@ mod tests {
             (vec![plain(1, 4, values(&[1, 1, 1], &[5, 0]))], "Not enough bytes"),
             (vec![plain(2, 4, values(&[1, 2, 3], &[]))], "Not enough bytes"),
         ];
+        // A DELTA_LENGTH_BYTE_ARRAY page of one value declaring 2^40 lengths: the crate would
+        // make room for them all (an abort past the allocator; under the test's 24 GiB, not
+        // tried unchecked).
+        let mut buf = vec![2u8, 0, 0, 0, 1 << 1, 1];
+        buf.extend([0x80, 0x01, 0x04, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0xC8, 0x01, 7, 8, 9]);
+        let page = Page::DataPage {
+            buf: buf.into(),
+            num_values: 1,
+            encoding: Encoding::DELTA_LENGTH_BYTE_ARRAY,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        let e = read(vec![page], true).unwrap().unwrap_err().to_string();
+        assert!(e.contains("the DELTA_LENGTH_BYTE_ARRAY page declares 1099511627776 lengths for its 1 values"), "{e}");
         for (pages, says) in cases {
             let what = format!("{:?}", pages.iter().map(|p| (p.page_type(), p.encoding())).collect::<Vec<_>>());
             assert!(read(pages.clone(), false).is_err(), "{what}: the parquet crate no longer panics on it; is the check still needed?");
             let e = read(pages, true).unwrap_or_else(|p| panic!("{what}: panicked through the check: {p}")).unwrap_err().to_string();
             assert!(e.contains(says), "{what}: {e}");
         }
+    }
+
+    #[test]
+    fn a_panic_inside_the_parquet_crate_is_the_column_chunks_error() {
+        // One value present; DELTA_LENGTH_BYTE_ARRAY: block of 128 in 4 miniblocks, 1 value,
+        // the first length 100 (zigzag 200); then 3 bytes, where the crate slices 100 unchecked.
+        let mut buf = vec![2u8, 0, 0, 0, 1 << 1, 1];
+        buf.extend([0x80, 0x01, 0x04, 0x01, 0xC8, 0x01, 7, 8, 9]);
+        let page = Page::DataPage {
+            buf: buf.into(),
+            num_values: 1,
+            encoding: Encoding::DELTA_LENGTH_BYTE_ARRAY,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        };
+        assert!(read(vec![page.clone()], true).is_err(), "the parquet crate no longer panics on it; is the catch still needed?");
+        let pages = CheckedPages { inner: VecPages(vec![page].into()), check: PageCheck::new(&image_column()) };
+        let mut reader = ColumnReaderImpl::<ByteArrayType>::new(image_column(), Box::new(pages));
+        let e = read_rows(&mut reader, 1, 1, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+        assert!(e.contains("the parquet crate panicked decoding the column chunk"), "{e}");
     }
 
     #[test]
