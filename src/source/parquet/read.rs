@@ -418,6 +418,19 @@ mod tests {
         }
     }
 
+    /// A version 1 DELTA_LENGTH_BYTE_ARRAY page of one value, present by its RLE level: `values`
+    /// after the levels.
+    fn delta_length(values: &[u8]) -> Page {
+        Page::DataPage {
+            buf: [&[2u8, 0, 0, 0, 1 << 1, 1][..], values].concat().into(),
+            num_values: 1,
+            encoding: Encoding::DELTA_LENGTH_BYTE_ARRAY,
+            def_level_encoding: Encoding::RLE,
+            rep_level_encoding: Encoding::RLE,
+            statistics: None,
+        }
+    }
+
     fn dictionary(buf: &[u8], num_values: u32) -> Page {
         Page::DictionaryPage { buf: Bytes::copy_from_slice(buf), num_values, encoding: Encoding::PLAIN, is_sorted: false }
     }
@@ -507,16 +520,7 @@ mod tests {
         // A DELTA_LENGTH_BYTE_ARRAY page of one value declaring 2^40 lengths: the crate would
         // make room for them all (an abort past the allocator; under the test's 24 GiB, not
         // tried unchecked).
-        let mut buf = vec![2u8, 0, 0, 0, 1 << 1, 1];
-        buf.extend([0x80, 0x01, 0x04, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0xC8, 0x01, 7, 8, 9]);
-        let page = Page::DataPage {
-            buf: buf.into(),
-            num_values: 1,
-            encoding: Encoding::DELTA_LENGTH_BYTE_ARRAY,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        };
+        let page = delta_length(&[0x80, 0x01, 0x04, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0xC8, 0x01, 7, 8, 9]);
         let e = read(vec![page], true).unwrap().unwrap_err().to_string();
         assert!(e.contains("the DELTA_LENGTH_BYTE_ARRAY page declares 1099511627776 lengths for its 1 values"), "{e}");
         for (pages, says) in cases {
@@ -531,16 +535,7 @@ mod tests {
     fn a_panic_inside_the_parquet_crate_is_the_column_chunks_error() {
         // One value present; DELTA_LENGTH_BYTE_ARRAY: block of 128 in 4 miniblocks, 1 value,
         // the first length 100 (zigzag 200); then 3 bytes, where the crate slices 100 unchecked.
-        let mut buf = vec![2u8, 0, 0, 0, 1 << 1, 1];
-        buf.extend([0x80, 0x01, 0x04, 0x01, 0xC8, 0x01, 7, 8, 9]);
-        let page = Page::DataPage {
-            buf: buf.into(),
-            num_values: 1,
-            encoding: Encoding::DELTA_LENGTH_BYTE_ARRAY,
-            def_level_encoding: Encoding::RLE,
-            rep_level_encoding: Encoding::RLE,
-            statistics: None,
-        };
+        let page = delta_length(&[0x80, 0x01, 0x04, 0x01, 0xC8, 0x01, 7, 8, 9]);
         assert!(read(vec![page.clone()], true).is_err(), "the parquet crate no longer panics on it; is the catch still needed?");
         let pages = CheckedPages { inner: VecPages(vec![page].into()), check: PageCheck::new(&image_column()) };
         let mut reader = ColumnReaderImpl::<ByteArrayType>::new(image_column(), Box::new(pages));
