@@ -1,7 +1,7 @@
 //! The sizes a column chunk's page headers declare, read before the parquet crate reads them:
-//! it allocates a compressed page's declared uncompressed size (an i32, up to 2 GiB) and fills
-//! it with zeros before decompressing, so a damaged header made a reader thread hold ~2 GiB for
-//! one page of a few bytes (found by the `parquet` fuzz target: 1.9 GiB resident for a
+//! it allocates a compressed page's declared uncompressed size (an i32, up to 2 GiB) before
+//! decompressing, and its snappy codec fills that with zeros first, so a damaged header made a
+//! reader thread hold ~2 GiB for one page of a few bytes (found by the `parquet` fuzz target: 1.9 GiB resident for a
 //! 2 KiB file). A page may declare at most [`MAX_RATIO`] times its compressed bytes, or
 //! [`MAX_SMALL`] whatever they are.
 //!
