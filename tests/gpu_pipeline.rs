@@ -81,6 +81,16 @@ fn run(
     backend
 }
 
+/// Every batch of `epochs` through `p`, each started at step 0, handed to `f` (an error fails the test).
+fn each_batch(p: &mut stoke::pipeline::Pipeline, epochs: std::ops::Range<u64>, mut f: impl FnMut(Batch)) {
+    for e in epochs {
+        p.start_epoch(e, 0);
+        while let Some(b) = p.next_batch() {
+            f(b.unwrap());
+        }
+    }
+}
+
 /// A generated dataset of `count` images in `classes` classes, plus `name` holding `bytes` in
 /// its first class, indexed.
 fn generated_with(dir: &std::path::Path, count: usize, classes: usize, name: &str, bytes: &[u8]) -> Arc<Dataset> {
@@ -628,14 +638,10 @@ fn two_engine_lanes_make_one_lanes_batches_bit_for_bit() {
         let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
         let mut batches = Vec::new();
         let mut routes = stoke::batch::DecoderCounts::default();
-        for e in 0..2 {
-            p.start_epoch(e, 0);
-            while let Some(b) = p.next_batch() {
-                let b = b.unwrap();
-                routes += b.decoders;
-                batches.push((host(&b), b.labels.clone()));
-            }
-        }
+        each_batch(&mut p, 0..2, |b| {
+            routes += b.decoders;
+            batches.push((host(&b), b.labels.clone()));
+        });
         let lane_cpu = thread_cpu_secs_named("stoke-gpu-hw");
         let stats = p.stats();
         (batches, routes, lane_cpu, (stats.device_bytes, stats.pinned_bytes))
@@ -678,12 +684,7 @@ fn two_engine_lanes_call_the_engine_at_once() {
         let mut c = c.clone();
         (c.gpu_engine_lanes, c.decode_only, c.gpu_decoders) = (lanes, true, stoke::config::GpuDecoders::Hw);
         let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
-        for e in 0..2 {
-            p.start_epoch(e, 0);
-            while let Some(b) = p.next_batch() {
-                b.unwrap();
-            }
-        }
+        each_batch(&mut p, 0..2, drop);
         let g = p.stats().gpu_stages;
         assert!(g.hw_host > 0.0, "{lanes} lane(s): no time in the engine's calls: {g:?}");
         g.hw_host_cpu / g.hw_host
@@ -723,10 +724,7 @@ fn nvjpegs_own_memory_goes_through_stokes_allocators_and_is_counted() {
     let before = sim();
     let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();
     let mut epoch = |e: u64| {
-        p.start_epoch(e, 0);
-        while let Some(b) = p.next_batch() {
-            b.unwrap();
-        }
+        each_batch(&mut p, e..e + 1, drop);
         p.stats().nvjpeg
     };
     let first = epoch(0);
