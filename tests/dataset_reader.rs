@@ -361,38 +361,41 @@ fn weighted_sampler_through_the_reader() {
     assert!((150..250).contains(&small), "{small} of 400 from the 2-sample class");
 }
 
-/// Opt-in throughput check (not a timing assertion): `STOKE_READ_BENCH=DATASET
-/// [STOKE_READ_THREADS=2] cargo test --release --test dataset_reader read_throughput -- --nocapture`.
-/// Reads three epochs (the first warms the page cache) and prints bytes/s and files/s.
 #[test]
-fn read_throughput() {
-    let Ok(path) = std::env::var("STOKE_READ_BENCH") else {
-        eprintln!("skipped: set STOKE_READ_BENCH=/path/to/dataset");
-        return;
-    };
-    let threads: usize = std::env::var("STOKE_READ_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
-    let d = Arc::new(Dataset::open(Path::new(&path), &IndexOptions::default()).unwrap());
-    let mut c = PipelineConfig::new(&path);
-    c.batch_size = 256;
-    c.reader_threads = threads;
-    c.prefetch_batches = 4;
-    let mut r = Reader::new(d.clone(), &c).unwrap();
-    for epoch in 0..3 {
-        let t0 = std::time::Instant::now();
-        let (mut bytes, mut files) = (0usize, 0usize);
-        r.start_epoch(epoch, 0);
-        while let Some(b) = r.next_batch() {
-            let b = b.unwrap();
-            bytes += b.data.len();
-            files += b.samples.len();
-            r.recycle(b);
+fn a_file_rewritten_after_indexing_is_read_as_it_is_now() {
+    // The reader sizes a file's read by its indexed length (one read when the file is still
+    // that long); a file that grew, shrank or emptied since is still read whole as it is now.
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("ds");
+    folder(&root, &["a"], &[6]);
+    let d = dataset(&root, t.path());
+    let now: Vec<(String, Vec<u8>)> = d
+        .samples()
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let path = root.join(&m.key);
+            let old = fs::read(&path).unwrap();
+            let new = match i % 3 {
+                0 => [old.as_slice(), &vec![0x5A; 70_000]].concat(),
+                1 => old[..old.len() / 2].to_vec(),
+                _ => Vec::new(),
+            };
+            fs::write(&path, &new).unwrap();
+            (m.key.clone(), new)
+        })
+        .collect();
+    let mut c = config(&root, 2, 2);
+    c.shuffle = false;
+    for threads in [1, 2] {
+        c.reader_threads = threads;
+        let mut r = Reader::new(d.clone(), &c).unwrap();
+        let got: Vec<_> = run_epoch(&mut r, 0, 0).into_iter().flat_map(|b| b.2).collect();
+        assert_eq!(got.len(), now.len());
+        for s in &got {
+            let (key, bytes) = &now[s.0];
+            assert!(s.4.is_none(), "{key}: {:?}", s.4);
+            assert!(s.2 == *bytes, "{key}: {} bytes read, the file holds {}", s.2.len(), bytes.len());
         }
-        let s = t0.elapsed().as_secs_f64();
-        eprintln!(
-            "{path} epoch {epoch}, {threads} threads: {files} files, {:.1} MB in {s:.3} s = {:.2} GB/s, {:.0} files/s",
-            bytes as f64 / 1e6,
-            bytes as f64 / s / 1e9,
-            files as f64 / s
-        );
     }
 }

@@ -170,11 +170,11 @@ impl HostBytes {
         match &mut self.store {
             Store::Heap(v) => v.try_reserve(additional),
             Store::Pool { mem, ptr, cap, len, align } => {
-                if *len + additional <= *cap {
+                if len.checked_add(additional).is_some_and(|end| end <= *cap) {
                     return Ok(());
                 }
                 let mut v = Vec::new();
-                v.try_reserve((*len + additional).max(*cap))?;
+                v.try_reserve(len.saturating_add(additional).max(*cap))?;
                 // SAFETY: the first `len` bytes of the allocation are initialised (module
                 // invariants) and ours.
                 v.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *len) });
@@ -281,6 +281,56 @@ pub trait ByteSink {
     fn append_read_at(&mut self, file: &File, offset: u64, n: usize) -> std::io::Result<()>;
     /// Append everything `r` has left, as `Read::read_to_end`.
     fn read_to_end_from(&mut self, r: &mut dyn Read) -> std::io::Result<usize>;
+    /// One `read(2)` at `file`'s position straight into the buffer's memory (not zeroed
+    /// first) of at most `max` bytes, with room made for at least `min` of them (`min <=
+    /// max`; a pooled buffer reads fewer than `max` when only that much room is left in its
+    /// allocation); `EINTR` is retried. Returns the bytes appended, 0 at the file's end.
+    fn append_read(&mut self, file: &File, min: usize, max: usize) -> std::io::Result<usize>;
+
+    /// Append the whole of `file` from its position (a file just opened: all of it), where
+    /// `expect` is the length its index recorded. A file still that long costs one `read(2)`
+    /// (of `expect + 1` bytes, so that a file that grew since fills it and is read on to its
+    /// end): std's `read_to_end` makes three more system calls a file (`statx` and `lseek` for
+    /// a size hint, a last read that returns 0), a tenth of a reader's time a photo
+    /// (BENCHMARKS.md, "The readers"). A file that shrank, or a read that stops short, is read
+    /// on until a read returns 0; one that stops exactly at `expect` ends there. When `expect`
+    /// cannot be had in memory (a damaged index), the file's own size is read instead. On an
+    /// error the bytes appended so far stay: the caller truncates.
+    fn append_file(&mut self, file: &File, expect: usize) -> std::io::Result<()> {
+        if self.try_reserve_more(expect).is_err() {
+            return self.read_to_end_from(&mut &*file).map(drop);
+        }
+        let start = self.len();
+        loop {
+            let got = self.len() - start;
+            if got > expect {
+                return self.read_to_end_from(&mut &*file).map(drop);
+            }
+            let n = self.append_read(file, (expect - got).max(1), (expect - got).saturating_add(1))?;
+            if n == 0 || self.len() - start == expect {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One `read(2)` of up to `n` bytes at `file`'s position into `dst`, retried on `EINTR`,
+/// through a raw pointer as [`pread_exact`] (memory nothing has initialised yet).
+///
+/// # Safety
+/// `dst .. dst + n` is writable memory that nothing else reads or writes meanwhile.
+unsafe fn read_once(file: &File, dst: *mut u8, n: usize) -> std::io::Result<usize> {
+    loop {
+        // SAFETY: `dst .. dst + n` is writable and ours (the caller's contract).
+        let r = unsafe { libc::read(file.as_raw_fd(), dst.cast(), n) };
+        if r >= 0 {
+            return Ok(r as usize);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 impl ByteSink for Vec<u8> {
@@ -309,6 +359,17 @@ impl ByteSink for Vec<u8> {
     }
     fn read_to_end_from(&mut self, r: &mut dyn Read) -> std::io::Result<usize> {
         r.read_to_end(self)
+    }
+    fn append_read(&mut self, file: &File, _min: usize, max: usize) -> std::io::Result<usize> {
+        self.try_reserve(max).map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
+        let start = Vec::len(self);
+        // SAFETY: `try_reserve` left `max` bytes of spare capacity after `start`, which only the
+        // read writes; the length covers what it wrote.
+        unsafe {
+            let n = read_once(file, self.as_mut_ptr().add(start), max)?;
+            self.set_len(start + n);
+            Ok(n)
+        }
     }
 }
 
@@ -394,6 +455,21 @@ impl ByteSink for HostBytes {
             }
             if let Store::Pool { len, .. } = &mut self.store {
                 *len = at + n;
+            }
+        }
+    }
+    fn append_read(&mut self, file: &File, min: usize, max: usize) -> std::io::Result<usize> {
+        self.reserve(min).map_err(|e| std::io::Error::new(std::io::ErrorKind::OutOfMemory, e))?;
+        match &mut self.store {
+            Store::Heap(v) => v.append_read(file, min, max),
+            Store::Pool { ptr, cap, len, .. } => {
+                let n = max.min(*cap - *len);
+                // SAFETY: bytes `len .. len + n` lie inside the allocation (`reserve` left at
+                // least `min`, `n` is bounded by what is left), initialised (module
+                // invariants); `&mut self` makes the access exclusive.
+                let got = unsafe { read_once(file, ptr.as_ptr().add(*len), n)? };
+                *len += got;
+                Ok(got)
             }
         }
     }
@@ -572,5 +648,37 @@ mod tests {
         p.append_read_at(&f, 3, 6).unwrap();
         assert_eq!(&p[..], b"ab345678");
         assert!(p.is_pooled());
+    }
+
+    #[test]
+    fn a_file_is_read_whole_whatever_its_indexed_length_says() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let f = tempfile_with(&data);
+        // (indexed length: exact, the file grew since, shrank since, empty index, a damaged one)
+        for expect in [data.len(), 100, data.len() + 900, 0, usize::MAX] {
+            let mut v: Vec<u8> = b"ab".to_vec();
+            let mut fr = &f;
+            std::io::Seek::rewind(&mut fr).unwrap();
+            v.append_file(&f, expect).unwrap();
+            assert_eq!((&v[..2], &v[2..]), (&b"ab"[..], &data[..]), "heap, indexed {expect}");
+            for cap in [8192, data.len() + 2, data.len() + 3, 64] {
+                // Room for the probe byte or not, and a pool too small for the file.
+                let mut p = BytesSource::pool(recorder(1), cap, 1).new_bytes();
+                p.extend_from_slice(b"ab");
+                std::io::Seek::rewind(&mut fr).unwrap();
+                p.append_file(&f, expect).unwrap();
+                assert_eq!(&p[2..], &data[..], "pooled in {cap}, indexed {expect}");
+                // It leaves the pool only when the file or its indexed length does not fit (a
+                // length memory cannot hold is not reserved: the file's own size is read).
+                let fits = cap >= data.len() + 2 && (expect == usize::MAX || expect + 2 <= cap);
+                assert_eq!(p.is_pooled(), fits, "pooled in {cap}, indexed {expect}");
+            }
+        }
+        let empty = tempfile_with(b"");
+        for expect in [0, 10] {
+            let mut v = Vec::new();
+            v.append_file(&empty, expect).unwrap();
+            assert!(v.is_empty());
+        }
     }
 }

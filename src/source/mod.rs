@@ -634,9 +634,9 @@ impl Dataset {
             }
             Location::File => {
                 let path = self.root.join(&m.key);
-                let mut f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
-                // No reserve by the indexed length: `read_to_end` sizes by the file itself.
-                if let Err(e) = buf.read_to_end_from(&mut f) {
+                let f = File::open(&path).map_err(|e| fail(format!("cannot open: {e}")))?;
+                // Sized by the indexed length, read to the file's end as it is now.
+                if let Err(e) = buf.append_file(&f, usize::try_from(m.len).unwrap_or(usize::MAX)) {
                     buf.truncate(start);
                     return Err(fail(format!("cannot read: {e}")));
                 }
