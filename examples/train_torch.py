@@ -14,6 +14,17 @@ differs. Each pair's fed/alone is printed, then their median and spread (min-max
 machine-readable line `RESULT {json}` (scripts/bundle-run.sh reads it with `--figure`).
 fed/alone near 1 means the loader keeps up and costs the model nothing.
 
+`--beside thread|process` adds a third segment to each pair, after its alone one: the model on
+the fixed batch while a second stoke.Loader of the same settings makes batches at that pair's
+fed rate and drops them (paced; `beside_loop`), in a thread of this process or in a process of
+its own (`--beside-worker`, stoke without torch: its own CUDA context and host threads).
+beside/alone is what stoke's work costs the model without waiting for its data; fed/alone
+below beside/alone is the data dependency's share; thread against process tells whether
+stoke's host threads in the trainer's process cost it (what a producer process handing batches
+over through CUDA IPC would remove; issue 40 item 2). Each pair line then has its beside rate,
+stoke's rate beside it (at most the fed rate; below it when stoke could not keep up) and
+beside/alone, with their median and spread after.
+
 Models: `resnet50` (torchvision; channels_last and bf16 autocast by default), `vit_b16` (timm's
 vit_base_patch16_224, bf16 autocast: a step of few, large kernels, which shares the GPU with
 stoke's kernels differently), `tiny` (a small CNN for the CPU), `timm:NAME` or another
@@ -81,13 +92,20 @@ def pair_lines(summary):
         if r["ratio"] is None:
             lines.append(f"pair {i}: fed {r['fed']:.0f} images/s (no alone segment)")
         else:
-            lines.append(f"pair {i}: fed {r['fed']:.0f} images/s, alone {r['alone']:.0f} images/s, fed/alone {r['ratio']:.3f}")
+            text = f"pair {i}: fed {r['fed']:.0f} images/s, alone {r['alone']:.0f} images/s, fed/alone {r['ratio']:.3f}"
+            if r.get("beside") is not None:
+                text += (f"; beside {r['beside']:.0f} images/s (stoke beside at {r['beside_stoke_rate']:.0f} of "
+                         f"{r['beside_target_rate']:.0f} images/s), beside/alone {r['beside_ratio']:.3f}")
+            lines.append(text)
     if summary["fed_alone_median"] is not None:
         lines.append(
             f"fed/alone median {summary['fed_alone_median']:.3f} over {len(summary['pairs'])} pairs, "
             f"spread {summary['fed_alone_min']:.3f}-{summary['fed_alone_max']:.3f}; "
             f"median rates fed {summary['fed_median']:.0f}, alone {summary['alone_median']:.0f} images/s"
         )
+    if summary.get("beside_alone_median") is not None:
+        lines.append(f"beside/alone median {summary['beside_alone_median']:.3f}, spread "
+                     f"{summary['beside_alone_min']:.3f}-{summary['beside_alone_max']:.3f}")
     return lines
 
 
@@ -125,12 +143,187 @@ def figure_from_log(text):
         ratios = ",".join(f(p.get("ratio"), ".2f") for p in r.get("pairs", []))
         s += (f": fed/alone median {f(r['fed_alone_median'], '.3f')} "
               f"[{f(r.get('fed_alone_min'), '.3f')}-{f(r.get('fed_alone_max'), '.3f')}] x{len(r.get('pairs', []))} ({ratios})")
+    if r.get("beside_alone_median") is not None:
+        s += (f", beside({r.get('beside')})/alone {f(r['beside_alone_median'], '.3f')} "
+              f"[{f(r.get('beside_alone_min'), '.3f')}-{f(r.get('beside_alone_max'), '.3f')}]")
     s += f", fed {f(r.get('fed_median'), '.0f')} / alone {f(r.get('alone_median'), '.0f')} img/s"
     if r.get("data_wait_share") is not None:
         s += f", wait {100 * r['data_wait_share']:.1f}%"
     if r.get("gpu_util_fed_pct") is not None:
         s += f", util {f(r.get('gpu_util_fed_pct'), '.0f')}/{f(r.get('gpu_util_alone_pct'), '.0f')}%"
     return s
+
+
+def beside_summary(rows):
+    """rows: [(beside images/s, alone images/s)] pair by pair -> the beside/alone median and
+    spread (summarize_pairs' figures under beside_* names)."""
+    s = summarize_pairs(rows)
+    return {"beside_median": s["fed_median"], "beside_alone_median": s["fed_alone_median"],
+            "beside_alone_min": s["fed_alone_min"], "beside_alone_max": s["fed_alone_max"]}
+
+
+# --- stoke beside the model (--beside) -------------------------------------------------------
+
+
+def beside_loop(batches, commands, reply, batch_size, now=time.perf_counter, sleep=time.sleep):
+    """The worker of `--beside`: takes stoke's batches from `batches` and drops them, paced,
+    while the model trains on its fixed batch elsewhere. `commands(block)` returns the next
+    command, waiting for one when `block` (while paused), else None when none came (it is
+    polled between batches): ("run", images/s), ("pause",) or ("quit",). `reply` is given
+    ("running",) when a run starts, ("paused", images, seconds) when it ends (what was taken in
+    what time: at most the rate, below it when stoke could not keep up), ("bye",) at quit. Batch
+    k of a run (from 1) is taken no earlier than k * batch_size / rate after the run began, so
+    stoke does the work of a fed segment at that segment's rate, and nothing while paused (its
+    ring full, its threads waiting)."""
+    rate = None
+    while True:
+        cmd = commands(rate is None)
+        if cmd is not None:
+            if cmd[0] == "quit":
+                reply(("bye",))
+                return
+            if cmd[0] == "run":
+                rate, t0, k = float(cmd[1]), now(), 0
+                if not rate > 0:
+                    raise ValueError(f"a beside rate must be positive, got {cmd[1]!r}")
+                reply(("running",))
+            elif cmd[0] == "pause":
+                if rate is not None:
+                    reply(("paused", k * batch_size, now() - t0))
+                rate = None
+            else:
+                raise ValueError(f"unknown beside command {cmd!r}")
+            continue
+        wait = t0 + (k + 1) * batch_size / rate - now()
+        if wait > 0:
+            sleep(wait)
+        next(batches)
+        k += 1
+
+
+def dropped_batches(loader):
+    """A loader's batches, epoch after epoch, each dropped as soon as it is taken (back to
+    stoke at once: nothing reads it)."""
+    epoch = 0
+    while True:
+        loader.set_epoch(epoch)
+        for batch in loader:
+            del batch
+            yield None
+        epoch += 1
+
+
+def beside_worker(config_json):
+    """`--beside-worker CONFIG`: the process of `--beside process`. Makes the loader of the
+    parent's settings (CONFIG: its resolved arguments as JSON), takes one batch (the pipeline
+    started), says `BESIDE ready`, then runs beside_loop on commands read from stdin (`run
+    RATE`, `pause`, `quit`), answering on stdout (`BESIDE running`, `BESIDE paused N SECONDS`,
+    `BESIDE bye`). Imports stoke, not torch: this process is stoke's alone."""
+    import queue
+    import threading
+
+    import stoke
+
+    a = argparse.Namespace(**json.loads(config_json))
+    loader = make_loader(stoke, a, a.device == "cuda", a.classes)
+    batches = dropped_batches(loader)
+    next(batches)
+    inbox = queue.Queue()
+
+    def read_stdin():
+        for line in sys.stdin:
+            inbox.put(tuple(line.split()))
+        inbox.put(("quit",))
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+
+    def commands(block):
+        try:
+            return inbox.get(block)
+        except queue.Empty:
+            return None
+
+    def reply(r):
+        print("BESIDE " + " ".join(str(v) for v in r), flush=True)
+
+    reply(("ready",))
+    beside_loop(batches, commands, reply, a.batch_size)
+    return 0
+
+
+class Beside:
+    """stoke beside the model (`--beside thread|process`): a second stoke.Loader of the same
+    settings whose batches are taken and dropped at a given rate (beside_loop) while the model
+    trains on its fixed batch; in a thread of this process (`thread`), or in a process of its
+    own (`process`: its own CUDA context, its host threads outside this process, as a
+    producer process handing batches over through CUDA IPC would be). Paused between
+    segments."""
+
+    def __init__(self, mode, config, make):
+        import queue
+
+        self.mode = mode
+        if mode == "thread":
+            import threading
+
+            self.inbox, self.outbox = queue.Queue(), queue.Queue()
+            batches = dropped_batches(make())
+            next(batches)
+
+            def commands(block):
+                try:
+                    return self.inbox.get(block)
+                except queue.Empty:
+                    return None
+
+            self.thread = threading.Thread(target=beside_loop, args=(batches, commands, self.outbox.put, config["batch_size"]),
+                                           daemon=True)
+            self.thread.start()
+        else:
+            self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--beside-worker", json.dumps(config)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            self._expect("ready")
+
+    def _send(self, *cmd):
+        if self.mode == "thread":
+            self.inbox.put(cmd)
+        else:
+            self.proc.stdin.write(" ".join(str(c) for c in cmd) + "\n")
+            self.proc.stdin.flush()
+
+    def _expect(self, what):
+        if self.mode == "thread":
+            r = self.outbox.get(timeout=600)
+        else:
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"the beside process ended (exit {self.proc.wait()}) before saying {what!r}")
+                if line.startswith("BESIDE "):
+                    r = tuple(line.split()[1:])
+                    break
+        if r[0] != what:
+            raise RuntimeError(f"the beside worker said {r!r}, not {what!r}")
+        return r
+
+    def run(self, rate):
+        self._send("run", rate)
+        self._expect("running")
+
+    def pause(self):
+        """(images taken, seconds) of the run that ends."""
+        self._send("pause")
+        r = self._expect("paused")
+        return int(r[1]), float(r[2])
+
+    def close(self):
+        self._send("quit")
+        self._expect("bye")
+        if self.mode == "thread":
+            self.thread.join()
+        else:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
 
 
 # --- data ------------------------------------------------------------------------------------
@@ -158,6 +351,28 @@ def make_dataset(root, count=96, classes=4):
 def hybrid_share(text):
     """`--gpu-hybrid-share` as `stoke.Loader` takes it: "off", "auto" or a fraction."""
     return text if text in ("off", "auto") else float(text)
+
+
+def make_loader(stoke, a, on_gpu, classes):
+    """The stoke.Loader of the run's settings (`a`: the parsed arguments; the fed loop's and a
+    --beside worker's alike)."""
+    return stoke.Loader(
+        a.data,
+        a.batch_size,
+        device=a.device,
+        dtype=a.input_dtype,
+        layout="nhwc" if a.channels_last else "nchw",
+        size=a.size,
+        drop_last=True,
+        preset=a.preset,
+        epoch_ahead=not a.no_epoch_ahead,
+        transcode_progressive=a.transcode_progressive,
+        **({"num_classes": classes} if a.preset == "deit" else {}),
+        **({"gpu_upsampling": a.gpu_upsampling, "gpu_wait": a.gpu_wait, "decoders": a.decoders,
+            "gpu_bitstream": a.gpu_bitstream, "gpu_engine_gray": a.gpu_engine_gray,
+            "gpu_engine_lanes": a.gpu_engine_lanes,
+            "gpu_hybrid_share": hybrid_share(a.gpu_hybrid_share)} if on_gpu else {}),
+    )
 
 
 def channels_last_view(torch, nhwc):
@@ -341,14 +556,18 @@ def run_segment(batches, step_fn, *, steps, warmup, sync, sync_every, batch_size
     }
 
 
-def run_pairs(npairs, fed, alone, segment):
+def run_pairs(npairs, fed, alone, segment, beside=None):
     """`npairs` interleaved (fed, alone) segments; alone None runs fed ones only. `segment` is
-    run_segment with everything but the source bound. Returns the segments as they ran."""
+    run_segment with everything but the source bound. `beside` (with alone): a third segment
+    in each pair, after its alone one, `beside(fed segment)` (the model on the fixed batch with
+    stoke working beside it at the fed segment's rate). Returns (fed, alone, beside) segments
+    as they ran (None where a kind did not run)."""
     out = []
     for _ in range(npairs):
         f = segment(fed)
         a = segment(alone) if alone is not None else None
-        out.append((f, a))
+        b = beside(f) if beside is not None and alone is not None else None
+        out.append((f, a, b))
     return out
 
 
@@ -418,10 +637,19 @@ def main(argv=None):
     ap.add_argument("--amp-dtype", choices=["bf16", "fp16"], default=None,
                     help="autocast dtype on a GPU (default bf16 where the GPU has it: fp16 activations "
                          "overflowed from scratch at this rate, NaN losses in a third of the steps on an H200)")
+    ap.add_argument("--beside", choices=["none", "thread", "process"], default="none",
+                    help="a third segment in each pair: the model on the fixed batch while a second stoke.Loader of "
+                         "the same settings makes batches at the pair's fed rate and drops them, in a thread of this "
+                         "process or in a process of its own; beside/alone is what stoke's work costs the model "
+                         "without the data dependency, and thread against process what stoke's host threads in the "
+                         "trainer's process cost it (issue 40 item 2)")
+    ap.add_argument("--beside-worker", metavar="CONFIG", help=argparse.SUPPRESS)
     ap.add_argument("--no-gpu-util", action="store_true",
                     help="do not sample GPU utilization with NVML during the timed steps (to check the sampling costs nothing)")
     args = ap.parse_args(argv)
 
+    if args.beside_worker:
+        return beside_worker(args.beside_worker)
     if args.figure:
         fig = figure_from_log(sys.stdin.read())
         if fig is None:
@@ -454,6 +682,8 @@ def main(argv=None):
     with_alone = args.synthetic_steps != 0
     if args.pairs < 1 or args.steps < 1 or args.sync_every < 1:
         ap.error("--pairs, --steps and --sync-every must be at least 1")
+    if args.beside != "none" and not with_alone:
+        ap.error("--beside runs beside the alone segments: not with --synthetic-steps 0")
 
     torch.manual_seed(0)
     tmp = None
@@ -471,23 +701,7 @@ def main(argv=None):
     if on_gpu:
         torch.backends.cudnn.benchmark = True
     classes = 4 if args.model == "tiny" else args.classes
-    loader = stoke.Loader(
-        args.data,
-        args.batch_size,
-        device=args.device,
-        dtype=args.input_dtype,
-        layout="nhwc" if args.channels_last else "nchw",
-        size=args.size,
-        drop_last=True,
-        preset=args.preset,
-        epoch_ahead=not args.no_epoch_ahead,
-        transcode_progressive=args.transcode_progressive,
-        **({"num_classes": classes} if args.preset == "deit" else {}),
-        **({"gpu_upsampling": args.gpu_upsampling, "gpu_wait": args.gpu_wait, "decoders": args.decoders,
-            "gpu_bitstream": args.gpu_bitstream, "gpu_engine_gray": args.gpu_engine_gray,
-            "gpu_engine_lanes": args.gpu_engine_lanes,
-            "gpu_hybrid_share": hybrid_share(args.gpu_hybrid_share)} if on_gpu else {}),
-    )
+    loader = make_loader(stoke, args, on_gpu, classes)
     multicrop = args.preset in ("dino", "dinov2")
     model = build_model(torch, args.model, classes, multicrop)
     model = model.to(device, memory_format=torch.channels_last if args.channels_last else torch.contiguous_format)
@@ -591,26 +805,48 @@ def main(argv=None):
         return run_segment(batches, train_step, steps=args.steps, warmup=args.warmup_steps, sync=sync,
                            sync_every=args.sync_every, batch_size=args.batch_size, sampler=sampler)
 
-    segments = run_pairs(args.pairs, fed, alone, segment)
+    beside, beside_segment = None, None
+    if args.beside != "none":
+        config = {k: v for k, v in vars(args).items() if k not in ("beside_worker",)}
+        config["classes"] = classes
+        beside = Beside(args.beside, config, lambda: make_loader(stoke, args, on_gpu, classes))
+
+        def beside_segment(fed_seg):
+            # stoke beside at the rate it fed the model in this pair's fed segment.
+            beside.run(fed_seg["images_per_sec"])
+            r = segment(alone)
+            images, secs = beside.pause()
+            r["stoke_rate"], r["target_rate"] = images / secs if secs > 0 else 0.0, fed_seg["images_per_sec"]
+            return r
+
+    segments = run_pairs(args.pairs, fed, alone, segment, beside_segment)
+    if beside is not None:
+        beside.close()
     fed.close()
     del fed, alone, fixed
     sync()
 
-    summary = summarize_pairs([(f["images_per_sec"], a["images_per_sec"] if a else None) for f, a in segments])
-    for row, (f, a) in zip(summary["pairs"], segments):
+    summary = summarize_pairs([(f["images_per_sec"], a["images_per_sec"] if a else None) for f, a, _ in segments])
+    for row, (f, a, b) in zip(summary["pairs"], segments):
         row["fed_wait_share"] = f["wait_s"] / f["seconds"]
         row["gpu_util_fed_pct"], row["gpu_util_alone_pct"] = f["gpu_util_pct"], a["gpu_util_pct"] if a else None
-    fed_secs = sum(f["seconds"] for f, _ in segments)
-    wait_share = sum(f["wait_s"] for f, _ in segments) / fed_secs
+        if b is not None:
+            row.update(beside=b["images_per_sec"], beside_ratio=b["images_per_sec"] / a["images_per_sec"],
+                       beside_stoke_rate=b["stoke_rate"], beside_target_rate=b["target_rate"],
+                       gpu_util_beside_pct=b["gpu_util_pct"])
+    if beside is not None:
+        summary.update(beside_summary([(b["images_per_sec"], a["images_per_sec"]) for _, a, b in segments]))
+    fed_secs = sum(f["seconds"] for f, _, _ in segments)
+    wait_share = sum(f["wait_s"] for f, _, _ in segments) / fed_secs
 
     def mean(vals):
         vals = [v for v in vals if v is not None]
         return sum(vals) / len(vals) if vals else None
 
-    util_fed = mean(f["gpu_util_pct"] for f, _ in segments)
-    util_alone = mean(a["gpu_util_pct"] for _, a in segments if a)
-    losses = [v for f, a in segments for seg in (f, a) if seg for v in seg["losses"]]
-    fed_losses = [v for f, _ in segments for v in f["losses"]]
+    util_fed = mean(f["gpu_util_pct"] for f, _, _ in segments)
+    util_alone = mean(a["gpu_util_pct"] for _, a, _ in segments if a)
+    losses = [v for segs in segments for seg in segs if seg for v in seg["losses"]]
+    fed_losses = [v for f, _, _ in segments for v in f["losses"]]
     bad_inputs = int(nonfinite)
     bad_losses = sum(1 for v in losses if v != v or v in (float("inf"), float("-inf")))
     s = loader.stats()
@@ -650,6 +886,7 @@ def main(argv=None):
         "gpu_engine_gray": args.gpu_engine_gray if on_gpu else None,
         "gpu_engine_lanes": args.gpu_engine_lanes if on_gpu else None,
         "transcode_progressive": args.transcode_progressive,
+        "beside": args.beside if args.beside != "none" else None,
         "transcoded_rewrites": s.get("transcoded_rewrites"), "transcoded_kept": s.get("transcoded_kept"),
         "bitstream_copies": s.get("bitstream_copies"),
         "nvjpeg_device_bytes": s.get("nvjpeg_device_bytes"), "nvjpeg_pinned_bytes": s.get("nvjpeg_pinned_bytes"),

@@ -66,6 +66,14 @@
 #                  --only engine), ResNet-50 fed/alone with each (3 pairs), then `stoke bench`
 #                  end to end without load, interleaved twice (two lanes must not cost the idle
 #                  rate)
+#   run.sh beside  (carries the python part) what stoke's work costs the model without the data
+#                  dependency, and whether its host threads in the trainer's process do:
+#                  ResNet-50 and ViT-B/16, 3 pairs each of (fed, alone, beside): the model on
+#                  its fixed batch while a second stoke.Loader makes and drops batches at the
+#                  pair's fed rate, in a thread of the trainer's process (--beside thread) and in
+#                  a process of its own (--beside process: its own CUDA context, as a producer
+#                  process handing batches over through CUDA IPC would be; no MPS, so the GPU
+#                  time-slices between the two processes as it would for that producer)
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
 #                  images with host, device and pinned memory, threads and fds after each, then
 #                  10 pipelines dropped mid-epoch; fails when anything grows after the warm-up
@@ -91,9 +99,9 @@
 # CI's run on the simulated device, whose sim step has run the same executables whole.
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | lanes | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|lanes|soak|candle" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | lanes | beside | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|lanes|beside|soak|candle" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes | lanes) part=python ;; soak) part=bench ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes | lanes | beside) part=python ;; soak) part=bench ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -807,6 +815,33 @@ run_lanes() {
   done
 }
 
+# stoke beside the model (issue 40 item 2: is the trainer's loss stoke's work on the GPU, the wait
+# for its data, or its host threads in the trainer's process?). Each pair: fed, alone, then the
+# model on the fixed batch with a second stoke.Loader making and dropping batches at the fed
+# segment's rate, in a thread of this process or a process of its own. beside/alone near fed/alone:
+# the loss is stoke's work beside the model, not the data dependency; process above thread: the
+# host threads in the trainer's process cost it (a producer process through CUDA IPC would help);
+# both near 1 with fed/alone below: the data dependency (the model waiting for batches). About 4
+# minutes: ResNet-50 ~3 x 3 segments of 60 steps (~6 s each at 3.7k images/s) plus ~25 s of start
+# a run, ViT-B/16 the same at 2.4k images/s with 40 steps.
+run_beside() {
+  if [ $gpu = 0 ]; then
+    for s in "train_torch resnet50, beside thread and process" "train_torch vit_b16, beside thread and process"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  local b
+  for b in thread process; do
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone/beside, beside $b, 3 pairs" 150 "train-torch-beside-$b.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "${CORES_TRAIN_STEPS:-60}" --batch-size 256 --json --beside $b
+  done
+  for b in thread process; do
+    ledger=train figure="$train_figure" step "train_torch vit_b16 fed/alone/beside, beside $b, 3 pairs" 150 "train-torch-vit-beside-$b.log" \
+      python3 "$p/work/examples/train_torch.py" "$data" --model vit_b16 --pairs 3 --steps 40 --batch-size 256 --json --beside $b
+  done
+}
+
 run_soak() {
   if [ $gpu = 0 ]; then
     note "SKIP soak (examples/soak --backend cuda): no GPU"
@@ -827,6 +862,7 @@ case "$mode" in
   cores) run_cores ;;
   routes) run_routes ;;
   lanes) run_lanes ;;
+  beside) run_beside ;;
   soak) run_soak ;;
   candle) run_candle ;;
 esac

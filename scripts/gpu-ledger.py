@@ -52,6 +52,13 @@ METRICS = {
     "soak_device_free_drop_mib": ("MiB", "examples/soak --backend cuda: how much the device's free memory fell from "
                                          "the end of the warm-up epochs to the last epoch (the note: epochs, images)"),
     "soak_rss_growth_mib": ("MiB", "examples/soak: resident memory growth from the warm-up's end to the last epoch"),
+    "beside_thread_over_alone_resnet50": ("ratio", "examples/train_torch.py --beside thread: ResNet-50 on its fixed "
+                                                   "batch while a second stoke.Loader in a thread of its process "
+                                                   "makes and drops batches at the fed rate, over the model alone"),
+    "beside_process_over_alone_resnet50": ("ratio", "the same with that Loader in a process of its own "
+                                                    "(--beside process)"),
+    "beside_thread_over_alone_vit_b16": ("ratio", "beside_thread_over_alone_resnet50 with ViT-B/16"),
+    "beside_process_over_alone_vit_b16": ("ratio", "beside_process_over_alone_resnet50 with ViT-B/16"),
 }
 
 MACHINE_FIELDS = ("date", "device", "driver", "cuda", "nvjpeg", "commit")
@@ -288,8 +295,17 @@ def train_figures(r, command, note):
         facts.append("next epoch not made ahead")
     if r.get("decoders") not in (None, "all"):
         facts.append(f"decoders {r['decoders']}")
+    if r.get("beside"):
+        facts.append(f"beside {r['beside']}")
     note = "; ".join(([note] if note else []) + facts)
-    return [figure(metric, ratio, command, note)]
+    out = [figure(metric, ratio, command, note)]
+    # --beside: the model on its fixed batch with stoke working beside it, over the model alone.
+    if r.get("beside") and r.get("beside_alone_median") is not None:
+        beside = metric.replace("fed_over_alone_", f"beside_{r['beside']}_over_alone_")
+        if beside not in METRICS:
+            raise ValueError(f"no beside metric for {metric} ({r['beside']})")
+        out.append(figure(beside, r["beside_alone_median"], command, note))
+    return out
 
 
 def peer_figures(r, command, note):

@@ -224,6 +224,20 @@ def test_emit_train_reads_the_result_line(tmp_path):
     assert "median of 3 (fed, alone) pairs" in fig["note"]
 
 
+def test_emit_train_with_beside_adds_its_figure(tmp_path):
+    rec = {"model": "resnet50", "preset": "train", "backend": "cuda", "batch_size": 256, "beside": "process",
+           "fed_alone_median": 0.947, "beside_alone_median": 0.981, "pairs": [{"ratio": 0.947}] * 3}
+    r = emit(tmp_path, "train", "RESULT " + json.dumps(rec) + "\n")
+    assert r.returncode == 0, r.stderr
+    figs = {f["metric"]: f for f in (json.loads(s[len("LEDGER "):]) for s in r.stdout.splitlines())}
+    assert {m: f["value"] for m, f in figs.items()} == {"fed_over_alone_resnet50": 0.947,
+                                                         "beside_process_over_alone_resnet50": 0.981}
+    assert all("beside process" in f["note"] for f in figs.values())
+    # A beside run of a model without a beside metric is refused, not filed under another name.
+    r = emit(tmp_path, "train", "RESULT " + json.dumps({**rec, "preset": "deit"}) + "\n")
+    assert r.returncode == 1 and "no beside metric" in r.stderr
+
+
 def test_emitted_lines_make_a_valid_summary(tmp_path):
     doctor = {"driver": {"available": True, "version": "580.65.06", "cuda": "13.0"},
               "devices": [{"name": "NVIDIA H100 80GB HBM3"}], "nvjpeg": {"version": "13.0.1"}}

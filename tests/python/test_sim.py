@@ -208,6 +208,43 @@ def test_a_consumer_stream_waits_for_each_batch_and_sees_the_cpu_backends_pixels
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 
+def test_two_loaders_on_the_device_at_once_each_on_its_own_thread(drv, folder):
+    # Two pipelines on one device in one process, each consumed on a thread of its own (a train
+    # and a validation loader; examples/train_torch.py --beside thread): each delivers its own
+    # config's batches, the CPU backend's pixels, and neither's work is a finding.
+    other = {"seed": 21, "dtype": "float16", "layout": "nhwc"}
+    loaders = [stoke.Loader(str(folder), BATCH, device="cuda", **KW), stoke.Loader(str(folder), BATCH, device="cuda", **{**KW, **other})]
+    got, errors = [[], []], []
+
+    def consume(i):
+        try:
+            drv.make_current()
+            s = drv.stream()
+            for epoch in range(2):
+                loaders[i].set_epoch(epoch)
+                for images, labels in loaders[i]:
+                    got[i].append((epoch, read(drv, images, s)[0], read(drv, labels, s)[0]))
+                del images, labels
+            drv.check(drv.lib.cuStreamSynchronize(s), "cuStreamSynchronize")
+        except Exception as e:  # noqa: BLE001 - reported below, with the thread's name
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i, kw in enumerate(({}, other)):
+        for epoch in range(2):
+            ref = []
+            ld = stoke.Loader(str(folder), BATCH, device="cpu", threads=1, **{**KW, **kw})
+            ld.set_epoch(epoch)
+            for images, labels in ld:
+                ref.append((np.from_dlpack(images).copy(), np.from_dlpack(labels).copy()))
+            check_against_cpu([(x, y) for e, x, y in got[i] if e == epoch], ref, kw.get("dtype", "float32"), kw.get("layout", "nchw"))
+
+
 def test_a_resolution_schedules_smaller_epochs_reach_the_consumer_at_their_size(drv, folder):
     # Loader(resolution=...): the ring is sized for max_res; each epoch's DLPack tensors have
     # that epoch's shape and the CPU backend's pixels (epoch 1 at 64 first, then 0 at 32 in the

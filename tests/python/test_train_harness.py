@@ -131,13 +131,121 @@ def test_pairs_interleave_and_do_the_same_work():
     assert len(syncs) == 6 * 4
     for k in range(6):
         assert [syncs[4 * k + j] - 9 * k for j in range(4)] == [2, 5, 8, 9], syncs
-    for f, a in segs:
+    for f, a, b in segs:
         assert len(f["losses"]) == len(a["losses"]) == 3  # two periodic reads and the last loss
         assert f["images_per_sec"] > 0 and a["images_per_sec"] > 0
+        assert b is None
     # Fed only.
     calls.clear()
-    assert [a for _, a in m.run_pairs(2, source("fed"), None, segment)] == [None, None]
+    assert [(a, b) for _, a, b in m.run_pairs(2, source("fed"), None, segment)] == [(None, None)] * 2
     assert calls == ["fed"] * 18
+    # With a beside segment: after each pair's alone one, given that pair's fed segment.
+    calls.clear()
+    seen = []
+
+    def beside(fed_seg):
+        seen.append(fed_seg)
+        return segment(source("beside"))
+
+    segs = m.run_pairs(2, source("fed"), source("alone"), segment, beside)
+    assert calls == (["fed"] * 9 + ["alone"] * 9 + ["beside"] * 9) * 2
+    assert seen == [f for f, _, _ in segs] and all(b["images_per_sec"] > 0 for _, _, b in segs)
+
+
+class FakeClock:
+    """A clock that moves only when slept on, or when a batch takes time to come."""
+
+    def __init__(self):
+        self.t = 100.0
+        self.slept = []
+
+    def now(self):
+        return self.t
+
+    def sleep(self, d):
+        assert d > 0
+        self.slept.append(d)
+        self.t += d
+
+
+def scripted(clock, script):
+    """commands() for beside_loop: each entry is (command, batches to take before it comes);
+    asserts the loop blocks exactly while paused."""
+    state = {"i": 0, "left": 0}
+
+    def commands(block):
+        if state["left"] > 0:
+            assert not block, "blocked while running"
+            state["left"] -= 1
+            return None
+        cmd, then = script[state["i"]]
+        state["i"] += 1
+        state["left"] = then
+        return cmd
+
+    return commands
+
+
+def test_beside_loop_paces_batches_at_the_rate_and_reports_each_run():
+    m = load_example()
+    clock = FakeClock()
+    taken = []
+
+    def batches():
+        while True:
+            taken.append(clock.t)
+            yield None
+
+    replies = []
+    # 512 images/s with batches of 64: one batch every 0.125 s; 5 batches, then paused, then a
+    # second run of 3 batches at 128 images/s.
+    script = [(("run", 512), 5), (("pause",), 0), (("run", "128"), 3), (("pause",), 0), (("quit",), 0)]
+    m.beside_loop(batches(), scripted(clock, script), replies.append, 64, now=clock.now, sleep=clock.sleep)
+    assert replies[0] == ("running",) and replies[2] == ("running",) and replies[-1] == ("bye",)
+    # What each run took in its time: the rate asked, never more.
+    assert replies[1] == ("paused", 5 * 64, pytest.approx(0.625))
+    assert replies[3] == ("paused", 3 * 64, pytest.approx(1.5))
+    # Batch k of a run is taken k intervals after the run began.
+    assert taken[:5] == [pytest.approx(100.0 + 0.125 * k) for k in range(1, 6)]
+    second = taken[5:]
+    assert [b - taken[4] for b in second] == [pytest.approx(0.5 * k) for k in range(1, 4)]
+
+
+def test_beside_loop_takes_batches_as_they_come_when_stoke_is_slower_than_the_rate():
+    m = load_example()
+    clock = FakeClock()
+
+    def slow_batches():
+        while True:
+            clock.t += 0.25  # each batch takes 0.25 s to come; the rate asks for one every 0.125 s
+            yield None
+
+    replies = []
+    m.beside_loop(slow_batches(), scripted(clock, [(("run", 512), 4), (("pause",), 0), (("quit",), 0)]),
+                  replies.append, 64, now=clock.now, sleep=clock.sleep)
+    assert clock.slept == [pytest.approx(0.125)]  # the first batch's interval; then none is waited for
+    _, images, secs = replies[1]
+    assert images == 256 and secs == pytest.approx(0.125 + 4 * 0.25)  # under half the rate asked, and said so
+
+
+def test_beside_loop_refuses_bad_commands():
+    m = load_example()
+    clock = FakeClock()
+    for script in ([(("run", 0), 0)], [(("faster",), 0)]):
+        with pytest.raises(ValueError):
+            m.beside_loop(iter([]), scripted(clock, script), lambda r: None, 8, now=clock.now, sleep=clock.sleep)
+
+
+def test_beside_summary_and_lines():
+    m = load_example()
+    s = m.summarize_pairs([(90.0, 100.0), (95.0, 100.0), (80.0, 100.0)])
+    s.update(m.beside_summary([(99.0, 100.0), (97.0, 100.0), (98.0, 100.0)]))
+    assert (s["beside_alone_median"], s["beside_alone_min"], s["beside_alone_max"]) == pytest.approx((0.98, 0.97, 0.99))
+    assert s["beside_median"] == 98.0
+    lines = m.pair_lines(s)
+    assert lines[-1] == "beside/alone median 0.980, spread 0.970-0.990"
+    rec = dict(s, model="resnet50", preset="train", beside="process")
+    assert "beside(process)/alone 0.980 [0.970-0.990]" in m.figure_from_log(m.result_line(rec))
 
 
 def write_folder(root, classes=4, per_class=12):
@@ -175,3 +283,26 @@ def test_cpu_end_to_end_result(tmp_path, channels_last):
     old = [json.loads(line) for line in text.splitlines() if line.startswith("{")][-1]
     assert old["images_per_sec"] == pytest.approx(rec["fed_median"])
     assert old["model_alone_images_per_sec"] == pytest.approx(rec["alone_median"])
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_cpu_beside_segments(tmp_path, mode):
+    """--beside on the CPU backend: each pair runs fed, alone and beside; stoke beside takes
+    batches near the fed segment's rate (the harness's plumbing: CPU timings are no figure)."""
+    need_torch()
+    pytest.importorskip("stoke", reason="the stoke package is not installed")
+    m = load_example()
+    data = write_folder(tmp_path / "data")
+    out = io.StringIO()
+    argv = [str(data), "--device", "cpu", "--model", "tiny", "--size", "32", "--batch-size", "4", "--pairs", "2",
+            "--steps", "4", "--warmup-steps", "1", "--sync-every", "2", "--beside", mode]
+    with redirect_stdout(out):
+        assert m.main(argv) == 0
+    text = out.getvalue()
+    rec = m.parse_result_lines(text)[-1]
+    assert rec["beside"] == mode and len(rec["pairs"]) == 2
+    for p in rec["pairs"]:
+        assert p["beside"] > 0 and p["beside_ratio"] == pytest.approx(p["beside"] / p["alone"])
+        assert p["beside_target_rate"] == pytest.approx(p["fed"]) and p["beside_stoke_rate"] > 0
+    assert rec["beside_alone_median"] is not None
+    assert "beside/alone median" in text and f"beside({mode})/alone" in m.figure_from_log(text)
