@@ -74,6 +74,14 @@
 #                  a process of its own (--beside process: its own CUDA context, as a producer
 #                  process handing batches over through CUDA IPC would be; no MPS, so the GPU
 #                  time-slices between the two processes as it would for that producer)
+#   run.sh round   (carries the python part) every candidate of issue 40 once, in one call
+#                  (about 7 minutes with the generated 12800): `stoke bench` end to end with the
+#                  defaults and with the engine taking gray and rewritten progressive photos
+#                  (cores, p99/p50), ResNet-50 fed/alone with --beside process and thread (the
+#                  baseline twice, and what stoke's work and its host threads cost), with two
+#                  engine lanes and with the engine variant, ViT-B/16 fed/alone, then end to end
+#                  with two lanes, device bitstreams and the GPU-hybrid share, and the defaults
+#                  again (drift): a first look at each where the window holds one call of them
 #   run.sh soak    (carries the bench part) examples/soak on the device: 30 epochs of 2560
 #                  images with host, device and pinned memory, threads and fds after each, then
 #                  10 pipelines dropped mid-epoch; fails when anything grows after the warm-up
@@ -99,9 +107,9 @@
 # CI's run on the simulated device, whose sim step has run the same executables whole.
 set -uo pipefail
 mode="${1:-tests}"
-case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | lanes | beside | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|lanes|beside|soak|candle" >&2; exit 2 ;; esac
+case "$mode" in tests | tests2 | bench | python | checks | upsampling | ahead | tail | cores | routes | lanes | beside | round | soak | candle) ;; *) echo "usage: run.sh tests|tests2|bench|python|checks|upsampling|ahead|tail|cores|routes|lanes|beside|round|soak|candle" >&2; exit 2 ;; esac
 # The part of the bundle each mode carries besides core.
-part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes | lanes | beside) part=python ;; soak) part=bench ;; esac
+part="$mode"; case "$mode" in upsampling | ahead | tail) part=checks ;; cores | routes | lanes | beside | round) part=python ;; soak) part=bench ;; esac
 
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-$PWD/bundle-out}"
@@ -842,6 +850,41 @@ run_beside() {
   done
 }
 
+# Every candidate once (the mode list above), the steps in the order of what they decide, so a
+# short budget drops the least first: each trainer run ~45-60 s (3 pairs of 40 steps), each bench
+# ~10 s. The trainer's baseline comes twice (the beside runs' fed/alone), the bench's twice too.
+run_round() {
+  if [ $gpu = 0 ]; then
+    for s in "stoke bench e2e, defaults and engine variant" "train_torch resnet50 beside, lanes, engine" "train_torch vit_b16" "stoke bench e2e, lanes 2, device bitstreams, hybrid share"; do note "SKIP $s: no GPU"; done
+    return
+  fi
+  ensure_data
+  local secs="${BENCH_SECONDS:-4}" steps="${CORES_TRAIN_STEPS:-40}" v
+  local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
+  local engine=(--gpu-engine-gray --transcode-progressive)
+  ledger=e2e figure="$cores_figure" step "stoke bench e2e, defaults (1)" 60 bench-e2e-defaults-1.json "$bin" "${common[@]}"
+  # Past the first epoch's rewrites (52 batches of the 12800).
+  ledger=e2e figure="$cores_figure" step "stoke bench e2e, engine takes gray and rewritten progressive" 60 bench-e2e-engine.json \
+    "$bin" "${common[@]}" --warmup-batches 52 "${engine[@]}"
+  export PYTHONPATH="$p/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  local train=(python3 "$p/work/examples/train_torch.py" "$data" --pairs 3 --steps "$steps" --batch-size 256 --json)
+  for v in process thread; do
+    ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone/beside, beside $v, 3 pairs" 150 "train-torch-beside-$v.log" \
+      "${train[@]}" --beside $v
+  done
+  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, engine lanes 2, 3 pairs" 150 train-torch-lanes2.log \
+    "${train[@]}" --gpu-engine-lanes 2
+  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, engine takes gray and rewritten progressive, 3 pairs" 150 train-torch-engine.log \
+    "${train[@]}" "${engine[@]}"
+  ledger=train figure="$train_figure" step "train_torch vit_b16 fed/alone, 3 pairs" 150 train-torch-vit.log \
+    "${train[@]}" --model vit_b16
+  for v in "--gpu-engine-lanes 2" "--gpu-bitstream device" "--gpu-hybrid-share auto"; do
+    # shellcheck disable=SC2086
+    ledger=e2e figure="$cores_figure" step "stoke bench e2e, $v" 60 "bench-e2e-${v//[ -]/}.json" "$bin" "${common[@]}" $v
+  done
+  ledger=e2e figure="$cores_figure" step "stoke bench e2e, defaults (2)" 60 bench-e2e-defaults-2.json "$bin" "${common[@]}"
+}
+
 run_soak() {
   if [ $gpu = 0 ]; then
     note "SKIP soak (examples/soak --backend cuda): no GPU"
@@ -863,6 +906,7 @@ case "$mode" in
   routes) run_routes ;;
   lanes) run_lanes ;;
   beside) run_beside ;;
+  round) run_round ;;
   soak) run_soak ;;
   candle) run_candle ;;
 esac

@@ -176,10 +176,10 @@ limit=$((64 * 1024 * 1024))
 over=0
 # The working tree travels with every call too (tracked and untracked-not-ignored files).
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-modes=(tests tests2 bench python checks upsampling ahead tail cores routes lanes beside soak)
+modes=(tests tests2 bench python checks upsampling ahead tail cores routes lanes beside round soak)
 [ -f bundle/candle.tar.gz ] && modes+=(candle)
 for mode in "${modes[@]}"; do
-  pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; cores | routes | lanes | beside) pt=python ;; soak) pt=bench ;; esac
+  pt="$mode"; case "$mode" in upsampling | ahead | tail) pt=checks ;; cores | routes | lanes | beside | round) pt=python ;; soak) pt=bench ;; esac
   size=$tree
   for f in bundle/run.sh bundle/core.tar.gz "bundle/$pt.tar.gz"; do size=$((size + $(stat -c %s "$f"))); done
   extra=""; [ "$mode" = bench ] && extra=', ".whl/peers"'
