@@ -681,4 +681,20 @@ mod tests {
             assert!(v.is_empty());
         }
     }
+
+    #[test]
+    fn a_pooled_buffer_refuses_a_length_past_the_address_space_instead_of_wrapping() {
+        // A crafted index's length near usize::MAX: `len + n` wrapped and the pool said it had
+        // room (a read into it would then write past the allocation); now it is refused, and
+        // the buffer is left as it was.
+        let mut p = BytesSource::pool(recorder(1), 64, 1).new_bytes();
+        p.extend_from_slice(b"abc");
+        for n in [usize::MAX, usize::MAX - 2, usize::MAX - 60] {
+            assert!(p.try_reserve_more(n).is_err(), "{n}");
+            assert!(p.is_pooled() && &p[..] == b"abc");
+        }
+        let f = tempfile_with(b"0123456789");
+        assert!(p.append_read_at(&f, 0, usize::MAX - 1).is_err());
+        assert_eq!(&p[..], b"abc");
+    }
 }
