@@ -245,6 +245,49 @@ def test_two_loaders_on_the_device_at_once_each_on_its_own_thread(drv, folder):
             check_against_cpu([(x, y) for e, x, y in got[i] if e == epoch], ref, kw.get("dtype", "float32"), kw.get("layout", "nchw"))
 
 
+def test_the_beside_worker_takes_device_batches_at_the_rate_it_is_given(drv, folder):
+    # examples/train_torch.py --beside process: its worker (stoke without torch) makes a CUDA
+    # Loader of the parent's settings and takes its batches at the rate a `run` asks for, until
+    # `pause`; it answers each command on stdout.
+    import subprocess
+    import sys
+    import time
+
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_torch.py")
+    config = dict(data=str(folder), batch_size=BATCH, device="cuda", input_dtype="float16", channels_last=True, size=32,
+                  preset="train", no_epoch_ahead=False, transcode_progressive=False, gpu_upsampling="nearest",
+                  gpu_wait="auto", decoders="all", gpu_bitstream="host", gpu_engine_gray=False, gpu_engine_lanes=1,
+                  gpu_hybrid_share="off", classes=CLASSES)
+    p = subprocess.Popen([sys.executable, example, "--beside-worker", json.dumps(config)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def said():
+        while True:
+            line = p.stdout.readline()
+            assert line, f"the worker ended (exit {p.wait()})"
+            if line.startswith("BESIDE "):
+                return line.split()[1:]
+
+    try:
+        assert said() == ["ready"]
+        p.stdin.write("run 20\n")
+        p.stdin.flush()
+        assert said() == ["running"]
+        time.sleep(1.5)
+        p.stdin.write("pause\n")
+        p.stdin.flush()
+        word, images, secs = said()
+        assert word == "paused" and int(images) % BATCH == 0 and int(images) >= BATCH
+        assert int(images) / float(secs) <= 20 * 1.01, (images, secs)  # never above the rate asked
+        p.stdin.write("quit\n")
+        p.stdin.flush()
+        assert said() == ["bye"]
+        assert p.wait(timeout=60) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
 def test_a_resolution_schedules_smaller_epochs_reach_the_consumer_at_their_size(drv, folder):
     # Loader(resolution=...): the ring is sized for max_res; each epoch's DLPack tensors have
     # that epoch's shape and the CPU backend's pixels (epoch 1 at 64 first, then 0 at 32 in the
