@@ -256,20 +256,25 @@ def write_folder(root, classes=4, per_class=12):
     return write_image_folder(root, classes, per_class, (40, 72), 12, 90, 0)
 
 
-@pytest.mark.parametrize("channels_last", [True, False], ids=["nhwc-view", "nchw"])
-def test_cpu_end_to_end_result(tmp_path, channels_last):
+def run_on_cpu(tmp_path, pairs, *extra):
+    """The example on the CPU backend with a tiny model over a small generated folder: (module,
+    its output, its last RESULT record)."""
     need_torch()
     pytest.importorskip("stoke", reason="the stoke package is not installed")
     m = load_example()
     data = write_folder(tmp_path / "data")
     out = io.StringIO()
-    argv = [str(data), "--device", "cpu", "--model", "tiny", "--size", "32", "--batch-size", "4", "--pairs", "3",
-            "--steps", "4", "--warmup-steps", "1", "--sync-every", "2",
-            "--channels-last" if channels_last else "--no-channels-last", "--json"]
+    argv = [str(data), "--device", "cpu", "--model", "tiny", "--size", "32", "--batch-size", "4", "--pairs", str(pairs),
+            "--steps", "4", "--warmup-steps", "1", "--sync-every", "2", *extra]
     with redirect_stdout(out):
         assert m.main(argv) == 0
     text = out.getvalue()
-    rec = m.parse_result_lines(text)[-1]
+    return m, text, m.parse_result_lines(text)[-1]
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["nhwc-view", "nchw"])
+def test_cpu_end_to_end_result(tmp_path, channels_last):
+    m, text, rec = run_on_cpu(tmp_path, 3, "--channels-last" if channels_last else "--no-channels-last", "--json")
     assert rec["model"] == "tiny" and rec["backend"] == "cpu" and rec["device"] == "cpu"
     assert rec["layout"] == ("nhwc-view" if channels_last else "nchw")
     assert len(rec["pairs"]) == 3 and all(p["fed"] > 0 and p["alone"] > 0 for p in rec["pairs"])
@@ -289,17 +294,7 @@ def test_cpu_end_to_end_result(tmp_path, channels_last):
 def test_cpu_beside_segments(tmp_path, mode):
     """--beside on the CPU backend: each pair runs fed, alone and beside; stoke beside takes
     batches near the fed segment's rate (the harness's plumbing: CPU timings are no figure)."""
-    need_torch()
-    pytest.importorskip("stoke", reason="the stoke package is not installed")
-    m = load_example()
-    data = write_folder(tmp_path / "data")
-    out = io.StringIO()
-    argv = [str(data), "--device", "cpu", "--model", "tiny", "--size", "32", "--batch-size", "4", "--pairs", "2",
-            "--steps", "4", "--warmup-steps", "1", "--sync-every", "2", "--beside", mode]
-    with redirect_stdout(out):
-        assert m.main(argv) == 0
-    text = out.getvalue()
-    rec = m.parse_result_lines(text)[-1]
+    m, text, rec = run_on_cpu(tmp_path, 2, "--beside", mode)
     assert rec["beside"] == mode and len(rec["pairs"]) == 2
     for p in rec["pairs"]:
         assert p["beside"] > 0 and p["beside_ratio"] == pytest.approx(p["beside"] / p["alone"])
