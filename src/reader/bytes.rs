@@ -291,11 +291,11 @@ pub trait ByteSink {
     /// `expect` is the length its index recorded. A file still that long costs one `read(2)`
     /// (of `expect + 1` bytes, so that a file that grew since fills it and is read on to its
     /// end): std's `read_to_end` makes three more system calls a file (`statx` and `lseek` for
-    /// a size hint, a last read that returns 0), a tenth of a reader's time a photo
-    /// (BENCHMARKS.md, "The readers"). A file that shrank, or a read that stops short, is read
-    /// on until a read returns 0; one that stops exactly at `expect` ends there. When `expect`
-    /// cannot be had in memory (a damaged index), the file's own size is read instead. On an
-    /// error the bytes appended so far stay: the caller truncates.
+    /// a size hint, a last read that returns 0), about 7 % of a reader's time a photo into heap
+    /// buffers (BENCHMARKS.md, "The readers alone"). A file that shrank, or a read that stops
+    /// short, is read on until a read returns 0; one that stops exactly at `expect` ends there.
+    /// When `expect` cannot be had in memory (a damaged index), the file's own size is read
+    /// instead. On an error the bytes appended so far stay: the caller truncates.
     fn append_file(&mut self, file: &File, expect: usize) -> std::io::Result<()> {
         if self.try_reserve_more(expect).is_err() {
             return self.read_to_end_from(&mut &*file).map(drop);
