@@ -79,6 +79,22 @@ const SET: u8 = 10;
 const MAP: u8 = 11;
 const STRUCT: u8 = 12;
 
+/// The ULEB128 varint at `b[*at..]` (Thrift's compact protocol and parquet's
+/// DELTA_BINARY_PACKED headers both write them), `at` moved past it; `None` when `b` ends first
+/// or the varint runs past 10 bytes or 64 bits.
+pub(super) fn uleb128(b: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    for shift in (0..70).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        v |= ((byte & 0x7f) as u64).checked_shl(shift)?;
+        if byte & 0x80 == 0 {
+            return Some(v);
+        }
+    }
+    None
+}
+
 struct Compact<'a> {
     b: &'a [u8],
     at: usize,
@@ -92,15 +108,7 @@ impl Compact<'_> {
     }
 
     fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let byte = self.byte()?;
-            v |= ((byte & 0x7f) as u64).checked_shl(shift)?;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
+        uleb128(self.b, &mut self.at)
     }
 
     /// A zigzag varint (i16, i32, i64 alike).

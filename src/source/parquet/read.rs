@@ -80,21 +80,9 @@ fn plain_binaries(buf: &[u8], mut at: usize, want: usize) -> usize {
 /// ULEB128: after the block size and the miniblocks per block); None when it does not parse.
 fn delta_count(b: &[u8]) -> Option<u64> {
     let mut at = 0;
-    let mut uleb = || {
-        let mut v = 0u64;
-        for shift in (0..70).step_by(7) {
-            let byte = *b.get(at)?;
-            at += 1;
-            v |= ((byte & 0x7f) as u64).checked_shl(shift)?;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    };
-    uleb()?;
-    uleb()?;
-    uleb()
+    super::header::uleb128(b, &mut at)?;
+    super::header::uleb128(b, &mut at)?;
+    super::header::uleb128(b, &mut at)
 }
 
 impl PageCheck {
