@@ -31,6 +31,7 @@ QUESTIONS = [
     ("engine-lanes", "two threads calling the hardware engine at once (gpu_engine_lanes = 2): CPU over wall time inside the engine's calls with one lane and with two (above 1 with two: the calls overlap)", "tests"),
     ("nvjpeg-memory", "nvJPEG's own memory through stoke's allocators: bytes, allocations after the first epoch", "tests"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),
+    ("engine-idle", "the hardware engine's idle time on the host between batches' calls, by part (join / cpu / check / retry / tail / outside / arena / head, ms per batch): the head room of a deeper decode pipeline", "any"),
     ("concurrency", "HW+CUDA decoders together vs each alone (decode-only images/s)", "bench"),
     ("python-cuda", "Python Loader on CUDA: batches in torch through DLPack (pytest tests/python)", "python"),
     ("trainer", "ResNet-50 (AMP, channels_last) fed by stoke: images/s, data wait, GPU utilization, fed/alone", "python"),
@@ -132,6 +133,17 @@ def answer(key, mode, logs, gpu):
         if all(v == 0 for _, v in parts):
             return "not measured: the CUDA backend does not fill Stats.gpu_stages yet (all zero)"
         return ", ".join(f"{k} {v * 1e3 / n:.2f} ms" for k, v in parts) + f" per batch (over {n} batches)"
+    if key == "engine-idle":
+        parts = ("join", "cpu", "check", "retry", "tail", "outside", "arena", "head")
+        hits = []
+        for path in sorted(glob.glob(os.path.join(logs, "bench-*.json"))):
+            r = last_json(path)
+            i = ((r or {}).get("gpu_stages") or {}).get("idle") or {}
+            n = i.get("batches", 0)
+            if n > 0:
+                ms = [1e3 * i.get(k, 0) / n for k in parts]
+                hits.append(f"{os.path.basename(path)}: {sum(ms):.2f} ms = " + " / ".join(f"{v:.2f}" for v in ms))
+        return ("; ".join(hits) + " (" + " / ".join(parts) + ")") if hits else None
     if key == "python-cuda":
         hits = [l for _, l in grep(logs, r"^(=+ )?\d+ (passed|failed)", "pytest.log")]
         return hits[-1] if hits else None
@@ -187,6 +199,8 @@ def main():
         if a is None:
             if not gpu:
                 a = "not measured: no GPU"
+            elif where == "any":
+                a = "not measured in this call: no stoke bench step on the CUDA backend reported it"
             elif where not in (mode, "both") or (where == "both" and mode not in ("tests", "bench")):
                 a = f"not measured in this call: see run.sh {'tests or bench' if where == 'both' else where}"
             else:

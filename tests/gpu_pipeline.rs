@@ -592,6 +592,54 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     }
 }
 
+/// The engine's idle time between batches (`gpu_stages.idle`, `stoke bench`'s "engine idle"
+/// line) says where the producer spent it: counted once for each batch that called the engine,
+/// no part negative, all of it within the run — and a trainer that holds each batch a while
+/// shows in the parts that wait for it (the hand-over outside the backend, the ring slot in
+/// its tail, the arena behind the augment that waits for that slot), not in the decode's.
+#[test]
+fn the_engines_idle_time_names_a_trainer_that_holds_its_batches() {
+    let _serial = serial();
+    let Some(_gpu) = gpu_or_skip("gpu_pipeline") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ds = generated(dir.path(), 64, 31);
+    let run = |hold: std::time::Duration| {
+        let mut p = cuda_pipeline(&ds, 31, 8, 2, 1);
+        let t = std::time::Instant::now();
+        let mut engine_batches = 0.0;
+        p.start_epoch(0, 0);
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            engine_batches += f64::from(u8::from(b.decoders.hardware > 0));
+            std::thread::sleep(hold);
+            drop(b);
+        }
+        let stats = p.stats();
+        (stats.gpu_stages.idle, engine_batches, stats.batches as f64, t.elapsed().as_secs_f64())
+    };
+    let waits = |i: &stoke::backend::EngineIdle| i.outside + i.tail + i.arena;
+    let quick = run(std::time::Duration::ZERO);
+    let hold = std::time::Duration::from_millis(250);
+    let held = run(hold);
+    for (idle, batches, made, wall) in [quick, held] {
+        assert!(batches >= 6.0, "{batches} of 8 batches called the engine: the engine went untested");
+        // The pipeline may have made the next epoch's first batch ahead (counted, not taken).
+        assert!(
+            (batches..=batches + made - 8.0).contains(&idle.batches),
+            "one count per batch that called the engine ({batches} of the 8 taken, {made} made): {idle:?}"
+        );
+        assert!(idle.rows().iter().all(|r| r.1 >= 0.0), "{idle:?}");
+        assert!(idle.total() < wall, "{:.3} s idle in a {wall:.3} s run: {idle:?}", idle.total());
+    }
+    // 8 batches held 0.25 s each: the producer, a batch or two ahead, waits most of that.
+    let (quick, held) = (quick.0, held.0);
+    let grew = waits(&held) - waits(&quick);
+    assert!(
+        grew >= 0.25 * 8.0 * hold.as_secs_f64(),
+        "holding each batch {hold:?} added {grew:.3} s to the waits for the trainer: quick {quick:?}, held {held:?}"
+    );
+}
+
 /// This process's threads: each one's name (`comm`: at most 15 bytes; an unnamed thread
 /// shows its creator's) and its `/proc/self/task` folder.
 fn threads() -> Vec<(String, std::path::PathBuf)> {

@@ -369,6 +369,7 @@ impl CudaBackend {
     fn run_batch(&mut self, input: BatchInput<'_, '_>, ahead: Option<BatchInput<'_, '_>>, batch: &mut Batch) -> Result<BatchRun> {
         let BatchInput { epoch, step, samples } = input;
         let t0 = Instant::now();
+        self.decoder.batch_started(t0);
         // A device batch this `Batch` still holds gives its ring slot back first (its release
         // is recorded on its consumer's stream), so a recycled batch never starves the ring.
         if matches!(batch.images, Images::Device(_)) {
@@ -491,6 +492,7 @@ impl CudaBackend {
         // Which slot's pixels each slot shows (itself unless replaced).
         let plan = SlotPlan::new(&status, self.config.on_error);
         let Some(source) = plan.sources() else {
+            self.decoder.batch_returned(Instant::now());
             return Ok(BatchRun { times: BatchTimes { decode: decode_time, wall: t0.elapsed(), ..Default::default() }, status, plan });
         };
         crate::backend::fill_records(samples, source, batch);
@@ -506,6 +508,7 @@ impl CudaBackend {
             self.decoder.release_arena(&decode_stream)?;
             batch.images = Images::Host(Default::default());
             gpu_times.augment = 0.0;
+            gpu_times.idle.tail = self.decoder.batch_returned(Instant::now());
             let times = BatchTimes { decode: decode_time, augment: Default::default(), wall: t0.elapsed(), gpu: gpu_times };
             return Ok(BatchRun { times, status, plan });
         }
@@ -608,6 +611,7 @@ impl CudaBackend {
         self.decoder.release_arena(&stream)?;
         let images = self.ring.publish(slot, n, &groups)?;
         batch.images = Images::Device(Box::new(images));
+        gpu_times.idle.tail = self.decoder.batch_returned(Instant::now());
         let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
         Ok(BatchRun { times, status, plan })
     }

@@ -584,6 +584,7 @@ mod tests {
             ahead: 1.0,
             ahead_batches: 2.0,
             copied_batches: 1.0,
+            idle: stoke::backend::EngineIdle { join: 0.5, tail: 0.25, head: 1.0, batches: 2.0, ..Default::default() },
         };
         let b = GpuStageTimes {
             classify: 1.5,
@@ -600,14 +601,18 @@ mod tests {
             ahead: 3.0,
             ahead_batches: 5.0,
             copied_batches: 1.0,
+            idle: stoke::backend::EngineIdle { join: 1.0, tail: 0.25, head: 1.5, outside: 2.0, batches: 5.0, ..Default::default() },
         };
         assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 0.5, 0.0, 1.0, 2.0]);
         assert_eq!(((b - a).ahead_batches, (b - a).copied_batches), (3.0, 0.0));
+        assert_eq!((b - a).idle.rows().map(|r| r.1), [0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5]);
+        assert_eq!(((b - a).idle.batches, (b - a).idle.total()), (3.0, 3.0));
         let mut sum = a;
         sum += b - a;
         assert_eq!(sum, b, "sums over batches and differences over windows agree");
         let json = serde_json::to_value(GpuStages { seconds: b - a, batches: 4 }).unwrap();
         assert_eq!((json["classify"].as_f64(), json["augment"].as_f64(), json["batches"].as_u64()), (Some(0.5), Some(1.0), Some(4)));
+        assert_eq!((json["idle"]["outside"].as_f64(), json["idle"]["batches"].as_f64()), (Some(2.0), Some(3.0)));
     }
 
     #[test]

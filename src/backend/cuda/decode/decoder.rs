@@ -205,6 +205,60 @@ pub struct GpuDecoder {
     pub(super) batched_hybrid: Option<BatchedHybrid>,
     // Why the engine reads host bitstreams although device ones were asked for.
     pub(super) bitstream_refused: Option<String>,
+    // The host marks the engine's idle time between batches is measured from.
+    pub(super) marks: IdleMarks,
+}
+
+/// When the backend started the batch being decoded and returned the one before it, and when
+/// the last batch that called the engine was decoded: the ends of
+/// [`crate::backend::EngineIdle`]'s parts that lie outside [`GpuDecoder::decode_routed`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct IdleMarks {
+    returned: Option<std::time::Instant>,
+    prev_returned: Option<std::time::Instant>,
+    started: Option<std::time::Instant>,
+    decoded: Option<std::time::Instant>,
+}
+
+/// What queuing a batch's GPU decodes returns: the engine's calls' host wall and CPU seconds,
+/// the CUDA lanes' CPU time, and, when the engine was called, the marks of its first call, its
+/// last call's return and the CUDA route's join ([`idle_parts`]).
+type GpuQueued = ((f64, f64), LaneCpu, Option<[std::time::Instant; 3]>);
+
+/// Seconds from `a` to `b`, 0 when either mark is missing (or `b` is not after `a`).
+fn between(a: Option<std::time::Instant>, b: Option<std::time::Instant>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
+        _ => 0.0,
+    }
+}
+
+/// The engine's idle parts of a batch that called it ([`crate::backend::EngineIdle`], but
+/// `tail`, which the backend measures): from its marks in the producer's order — the previous
+/// batch's return from the backend, this batch's start, its first engine call, the last call's
+/// return, the CUDA route joined, the CPU route done, the canaries checked, the decode done —
+/// and the seconds the batch waited for its arena between its start and its first call.
+pub(super) fn idle_parts(
+    prev_returned: Option<std::time::Instant>,
+    started: Option<std::time::Instant>,
+    arena_wait: f64,
+    marks: [std::time::Instant; 6],
+) -> crate::backend::EngineIdle {
+    let [first_call, engine_end, joined, cpu_done, checked, decoded] = marks.map(Some);
+    let head = between(started, first_call);
+    // Within the head when the batch started (the decoder alone has no start mark: all head).
+    let arena = if started.is_some() { arena_wait.min(head) } else { 0.0 };
+    crate::backend::EngineIdle {
+        outside: between(prev_returned, started),
+        arena,
+        head: head - arena,
+        join: between(engine_end, joined),
+        cpu: between(joined, cpu_done),
+        check: between(cpu_done, checked),
+        retry: between(checked, decoded),
+        tail: 0.0,
+        batches: 1.0,
+    }
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -365,6 +419,7 @@ impl GpuDecoder {
             helpers: RouteHelpers::new()?,
             batched_hybrid: None,
             bitstream_refused,
+            marks: IdleMarks::default(),
         })
     }
 
@@ -391,6 +446,21 @@ impl GpuDecoder {
         if let Some(b) = self.batched_hybrid.as_mut() {
             b.waiting = n;
         }
+    }
+
+    /// The backend starts a batch (at `at`): the engine's idle time before the batch's first
+    /// call is split at this mark ([`crate::backend::EngineIdle`]'s `outside` and `head`).
+    pub fn batch_started(&mut self, at: std::time::Instant) {
+        self.marks.prev_returned = self.marks.returned.take();
+        self.marks.started = Some(at);
+        self.marks.decoded = None;
+    }
+
+    /// The backend hands its batch over (at `at`): the seconds since this batch's decode
+    /// returned when it called the engine ([`crate::backend::EngineIdle::tail`]), else 0.
+    pub fn batch_returned(&mut self, at: std::time::Instant) -> f64 {
+        self.marks.returned = Some(at);
+        between(self.marks.decoded.take(), Some(at))
     }
 
     /// Another classifier routing as this decoder does, to route a batch on another thread
@@ -545,10 +615,12 @@ impl GpuDecoder {
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         let a = self.next;
         self.next ^= 1;
+        let arena_wait = std::time::Instant::now();
         if self.arena_used[a] {
             // The augment kernel of two batches ago read this arena.
             self.arena_free[a].synchronize().map_err(driver_err("cuEventSynchronize"))?;
         }
+        let arena_wait = arena_wait.elapsed().as_secs_f64();
         let arena = self.arena_ptr[a];
         let classify_start = std::time::Instant::now();
         self.stage_times = GpuStageTimes::default();
@@ -621,7 +693,7 @@ impl GpuDecoder {
         let cpu_ahead = cpu.filter(|a| a.list() == cpu_list.as_slice());
         let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
         let (gpu_queued, mut cpu_out, mut cpu_secs) =
-            pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<((f64, f64), LaneCpu), GpuError> {
+            pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<GpuQueued, GpuError> {
                 let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, helpers, .. } = &mut *self;
                 let [t0, t1, t2, t3] = &*timers;
                 // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
@@ -645,26 +717,27 @@ impl GpuDecoder {
                 let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
                     let (failed, lanes_cpu) = cuda_route()?;
                     gpu_failed.extend(failed);
-                    return Ok(((0.0, 0.0), lanes_cpu));
+                    return Ok(((0.0, 0.0), lanes_cpu, None));
                 };
                 // Both routes: the CUDA decoders on their helper thread, so their host phase
                 // overlaps the engine's calls instead of following them.
                 let mut engine = || {
                     t0.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                    let in_calls = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
+                    let (in_calls, first_call) = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
+                    let engine_end = std::time::Instant::now();
                     t1.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                    Ok::<_, GpuError>(in_calls)
+                    Ok::<_, GpuError>((in_calls, [first_call, engine_end]))
                 };
                 // Both done before returning either way: the CUDA side's work is queued on its
                 // stream, which step 6 joins.
                 let (cuda_done, hw_done) =
                     if cuda_list.is_empty() { (Ok(Default::default()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
-                let in_calls = hw_done?;
+                let (in_calls, [first_call, engine_end]) = hw_done?;
                 let (failed, lanes_cpu) = cuda_done?;
                 gpu_failed.extend(failed);
-                Ok((in_calls, lanes_cpu))
+                Ok((in_calls, lanes_cpu, Some([first_call, engine_end, std::time::Instant::now()])))
             });
-        let ((hw_host, hw_host_cpu), lanes_cpu) = gpu_queued?;
+        let ((hw_host, hw_host_cpu), lanes_cpu, engine_marks) = gpu_queued?;
         let t = &mut self.stage_times;
         (t.hw_host, t.hw_host_cpu) = (hw_host, hw_host_cpu);
         (t.cuda_huffman_cpu, t.cuda_queue_cpu, t.cuda_wait_cpu) = (lanes_cpu.huffman, lanes_cpu.queue, lanes_cpu.slot_wait);
@@ -672,6 +745,7 @@ impl GpuDecoder {
             // The CPU route's time is then only what this batch still waited for them.
             (cpu_out, cpu_secs) = a.finish();
         }
+        let cpu_done = std::time::Instant::now();
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
@@ -684,6 +758,7 @@ impl GpuDecoder {
         }
         self.done.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
         self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
+        let checked = std::time::Instant::now();
         // Every timer was recorded before `done` on its stream (the CUDA stream is joined into
         // the hardware one): reading them does not block.
         if !hw_list.is_empty() {
@@ -769,6 +844,12 @@ impl GpuDecoder {
                 Ok(_) => self.stats.cpu += 1,
                 Err(_) => self.stats.failed += 1,
             }
+        }
+        if let Some([first_call, engine_end, joined]) = engine_marks {
+            let decoded = std::time::Instant::now();
+            let (prev, started) = (self.marks.prev_returned, self.marks.started);
+            self.stage_times.idle = idle_parts(prev, started, arena_wait, [first_call, engine_end, joined, cpu_done, checked, decoded]);
+            self.marks.decoded = Some(decoded);
         }
         Ok(arena)
     }

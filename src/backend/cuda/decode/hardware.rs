@@ -208,7 +208,8 @@ impl HwPath {
     /// `span`, the host bytes that hold every job's when one place does (see
     /// [`bitstream_copies`]). Returns the host seconds spent inside the engine's calls: wall
     /// time (from the first call to the last one's return, with two lanes), and the CPU time of
-    /// the threads calling.
+    /// the threads calling; and when the first call began (after the waits for the canaries and
+    /// the bitstreams: the engine's idle time on the host ends there, [`crate::backend::EngineIdle`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &mut self,
@@ -220,7 +221,7 @@ impl HwPath {
         arena: u64,
         out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
-    ) -> Result<(f64, f64), GpuError> {
+    ) -> Result<((f64, f64), std::time::Instant), GpuError> {
         // Bitstreams in device memory: copied in first (queued after the canaries).
         let on_device = match self.bitstreams.as_mut() {
             Some(b) => Some(b.upload(stream, list, jobs, span)?),
@@ -235,6 +236,7 @@ impl HwPath {
         if let Some(b) = &self.bitstreams {
             b.copied.synchronize().map_err(driver_err("cuEventSynchronize"))?;
         }
+        let first_call = std::time::Instant::now();
         // What the engine takes: with device bitstreams, the images that found room.
         let (list, device_at): (Vec<usize>, Vec<Option<u64>>) = match on_device {
             None => (list.to_vec(), vec![None; list.len()]),
@@ -279,7 +281,7 @@ impl HwPath {
                 in_calls += wall;
                 in_calls_cpu += cpu;
             }
-            return Ok((in_calls, in_calls_cpu));
+            return Ok(((in_calls, in_calls_cpu), first_call));
         };
         // Two lanes (`gpu_engine_lanes = 2`): call k on lane k % 2 with state k % 2 — the state
         // one thread would use for it —, lane 1 on its own thread and stream, which this stream
@@ -315,7 +317,7 @@ impl HwPath {
         // The failed images in list order, as one thread would have found them.
         failed.extend(lane_failed);
         failed[start.1..].sort_by_key(|(i, _)| *i);
-        Ok((start.0.elapsed().as_secs_f64(), here_cpu + lane_cpu))
+        Ok(((start.0.elapsed().as_secs_f64(), here_cpu + lane_cpu), first_call))
     }
 }
 

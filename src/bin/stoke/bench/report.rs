@@ -302,6 +302,16 @@ impl Report {
                     "  (ahead: the next batch staged and routed on a thread of its own while the engine decoded, for {} of the {} batches; bytes copied into staging for {}, read in place from the readers' pinned buffers for the rest)",
                     g.seconds.ahead_batches as u64, g.batches, g.seconds.copied_batches as u64
                 );
+                let idle = &g.seconds.idle;
+                if idle.batches > 0.0 {
+                    let parts: Vec<String> = idle.rows().iter().map(|(name, t)| format!("{name} {:.2}", t * 1e3 / idle.batches)).collect();
+                    println!(
+                        "  engine idle {:.2} ms/batch between batches' calls, host wall, over {} batches that called it: {} ms",
+                        idle.total() * 1e3 / idle.batches,
+                        idle.batches as u64,
+                        parts.join(" / ")
+                    );
+                }
             }
             None => println!("gpu stages   n/a (CPU backend)"),
         }
