@@ -370,7 +370,7 @@ def make_loader(stoke, a, on_gpu, classes):
         **({"num_classes": classes} if a.preset == "deit" else {}),
         **({"gpu_upsampling": a.gpu_upsampling, "gpu_wait": a.gpu_wait, "decoders": a.decoders,
             "gpu_bitstream": a.gpu_bitstream, "gpu_engine_gray": a.gpu_engine_gray,
-            "gpu_engine_lanes": a.gpu_engine_lanes,
+            "gpu_engine_lanes": a.gpu_engine_lanes, "gpu_engine_ahead": a.gpu_engine_ahead,
             "gpu_hybrid_share": hybrid_share(a.gpu_hybrid_share)} if on_gpu else {}),
     )
 
@@ -621,6 +621,9 @@ def main(argv=None):
                     help="threads calling stoke's hardware JPEG engine at once, each with its own state and stream "
                          "(2: a second caller while one waits for nvJPEG's colour conversions, which queue behind "
                          "the model's kernels for SMs); not GPU-measured")
+    ap.add_argument("--gpu-engine-ahead", action="store_true",
+                    help="make stoke's hardware JPEG engine calls on a thread of their own, a batch ahead (the "
+                         "engine starts on the next batch while the producer finishes this one); not GPU-measured")
     ap.add_argument("--transcode-progressive", action="store_true",
                     help="rewrite progressive JPEGs as baseline once, kept in RAM (stoke's hardware JPEG engine then "
                          "decodes them, not nvJPEG's CUDA decoders with Huffman on the host; the CPU backend's pixels "
@@ -885,6 +888,7 @@ def main(argv=None):
         "gpu_bitstream": args.gpu_bitstream if on_gpu else None,
         "gpu_engine_gray": args.gpu_engine_gray if on_gpu else None,
         "gpu_engine_lanes": args.gpu_engine_lanes if on_gpu else None,
+        "gpu_engine_ahead": args.gpu_engine_ahead if on_gpu else None,
         "transcode_progressive": args.transcode_progressive,
         "beside": args.beside if args.beside != "none" else None,
         "transcoded_rewrites": s.get("transcoded_rewrites"), "transcoded_kept": s.get("transcoded_kept"),

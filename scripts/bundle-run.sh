@@ -857,7 +857,7 @@ run_beside() {
 # ~10 s. The trainer's baseline comes twice (the beside runs' fed/alone), the bench's twice too.
 run_round() {
   if [ $gpu = 0 ]; then
-    for s in "stoke bench e2e, defaults and engine variant" "train_torch resnet50 beside, lanes, engine" "train_torch vit_b16" "stoke bench e2e, lanes 2, device bitstreams, hybrid share"; do note "SKIP $s: no GPU"; done
+    for s in "stoke bench e2e, defaults, engine ahead and engine variant" "train_torch resnet50 beside, lanes, engine" "train_torch vit_b16" "train_torch resnet50 engine ahead" "stoke bench e2e, lanes 2, device bitstreams, hybrid share"; do note "SKIP $s: no GPU"; done
     return
   fi
   ensure_data
@@ -865,6 +865,11 @@ run_round() {
   local common=(bench "$data" --backend cuda --dtype f16 --layout nchw --batch-size 256 --seconds "$secs" --json --gpu-upsampling nearest)
   local engine=(--gpu-engine-gray --transcode-progressive)
   ledger=e2e figure="$cores_figure" step "stoke bench e2e, defaults (1)" 60 bench-e2e-defaults-1.json "$bin" "${common[@]}"
+  # The engine's calls a batch ahead on their own thread: does the engine's idle time between
+  # batches (each line's "engine idle", the defaults' split in the summary's engine-idle answer)
+  # turn into images/s?
+  ledger=e2e figure="$cores_figure" step "stoke bench e2e, --gpu-engine-ahead" 60 bench-e2e-engineahead.json \
+    "$bin" "${common[@]}" --gpu-engine-ahead
   # Past the first epoch's rewrites (52 batches of the 12800).
   ledger=e2e figure="$cores_figure" step "stoke bench e2e, engine takes gray and rewritten progressive" 60 bench-e2e-engine.json \
     "$bin" "${common[@]}" --warmup-batches 52 "${engine[@]}"
@@ -880,6 +885,8 @@ run_round() {
     "${train[@]}" "${engine[@]}"
   ledger=train figure="$train_figure" step "train_torch vit_b16 fed/alone, 3 pairs" 150 train-torch-vit.log \
     "${train[@]}" --model vit_b16
+  ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, engine ahead, 3 pairs" 150 train-torch-engineahead.log \
+    "${train[@]}" --gpu-engine-ahead
   for v in "--gpu-engine-lanes 2" "--gpu-bitstream device" "--gpu-hybrid-share auto"; do
     # shellcheck disable=SC2086
     ledger=e2e figure="$cores_figure" step "stoke bench e2e, $v" 60 "bench-e2e-${v//[ -]/}.json" "$bin" "${common[@]}" $v

@@ -129,6 +129,7 @@ fn plan_for(refs: &[(String, Vec<u8>, DecodedImage)], batch: usize, which: GpuDe
         device_bitstream_bytes: 0,
         engine_gray: false,
         engine_lanes: 1,
+        engine_ahead: false,
     }
 }
 

@@ -487,47 +487,79 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         })
         .collect();
 
-    let mut backend = CudaBackend::new(&c, &ds).unwrap();
-    let mut cpu_ahead = 0;
-    for (i, rb) in rbs.iter().enumerate() {
-        let t = run_read_batch_ahead(&mut backend, rb, rbs.get(i + 1), Some(&ds), &mut batch).unwrap();
-        assert_eq!(t.gpu.ahead_batches, if i == 0 { 0.0 } else { 1.0 }, "step {i}: prepared while step {} decoded", i.saturating_sub(1));
-        assert_eq!(t.gpu.ahead > 0.0, i + 1 < rbs.len(), "step {i}: time preparing the next");
-        assert!(host(&batch) == in_turn[i], "step {i} prepared ahead differs from the batch made in turn");
-        // Prepared batches' CPU-route images were decoded while the batch before them decoded.
-        cpu_ahead += if i > 0 { batch.decoders.cpu } else { 0 };
-    }
-    assert!(cpu_ahead > 0, "no prepared batch had a CPU-route image: the decodes started ahead went untested");
-
-    // Step 2 announced while step 0 runs, then step 1 comes: dropped, made in turn; the
-    // announcements after it are right again.
-    let mut backend = CudaBackend::new(&c, &ds).unwrap();
-    let order = [(0, Some(2)), (1, Some(2)), (2, Some(3)), (3, None), (0, Some(1)), (1, None)];
-    for (k, &(i, next)) in order.iter().enumerate() {
-        let t = run_read_batch_ahead(&mut backend, &rbs[i], next.map(|j| &rbs[j]), Some(&ds), &mut batch).unwrap();
-        let was_announced = k > 0 && order[k - 1].1 == Some(i);
-        assert_eq!(t.gpu.ahead_batches, if was_announced { 1.0 } else { 0.0 }, "call {k} (step {i})");
-        assert!(host(&batch) == in_turn[i], "call {k}: step {i} differs from the batch made in turn");
-    }
-
-    // Through the pipeline, two epochs: every batch as made in turn.
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();
-    for epoch in 0..2 {
-        p.start_epoch(0, 0);
-        let mut step = 0;
-        while let Some(b) = p.next_batch() {
-            let b = b.unwrap();
-            assert!(host(&b) == in_turn[step], "epoch {epoch}: pipeline step {step} differs from the batch made in turn");
-            step += 1;
+    // Prepared ahead, and with the engine's calls queued a batch ahead on its own thread
+    // (`gpu_engine_ahead`): the same batches.
+    for engine_ahead in [false, true] {
+        let mut c = c.clone();
+        c.gpu_engine_ahead = engine_ahead;
+        let mut backend = CudaBackend::new(&c, &ds).unwrap();
+        let mut cpu_ahead = 0;
+        for (i, rb) in rbs.iter().enumerate() {
+            let t = run_read_batch_ahead(&mut backend, rb, rbs.get(i + 1), Some(&ds), &mut batch).unwrap();
+            assert_eq!(
+                t.gpu.ahead_batches,
+                if i == 0 { 0.0 } else { 1.0 },
+                "step {i}: prepared while step {} decoded",
+                i.saturating_sub(1)
+            );
+            assert_eq!(t.gpu.ahead > 0.0, i + 1 < rbs.len(), "step {i}: time preparing the next");
+            assert!(
+                host(&batch) == in_turn[i],
+                "step {i} prepared ahead (engine ahead: {engine_ahead}) differs from the batch made in turn"
+            );
+            // Prepared batches' CPU-route images were decoded while the batch before them decoded.
+            cpu_ahead += if i > 0 { batch.decoders.cpu } else { 0 };
         }
-        assert_eq!(step, rbs.len());
+        assert!(cpu_ahead > 0, "no prepared batch had a CPU-route image: the decodes started ahead went untested");
+        let d = backend.decode_stats();
+        if engine_ahead && backend.hardware_width().is_some() {
+            // Every batch after the first had its engine calls queued while the one before
+            // decoded, and the engine's thread began some before the batch was run (between
+            // two runs this test copies a batch to the host).
+            assert_eq!(d.engine_queued_ahead, rbs.len() as u64 - 1, "{d:?}");
+            assert!(d.engine_began_early >= 1, "no queued batch's engine calls began before it ran: {d:?}");
+        } else {
+            assert_eq!((d.engine_queued_ahead, d.engine_began_early), (0, 0), "{d:?}");
+        }
+
+        // Step 2 announced while step 0 runs, then step 1 comes: dropped (with the engine
+        // ahead, its queued calls waited for first), made in turn; the announcements after it
+        // are right again.
+        let mut backend = CudaBackend::new(&c, &ds).unwrap();
+        let order = [(0, Some(2)), (1, Some(2)), (2, Some(3)), (3, None), (0, Some(1)), (1, None)];
+        for (k, &(i, next)) in order.iter().enumerate() {
+            let t = run_read_batch_ahead(&mut backend, &rbs[i], next.map(|j| &rbs[j]), Some(&ds), &mut batch).unwrap();
+            let was_announced = k > 0 && order[k - 1].1 == Some(i);
+            assert_eq!(t.gpu.ahead_batches, if was_announced { 1.0 } else { 0.0 }, "call {k} (step {i})");
+            assert!(host(&batch) == in_turn[i], "call {k}: step {i} (engine ahead: {engine_ahead}) differs from the batch made in turn");
+        }
+        // Announced and never run: dropped with the backend, its engine calls waited for.
+        run_read_batch_ahead(&mut backend, &rbs[0], Some(&rbs[1]), Some(&ds), &mut batch).unwrap();
+        drop(backend);
+
+        // Through the pipeline, two epochs: every batch as made in turn.
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();
+        for epoch in 0..2 {
+            p.start_epoch(0, 0);
+            let mut step = 0;
+            while let Some(b) = p.next_batch() {
+                let b = b.unwrap();
+                assert!(
+                    host(&b) == in_turn[step],
+                    "epoch {epoch}: pipeline step {step} (engine ahead: {engine_ahead}) differs from the batch made in turn"
+                );
+                step += 1;
+            }
+            assert_eq!(step, rbs.len());
+        }
+        // The pipeline's readers put every batch in the backend's pinned pool: decoded in place,
+        // with the pixels of the batches copied into staging above.
+        let stats = p.stats();
+        assert_eq!(stats.gpu_stages.copied_batches, 0.0, "a pipeline batch was copied into staging");
+        let prepared = stats.gpu_stages.ahead_batches;
+        assert!(prepared >= 1.0, "the producer never announced a batch already read ({prepared} of {} prepared ahead)", 2 * rbs.len());
+        eprintln!("pipeline (engine ahead: {engine_ahead}): {prepared} of {} batches prepared ahead", 2 * rbs.len());
     }
-    // The pipeline's readers put every batch in the backend's pinned pool: decoded in place,
-    // with the pixels of the batches copied into staging above.
-    assert_eq!(p.stats().gpu_stages.copied_batches, 0.0, "a pipeline batch was copied into staging");
-    let prepared = p.stats().gpu_stages.ahead_batches;
-    assert!(prepared >= 1.0, "the producer never announced a batch already read ({prepared} of {} prepared ahead)", 2 * rbs.len());
-    eprintln!("pipeline: {prepared} of {} batches prepared ahead", 2 * rbs.len());
 }
 
 /// 400 generated images, two of each 200's CMYK and YCCK (the CPU route), six gray and
@@ -1178,7 +1210,8 @@ fn a_batch_read_on_two_streams_is_not_overwritten_before_either_is_done() {
 /// stand-in's fault injection, sim/src/faults.rs); on a real GPU, which has none, it skips.
 /// With one thread calling the hardware engine and with two (`gpu_engine_lanes`: the batch's
 /// two engine calls then run on two threads, and a failure on the second thread's state,
-/// stream or join must end the same way).
+/// stream or join must end the same way), and with the engine's calls on a thread of their own
+/// (`gpu_engine_ahead`: a failure inside its task reaches the batch that waits for it).
 #[test]
 fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     let _serial = serial();
@@ -1194,10 +1227,10 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     c.ring_depth = 2;
     let ds2 = ds.clone();
     within(std::time::Duration::from_secs(240), "batches after injected failures", move || {
-        for lanes in [1, 2] {
+        for (lanes, engine_ahead) in [(1, false), (2, false), (1, true)] {
             let ds = ds2.clone();
             let mut c = c.clone();
-            c.gpu_engine_lanes = lanes;
+            (c.gpu_engine_lanes, c.gpu_engine_ahead) = (lanes, engine_ahead);
             let mut reader = Reader::new(ds.clone(), &c).unwrap();
             reader.start_epoch(0, 0);
             let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
@@ -1256,8 +1289,13 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
                     "{call}: never called in a batch, so never failed: the test missed it"
                 );
             }
-            assert!(failed_batches >= calls.len(), "{lanes} engine lane(s): only {failed_batches} batches failed: the injections missed");
-            eprintln!("{lanes} engine lane(s): {failed_batches} batches failed by injection, each followed by whole batches");
+            assert!(
+                failed_batches >= calls.len(),
+                "{lanes} engine lane(s), engine ahead {engine_ahead}: only {failed_batches} batches failed: the injections missed"
+            );
+            eprintln!(
+                "{lanes} engine lane(s), engine ahead {engine_ahead}: {failed_batches} batches failed by injection, each followed by whole batches"
+            );
         }
     });
 }
@@ -1287,8 +1325,10 @@ const CHAOS_CALLS: [&str; 11] = [
 /// epoch of a pipeline that never failed, and dropping the pipelines gives every device and
 /// pinned allocation, thread and file descriptor back. A failed batch ends its epoch and the
 /// test resumes it from `Pipeline::state`, as a trainer would after a crash: every sample still
-/// comes exactly once per epoch. The last two seeds run on a pipeline with two threads calling
-/// the hardware engine (`gpu_engine_lanes = 2`), whose second thread's calls fail too.
+/// comes exactly once per epoch. Seeds 3 and 4 run on a pipeline with two threads calling the
+/// hardware engine (`gpu_engine_lanes = 2`), whose second thread's calls fail too; seed 5 on
+/// one with the engine's calls a batch ahead on their own thread (`gpu_engine_ahead`), whose
+/// queued calls, and the batches placed ahead and dropped at a failure, fail too.
 #[test]
 fn chaos_random_failures_over_epochs_end_in_batches_or_named_errors_never_a_hang_or_a_leak() {
     let _serial = serial();
@@ -1339,12 +1379,14 @@ fn chaos_random_failures_over_epochs_end_in_batches_or_named_errors_never_a_hang
         let mut p = cuda_pipeline(&ds, 21, 8, 3, 2);
         let first = sim_injected().unwrap();
         let (mut delivered, mut errors, mut epochs, mut substituted) = (0usize, 0usize, 0u64, 0usize);
-        for seed in [1u64, 2, 3, 4] {
-            if seed == 3 {
+        for seed in [1u64, 2, 3, 4, 5] {
+            if seed == 3 || seed == 5 {
                 // Swapped with nothing failing (the drop of a pipeline is not what this tests).
                 let mut c = config(&ds, 21);
                 c.backend = stoke::config::BackendKind::Cuda;
-                (c.batch_size, c.ring_depth, c.prefetch_batches, c.gpu_engine_lanes) = (8, 3, 2, 2);
+                (c.batch_size, c.ring_depth, c.prefetch_batches) = (8, 3, 2);
+                // Two threads calling the engine, then its calls a batch ahead on its own.
+                (c.gpu_engine_lanes, c.gpu_engine_ahead) = if seed == 3 { (2, false) } else { (1, true) };
                 p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
             }
             sim_inject_random(&calls, 15_000, seed).unwrap();

@@ -468,6 +468,7 @@ impl Loader {
         d.set_item("decoded_gpu_hybrid_batched", s.decoders.gpu_hybrid_batched)?;
         d.set_item("gpu_hybrid_yielded_batches", s.decoders.gpu_hybrid_yielded)?;
         d.set_item("bitstream_copies", s.decoders.bitstream_copies)?;
+        d.set_item("engine_queued_ahead", s.decoders.engine_queued_ahead)?;
         d.set_item("gpu_decodes_retried", s.decoders.retried)?;
         d.set_item("decoded_cpu", s.decoders.cpu)?;
         d.set_item("device_bytes", s.device_bytes)?;

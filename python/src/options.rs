@@ -32,6 +32,7 @@ const OPTIONS: &[&str] = &[
     "gpu_bitstream",
     "gpu_engine_gray",
     "gpu_engine_lanes",
+    "gpu_engine_ahead",
     "transcode_progressive",
     "transcode_cache_bytes",
     "gpu_hybrid_share",
@@ -160,6 +161,7 @@ pub(crate) fn build_config(source: PathBuf, batch_size: usize, o: &Bound<'_, PyD
         Some([GpuBitstream::Host, GpuBitstream::Device][choice("gpu_bitstream", "host", &[("host", 0), ("device", 1)])? as usize]);
     o.gpu_engine_gray = opt!("gpu_engine_gray", bool);
     o.gpu_engine_lanes = opt!("gpu_engine_lanes", usize);
+    o.gpu_engine_ahead = opt!("gpu_engine_ahead", bool);
     o.transcode_progressive = opt!("transcode_progressive", bool);
     o.transcode_cache_bytes = opt!("transcode_cache_bytes", u64);
     if let Some(v) = get("gpu_hybrid_share")? {

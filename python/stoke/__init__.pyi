@@ -127,6 +127,7 @@ class Loader:
         gpu_bitstream: Literal["host", "device"] = "host",
         gpu_engine_gray: bool = False,
         gpu_engine_lanes: int = 1,
+        gpu_engine_ahead: bool = False,
         transcode_progressive: bool = False,
         transcode_cache_bytes: Optional[int] = None,
         gpu_hybrid_share: Union[Literal["off", "auto"], float] = "off",

@@ -316,13 +316,17 @@ pub struct EngineIdle {
     /// when not prepared ahead, placing, the canaries and the wait for them (and the device
     /// bitstreams' copy).
     pub head: f64,
+    /// With the engine's calls on a thread of their own (`gpu_engine_ahead`): that thread's
+    /// idle time before the batch's calls, since its previous batch's last call returned (the
+    /// other parts are the producer's, no longer between the engine's calls, and not counted).
+    pub worker: f64,
     /// Batches that called the engine (a count, summed as the times).
     pub batches: f64,
 }
 
 impl EngineIdle {
     /// (name, seconds) of each part, in the producer's order.
-    pub fn rows(&self) -> [(&'static str, f64); 8] {
+    pub fn rows(&self) -> [(&'static str, f64); 9] {
         [
             ("join", self.join),
             ("cpu", self.cpu),
@@ -332,6 +336,7 @@ impl EngineIdle {
             ("outside", self.outside),
             ("arena", self.arena),
             ("head", self.head),
+            ("worker", self.worker),
         ]
     }
 
@@ -350,6 +355,7 @@ impl EngineIdle {
             outside: f(self.outside, o.outside),
             arena: f(self.arena, o.arena),
             head: f(self.head, o.head),
+            worker: f(self.worker, o.worker),
             batches: f(self.batches, o.batches),
         }
     }

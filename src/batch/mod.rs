@@ -81,6 +81,9 @@ pub struct DecoderCounts {
     /// Host-to-device copies of the hardware engine's bitstreams (`gpu_bitstream = device`:
     /// one per batch whose bytes lie in one place; 0 while the engine reads host bytes).
     pub bitstream_copies: u64,
+    /// Batches (not images) whose hardware-engine calls were queued on the engine's thread
+    /// while the batch before them decoded (`gpu_engine_ahead`); 0 without it.
+    pub engine_queued_ahead: u64,
 }
 
 impl DecoderCounts {
@@ -99,6 +102,7 @@ impl std::ops::AddAssign for DecoderCounts {
         self.retried += o.retried;
         self.gpu_hybrid_yielded += o.gpu_hybrid_yielded;
         self.bitstream_copies += o.bitstream_copies;
+        self.engine_queued_ahead += o.engine_queued_ahead;
     }
 }
 

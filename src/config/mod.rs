@@ -254,6 +254,17 @@ pub struct PipelineConfig {
     /// so 1 until measured. No effect without a hardware engine.
     #[serde(default = "default_engine_lanes")]
     pub gpu_engine_lanes: usize,
+    /// CUDA backend: make the hardware JPEG engine's calls on a thread of their own, a batch
+    /// ahead (off by default): the thread that prepares the next batch places it in the other
+    /// decode arena and queues its engine calls, so the engine starts on them as the current
+    /// batch's calls return, while the producer still finishes that batch (the CUDA decoders'
+    /// join, the canary check, the augment launch). Without it the engine idles through those
+    /// (on an H200 busy 11.6 ms of a 14.9 ms batch; `stoke bench`'s "engine idle" line says
+    /// where the rest goes). One engine thread: not with `gpu_engine_lanes = 2`, nor with the
+    /// batched GPU-hybrid share (`gpu_hybrid_share`), which takes its images from the engine's
+    /// as the batch is placed. Off until measured on a GPU; no effect without a hardware engine.
+    #[serde(default)]
+    pub gpu_engine_ahead: bool,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
     /// kernel, the CPU backend's per-sample augment; the batches then hold no images).
     #[serde(default)]
@@ -373,6 +384,7 @@ impl PipelineConfig {
             gpu_bitstream: GpuBitstream::Host,
             gpu_engine_gray: false,
             gpu_engine_lanes: 1,
+            gpu_engine_ahead: false,
             decode_only: false,
             gpu_memory_budget: 0,
             mixup: MixupSpec::default(),
@@ -484,6 +496,18 @@ impl PipelineConfig {
             return bad(format!(
                 "gpu_engine_lanes (threads calling the hardware JPEG engine at once) must be 1 or {MAX_ENGINE_LANES}, got {}",
                 self.gpu_engine_lanes
+            ));
+        }
+        if self.gpu_engine_ahead && self.gpu_engine_lanes > 1 {
+            return bad(format!(
+                "gpu_engine_ahead makes the hardware JPEG engine's calls on one thread of its own: it does not go with gpu_engine_lanes = {}",
+                self.gpu_engine_lanes
+            ));
+        }
+        if self.gpu_engine_ahead && self.gpu_hybrid_share != HybridShare::Off {
+            return bad(format!(
+                "gpu_engine_ahead queues the engine's calls as a batch is placed, before the batched GPU-hybrid share could take its images: it does not go with gpu_hybrid_share = {}",
+                self.gpu_hybrid_share
             ));
         }
         if self.max_decoded_pixels == 0 {
@@ -610,6 +634,7 @@ mod tests {
             "gpu_bitstream",
             "gpu_engine_gray",
             "gpu_engine_lanes",
+            "gpu_engine_ahead",
             "decode_only",
             "gpu_memory_budget",
             "epoch_ahead",
@@ -646,6 +671,15 @@ mod tests {
             let e = PipelineConfig { gpu_engine_lanes: bad, ..c.clone() }.validate().unwrap_err().to_string();
             assert!(e.contains("gpu_engine_lanes") && e.contains(&format!("got {bad}")), "{e}");
         }
+        assert!(!c.gpu_engine_ahead && !PipelineConfig::new("x").gpu_engine_ahead, "the engine's calls on the producer by default");
+        let ahead: PipelineConfig =
+            serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_engine_ahead: true, ..c.clone() }).unwrap()).unwrap();
+        assert!(ahead.gpu_engine_ahead);
+        ahead.validate().unwrap();
+        let e = PipelineConfig { gpu_engine_lanes: 2, ..ahead.clone() }.validate().unwrap_err().to_string();
+        assert!(e.contains("gpu_engine_ahead") && e.contains("gpu_engine_lanes = 2"), "{e}");
+        let e = PipelineConfig { gpu_hybrid_share: HybridShare::Auto, ..ahead.clone() }.validate().unwrap_err().to_string();
+        assert!(e.contains("gpu_engine_ahead") && e.contains("gpu_hybrid_share = auto"), "{e}");
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

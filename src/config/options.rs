@@ -185,6 +185,8 @@ pub struct PipelineOptions {
     pub gpu_engine_gray: Option<bool>,
     /// CUDA backend: threads calling the hardware engine at once (1 or 2).
     pub gpu_engine_lanes: Option<usize>,
+    /// CUDA backend: the hardware engine's calls on a thread of their own, a batch ahead.
+    pub gpu_engine_ahead: Option<bool>,
     /// Rewrite progressive JPEGs as baseline once, kept in RAM.
     pub transcode_progressive: Option<bool>,
     /// RAM for the rewritten images (default 1 GiB).
@@ -479,6 +481,7 @@ impl PipelineOptions {
         set(&mut c.gpu_bitstream, self.gpu_bitstream);
         set(&mut c.gpu_engine_gray, self.gpu_engine_gray);
         set(&mut c.gpu_engine_lanes, self.gpu_engine_lanes);
+        set(&mut c.gpu_engine_ahead, self.gpu_engine_ahead);
         set(&mut c.transcode_progressive, self.transcode_progressive);
         set(&mut c.transcode_cache_bytes, self.transcode_cache_bytes);
         set(&mut c.gpu_memory_budget, self.gpu_memory_budget);

@@ -256,7 +256,7 @@ def test_the_beside_worker_takes_device_batches_at_the_rate_it_is_given(drv, fol
     example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_torch.py")
     config = dict(data=str(folder), batch_size=BATCH, device="cuda", input_dtype="float16", channels_last=True, size=32,
                   preset="train", no_epoch_ahead=False, transcode_progressive=False, gpu_upsampling="nearest",
-                  gpu_wait="auto", decoders="all", gpu_bitstream="host", gpu_engine_gray=False, gpu_engine_lanes=1,
+                  gpu_wait="auto", decoders="all", gpu_bitstream="host", gpu_engine_gray=False, gpu_engine_lanes=1, gpu_engine_ahead=False,
                   gpu_hybrid_share="off", classes=CLASSES)
     p = subprocess.Popen([sys.executable, example, "--beside-worker", json.dumps(config)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -399,6 +399,29 @@ def test_two_engine_lanes_keep_every_batch_bit_for_bit(drv, tmp_path):
     assert len(two) == len(one) > 0
     for (x, y), (x1, y1) in zip(two, one):
         assert np.array_equal(x, x1) and np.array_equal(y, y1), "a two-lane batch differs from the one-lane one"
+    drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
+
+
+def test_the_engine_a_batch_ahead_keeps_every_batch_bit_for_bit(drv, tmp_path):
+    # Loader(gpu_engine_ahead=True): the hardware engine's calls on a thread of their own, each
+    # batch's queued while the batch before it decoded; the epoch equals the default Loader's
+    # bit for bit, the same images on the engine, and stats() counts the batches queued ahead.
+    folder = write_image_folder(tmp_path, 2, 20, (64, 160), 6, 90, seed=7)
+    drv.make_current()
+    s = drv.stream()
+
+    def epoch(**kw):
+        ld = stoke.Loader(str(folder), 8, device="cuda", epoch_ahead=False, **{**KW, **kw})
+        got = [(read(drv, images, s)[0], read(drv, labels, s)[0]) for images, labels in ld]
+        return got, ld.stats()
+
+    base, st0 = epoch()
+    ahead, st1 = epoch(gpu_engine_ahead=True)
+    assert st0["engine_queued_ahead"] == 0 and st1["engine_queued_ahead"] >= 1, (st0, st1)
+    assert st0["decoded_hardware"] > 8 and st1["decoded_hardware"] == st0["decoded_hardware"], (st0, st1)
+    assert len(ahead) == len(base) > 0
+    for (x, y), (x0, y0) in zip(ahead, base):
+        assert np.array_equal(x, x0) and np.array_equal(y, y0), "a batch made with the engine ahead differs"
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 

@@ -29,8 +29,8 @@
 
 use super::augment::{AugmentKind, Augmenter, SampleDesc, TableLayout, TablePlan, TableView};
 use super::decode::{
-    cuda_slot_bytes, decoder_budget, Classifier, CpuRoute, DecodeStats, Decoded, DecoderExtras, DecoderPlan, FixedBytes, GpuDecoder,
-    MemoryPlan,
+    cuda_slot_bytes, decoder_budget, AheadPlacer, Classifier, CpuRoute, DecodeStats, Decoded, DecoderExtras, DecoderPlan, FixedBytes,
+    GpuDecoder, MemoryPlan,
 };
 use super::device::{elapsed_secs, timing_event, Gpu};
 use super::ring::{slot_layout, OutputRing};
@@ -75,6 +75,9 @@ pub struct CudaBackend {
     ahead: Option<Prepared>,
     // Where the helper starts the next batch's CPU-route decodes (the decoder's pool).
     cpu_route: CpuRoute,
+    // With the engine ahead (`gpu_engine_ahead`): how the helper places the next batch and
+    // queues its engine calls.
+    placer: Option<AheadPlacer>,
     // Per-batch scratch, reused.
     ranges: Vec<Option<StagedRange>>,
     decoded: Vec<std::result::Result<Decoded, SlotError>>,
@@ -211,6 +214,7 @@ impl CudaBackend {
                 use_hardware,
                 engine_gray: config.gpu_engine_gray,
                 engine_lanes: config.gpu_engine_lanes,
+                engine_ahead: config.gpu_engine_ahead,
                 use_cuda,
                 interpolated: config.gpu_upsampling == crate::config::GpuUpsampling::Smooth,
                 device_bitstream_bytes: memory.device_bitstream_bytes(),
@@ -241,6 +245,11 @@ impl CudaBackend {
                 None
             }
         };
+        // Without a head start (no second classifier) there is no batch to place ahead.
+        let placer = match &ahead_classifier {
+            Some(_) => decoder.ahead_placer()?,
+            None => None,
+        };
         Ok(Self {
             gpu,
             config: config.clone(),
@@ -248,6 +257,7 @@ impl CudaBackend {
             staging,
             ahead_classifier,
             ahead: None,
+            placer,
             cpu_route: decoder.cpu_route(),
             decoder,
             augmenter,
@@ -359,10 +369,25 @@ impl CudaBackend {
         crate::batch::device::take_stale_error(ctx, "recovering from a failed batch");
         ctx.bind_to_thread().and_then(|()| ctx.synchronize()).map_err(crate::error::driver_err("cuCtxSynchronize"))?;
         self.aug_pending = [false; 2];
-        if let Some(p) = self.ahead.take() {
-            self.staging.release(p.staged, &[])?;
-        }
+        self.forget_ahead()?;
         self.failed_last = false;
+        Ok(())
+    }
+
+    /// Drop the batch prepared ahead, if any: its engine calls (queued with the engine ahead)
+    /// done first, then its bytes released after the engine's stream, which read them (without
+    /// the engine ahead nothing read them on a stream).
+    fn forget_ahead(&mut self) -> Result<()> {
+        if let Some(mut p) = self.ahead.take() {
+            // Dropped here, which waits for its engine calls; its canaries' stream waited too.
+            let queued = p.placed.take().is_some_and(|placed| placed.queued());
+            if let Some(placer) = &self.placer {
+                placer.settle();
+            }
+            let engine: Vec<&cudarc::driver::CudaStream> =
+                self.decoder.engine_stream().filter(|_| queued).map(|s| &**s).into_iter().collect();
+            self.staging.release(p.staged, &engine)?;
+        }
         Ok(())
     }
 
@@ -376,12 +401,11 @@ impl CudaBackend {
             batch.images = Images::Host(Default::default());
         }
         let n = samples.len();
-        let fits = |s: &[SampleIn<'_>]| (1..=self.config.batch_size).contains(&s.len());
+        let most = self.config.batch_size;
+        let fits = |s: &[SampleIn<'_>]| (1..=most).contains(&s.len());
         if !fits(samples) {
             // What was prepared for this call is dropped with it (nothing read its slot).
-            if let Some(stale) = self.ahead.take() {
-                self.staging.release(stale.staged, &[])?;
-            }
+            self.forget_ahead()?;
             return Err(Error::config(format!("a batch holds 1..={} samples, got {n}", self.config.batch_size)));
         }
         // This epoch's views (a resolution schedule's size; the buffers are sized for the largest).
@@ -400,18 +424,17 @@ impl CudaBackend {
         }
 
         // 1. Staging and routing: prepared while the last batch decoded, or now.
-        let (staged, routes, cpu_started, was_ahead) = match self.ahead.take() {
+        let (staged, routes, cpu_started, placed, was_ahead) = match self.ahead.take() {
             Some(p) if p.key.is_for(epoch, step, samples) => {
                 self.ranges = p.ranges;
-                (p.staged, Some(p.routes), p.cpu, true)
+                (p.staged, Some(p.routes), p.cpu, p.placed, true)
             }
             stale => {
-                if let Some(p) = stale {
-                    // Prepared for a batch that did not come (a new epoch started): nothing
-                    // read its slot.
-                    self.staging.release(p.staged, &[])?;
-                }
-                (self.staging.stage(samples, &mut self.ranges)?, None, None, false)
+                // Prepared for a batch that did not come (a new epoch started): its engine
+                // calls done, nothing read its slot on a stream.
+                self.ahead = stale;
+                self.forget_ahead()?;
+                (self.staging.stage(samples, &mut self.ranges)?, None, None, None, false)
             }
         };
         let jobs = self.staging.jobs(staged, &self.ranges, samples);
@@ -423,14 +446,17 @@ impl CudaBackend {
         // How far ahead of the trainer this batch is made (the GPU-hybrid share yields then).
         self.decoder.set_waiting_batches(self.ring.waiting());
         let ahead = ahead.filter(|a| fits(a.samples));
-        let CudaBackend { gpu, staging, cpu_route, decoder, decoded: out, ahead_classifier, .. } = self;
+        // With the engine ahead the next batch takes the arena this one does not.
+        let next_arena = placed.as_ref().map_or(self.decoder.next_arena(), |p| p.arena()) ^ 1;
+        let CudaBackend { gpu, staging, cpu_route, decoder, decoded: out, ahead_classifier, placer, .. } = self;
+        let placer = placer.as_ref().map(|p| (p, next_arena));
         let decode = || match &routes {
-            Some(r) => decoder.decode_routed(&jobs, r, cpu_started, span, out),
+            Some(r) => decoder.decode_routed(&jobs, r, cpu_started, span, placed, out),
             None => decoder.decode_within(&jobs, span, out),
         };
         let (decoded, next) = match ahead.zip(ahead_classifier.as_mut()) {
             Some((a, (classifier, helper))) => {
-                let (next, decoded) = helper.beside(|| prepare(gpu, staging, classifier, cpu_route, a), decode);
+                let (next, decoded) = helper.beside(|| prepare(gpu, staging, classifier, cpu_route, placer, a), decode);
                 (decoded, Some(next))
             }
             None => (decode(), None),
@@ -459,6 +485,7 @@ impl CudaBackend {
             retried: after.retried - before.retried,
             gpu_hybrid_yielded: after.gpu_hybrid_yielded - before.gpu_hybrid_yielded,
             bitstream_copies: after.bitstream_copies - before.bitstream_copies,
+            engine_queued_ahead: after.engine_queued_ahead - before.engine_queued_ahead,
         };
 
         // 3. Status per slot and the policy.
@@ -614,6 +641,16 @@ impl CudaBackend {
         gpu_times.idle.tail = self.decoder.batch_returned(Instant::now());
         let times = BatchTimes { decode: decode_time, augment: t_aug.elapsed(), wall: t0.elapsed(), gpu: gpu_times };
         Ok(BatchRun { times, status, plan })
+    }
+}
+
+impl Drop for CudaBackend {
+    /// The batch prepared ahead goes first: with the engine ahead its calls read its bytes (a
+    /// staging slot this value frees, a pooled buffer the readers get back) until they are done.
+    fn drop(&mut self) {
+        if let Err(e) = self.forget_ahead() {
+            log::warn!("dropping the batch prepared ahead: {e}");
+        }
     }
 }
 

@@ -463,6 +463,7 @@ pub fn measure(config: PipelineConfig, m: &Measure, pb: &indicatif::ProgressBar)
         gpu_bitstream: on_gpu.then(|| bitstream_mode(config.gpu_bitstream, &rec.decoders).to_string()),
         gpu_engine_gray: on_gpu.then_some(config.gpu_engine_gray),
         gpu_engine_lanes: on_gpu.then_some(config.gpu_engine_lanes),
+        gpu_engine_ahead: on_gpu.then_some(config.gpu_engine_ahead),
         transcoded: config.transcode_progressive.then(|| TranscodeReport {
             stats: stats.transcoded,
             rewrites_in_window: stats.transcoded.rewrites.saturating_sub(stats0.transcoded.rewrites),
@@ -605,7 +606,7 @@ mod tests {
         };
         assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 0.5, 0.0, 1.0, 2.0]);
         assert_eq!(((b - a).ahead_batches, (b - a).copied_batches), (3.0, 0.0));
-        assert_eq!((b - a).idle.rows().map(|r| r.1), [0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5]);
+        assert_eq!((b - a).idle.rows().map(|r| r.1), [0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5, 0.0]);
         assert_eq!(((b - a).idle.batches, (b - a).idle.total()), (3.0, 3.0));
         let mut sum = a;
         sum += b - a;

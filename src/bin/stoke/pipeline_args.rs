@@ -164,6 +164,14 @@ pub struct PipelineArgs {
     /// GPU-measured.
     #[arg(long, default_value_t = 1)]
     pub gpu_engine_lanes: usize,
+    /// CUDA backend: make the hardware JPEG engine's calls on a thread of their own
+    /// (`stoke-gpu-engine`), a batch ahead: the thread preparing the next batch places it in
+    /// the other decode arena and queues its calls, so the engine starts on them as the current
+    /// batch's return, while the producer still finishes that batch. Not with
+    /// `--gpu-engine-lanes 2` nor `--gpu-hybrid-share`. Runs on the simulated device; not
+    /// GPU-measured.
+    #[arg(long)]
+    pub gpu_engine_ahead: bool,
     /// Rewrite progressive JPEGs as baseline JPEGs holding the same DCT
     /// coefficients, once, kept in RAM: the CUDA backend's hardware engine then decodes them
     /// (no Huffman decoding on the host), libjpeg-turbo decodes them faster and to the same
@@ -433,6 +441,7 @@ impl PipelineArgs {
             gpu_bitstream: Some(self.gpu_bitstream),
             gpu_engine_gray: self.gpu_engine_gray.then_some(true),
             gpu_engine_lanes: Some(self.gpu_engine_lanes),
+            gpu_engine_ahead: self.gpu_engine_ahead.then_some(true),
             transcode_progressive: self.transcode_progressive.then_some(true),
             transcode_cache_bytes: self.transcode_cache,
             decode_only: self.decode_only,

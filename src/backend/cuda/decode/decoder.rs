@@ -11,7 +11,6 @@ use super::*;
 use crate::augment::params::AugParams;
 use crate::backend::cuda::augment::SampleDesc;
 use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
-use crate::backend::cuda::module::launch;
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
 use crate::backend::GpuStageTimes;
@@ -19,7 +18,7 @@ use crate::config::GpuDecoders;
 use crate::error::alloc_err;
 use crate::error::GpuError;
 use crate::error::{cuda_err, driver_err};
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use std::sync::Arc;
 
 /// The nvJPEG handles' flags for `plan.interpolated` chroma upsampling (module doc).
@@ -68,6 +67,10 @@ pub struct DecoderPlan {
     /// with 2 a batch's engine calls alternate between the producer's thread and a second
     /// one, each with its own state and stream.
     pub engine_lanes: usize,
+    /// Make the hardware engine's calls on a thread of their own, a batch ahead (the config's
+    /// `gpu_engine_ahead`; `decode::ahead`): the helper preparing the next batch places it
+    /// and queues its calls, which the engine starts as the current batch's return.
+    pub engine_ahead: bool,
 }
 
 impl DecoderPlan {
@@ -134,6 +137,12 @@ pub struct DecodeStats {
     pub bitstream_copies: u64,
     /// Engine images that found no room in that device buffer (decoded on the CPU).
     pub bitstream_overflow: u64,
+    /// With the engine ahead (`gpu_engine_ahead`): batches whose engine calls were queued on
+    /// the engine's thread while the batch before them decoded.
+    pub engine_queued_ahead: u64,
+    /// Of those, the batches whose calls began before the backend started the batch (the
+    /// engine at work while the producer finished the one before).
+    pub engine_began_early: u64,
 }
 
 /// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
@@ -176,18 +185,19 @@ pub struct GpuDecoder {
     pub(super) cuda_stream: Arc<CudaStream>,
     // The CUDA decoders' other lanes' streams (joined into `cuda_stream` after every batch).
     pub(super) cuda_lane_streams: Vec<Arc<CudaStream>>,
-    // Owns the memory `arena_ptr` points into.
+    // Owns the memory `arenas` points into.
     pub(super) _arenas: [CudaSlice<u8>; 2],
-    pub(super) arena_ptr: [u64; 2],
-    pub(super) arena_free: [CudaEvent; 2],
-    pub(super) arena_used: [bool; 2],
+    pub(super) arenas: Arc<Arenas>,
+    // The arena the next batch not placed ahead takes, and the one the last decode used.
     pub(super) next: usize,
-    pub(super) targets_host: PinnedHostSlice<DecodeTarget>,
-    pub(super) targets_dev: CudaSlice<DecodeTarget>,
-    pub(super) intact_host: PinnedHostSlice<u32>,
-    pub(super) intact_dev: CudaSlice<u32>,
-    pub(super) canaries_set: CudaEvent,
+    pub(super) last_arena: usize,
     pub(super) done: CudaEvent,
+    // The engine's facts, whichever thread calls it.
+    pub(super) hw_info: Option<HwInfo>,
+    // With `engine_ahead`: the thread the engine's route moved to (`hw` is then `None`), and
+    // its device bitstreams' counters as its last task reported them.
+    pub(super) engine: Option<EngineWorker>,
+    pub(super) engine_bitstreams: (u64, u64),
     pub(super) stats: DecodeStats,
     // Timing events (hardware start/end on `hw_stream`, CUDA start/end on `cuda_stream`) and
     // the last batch's stage times.
@@ -209,6 +219,42 @@ pub struct GpuDecoder {
     pub(super) marks: IdleMarks,
 }
 
+/// The hardware engine's facts the decoder reports, kept when its route moves to the engine's
+/// thread (`decode::ahead`).
+pub(super) struct HwInfo {
+    handle: Arc<NvjpegHandle>,
+    unit: usize,
+    per_call: usize,
+    prealloc: (u32, u32),
+    bitstream_bytes: Option<u64>,
+}
+
+/// A batch placed and its engine calls queued ahead (`decode::ahead`), for
+/// [`GpuDecoder::decode_routed`].
+pub struct PlacedAhead {
+    pub(super) placement: Placement,
+    pub(super) engine: Option<Pending>,
+}
+
+impl PlacedAhead {
+    /// The arena the batch was placed in.
+    pub fn arena(&self) -> usize {
+        self.placement.a
+    }
+
+    /// Whether its engine calls were queued (it has engine images).
+    pub fn queued(&self) -> bool {
+        self.engine.is_some()
+    }
+}
+
+/// What the producer's thread does for the engine's images of a batch: call the engine, or
+/// wait for the task queued on the engine's thread.
+enum EngineWork<'a> {
+    Here(&'a mut HwPath),
+    Queued(Pending),
+}
+
 /// When the backend started the batch being decoded and returned the one before it, and when
 /// the last batch that called the engine was decoded: the ends of
 /// [`crate::backend::EngineIdle`]'s parts that lie outside [`GpuDecoder::decode_routed`].
@@ -222,8 +268,15 @@ pub(super) struct IdleMarks {
 
 /// What queuing a batch's GPU decodes returns: the engine's calls' host wall and CPU seconds,
 /// the CUDA lanes' CPU time, and, when the engine was called, the marks of its first call, its
-/// last call's return and the CUDA route's join ([`idle_parts`]).
-type GpuQueued = ((f64, f64), LaneCpu, Option<[std::time::Instant; 3]>);
+/// last call's return and the CUDA route's join ([`idle_parts`]); with the engine ahead, its
+/// thread's idle time before the batch's calls and its device bitstreams' counters.
+#[derive(Default)]
+struct GpuQueued {
+    in_calls: (f64, f64),
+    lanes_cpu: LaneCpu,
+    marks: Option<[std::time::Instant; 3]>,
+    worker: Option<(Option<f64>, (u64, u64))>,
+}
 
 /// Seconds from `a` to `b`, 0 when either mark is missing (or `b` is not after `a`).
 fn between(a: Option<std::time::Instant>, b: Option<std::time::Instant>) -> f64 {
@@ -257,6 +310,7 @@ pub(super) fn idle_parts(
         check: between(cpu_done, checked),
         retry: between(checked, decoded),
         tail: 0.0,
+        worker: 0.0,
         batches: 1.0,
     }
 }
@@ -270,13 +324,9 @@ impl Drop for GpuDecoder {
         // The arenas are freed stream-ordered on `hw_stream` right after this, but the augment
         // kernels read them on another stream through raw addresses (and a decode that
         // returned early may leave work on `cuda_stream`): wait for all of it first.
-        for a in 0..2 {
-            if self.arena_used[a] {
-                if let Err(e) = self.arena_free[a].synchronize() {
-                    log::error!("waiting for the augment reading decode arena {a} before freeing it: {e}");
-                }
-            }
-        }
+        self.arenas.wait_all();
+        // The engine's thread ends (its queued tasks done) and its stream is waited for.
+        self.engine = None;
         let batched = self.batched_hybrid.as_ref().map(|b| &b.stream);
         let engine_lane = self.hw.as_ref().and_then(|h| h.second.as_ref()).map(|l| &l.stream);
         for s in self.cuda_lane_streams.iter().chain(engine_lane).chain([&self.cuda_stream, &self.hw_stream]).chain(batched) {
@@ -375,17 +425,28 @@ impl GpuDecoder {
             h.bitstreams = Some(DeviceBitstreams { _buf: buf, ptr, bytes: n as u64, copied: ev()?, copies: 0, overflow: 0 });
         }
         let arena_ptr = [arenas[0].device_ptr(&hw_stream).0, arenas[1].device_ptr(&hw_stream).0];
-        let n = plan.batch;
-        // SAFETY (both pinned buffers): plain data, written by the host (targets) or by a copy
-        // (intact) before being read. `intact` is read on the host: flags 0, not
-        // write-combined (docs/CONTRACTS.md, "Toolchain facts").
-        let targets_host = unsafe { ctx.alloc_pinned::<DecodeTarget>(n) }.map_err(driver_err("cuMemHostAlloc"))?;
-        let intact_host = unsafe { ctx.alloc_pinned_with_flags::<u32>(n, 0) }.map_err(driver_err("cuMemHostAlloc"))?;
-        // SAFETY: small device arrays written before they are read (upload / check kernel).
-        let targets_dev =
-            unsafe { hw_stream.alloc::<DecodeTarget>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 24, "decode targets"))?;
-        let intact_dev = unsafe { hw_stream.alloc::<u32>(n) }.map_err(|e| alloc_err("cuMemAlloc", e, n * 4, "canary results"))?;
+        let shared = Arc::new(Arenas::new(ctx, &hw_stream, arena_ptr, plan.arena.bytes, plan.batch)?);
         hw_stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        let hw_info = hw.as_ref().map(|h| HwInfo {
+            handle: h.handle.clone(),
+            unit: h.unit,
+            per_call: h.per_call,
+            prealloc: h.prealloc,
+            bitstream_bytes: h.bitstreams.as_ref().map(|b| b.bytes),
+        });
+        // The engine a batch ahead: its route moves to a thread of its own.
+        let (hw, engine) = match hw {
+            Some(h) if plan.engine_ahead => {
+                log::info!("nvJPEG hardware decoder: its calls on a thread of their own, a batch ahead (gpu_engine_ahead)");
+                (None, Some(EngineWorker::start(gpu, h, shared.clone())?))
+            }
+            hw => {
+                if plan.engine_ahead {
+                    log::warn!("gpu_engine_ahead has no effect without the hardware engine");
+                }
+                (hw, None)
+            }
+        };
         // Without the engine, a classifier that routes nothing to it.
         let classifier = match classifier {
             Some(c) => c,
@@ -400,16 +461,13 @@ impl GpuDecoder {
             cuda_stream,
             cuda_lane_streams,
             _arenas: arenas,
-            arena_ptr,
-            arena_free: [ev()?, ev()?],
-            arena_used: [false; 2],
+            arenas: shared,
             next: 0,
-            targets_host,
-            targets_dev,
-            intact_host,
-            intact_dev,
-            canaries_set: ev()?,
+            last_arena: 0,
             done: ev()?,
+            hw_info,
+            engine,
+            engine_bitstreams: (0, 0),
             stats: DecodeStats::default(),
             timers: [timer()?, timer()?, timer()?, timer()?],
             stage_times: GpuStageTimes::default(),
@@ -429,7 +487,7 @@ impl GpuDecoder {
     /// `hybrid` part).
     pub fn enable_batched_hybrid(&mut self, share: crate::config::HybridShare) -> Result<(), GpuError> {
         self.batched_hybrid = None;
-        if share == crate::config::HybridShare::Off || self.hw.is_none() {
+        if share == crate::config::HybridShare::Off || self.hw_info.is_none() {
             return Ok(());
         }
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
@@ -463,10 +521,31 @@ impl GpuDecoder {
         between(self.marks.decoded.take(), Some(at))
     }
 
+    /// With the engine's calls on a thread of their own (`gpu_engine_ahead`, the hardware
+    /// engine present): what the helper preparing the next batch places and queues it with.
+    pub fn ahead_placer(&self) -> Result<Option<AheadPlacer>, GpuError> {
+        match &self.engine {
+            Some(w) => Ok(Some(AheadPlacer::new(self.arenas.clone(), self.gpu.clone(), w.submitter())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The engine's thread's stream (`gpu_engine_ahead`), on which its calls read the bytes of
+    /// the batches queued to it: a batch dropped unrun is released after it.
+    pub fn engine_stream(&self) -> Option<&Arc<CudaStream>> {
+        self.engine.as_ref().map(|e| &e.events.stream)
+    }
+
+    /// The arena the next batch not placed ahead decodes into (a batch placed ahead while it
+    /// decodes takes the other).
+    pub fn next_arena(&self) -> usize {
+        self.next
+    }
+
     /// Another classifier routing as this decoder does, to route a batch on another thread
     /// (its own nvJPEG bitstream handle and params) for [`Self::decode_routed`].
     pub fn new_classifier(&self) -> Result<Classifier, GpuError> {
-        Classifier::new(&self.plan, self.hw.as_ref().map(|h| &h.handle))
+        Classifier::new(&self.plan, self.hw_info.as_ref().map(|h| &h.handle))
     }
 
     /// The CPU route, for starting a routed batch's CPU decodes from another thread
@@ -482,7 +561,7 @@ impl GpuDecoder {
 
     /// Engines × cores of the hardware decoder, or `None` without one.
     pub fn hardware_width(&self) -> Option<usize> {
-        self.hw.as_ref().map(|h| h.unit)
+        self.hw_info.as_ref().map(|h| h.unit)
     }
 
     /// The hardware-decode stream (which the CUDA-decode stream is joined into at the end of
@@ -493,11 +572,14 @@ impl GpuDecoder {
 
     /// Counters so far.
     pub fn stats(&self) -> DecodeStats {
-        let bitstreams = self.hw.as_ref().and_then(|h| h.bitstreams.as_ref());
+        let (copies, overflow) = match self.hw.as_ref().and_then(|h| h.bitstreams.as_ref()) {
+            Some(b) => (b.copies, b.overflow),
+            None => self.engine_bitstreams,
+        };
         DecodeStats {
             gpu_hybrid_yielded: self.batched_hybrid.as_ref().map_or(0, |b| b.yielded),
-            bitstream_copies: bitstreams.map_or(0, |b| b.copies),
-            bitstream_overflow: bitstreams.map_or(0, |b| b.overflow),
+            bitstream_copies: copies,
+            bitstream_overflow: overflow,
             ..self.stats
         }
     }
@@ -506,9 +588,9 @@ impl GpuDecoder {
     /// `"host"`, `"host (device refused: …)"` when nvJPEG would not open
     /// `NVJPEG_BACKEND_HARDWARE_DEVICE`, or `"none (no hardware engine)"`.
     pub fn bitstreams_mode(&self) -> String {
-        match (&self.hw, &self.bitstream_refused) {
+        match (&self.hw_info, &self.bitstream_refused) {
             (None, _) => "none (no hardware engine)".into(),
-            (Some(h), _) if h.bitstreams.is_some() => "device".into(),
+            (Some(h), _) if h.bitstream_bytes.is_some() => "device".into(),
             (Some(_), Some(e)) => format!("host (device refused: {e})"),
             (Some(_), None) => "host".into(),
         }
@@ -527,12 +609,13 @@ impl GpuDecoder {
     /// which it grows lazily, are not visible from here) and its device bitstreams' buffer.
     pub fn device_bytes(&self) -> u64 {
         let n = self.plan.batch as u64;
-        let hw = self.hw.as_ref().map_or(0, |h| {
-            2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64 + h.bitstreams.as_ref().map_or(0, |b| b.bytes)
-        });
+        let hw = self
+            .hw_info
+            .as_ref()
+            .map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64 + h.bitstream_bytes.unwrap_or(0));
         // The batched GPU-hybrid route keeps a call's buffers within one arena's bytes.
         let batched = self.batched_hybrid.as_ref().map_or(0, |_| self.plan.arena.bytes);
-        2 * self.plan.arena.bytes + n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
+        2 * self.plan.arena.bytes + 2 * n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
     }
 
     /// What nvJPEG holds and did through stoke's allocators, over the decoder's handles (the
@@ -542,7 +625,8 @@ impl GpuDecoder {
     pub fn nvjpeg_memory(&self) -> crate::backend::NvjpegMemoryStats {
         let mut handles: Vec<&Arc<NvjpegHandle>> = Vec::new();
         let batched = self.batched_hybrid.as_ref().map(|b| b.handle());
-        for h in self.hw.as_ref().map(|h| &h.handle).into_iter().chain(self.cuda.decoders.first().map(|d| d.0.handle())).chain(batched) {
+        for h in self.hw_info.as_ref().map(|h| &h.handle).into_iter().chain(self.cuda.decoders.first().map(|d| d.0.handle())).chain(batched)
+        {
             if !handles.iter().any(|k| Arc::ptr_eq(k, h)) {
                 handles.push(h);
             }
@@ -557,7 +641,7 @@ impl GpuDecoder {
     /// Pinned host bytes the decoder allocated itself (decode targets and canary results; the
     /// staging ring reports its own: `PinnedStaging::pinned_bytes`).
     pub fn pinned_bytes(&self) -> u64 {
-        self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + self.slot_buffer_bytes()
+        2 * self.plan.batch as u64 * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + self.slot_buffer_bytes()
     }
 
     /// Bytes of one kind (pinned, or device) the CUDA decoders' slot buffers were sized to.
@@ -586,7 +670,7 @@ impl GpuDecoder {
         let mut routes = std::mem::take(&mut self.routes);
         self.classifier.classify_batch(jobs, &mut routes);
         let routing = start.elapsed().as_secs_f64();
-        let r = self.decode_routed(jobs, &routes, None, span, out);
+        let r = self.decode_routed(jobs, &routes, None, span, None, out);
         self.routes = routes;
         self.stage_times.classify += routing;
         r
@@ -605,6 +689,7 @@ impl GpuDecoder {
         routes: &[Result<Classified, SlotError>],
         cpu: Option<CpuAhead>,
         span: Option<&[u8]>,
+        placed: Option<PlacedAhead>,
         out: &mut Vec<Result<Decoded, SlotError>>,
     ) -> Result<u64, GpuError> {
         let n = jobs.len();
@@ -613,79 +698,48 @@ impl GpuDecoder {
         // nvJPEG and the raw copies work on the thread's current context: this device's (one
         // pipeline per device in a process, each on its own thread).
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-        let a = self.next;
-        self.next ^= 1;
-        let arena_wait = std::time::Instant::now();
-        if self.arena_used[a] {
-            // The augment kernel of two batches ago read this arena.
-            self.arena_free[a].synchronize().map_err(driver_err("cuEventSynchronize"))?;
-        }
-        let arena_wait = arena_wait.elapsed().as_secs_f64();
-        let arena = self.arena_ptr[a];
-        let classify_start = std::time::Instant::now();
         self.stage_times = GpuStageTimes::default();
-        let mut cursor = ArenaCursor::new(self.plan.arena.bytes);
         out.clear();
-
-        // 1. Give every image its place (ROI-sized for the GPU decoders; whole for the batched
-        //    GPU-hybrid route, which takes its share of the engine's images first).
-        let mut hw_list = Vec::new();
-        let mut cuda_list = Vec::new();
-        let mut cpu_list = Vec::new();
-        let mut batched_list = Vec::new();
-        let moved = match self.batched_hybrid.as_mut() {
-            Some(b) if self.hw.is_some() => b.take(jobs, routes, self.plan.arena.bytes),
-            _ => Vec::new(),
-        };
-        out.extend(routes.iter().enumerate().map(|(i, r)| match r {
-            Err(e) => Err(e.clone()),
-            // Placed once decoded: the CPU decoder widens the region to its iMCU grid.
-            Ok((Route::Cpu, roi, stored, _)) => {
-                cpu_list.push(i);
-                Ok(Decoded { offset: 0, roi: *roi, stored: *stored, route: Route::Cpu })
+        // 1-2. Every image's place and the canaries: done ahead (with the engine's calls
+        //      queued), or now. The batched GPU-hybrid route takes its share of the engine's
+        //      images first (whole images).
+        let (placement, queued) = match placed {
+            Some(PlacedAhead { placement, engine }) => {
+                self.next = placement.a ^ 1;
+                self.stats.engine_queued_ahead += u64::from(engine.is_some());
+                (placement, engine)
             }
-            Ok((route, roi, stored, _)) => {
-                let (route, roi) = match moved.contains(&i) {
-                    true => (Route::GpuHybridBatched, Roi { x: 0, y: 0, w: stored.0, h: stored.1 }),
-                    false => (*route, *roi),
+            None => {
+                let a = self.next;
+                self.next ^= 1;
+                let moved = match self.batched_hybrid.as_mut() {
+                    Some(b) if self.hw_info.is_some() => b.take(jobs, routes, self.plan.arena.bytes),
+                    _ => Vec::new(),
                 };
-                match cursor.place(roi.w, roi.h) {
-                    None => Err(arena_full(self.plan.arena.bytes)),
-                    Some(offset) => {
-                        match route {
-                            Route::Hardware => hw_list.push(i),
-                            Route::GpuHybridBatched => batched_list.push(i),
-                            _ => cuda_list.push(i),
-                        }
-                        Ok(Decoded { offset, roi, stored: *stored, route })
-                    }
-                }
+                let p = place(&self.arenas, a, &self.gpu, &self.hw_stream, routes, &moved)?;
+                let queued = match &self.engine {
+                    Some(w) if !p.hw_list.is_empty() => Some(w.queue().submit(&p, jobs, span, None)?),
+                    _ => None,
+                };
+                (p, queued)
             }
-        }));
-
-        // 2. Canaries into every GPU destination, before any decoder runs.
-        let gpu_list: Vec<usize> = hw_list.iter().chain(&cuda_list).chain(&batched_list).copied().collect();
-        let targets = self.targets_host.as_mut_slice().map_err(driver_err("cuEventSynchronize"))?;
-        for (k, &i) in gpu_list.iter().enumerate() {
-            let d = out[i].as_ref().expect("placed above");
-            targets[k] = DecodeTarget { offset: d.offset, width: d.roi.w, height: d.roi.h, pitch: 3 * d.roi.w, pad: 0 };
-        }
+        };
+        let Placement { a, arena, mut cursor, out: placed_out, hw_list, cuda_list, cpu_list, batched_list, gpu_list, arena_wait, secs } =
+            placement;
+        self.last_arena = a;
+        *out = placed_out;
         if !gpu_list.is_empty() {
-            self.hw_stream.memcpy_htod(&self.targets_host, &mut self.targets_dev).map_err(driver_err("cuMemcpyHtoDAsync"))?;
-            self.launch_canaries("stoke_canary_set", arena, gpu_list.len(), false)?;
-            self.canaries_set.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
             for s in std::iter::once(&self.cuda_stream).chain(&self.cuda_lane_streams) {
-                s.wait(&self.canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
+                s.wait(&self.arenas.canaries_set[a]).map_err(driver_err("cuStreamWaitEvent"))?;
             }
         }
-
-        self.stage_times.classify = classify_start.elapsed().as_secs_f64();
+        self.stage_times.classify = secs;
 
         // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
         // The batched GPU-hybrid call first: queued on its stream, it decodes while the engine does.
         if let Some(b) = self.batched_hybrid.as_mut() {
-            b.decode(&self.canaries_set, &batched_list, jobs, arena, out, &mut gpu_failed)?;
+            b.decode(&self.arenas.canaries_set[a], &batched_list, jobs, arena, out, &mut gpu_failed)?;
         }
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
@@ -694,7 +748,8 @@ impl GpuDecoder {
         let cpu_now: &[usize] = if cpu_ahead.is_some() { &[] } else { &cpu_list };
         let (gpu_queued, mut cpu_out, mut cpu_secs) =
             pool.decode_while(cpu_now, jobs, out, max_pixels, || -> Result<GpuQueued, GpuError> {
-                let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, canaries_set, timers, helpers, .. } = &mut *self;
+                let GpuDecoder { gpu, hw, cuda, hw_stream, cuda_stream, cuda_lane_streams, arenas, timers, helpers, .. } = &mut *self;
+                let canaries_set = &arenas.canaries_set[a];
                 let [t0, t1, t2, t3] = &*timers;
                 // The CUDA decoders' images, CUDA_LANES threads at once (images dealt in turn), each
                 // lane on its stream: their host phase (the Huffman decode runs on the CPU for the
@@ -714,30 +769,51 @@ impl GpuDecoder {
                     t3.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     failed
                 };
-                let Some(hw) = hw.as_mut().filter(|_| !hw_list.is_empty()) else {
+                let work = match (queued, hw.as_mut()) {
+                    _ if hw_list.is_empty() => None,
+                    (Some(p), _) => Some(EngineWork::Queued(p)),
+                    (None, Some(hw)) => Some(EngineWork::Here(hw)),
+                    (None, None) => None,
+                };
+                let Some(work) = work else {
                     let (failed, lanes_cpu) = cuda_route()?;
                     gpu_failed.extend(failed);
-                    return Ok(((0.0, 0.0), lanes_cpu, None));
+                    return Ok(GpuQueued { lanes_cpu, ..Default::default() });
                 };
                 // Both routes: the CUDA decoders on their helper thread, so their host phase
                 // overlaps the engine's calls instead of following them.
-                let mut engine = || {
-                    t0.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                    let (in_calls, first_call) = hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
-                    let engine_end = std::time::Instant::now();
-                    t1.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                    Ok::<_, GpuError>((in_calls, [first_call, engine_end]))
+                // With the engine ahead its calls were queued on its thread: wait for them.
+                let engine = || match work {
+                    EngineWork::Here(hw) => {
+                        t0.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                        let (in_calls, first_call) =
+                            hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
+                        let engine_end = std::time::Instant::now();
+                        t1.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
+                        Ok::<_, GpuError>((in_calls, [first_call, engine_end], None))
+                    }
+                    EngineWork::Queued(p) => {
+                        let d = p.wait()?;
+                        gpu_failed.extend(d.failed);
+                        Ok((d.in_calls, [d.first_call, d.engine_end], Some((d.idle_before, d.bitstreams))))
+                    }
                 };
                 // Both done before returning either way: the CUDA side's work is queued on its
                 // stream, which step 6 joins.
                 let (cuda_done, hw_done) =
                     if cuda_list.is_empty() { (Ok(Default::default()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
-                let (in_calls, [first_call, engine_end]) = hw_done?;
+                let (in_calls, [first_call, engine_end], worker) = hw_done?;
                 let (failed, lanes_cpu) = cuda_done?;
                 gpu_failed.extend(failed);
-                Ok((in_calls, lanes_cpu, Some([first_call, engine_end, std::time::Instant::now()])))
+                Ok(GpuQueued { in_calls, lanes_cpu, marks: Some([first_call, engine_end, std::time::Instant::now()]), worker })
             });
-        let ((hw_host, hw_host_cpu), lanes_cpu, engine_marks) = gpu_queued?;
+        let GpuQueued { in_calls: (hw_host, hw_host_cpu), lanes_cpu, marks: engine_marks, worker } = gpu_queued?;
+        if let Some((_, bitstreams)) = worker {
+            self.engine_bitstreams = bitstreams;
+            if let (Some([first_call, ..]), Some(started)) = (engine_marks, self.marks.started) {
+                self.stats.engine_began_early += u64::from(first_call < started);
+            }
+        }
         let t = &mut self.stage_times;
         (t.hw_host, t.hw_host_cpu) = (hw_host, hw_host_cpu);
         (t.cuda_huffman_cpu, t.cuda_queue_cpu, t.cuda_wait_cpu) = (lanes_cpu.huffman, lanes_cpu.queue, lanes_cpu.slot_wait);
@@ -749,12 +825,17 @@ impl GpuDecoder {
 
         // 6. Wait for the GPU decodes and read the canaries.
         self.hw_stream.join(&self.cuda_stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        if let (Some(e), Some(_)) = (&self.engine, &worker) {
+            // The engine's calls (and their colour conversions) ran on its thread's stream.
+            self.hw_stream.wait(&e.events.end[a]).map_err(driver_err("cuStreamWaitEvent"))?;
+        }
         if let Some(b) = &self.batched_hybrid {
             self.hw_stream.join(&b.stream).map_err(driver_err("cuStreamWaitEvent"))?;
         }
+        let mut canaries = self.arenas.canaries(a);
         if !gpu_list.is_empty() {
-            self.launch_canaries("stoke_canary_check", arena, gpu_list.len(), true)?;
-            self.hw_stream.memcpy_dtoh(&self.intact_dev, &mut self.intact_host).map_err(driver_err("cuMemcpyDtoHAsync"))?;
+            canaries.launch(&self.gpu, &self.hw_stream, "stoke_canary_check", arena, gpu_list.len(), true)?;
+            canaries.read_back(&self.hw_stream)?;
         }
         self.done.record(&self.hw_stream).map_err(driver_err("cuEventRecord"))?;
         self.done.synchronize().map_err(driver_err("cuEventSynchronize"))?;
@@ -762,7 +843,10 @@ impl GpuDecoder {
         // Every timer was recorded before `done` on its stream (the CUDA stream is joined into
         // the hardware one): reading them does not block.
         if !hw_list.is_empty() {
-            self.stage_times.hw_decode = elapsed_secs(&self.timers[0], &self.timers[1])?;
+            self.stage_times.hw_decode = match (&self.engine, &worker) {
+                (Some(e), Some(_)) => elapsed_secs(&e.events.start[a], &e.events.end[a])?,
+                _ => elapsed_secs(&self.timers[0], &self.timers[1])?,
+            };
         }
         if !cuda_list.is_empty() {
             self.stage_times.cuda_decode = elapsed_secs(&self.timers[2], &self.timers[3])?;
@@ -772,12 +856,13 @@ impl GpuDecoder {
                 |l: &[usize]| l.iter().filter_map(|&i| out[i].as_ref().ok()).map(|d| d.stored.0 as f64 * d.stored.1 as f64 / 1e6).sum();
             self.stage_times.hybrid_decode = b.measured((self.stage_times.hw_decode, mpx(&hw_list)))?;
         }
-        let intact = self.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
+        let intact = canaries.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {
             if intact[k] >= CANARY_MIN_INTACT && !gpu_failed.iter().any(|(j, _)| *j == i) {
                 gpu_failed.push((i, format!("nvJPEG reported success but left {} of {CANARIES} canaries unwritten", intact[k])));
             }
         }
+        drop(canaries);
 
         // 7. Retry the GPU failures on the CPU (in parallel), then upload every CPU result.
         let retry_start = std::time::Instant::now();
@@ -845,11 +930,19 @@ impl GpuDecoder {
                 Err(_) => self.stats.failed += 1,
             }
         }
-        if let Some([first_call, engine_end, joined]) = engine_marks {
-            let decoded = std::time::Instant::now();
-            let (prev, started) = (self.marks.prev_returned, self.marks.started);
-            self.stage_times.idle = idle_parts(prev, started, arena_wait, [first_call, engine_end, joined, cpu_done, checked, decoded]);
-            self.marks.decoded = Some(decoded);
+        match (engine_marks, worker) {
+            // The engine on its own thread: its idle time is the thread's, between its tasks.
+            (Some(_), Some((idle_before, _))) => {
+                self.stage_times.idle =
+                    crate::backend::EngineIdle { worker: idle_before.unwrap_or(0.0), batches: 1.0, ..Default::default() };
+            }
+            (Some([first_call, engine_end, joined]), None) => {
+                let decoded = std::time::Instant::now();
+                let (prev, started) = (self.marks.prev_returned, self.marks.started);
+                self.stage_times.idle = idle_parts(prev, started, arena_wait, [first_call, engine_end, joined, cpu_done, checked, decoded]);
+                self.marks.decoded = Some(decoded);
+            }
+            _ => {}
         }
         Ok(arena)
     }
@@ -857,24 +950,6 @@ impl GpuDecoder {
     /// After the augment kernel that reads the arena of the last [`Self::decode`] is enqueued
     /// on `stream`: record that the arena is free once it ran.
     pub fn release_arena(&mut self, stream: &CudaStream) -> Result<(), GpuError> {
-        let a = self.next ^ 1;
-        crate::backend::cuda::record_guard(&self.arena_free[a], stream, "a decode arena")?;
-        self.arena_used[a] = true;
-        Ok(())
-    }
-
-    pub(super) fn launch_canaries(&self, name: &'static str, arena: u64, count: usize, check: bool) -> Result<(), GpuError> {
-        let f = self.gpu.kernels()?.function(name)?;
-        let mut b = self.hw_stream.launch_builder(&f);
-        let (targets, _t) = self.targets_dev.device_ptr(&self.hw_stream);
-        let (intact, _i) = self.intact_dev.device_ptr(&self.hw_stream);
-        b.arg(&arena).arg(&targets);
-        if check {
-            b.arg(&intact);
-        }
-        let cfg = LaunchConfig { grid_dim: (count as u32, 1, 1), block_dim: (CANARIES, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: (arena, targets[, intact]) is the kernels' parameter list; every target lies
-        // inside the arena (placed by the cursor) and `count` targets were uploaded.
-        unsafe { launch(&mut b, name, cfg) }
+        self.arenas.release(self.last_arena, stream)
     }
 }

@@ -49,7 +49,9 @@
 //! | `batched_hybrid.rs` | a share of the engine's images in one batched GPU-hybrid call (off by default) |
 //! | `share.rs` | [`ShareMeter`], [`split`]: that share, from the rates measured in the run |
 //! | `cpu_route.rs` | libjpeg-turbo workers for the CPU route and retries |
+//! | `ahead.rs` | a batch's place and canaries; the engine's calls a batch ahead on a thread of their own (`gpu_engine_ahead`) |
 
+mod ahead;
 mod arena;
 mod batched_hybrid;
 mod budget;
@@ -64,6 +66,8 @@ mod routing;
 mod share;
 
 use crate::error::SlotError;
+pub use ahead::AheadPlacer;
+use ahead::{place, Arenas, EngineWorker, Pending, Placement};
 pub use arena::*;
 pub use batched_hybrid::{batched_gpu_hybrid_takes, first_scan_components, YIELD_WHEN_WAITING};
 pub use budget::*;

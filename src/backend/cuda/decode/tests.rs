@@ -538,8 +538,17 @@ fn engine_idle_parts_are_the_gaps_between_the_marks() {
     let marks = [ms(10), ms(50), ms(51), ms(54), ms(55), ms(59)];
     let i = super::decoder::idle_parts(Some(ms(0)), Some(ms(2)), 0.003, marks);
     let got = i.rows().map(|r| (r.0, (r.1 * 1e6).round() / 1e3));
-    let want =
-        [("join", 1.0), ("cpu", 3.0), ("check", 1.0), ("retry", 4.0), ("tail", 0.0), ("outside", 2.0), ("arena", 3.0), ("head", 5.0)];
+    let want = [
+        ("join", 1.0),
+        ("cpu", 3.0),
+        ("check", 1.0),
+        ("retry", 4.0),
+        ("tail", 0.0),
+        ("outside", 2.0),
+        ("arena", 3.0),
+        ("head", 5.0),
+        ("worker", 0.0),
+    ];
     assert_eq!(got, want);
     assert_eq!(i.batches, 1.0);
     // The first batch: nothing returned before it; without a start mark the head is unsplit

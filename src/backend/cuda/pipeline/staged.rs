@@ -7,9 +7,9 @@
 //! one slice per sample and the place is released with a guard event after the reads are
 //! queued.
 
-use super::super::decode::{Classified, Classifier, CpuAhead, CpuRoute};
+use super::super::decode::{AheadPlacer, Classified, Classifier, CpuAhead, CpuRoute, PlacedAhead};
 use super::super::device::Gpu;
-use super::super::staging::pool::PinnedPool;
+use super::super::staging::pool::{PinnedPool, PoolHold};
 use super::super::staging::{layout, PinnedStaging, StagedRange, StagingPlan, STAGING_ALIGN};
 use crate::augment::AugParams;
 use crate::backend::{BatchInput, SampleIn};
@@ -139,6 +139,16 @@ impl Stager {
         Some(unsafe { std::slice::from_raw_parts(base as *const u8, end as usize) })
     }
 
+    /// A hold on `staged`'s pooled buffer for a host thread that reads it past its decode (the
+    /// engine's thread with `gpu_engine_ahead`); `None` for any other place (a staging slot
+    /// stays the backend's until it releases it).
+    pub(super) fn hold(&self, staged: Staged) -> Option<PoolHold> {
+        match staged {
+            Staged::Pool(base) => self.pool.hold(base as *const u8),
+            _ => None,
+        }
+    }
+
     /// The reads of `staged` are queued on `streams` (none: nothing read it): record its guard
     /// after them.
     pub(super) fn release(&mut self, staged: Staged, streams: &[&CudaStream]) -> Result<()> {
@@ -160,6 +170,9 @@ pub(super) struct Prepared {
     pub(super) routes: Vec<std::result::Result<Classified, SlotError>>,
     // Its CPU-route images, decoding on the pool since it was prepared.
     pub(super) cpu: Option<CpuAhead>,
+    // With the engine ahead: its place in an arena and its engine calls queued. Dropped (which
+    // waits for those calls) before the batch's bytes are released.
+    pub(super) placed: Option<PlacedAhead>,
     pub(super) secs: f64,
 }
 
@@ -198,6 +211,7 @@ pub(super) fn prepare(
     stager: &mut Stager,
     classifier: &mut Classifier,
     cpu_route: &CpuRoute,
+    placer: Option<(&AheadPlacer, usize)>,
     input: BatchInput<'_, '_>,
 ) -> Result<Prepared> {
     let t = Instant::now();
@@ -209,5 +223,29 @@ pub(super) fn prepare(
     let mut routes = Vec::with_capacity(jobs.len());
     classifier.classify_batch(&jobs, &mut routes);
     let cpu = cpu_route.start(&jobs, &routes);
-    Ok(Prepared { key: AheadKey::of(input.epoch, input.step, input.samples), staged, ranges, routes, cpu, secs: t.elapsed().as_secs_f64() })
+    // With the engine ahead: placed in arena `a` and its engine calls queued, so the engine
+    // starts on them as the batch decoding now is done with it. A failure here only costs the
+    // head start: the batch is placed when it runs (its staging is released by the caller).
+    let placed = match placer {
+        Some((placer, a)) => {
+            let span = stager.span(staged, &ranges);
+            match placer.place_and_queue(a, &routes, &jobs, span, stager.hold(staged)) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    log::warn!("placing the next batch ahead and queuing its engine calls failed ({e}); it is placed when it runs");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    Ok(Prepared {
+        key: AheadKey::of(input.epoch, input.step, input.samples),
+        staged,
+        ranges,
+        routes,
+        cpu,
+        placed,
+        secs: t.elapsed().as_secs_f64(),
+    })
 }

@@ -16,6 +16,10 @@
 //!   [`crate::reader::bytes::HostBytes::clear`]) and a free wait for it first, so the host never
 //!   writes bytes a queued copy or decode has yet to read (the stand-in's pinned-memory guards
 //!   report any such write).
+//! - A host thread that reads an allocation after the batch's decode returned (the hardware
+//!   engine's thread, `gpu_engine_ahead`: it reads the next batch's bytes, which the pipeline
+//!   may give back unrun) holds it ([`PinnedPool::hold`]); a refill and a free wait for every
+//!   hold to end, then for the guard.
 
 use crate::error::{driver_err, GpuError};
 use crate::reader::bytes::HostMemory;
@@ -28,6 +32,8 @@ struct Entry {
     len: usize,
     // Handed to a reader's buffer and not given back yet.
     in_use: bool,
+    // Host threads still reading it ([`PoolHold`]).
+    holds: usize,
     guard: Arc<CudaEvent>,
     // Owns the allocation (cuMemFreeHost when dropped).
     _memory: PinnedHostSlice<u8>,
@@ -37,6 +43,34 @@ struct Entry {
 pub struct PinnedPool {
     ctx: Arc<CudaContext>,
     entries: Mutex<Vec<Entry>>,
+    // Signalled when a hold ends.
+    unheld: std::sync::Condvar,
+}
+
+/// A host thread's hold on a pooled allocation ([`PinnedPool::hold`]), ended when dropped.
+pub struct PoolHold {
+    pool: Arc<PinnedPool>,
+    base: usize,
+}
+
+impl PoolHold {
+    /// The holder's reads of the allocation are queued on `stream` (the engine's batched call
+    /// reads its bitstreams stream-ordered): record its guard after them, so that a refill
+    /// once the hold ends waits for them too.
+    pub fn guard_after(&self, stream: &CudaStream) -> Result<(), GpuError> {
+        self.pool.guard(self.base as *const u8, &[stream])
+    }
+}
+
+impl Drop for PoolHold {
+    fn drop(&mut self) {
+        let mut entries = self.pool.entries();
+        if let Some(e) = entries.iter_mut().find(|e| e.base == self.base) {
+            e.holds -= 1;
+        }
+        drop(entries);
+        self.pool.unheld.notify_all();
+    }
 }
 
 impl PinnedPool {
@@ -53,9 +87,9 @@ impl PinnedPool {
             })?;
             let base = memory.as_mut_ptr().map_err(driver_err("cuEventSynchronize"))? as usize;
             let guard = Arc::new(ctx.new_event(None).map_err(driver_err("cuEventCreate"))?);
-            entries.push(Entry { base, len: buffer_bytes, in_use: false, guard, _memory: memory });
+            entries.push(Entry { base, len: buffer_bytes, in_use: false, holds: 0, guard, _memory: memory });
         }
-        Ok(Self { ctx, entries: Mutex::new(entries) })
+        Ok(Self { ctx, entries: Mutex::new(entries), unheld: std::sync::Condvar::new() })
     }
 
     fn entries(&self) -> MutexGuard<'_, Vec<Entry>> {
@@ -97,6 +131,24 @@ impl PinnedPool {
         super::guard_after(&guard, streams, "a reader's pinned batch")
     }
 
+    /// Hold the allocation at `base` while a host thread reads it past the decode that
+    /// released it: its refill and its free wait until the hold is dropped. `None`: `base` is
+    /// not an allocation of the pool.
+    pub fn hold(self: &Arc<Self>, base: *const u8) -> Option<PoolHold> {
+        let mut entries = self.entries();
+        let e = entries.iter_mut().find(|e| e.base == base as usize)?;
+        e.holds += 1;
+        Some(PoolHold { pool: self.clone(), base: base as usize })
+    }
+
+    /// Wait until no host thread holds the allocation at `base`.
+    fn wait_unheld(&self, base: usize) {
+        let mut entries = self.entries();
+        while entries.iter().any(|e| e.base == base && e.holds > 0) {
+            entries = self.unheld.wait(entries).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// The guard event of the allocation at `base`.
     fn guard_of(&self, base: *const u8) -> Option<Arc<CudaEvent>> {
         self.entries().iter().find(|e| e.base == base as usize).map(|e| e.guard.clone())
@@ -123,6 +175,7 @@ impl HostMemory for PinnedPool {
     }
 
     fn wait_unused(&self, ptr: NonNull<u8>) {
+        self.wait_unheld(ptr.as_ptr() as usize);
         if let Some(g) = self.guard_of(ptr.as_ptr()) {
             self.wait(&g);
         }

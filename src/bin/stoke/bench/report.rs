@@ -75,6 +75,9 @@ pub struct Report {
     /// CUDA backend: threads that called the hardware engine at once (`--gpu-engine-lanes`;
     /// absent on the CPU).
     pub gpu_engine_lanes: Option<usize>,
+    /// CUDA backend: whether the engine's calls ran on a thread of their own, a batch ahead
+    /// (`--gpu-engine-ahead`; absent on the CPU).
+    pub gpu_engine_ahead: Option<bool>,
     /// `--transcode-progressive`: the progressive JPEGs rewritten as baseline over the whole
     /// run (`rewrites`: in the window `rewrites_in_window`), kept, and rewritten again past
     /// the budget (absent without it).
@@ -221,6 +224,7 @@ impl Report {
             self.gpu_upsampling.as_ref().map_or(String::new(), |u| format!("; {u} chroma upsampling"))
                 + if self.gpu_engine_gray == Some(true) { "; gray baseline on the engine" } else { "" }
                 + &self.gpu_engine_lanes.filter(|&n| n > 1).map_or(String::new(), |n| format!("; {n} threads calling the engine"))
+                + if self.gpu_engine_ahead == Some(true) { "; the engine's calls a batch ahead on their own thread" } else { "" }
         );
         if let Some(t) = &self.transcoded {
             println!(
