@@ -92,7 +92,7 @@ fn bench_reports_the_measured_window_and_counts_substitutes() {
     // The broken file was decoded by no decoder: 40 of the 41 slots were decoded on the CPU.
     assert_eq!(
         r["decoders"],
-        serde_json::json!({"hardware": 0, "cuda": 0, "gpu_hybrid_batched": 0, "cpu": 40, "retried": 0, "gpu_hybrid_yielded": 0, "bitstream_copies": 0}),
+        serde_json::json!({"hardware": 0, "cuda": 0, "gpu_hybrid_batched": 0, "cpu": 40, "retried": 0, "gpu_hybrid_yielded": 0, "bitstream_copies": 0, "engine_queued_ahead": 0}),
         "{r}"
     );
 }
