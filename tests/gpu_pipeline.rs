@@ -579,8 +579,11 @@ fn every_route(dir: &std::path::Path, seed: u64) -> (Arc<stoke::source::Dataset>
 /// counted once (`calling_threads`); after two epochs every long-lived thread has called but
 /// perhaps a reader (its first wait for a pinned buffer's guard comes with its first refill of a
 /// used buffer, whenever the timing gives it one), so over three more epochs the count may grow
-/// by the readers at most — where three threads a batch made it grow by 3 a batch. On a GPU the
-/// test runs the same epochs and checks the routes only (the real driver counts no callers).
+/// by the readers at most — where three threads a batch made it grow by 3 a batch — and no
+/// device or pinned allocation is made after those two epochs. The same with the engine's calls
+/// a batch ahead on their own thread (`gpu_engine_ahead`), which must have queued batches ahead.
+/// On a GPU the test runs the same epochs and checks the routes only (the real driver counts no
+/// callers).
 #[test]
 fn epochs_through_every_route_make_no_thread_after_the_first() {
     let _serial = serial();
@@ -588,39 +591,53 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let (ds, c) = every_route(dir.path(), 21);
     let readers = c.reader_threads;
-    let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
     let callers = || gpu_common::sim_stats().map(|s| s["calling_threads"].as_u64().unwrap());
-    let mut epoch = |e: u64| {
-        p.start_epoch(e, 0);
-        let (mut batches, mut two_lanes) = (0, 0);
-        let mut routes = stoke::batch::DecoderCounts::default();
-        while let Some(b) = p.next_batch() {
-            let b = b.unwrap();
-            routes += b.decoders;
-            two_lanes += usize::from(b.decoders.cuda >= 2);
-            batches += 1;
+    let allocs = || gpu_common::sim_stats().map(|s| (s["device_allocs_total"].clone(), s["pinned_allocs_total"].clone()));
+    // And with the engine's calls a batch ahead on their own thread (`gpu_engine_ahead`): that
+    // thread is made with the backend too, and queuing a batch ahead allocates nothing.
+    for engine_ahead in [false, true] {
+        let mut c = c.clone();
+        c.gpu_engine_ahead = engine_ahead;
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        let mut epoch = |e: u64| {
+            p.start_epoch(e, 0);
+            let (mut batches, mut two_lanes) = (0, 0);
+            let mut routes = stoke::batch::DecoderCounts::default();
+            while let Some(b) = p.next_batch() {
+                let b = b.unwrap();
+                routes += b.decoders;
+                two_lanes += usize::from(b.decoders.cuda >= 2);
+                batches += 1;
+            }
+            assert_eq!(batches, 5);
+            (routes, two_lanes)
+        };
+        epoch(0);
+        epoch(1);
+        let (after_first, allocs_first) = (callers(), allocs());
+        let mut queued = 0;
+        for e in 2..5 {
+            let (routes, two_lanes) = epoch(e);
+            // Every route ran this epoch, and some batch kept the second lane busy.
+            assert!(
+                routes.hardware > 0 && routes.cpu > 0 && two_lanes > 0,
+                "epoch {e}: {routes:?}, {two_lanes} batches with two CUDA images"
+            );
+            queued += routes.engine_queued_ahead;
         }
-        assert_eq!(batches, 5);
-        (routes, two_lanes)
-    };
-    epoch(0);
-    epoch(1);
-    let after_first = callers();
-    for e in 2..5 {
-        let (routes, two_lanes) = epoch(e);
-        // Every route ran this epoch, and some batch kept the second lane busy.
-        assert!(routes.hardware > 0 && routes.cpu > 0 && two_lanes > 0, "epoch {e}: {routes:?}, {two_lanes} batches with two CUDA images");
-    }
-    let stages = p.stats().gpu_stages;
-    assert!(stages.ahead_batches >= 10.0, "{} of 25 batches prepared ahead: the preparer went untested", stages.ahead_batches);
-    // The lanes' CPU time reaches the stage times (the Huffman phase is never free).
-    assert!(stages.cuda_huffman_cpu > 0.0, "{stages:?}");
-    if let (Some(a), Some(b)) = (after_first, callers()) {
-        assert!(a >= 2, "the stand-in counted {a} calling threads: the count is not working");
-        assert!(
-            b <= a + readers as u64,
-            "threads that called the driver or nvJPEG: {a} after two epochs, {b} after three more (15 batches; {readers} readers may call late)"
-        );
+        assert_eq!(engine_ahead, queued > 0, "engine ahead {engine_ahead}: {queued} batches queued ahead in three epochs");
+        let stages = p.stats().gpu_stages;
+        assert!(stages.ahead_batches >= 10.0, "{} of 25 batches prepared ahead: the preparer went untested", stages.ahead_batches);
+        // The lanes' CPU time reaches the stage times (the Huffman phase is never free).
+        assert!(stages.cuda_huffman_cpu > 0.0, "{stages:?}");
+        if let (Some(a), Some(b)) = (after_first, callers()) {
+            assert!(a >= 2, "the stand-in counted {a} calling threads: the count is not working");
+            assert!(
+                b <= a + readers as u64,
+                "engine ahead {engine_ahead}: threads that called the driver or nvJPEG: {a} after two epochs, {b} after three more (15 batches; {readers} readers may call late)"
+            );
+        }
+        assert_eq!(allocs(), allocs_first, "engine ahead {engine_ahead}: device or pinned allocations made after the first two epochs");
     }
 }
 

@@ -472,7 +472,12 @@ impl CudaBackend {
             Some(Err(e)) => log::warn!("staging the next batch ahead failed ({e}); it is staged when it runs"),
             None => {}
         }
-        let release = self.staging.release(staged, &[self.decoder.stream()]);
+        // The decode stream covers every read of the batch's bytes once the decode returned:
+        // with the engine ahead it waited for the engine thread's stream. A decode that failed
+        // may not have got there: then the guard follows the engine's stream too.
+        let engine = self.decoder.engine_stream().filter(|_| decoded.is_err());
+        let streams: Vec<&cudarc::driver::CudaStream> = std::iter::once(self.decoder.stream()).chain(engine).map(|s| &**s).collect();
+        let release = self.staging.release(staged, &streams);
         let arena = decoded?;
         release?;
         let decode_time = t_dec.elapsed();
