@@ -29,7 +29,6 @@
 //! - The producer's stream waits for the task's end event before the canary check, so the
 //!   check and everything after it see the engine's pixels.
 
-use super::decoder::PlacedAhead;
 use super::hardware::HwPath;
 use super::*;
 use crate::augment::params::AugParams;
@@ -248,6 +247,25 @@ pub(super) fn place(
         arena_wait,
         secs: t.elapsed().as_secs_f64(),
     })
+}
+
+/// A batch placed and its engine calls queued ahead ([`AheadPlacer::place_and_queue`]), for
+/// [`GpuDecoder::decode_routed`].
+pub struct PlacedAhead {
+    pub(super) placement: Placement,
+    pub(super) engine: Option<Pending>,
+}
+
+impl PlacedAhead {
+    /// The arena the batch was placed in.
+    pub fn arena(&self) -> usize {
+        self.placement.a
+    }
+
+    /// Whether its engine calls were queued (it has engine images).
+    pub fn queued(&self) -> bool {
+        self.engine.is_some()
+    }
 }
 
 /// What a batch's engine task did: the images whose calls failed (with why), the host seconds
@@ -543,8 +561,6 @@ impl AheadPlacer {
 
 impl Drop for AheadPlacer {
     fn drop(&mut self) {
-        if let Err(e) = self.stream.synchronize() {
-            log::error!("waiting for the stream that wrote the next batch's canaries: {e}");
-        }
+        self.settle();
     }
 }

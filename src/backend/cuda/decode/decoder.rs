@@ -9,12 +9,10 @@ use super::hardware::EngineLane;
 use super::hybrid::{LaneCpu, RouteHelpers};
 use super::*;
 use crate::augment::params::AugParams;
-use crate::backend::cuda::augment::SampleDesc;
 use crate::backend::cuda::device::{elapsed_secs, timing_event, Gpu};
 use crate::backend::cuda::nvjpeg::safe::{DecodeParams, Decoder, DeviceBuffer, JpegState, JpegStream, NvjpegHandle, PinnedBuffer};
 use crate::backend::cuda::nvjpeg::sys::{nvjpegBackend_t, nvjpegOutputFormat_t, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION};
 use crate::backend::GpuStageTimes;
-use crate::config::GpuDecoders;
 use crate::error::alloc_err;
 use crate::error::GpuError;
 use crate::error::{cuda_err, driver_err};
@@ -30,120 +28,6 @@ pub fn nvjpeg_flags(interpolated: bool) -> u32 {
     }
 }
 pub(super) const RGBI: nvjpegOutputFormat_t = nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI;
-
-/// Sizes the decoder is built for, from the config and the index.
-#[derive(Clone, Copy, Debug)]
-pub struct DecoderPlan {
-    /// Samples per batch.
-    pub batch: usize,
-    /// Bytes of each of the two decode arenas.
-    pub arena: ArenaPlan,
-    /// The decoded-size guard.
-    pub max_pixels: u64,
-    /// Largest stored width and height in the index (hardware pre-allocation).
-    pub max_dims: (u32, u32),
-    /// Bytes of each CUDA-decoder slot's pinned and device buffer
-    /// ([`cuda_slot_bytes`](super::cuda_slot_bytes), or less under a budget).
-    pub slot_bytes: u64,
-    /// Most images per hardware call (rounded to the engine width).
-    pub hw_max_per_call: usize,
-    /// Threads decoding on the CPU (fallback route and retries).
-    pub cpu_threads: usize,
-    /// Use the hardware engine (off: its images go to the CUDA decoders). For measuring the
-    /// decoders one at a time; the pipeline turns both on.
-    pub use_hardware: bool,
-    /// Use the CUDA decoders (off: their images go to the CPU).
-    pub use_cuda: bool,
-    /// Interpolated ("smooth") chroma upsampling instead of replication (the config's
-    /// `gpu_upsampling`); regions then get [`super::widen_for_upsampling`]'s margin.
-    pub interpolated: bool,
-    /// Bytes of the device buffer the hardware engine's bitstreams are copied into
-    /// (`gpu_bitstream = device`: a staging slot's size); 0: the engine reads host bytes.
-    pub device_bitstream_bytes: u64,
-    /// Ask the hardware engine for baseline gray JPEGs sampled 1×1 too (the config's
-    /// `gpu_engine_gray`; [`super::engine_gray_candidate`]); off: they go to the CUDA decoders.
-    pub engine_gray: bool,
-    /// Threads calling the hardware engine at once, 1 or 2 (the config's `gpu_engine_lanes`):
-    /// with 2 a batch's engine calls alternate between the producer's thread and a second
-    /// one, each with its own state and stream.
-    pub engine_lanes: usize,
-    /// Make the hardware engine's calls on a thread of their own, a batch ahead (the config's
-    /// `gpu_engine_ahead`; `decode::ahead`): the helper preparing the next batch places it
-    /// and queues its calls, which the engine starts as the current batch's return.
-    pub engine_ahead: bool,
-}
-
-impl DecoderPlan {
-    /// `(use_hardware, use_cuda)` for the config's `gpu_decoders`: `all` both; `hw` the
-    /// hardware engine alone (what it refuses goes to the CPU route); `cuda` never the engine.
-    pub fn switches(decoders: GpuDecoders) -> (bool, bool) {
-        match decoders {
-            GpuDecoders::All => (true, true),
-            GpuDecoders::Hw => (true, false),
-            GpuDecoders::Cuda => (false, true),
-        }
-    }
-}
-
-/// Where one sample's pixels are, after [`GpuDecoder::decode`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decoded {
-    /// Byte offset of the decoded region in the arena.
-    pub offset: u64,
-    /// The decoded region, in stored coordinates.
-    pub roi: Roi,
-    /// Stored size of the whole image.
-    pub stored: (u32, u32),
-    /// Which decoder produced it (after retries).
-    pub route: Route,
-}
-
-impl Decoded {
-    /// The augment kernel's descriptor fields for this image under `p` (table fields are
-    /// filled by [`crate::backend::cuda::augment::TableLayout::add`]).
-    pub fn desc(&self, p: &AugParams) -> SampleDesc {
-        let (base, step_x, step_y) = crate::backend::cuda::augment::oriented_steps(
-            self.offset,
-            3 * self.roi.w as u64,
-            (self.roi.x, self.roi.y),
-            self.stored,
-            (p.crop_x, p.crop_y),
-            p.orientation,
-        );
-        SampleDesc { base, step_x, step_y, ..Default::default() }
-    }
-}
-
-/// Counters for `stoke bench` and the tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DecodeStats {
-    /// Images the hardware engine decoded.
-    pub hardware: u64,
-    /// Images the CUDA decoders decoded.
-    pub cuda: u64,
-    /// Images the batched GPU-hybrid route decoded (a share of the engine's).
-    pub gpu_hybrid_batched: u64,
-    /// Batches in which that route's `auto` share yielded to the trainer (a batch was waiting
-    /// for it: [`GpuDecoder::set_waiting_batches`]).
-    pub gpu_hybrid_yielded: u64,
-    /// Images routed to the CPU decoder.
-    pub cpu: u64,
-    /// GPU decodes that failed or were not written (canaries) and went to the CPU.
-    pub retried: u64,
-    /// Images no decoder could decode (left to the policy).
-    pub failed: u64,
-    /// Host-to-device copies of the engine's bitstreams (`gpu_bitstream = device`: one per
-    /// batch when its bytes lie in one place).
-    pub bitstream_copies: u64,
-    /// Engine images that found no room in that device buffer (decoded on the CPU).
-    pub bitstream_overflow: u64,
-    /// With the engine ahead (`gpu_engine_ahead`): batches whose engine calls were queued on
-    /// the engine's thread while the batch before them decoded.
-    pub engine_queued_ahead: u64,
-    /// Of those, the batches whose calls began before the backend started the batch (the
-    /// engine at work while the producer finished the one before).
-    pub engine_began_early: u64,
-}
 
 /// Slots per CUDA decoder (state, stream, params, event), used in turn. Each holds nvJPEG
 /// pinned and device buffers sized at start-up ([`cuda_slot_bytes`](super::cuda_slot_bytes)).
@@ -229,41 +113,11 @@ pub(super) struct HwInfo {
     bitstream_bytes: Option<u64>,
 }
 
-/// A batch placed and its engine calls queued ahead (`decode::ahead`), for
-/// [`GpuDecoder::decode_routed`].
-pub struct PlacedAhead {
-    pub(super) placement: Placement,
-    pub(super) engine: Option<Pending>,
-}
-
-impl PlacedAhead {
-    /// The arena the batch was placed in.
-    pub fn arena(&self) -> usize {
-        self.placement.a
-    }
-
-    /// Whether its engine calls were queued (it has engine images).
-    pub fn queued(&self) -> bool {
-        self.engine.is_some()
-    }
-}
-
 /// What the producer's thread does for the engine's images of a batch: call the engine, or
 /// wait for the task queued on the engine's thread.
 enum EngineWork<'a> {
     Here(&'a mut HwPath),
     Queued(Pending),
-}
-
-/// When the backend started the batch being decoded and returned the one before it, and when
-/// the last batch that called the engine was decoded: the ends of
-/// [`crate::backend::EngineIdle`]'s parts that lie outside [`GpuDecoder::decode_routed`].
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct IdleMarks {
-    returned: Option<std::time::Instant>,
-    prev_returned: Option<std::time::Instant>,
-    started: Option<std::time::Instant>,
-    decoded: Option<std::time::Instant>,
 }
 
 /// What queuing a batch's GPU decodes returns: the engine's calls' host wall and CPU seconds,
@@ -276,43 +130,6 @@ struct GpuQueued {
     lanes_cpu: LaneCpu,
     marks: Option<[std::time::Instant; 3]>,
     worker: Option<(Option<f64>, (u64, u64))>,
-}
-
-/// Seconds from `a` to `b`, 0 when either mark is missing (or `b` is not after `a`).
-fn between(a: Option<std::time::Instant>, b: Option<std::time::Instant>) -> f64 {
-    match (a, b) {
-        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64(),
-        _ => 0.0,
-    }
-}
-
-/// The engine's idle parts of a batch that called it ([`crate::backend::EngineIdle`], but
-/// `tail`, which the backend measures): from its marks in the producer's order — the previous
-/// batch's return from the backend, this batch's start, its first engine call, the last call's
-/// return, the CUDA route joined, the CPU route done, the canaries checked, the decode done —
-/// and the seconds the batch waited for its arena between its start and its first call.
-pub(super) fn idle_parts(
-    prev_returned: Option<std::time::Instant>,
-    started: Option<std::time::Instant>,
-    arena_wait: f64,
-    marks: [std::time::Instant; 6],
-) -> crate::backend::EngineIdle {
-    let [first_call, engine_end, joined, cpu_done, checked, decoded] = marks.map(Some);
-    let head = between(started, first_call);
-    // Within the head when the batch started (the decoder alone has no start mark: all head).
-    let arena = if started.is_some() { arena_wait.min(head) } else { 0.0 };
-    crate::backend::EngineIdle {
-        outside: between(prev_returned, started),
-        arena,
-        head: head - arena,
-        join: between(engine_end, joined),
-        cpu: between(joined, cpu_done),
-        check: between(cpu_done, checked),
-        retry: between(checked, decoded),
-        tail: 0.0,
-        worker: 0.0,
-        batches: 1.0,
-    }
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -509,16 +326,13 @@ impl GpuDecoder {
     /// The backend starts a batch (at `at`): the engine's idle time before the batch's first
     /// call is split at this mark ([`crate::backend::EngineIdle`]'s `outside` and `head`).
     pub fn batch_started(&mut self, at: std::time::Instant) {
-        self.marks.prev_returned = self.marks.returned.take();
-        self.marks.started = Some(at);
-        self.marks.decoded = None;
+        self.marks.start(at);
     }
 
     /// The backend hands its batch over (at `at`): the seconds since this batch's decode
     /// returned when it called the engine ([`crate::backend::EngineIdle::tail`]), else 0.
     pub fn batch_returned(&mut self, at: std::time::Instant) -> f64 {
-        self.marks.returned = Some(at);
-        between(self.marks.decoded.take(), Some(at))
+        self.marks.hand_over(at)
     }
 
     /// With the engine's calls on a thread of their own (`gpu_engine_ahead`, the hardware
@@ -810,7 +624,7 @@ impl GpuDecoder {
         let GpuQueued { in_calls: (hw_host, hw_host_cpu), lanes_cpu, marks: engine_marks, worker } = gpu_queued?;
         if let Some((_, bitstreams)) = worker {
             self.engine_bitstreams = bitstreams;
-            if let (Some([first_call, ..]), Some(started)) = (engine_marks, self.marks.started) {
+            if let (Some([first_call, ..]), Some(started)) = (engine_marks, self.marks.started()) {
                 self.stats.engine_began_early += u64::from(first_call < started);
             }
         }
@@ -937,10 +751,7 @@ impl GpuDecoder {
                     crate::backend::EngineIdle { worker: idle_before.unwrap_or(0.0), batches: 1.0, ..Default::default() };
             }
             (Some([first_call, engine_end, joined]), None) => {
-                let decoded = std::time::Instant::now();
-                let (prev, started) = (self.marks.prev_returned, self.marks.started);
-                self.stage_times.idle = idle_parts(prev, started, arena_wait, [first_call, engine_end, joined, cpu_done, checked, decoded]);
-                self.marks.decoded = Some(decoded);
+                self.stage_times.idle = self.marks.decoded(arena_wait, [first_call, engine_end, joined, cpu_done, checked]);
             }
             _ => {}
         }

@@ -43,7 +43,9 @@
 //! | `budget.rs` | [`MemoryPlan`]: arenas and staging cut to the GPU memory budget |
 //! | `arena.rs` | [`ArenaPlan`], [`ArenaCursor`]: the two decode arenas |
 //! | `canary.rs` | [`CANARIES`], [`DecodeTarget`]: skipped-decode detection |
+//! | `plan.rs` | [`DecoderPlan`], [`Decoded`], [`DecodeStats`]: what the decoder is built for and reports |
 //! | `decoder.rs` | [`GpuDecoder`]: construction and one batch end to end |
+//! | `idle.rs` | the marks the engine's idle time between batches is measured from |
 //! | `hardware.rs` | the hardware engine's route (handle, states, params), its batched calls and its bitstreams' device copies |
 //! | `hybrid.rs` | the CUDA decoders' decoupled phases |
 //! | `batched_hybrid.rs` | a share of the engine's images in one batched GPU-hybrid call (off by default) |
@@ -61,13 +63,15 @@ mod cpu_route;
 mod decoder;
 mod hardware;
 mod hybrid;
+mod idle;
+mod plan;
 mod roi;
 mod routing;
 mod share;
 
 use crate::error::SlotError;
-pub use ahead::AheadPlacer;
 use ahead::{place, Arenas, EngineWorker, Pending, Placement};
+pub use ahead::{AheadPlacer, PlacedAhead};
 pub use arena::*;
 pub use batched_hybrid::{batched_gpu_hybrid_takes, first_scan_components, YIELD_WHEN_WAITING};
 pub use budget::*;
@@ -78,6 +82,8 @@ pub use cpu_route::{CpuAhead, CpuRoute};
 pub use decoder::*;
 pub use hardware::{bitstream_copies, cuda_slot_bytes, prealloc_dims, BitstreamPlan};
 use hardware::{DeviceBitstreams, HwPath};
+use idle::IdleMarks;
+pub use plan::*;
 pub use roi::*;
 pub use routing::*;
 pub use share::*;

@@ -536,7 +536,7 @@ fn engine_idle_parts_are_the_gaps_between_the_marks() {
     // returned 0, started 2, first call 10 (arena waited 3 ms of it), engine done 50, joined 51,
     // CPU done 54, checked 55, decoded 59.
     let marks = [ms(10), ms(50), ms(51), ms(54), ms(55), ms(59)];
-    let i = super::decoder::idle_parts(Some(ms(0)), Some(ms(2)), 0.003, marks);
+    let i = super::idle::idle_parts(Some(ms(0)), Some(ms(2)), 0.003, marks);
     let got = i.rows().map(|r| (r.0, (r.1 * 1e6).round() / 1e3));
     let want = [
         ("join", 1.0),
@@ -553,11 +553,11 @@ fn engine_idle_parts_are_the_gaps_between_the_marks() {
     assert_eq!(i.batches, 1.0);
     // The first batch: nothing returned before it; without a start mark the head is unsplit
     // and the arena's wait is not taken out of a head it was not measured in.
-    let first = super::decoder::idle_parts(None, Some(ms(2)), 0.003, marks);
+    let first = super::idle::idle_parts(None, Some(ms(2)), 0.003, marks);
     assert_eq!(first.outside, 0.0);
-    let unstarted = super::decoder::idle_parts(Some(ms(0)), None, 0.003, marks);
+    let unstarted = super::idle::idle_parts(Some(ms(0)), None, 0.003, marks);
     assert_eq!((unstarted.outside, unstarted.arena, unstarted.head), (0.0, 0.0, 0.0));
     // An arena wait longer than the head measured (clocks read apart) is held to the head.
-    let long = super::decoder::idle_parts(None, Some(ms(2)), 1.0, marks);
+    let long = super::idle::idle_parts(None, Some(ms(2)), 1.0, marks);
     assert_eq!(((long.arena * 1e3).round(), long.head), (8.0, 0.0));
 }
