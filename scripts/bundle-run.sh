@@ -857,7 +857,7 @@ run_beside() {
 # ~10 s. The trainer's baseline comes twice (the beside runs' fed/alone), the bench's twice too.
 run_round() {
   if [ $gpu = 0 ]; then
-    for s in "stoke bench e2e, defaults, engine ahead and engine variant" "train_torch resnet50 beside, lanes, engine" "train_torch vit_b16" "train_torch resnet50 engine ahead" "stoke bench e2e, lanes 2, device bitstreams, hybrid share"; do note "SKIP $s: no GPU"; done
+    for s in "stoke bench e2e, defaults, engine ahead and engine variant" "train_torch resnet50 beside, lanes, engine" "train_torch vit_b16" "train_torch resnet50 engine ahead" "stoke bench e2e, lanes 2, device bitstreams, hybrid share, hybrid share with the engine ahead"; do note "SKIP $s: no GPU"; done
     return
   fi
   ensure_data
@@ -887,7 +887,9 @@ run_round() {
     "${train[@]}" --model vit_b16
   ledger=train figure="$train_figure" step "train_torch resnet50 fed/alone, engine ahead, 3 pairs" 150 train-torch-engineahead.log \
     "${train[@]}" --gpu-engine-ahead
-  for v in "--gpu-engine-lanes 2" "--gpu-bitstream device" "--gpu-hybrid-share auto"; do
+  # The last beside the one before it: the GPU-hybrid share with the engine's calls (and the
+  # route's) a batch ahead on their own thread, both past the engine's ceiling at once.
+  for v in "--gpu-engine-lanes 2" "--gpu-bitstream device" "--gpu-hybrid-share auto" "--gpu-hybrid-share auto --gpu-engine-ahead"; do
     # shellcheck disable=SC2086
     ledger=e2e figure="$cores_figure" step "stoke bench e2e, $v" 60 "bench-e2e-${v//[ -]/}.json" "$bin" "${common[@]}" $v
   done

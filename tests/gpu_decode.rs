@@ -349,7 +349,8 @@ fn region_decodes_match_the_cpu_decoder_on_random_crops() {
 /// images go to it (the stand-in counts none decoded with host Huffman: every call over 100
 /// images); a share of 1 moves every eligible engine image; `auto` probes an unmeasured route
 /// with the floor of 101; device memory grows by at most the route's part (one arena) and
-/// stays flat across batches.
+/// stays flat across batches. A share of 1 again with the engine's calls on a thread of their
+/// own (`gpu_engine_ahead`), which then makes the route's calls too: the same.
 #[test]
 fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
     use stoke::backend::cuda::decode::{batched_gpu_hybrid_takes, first_scan_components, GPU_HUFFMAN_MIN_CALL};
@@ -397,9 +398,10 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
     let engine = want.iter().flatten().filter(|w| w.0 == Route::Hardware).count();
     let plain_bytes = plain.device_bytes();
     drop(plain);
-    for share in [HybridShare::Pinned(1.0), HybridShare::Auto] {
+    for (share, engine_ahead) in [(HybridShare::Pinned(1.0), false), (HybridShare::Auto, false), (HybridShare::Pinned(1.0), true)] {
         let before = device_bytes();
-        let mut dec = decoder(&gpu, &refs, batch, GpuDecoders::All, false);
+        let plan = DecoderPlan { engine_ahead, ..plan_for(&refs, batch, GpuDecoders::All, false) };
+        let mut dec = GpuDecoder::new(&gpu, plan).unwrap();
         dec.enable_batched_hybrid(share).unwrap();
         let host_huffman = sim_count("host_huffman");
         let mut out = Vec::new();
@@ -435,7 +437,12 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
                     worst = worst.max(mad);
                 }
                 if on_sim || d.route == *route {
-                    assert!(got == *px, "{share} round {round}: {} (slot {i}, {:?}) differs from the plain path", refs[i].0, d.route);
+                    assert!(
+                        got == *px,
+                        "{share} (engine ahead {engine_ahead}) round {round}: {} (slot {i}, {:?}) differs from the plain path",
+                        refs[i].0,
+                        d.route
+                    );
                 } else {
                     // On a GPU the route's CUDA IDCT and the engine's may differ by rounding.
                     let mad = got.iter().zip(px).map(|(a, b)| (*a as i64 - *b as i64).unsigned_abs() as f64).sum::<f64>() / px.len() as f64;
@@ -475,7 +482,7 @@ fn the_batched_gpu_hybrid_route_gives_the_plain_paths_pixels_in_slot_order() {
                 ),
             }
             println!(
-                "STOKE-Q batched gpu-hybrid ({share}): {identical} of the {moved} images it took from the engine have the engine's pixels bit for bit (worst mean abs diff {worst:.3}); {s:?}; device bytes +{} (decoder plan {}, route part {route_part})",
+                "STOKE-Q batched gpu-hybrid ({share}, engine ahead {engine_ahead}): {identical} of the {moved} images it took from the engine have the engine's pixels bit for bit (worst mean abs diff {worst:.3}); {s:?}; device bytes +{} (decoder plan {}, route part {route_part})",
                 a1 - b,
                 dec.device_bytes()
             );

@@ -460,7 +460,10 @@ fn the_pipeline_hands_out_device_batches_a_consumer_stream_can_read() {
 /// decoded (`Backend::run_ahead`) is the batch made in its turn, bit for bit: run in order with each next batch announced; with
 /// a wrong batch announced (what was prepared must be dropped, and the staging slots still
 /// cycle); and through `Pipeline`, whose producer announces the reader's next batch — which
-/// must have happened (`ahead_batches`), or this test would prove nothing.
+/// must have happened (`ahead_batches`), or this test would prove nothing. The same with the
+/// engine's calls a batch ahead on their own thread (`gpu_engine_ahead`), and with that and a
+/// pinned batched GPU-hybrid share (the share taken as a batch is placed ahead, the route's
+/// call made on the engine's thread) against the batches that share makes in turn.
 #[test]
 fn batches_prepared_ahead_are_the_batches_made_in_turn() {
     use stoke::pipeline::run_read_batch_ahead;
@@ -475,23 +478,32 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
     let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
     assert!(rbs.len() >= 4, "{} batches", rbs.len());
     let mut batch = Batch::new_host(c.output.dtype, c.output.layout);
-    let mut backend = CudaBackend::new(&c, &ds).unwrap();
-    let in_turn: Vec<Vec<u8>> = rbs
-        .iter()
-        .map(|rb| {
-            let t = stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), &mut batch).unwrap();
-            assert_eq!((t.gpu.ahead, t.gpu.ahead_batches), (0.0, 0.0), "nothing announced, nothing prepared");
-            // A reader of its own puts the bytes on the heap: copied into the staging ring.
-            assert_eq!(t.gpu.copied_batches, 1.0, "a heap batch is copied into staging");
-            host(&batch)
-        })
-        .collect();
+    let made_in_turn = |c: &PipelineConfig, batch: &mut Batch| -> Vec<Vec<u8>> {
+        let mut backend = CudaBackend::new(c, &ds).unwrap();
+        rbs.iter()
+            .map(|rb| {
+                let t = stoke::pipeline::run_read_batch(&mut backend, rb, Some(&ds), batch).unwrap();
+                assert_eq!((t.gpu.ahead, t.gpu.ahead_batches), (0.0, 0.0), "nothing announced, nothing prepared");
+                // A reader of its own puts the bytes on the heap: copied into the staging ring.
+                assert_eq!(t.gpu.copied_batches, 1.0, "a heap batch is copied into staging");
+                host(batch)
+            })
+            .collect()
+    };
+    let plain_in_turn = made_in_turn(&c, &mut batch);
+    let shared = {
+        let mut c = c.clone();
+        c.gpu_hybrid_share = stoke::config::HybridShare::Pinned(0.5);
+        c
+    };
+    let shared_in_turn = made_in_turn(&shared, &mut batch);
 
-    // Prepared ahead, and with the engine's calls queued a batch ahead on its own thread
-    // (`gpu_engine_ahead`): the same batches.
-    for engine_ahead in [false, true] {
+    // Prepared ahead, with the engine's calls queued a batch ahead on its own thread
+    // (`gpu_engine_ahead`), and with those and a pinned GPU-hybrid share: the same batches.
+    for (engine_ahead, c, in_turn) in [(false, &c, &plain_in_turn), (true, &c, &plain_in_turn), (true, &shared, &shared_in_turn)] {
         let mut c = c.clone();
         c.gpu_engine_ahead = engine_ahead;
+        let share = c.gpu_hybrid_share;
         let mut backend = CudaBackend::new(&c, &ds).unwrap();
         let mut cpu_ahead = 0;
         for (i, rb) in rbs.iter().enumerate() {
@@ -505,7 +517,7 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
             assert_eq!(t.gpu.ahead > 0.0, i + 1 < rbs.len(), "step {i}: time preparing the next");
             assert!(
                 host(&batch) == in_turn[i],
-                "step {i} prepared ahead (engine ahead: {engine_ahead}) differs from the batch made in turn"
+                "step {i} prepared ahead (engine ahead: {engine_ahead}, share {share}) differs from the batch made in turn"
             );
             // Prepared batches' CPU-route images were decoded while the batch before them decoded.
             cpu_ahead += if i > 0 { batch.decoders.cpu } else { 0 };
@@ -518,6 +530,10 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
             // two runs this test copies a batch to the host).
             assert_eq!(d.engine_queued_ahead, rbs.len() as u64 - 1, "{d:?}");
             assert!(d.engine_began_early >= 1, "no queued batch's engine calls began before it ran: {d:?}");
+            if share != stoke::config::HybridShare::Off {
+                // Every batch gave the route its share: half the engine's images.
+                assert!(d.gpu_hybrid_batched >= rbs.len() as u64 && d.gpu_hybrid_batched * 3 >= d.hardware, "{d:?}");
+            }
         } else {
             assert_eq!((d.engine_queued_ahead, d.engine_began_early), (0, 0), "{d:?}");
         }
@@ -531,7 +547,10 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
             let t = run_read_batch_ahead(&mut backend, &rbs[i], next.map(|j| &rbs[j]), Some(&ds), &mut batch).unwrap();
             let was_announced = k > 0 && order[k - 1].1 == Some(i);
             assert_eq!(t.gpu.ahead_batches, if was_announced { 1.0 } else { 0.0 }, "call {k} (step {i})");
-            assert!(host(&batch) == in_turn[i], "call {k}: step {i} (engine ahead: {engine_ahead}) differs from the batch made in turn");
+            assert!(
+                host(&batch) == in_turn[i],
+                "call {k}: step {i} (engine ahead: {engine_ahead}, share {share}) differs from the batch made in turn"
+            );
         }
         // Announced and never run: dropped with the backend, its engine calls waited for.
         run_read_batch_ahead(&mut backend, &rbs[0], Some(&rbs[1]), Some(&ds), &mut batch).unwrap();
@@ -546,7 +565,7 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
                 let b = b.unwrap();
                 assert!(
                     host(&b) == in_turn[step],
-                    "epoch {epoch}: pipeline step {step} (engine ahead: {engine_ahead}) differs from the batch made in turn"
+                    "epoch {epoch}: pipeline step {step} (engine ahead: {engine_ahead}, share {share}) differs from the batch made in turn"
                 );
                 step += 1;
             }
@@ -558,7 +577,7 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         assert_eq!(stats.gpu_stages.copied_batches, 0.0, "a pipeline batch was copied into staging");
         let prepared = stats.gpu_stages.ahead_batches;
         assert!(prepared >= 1.0, "the producer never announced a batch already read ({prepared} of {} prepared ahead)", 2 * rbs.len());
-        eprintln!("pipeline (engine ahead: {engine_ahead}): {prepared} of {} batches prepared ahead", 2 * rbs.len());
+        eprintln!("pipeline (engine ahead: {engine_ahead}, share {share}): {prepared} of {} batches prepared ahead", 2 * rbs.len());
     }
 }
 
@@ -1228,7 +1247,9 @@ fn a_batch_read_on_two_streams_is_not_overwritten_before_either_is_done() {
 /// With one thread calling the hardware engine and with two (`gpu_engine_lanes`: the batch's
 /// two engine calls then run on two threads, and a failure on the second thread's state,
 /// stream or join must end the same way), and with the engine's calls on a thread of their own
-/// (`gpu_engine_ahead`: a failure inside its task reaches the batch that waits for it).
+/// (`gpu_engine_ahead`: a failure inside its task reaches the batch that waits for it), and with
+/// a pinned batched GPU-hybrid share, its call made by the producer and then by the engine's
+/// thread (`nvjpegDecodeBatched`, and the route's records and waits among the others).
 #[test]
 fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     let _serial = serial();
@@ -1244,10 +1265,17 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
     c.ring_depth = 2;
     let ds2 = ds.clone();
     within(std::time::Duration::from_secs(240), "batches after injected failures", move || {
-        for (lanes, engine_ahead) in [(1, false), (2, false), (1, true)] {
+        use stoke::config::HybridShare;
+        for (lanes, engine_ahead, share) in [
+            (1, false, HybridShare::Off),
+            (2, false, HybridShare::Off),
+            (1, true, HybridShare::Off),
+            (1, false, HybridShare::Pinned(0.5)),
+            (1, true, HybridShare::Pinned(0.5)),
+        ] {
             let ds = ds2.clone();
             let mut c = c.clone();
-            (c.gpu_engine_lanes, c.gpu_engine_ahead) = (lanes, engine_ahead);
+            (c.gpu_engine_lanes, c.gpu_engine_ahead, c.gpu_hybrid_share) = (lanes, engine_ahead, share);
             let mut reader = Reader::new(ds.clone(), &c).unwrap();
             reader.start_epoch(0, 0);
             let rbs: Vec<_> = std::iter::from_fn(|| reader.next_batch()).map(|r| r.unwrap()).collect();
@@ -1275,6 +1303,8 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
                 // engine every image goes to the CUDA decoders' decoupled stages.
                 ("nvjpegJpegStreamParseHeader", if engine_used { 8 } else { 0 }),
                 ("nvjpegDecodeBatchedEx", if engine_used { 2 } else { 0 }),
+                // The batched GPU-hybrid route's one call a batch.
+                ("nvjpegDecodeBatched", if engine_used && share != HybridShare::Off { 1 } else { 0 }),
                 ("nvjpegDecodeJpegHost", if engine_used { 0 } else { 4 }),
                 ("nvjpegDecodeJpegDevice", if engine_used { 0 } else { 4 }),
             ];
@@ -1308,10 +1338,10 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
             }
             assert!(
                 failed_batches >= calls.len(),
-                "{lanes} engine lane(s), engine ahead {engine_ahead}: only {failed_batches} batches failed: the injections missed"
+                "{lanes} engine lane(s), engine ahead {engine_ahead}, share {share}: only {failed_batches} batches failed: the injections missed"
             );
             eprintln!(
-                "{lanes} engine lane(s), engine ahead {engine_ahead}: {failed_batches} batches failed by injection, each followed by whole batches"
+                "{lanes} engine lane(s), engine ahead {engine_ahead}, share {share}: {failed_batches} batches failed by injection, each followed by whole batches"
             );
         }
     });
@@ -1319,7 +1349,7 @@ fn a_call_failing_mid_batch_fails_that_batch_and_costs_no_ring_slot() {
 
 /// The calls the chaos test fails at random: the producer's records, waits, copies, launches,
 /// header parses and decodes on every route.
-const CHAOS_CALLS: [&str; 11] = [
+const CHAOS_CALLS: [&str; 12] = [
     "cuEventRecord",
     "cuStreamWaitEvent",
     "cuMemcpyHtoDAsync",
@@ -1328,6 +1358,7 @@ const CHAOS_CALLS: [&str; 11] = [
     "cuEventSynchronize",
     "nvjpegJpegStreamParseHeader",
     "nvjpegDecodeBatchedEx",
+    "nvjpegDecodeBatched",
     "nvjpegDecodeJpegHost",
     "nvjpegDecodeJpegTransferToDevice",
     "nvjpegDecodeJpegDevice",
@@ -1345,7 +1376,9 @@ const CHAOS_CALLS: [&str; 11] = [
 /// comes exactly once per epoch. Seeds 3 and 4 run on a pipeline with two threads calling the
 /// hardware engine (`gpu_engine_lanes = 2`), whose second thread's calls fail too; seed 5 on
 /// one with the engine's calls a batch ahead on their own thread (`gpu_engine_ahead`), whose
-/// queued calls, and the batches placed ahead and dropped at a failure, fail too.
+/// queued calls, and the batches placed ahead and dropped at a failure, fail too; seed 6 on one
+/// with that and a pinned batched GPU-hybrid share, whose calls the engine's thread makes
+/// (`nvjpegDecodeBatched`) and fail too.
 #[test]
 fn chaos_random_failures_over_epochs_end_in_batches_or_named_errors_never_a_hang_or_a_leak() {
     let _serial = serial();
@@ -1396,14 +1429,17 @@ fn chaos_random_failures_over_epochs_end_in_batches_or_named_errors_never_a_hang
         let mut p = cuda_pipeline(&ds, 21, 8, 3, 2);
         let first = sim_injected().unwrap();
         let (mut delivered, mut errors, mut epochs, mut substituted) = (0usize, 0usize, 0u64, 0usize);
-        for seed in [1u64, 2, 3, 4, 5] {
-            if seed == 3 || seed == 5 {
+        for seed in [1u64, 2, 3, 4, 5, 6] {
+            if seed == 3 || seed >= 5 {
                 // Swapped with nothing failing (the drop of a pipeline is not what this tests).
                 let mut c = config(&ds, 21);
                 c.backend = stoke::config::BackendKind::Cuda;
                 (c.batch_size, c.ring_depth, c.prefetch_batches) = (8, 3, 2);
                 // Two threads calling the engine, then its calls a batch ahead on its own.
                 (c.gpu_engine_lanes, c.gpu_engine_ahead) = if seed == 3 { (2, false) } else { (1, true) };
+                if seed == 6 {
+                    c.gpu_hybrid_share = stoke::config::HybridShare::Pinned(0.5);
+                }
                 p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
             }
             sim_inject_random(&calls, 15_000, seed).unwrap();

@@ -260,9 +260,10 @@ pub struct PipelineConfig {
     /// batch's calls return, while the producer still finishes that batch (the CUDA decoders'
     /// join, the canary check, the augment launch). Without it the engine idles through those
     /// (on an H200 busy 11.6 ms of a 14.9 ms batch; `stoke bench`'s "engine idle" line says
-    /// where the rest goes). One engine thread: not with `gpu_engine_lanes = 2`, nor with the
-    /// batched GPU-hybrid share (`gpu_hybrid_share`), which takes its images from the engine's
-    /// as the batch is placed. Off until measured on a GPU; no effect without a hardware engine.
+    /// where the rest goes). With the batched GPU-hybrid share (`gpu_hybrid_share`) a batch's
+    /// share is taken as it is placed and the route's call is made on the engine's thread, just
+    /// before the engine's calls of the same batch. One engine thread: not with
+    /// `gpu_engine_lanes = 2`. Off until measured on a GPU; no effect without a hardware engine.
     #[serde(default)]
     pub gpu_engine_ahead: bool,
     /// Decode every batch but skip the augment (decoder-only measurement: the CUDA backend's
@@ -504,12 +505,6 @@ impl PipelineConfig {
                 self.gpu_engine_lanes
             ));
         }
-        if self.gpu_engine_ahead && self.gpu_hybrid_share != HybridShare::Off {
-            return bad(format!(
-                "gpu_engine_ahead queues the engine's calls as a batch is placed, before the batched GPU-hybrid share could take its images: it does not go with gpu_hybrid_share = {}",
-                self.gpu_hybrid_share
-            ));
-        }
         if self.max_decoded_pixels == 0 {
             return bad("the decoded-size guard must be at least 1 pixel".into());
         }
@@ -678,8 +673,8 @@ mod tests {
         ahead.validate().unwrap();
         let e = PipelineConfig { gpu_engine_lanes: 2, ..ahead.clone() }.validate().unwrap_err().to_string();
         assert!(e.contains("gpu_engine_ahead") && e.contains("gpu_engine_lanes = 2"), "{e}");
-        let e = PipelineConfig { gpu_hybrid_share: HybridShare::Auto, ..ahead.clone() }.validate().unwrap_err().to_string();
-        assert!(e.contains("gpu_engine_ahead") && e.contains("gpu_hybrid_share = auto"), "{e}");
+        // With the batched GPU-hybrid share: its calls on the engine's thread too.
+        PipelineConfig { gpu_hybrid_share: HybridShare::Auto, ..ahead.clone() }.validate().unwrap();
         let smooth: PipelineConfig =
             serde_json::from_str(&serde_json::to_string(&PipelineConfig { gpu_upsampling: GpuUpsampling::Smooth, ..c.clone() }).unwrap())
                 .unwrap();

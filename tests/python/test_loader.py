@@ -250,7 +250,6 @@ def test_bad_arguments_name_the_argument(folder):
         (dict(gpu_engine_lanes=0), ValueError, "gpu_engine_lanes"),
         (dict(gpu_engine_ahead="yes"), TypeError, "gpu_engine_ahead"),
         (dict(gpu_engine_ahead=True, gpu_engine_lanes=2), ValueError, "gpu_engine_ahead"),
-        (dict(gpu_engine_ahead=True, gpu_hybrid_share="auto"), ValueError, "gpu_engine_ahead"),
         (dict(transcode_progressive="yes"), TypeError, "transcode_progressive"),
         (dict(transcode_cache_bytes=-1), TypeError, "transcode_cache_bytes"),
         (dict(transcode_progressive=True, stream=True), ValueError, "transcode_progressive"),
@@ -264,6 +263,7 @@ def test_bad_arguments_name_the_argument(folder):
             loader(folder, **kw)
     for share in ("off", "auto", 0.4, "0.4"):
         loader(folder, gpu_hybrid_share=share)  # the CUDA route's switch; accepted (unused) on the CPU
+        loader(folder, gpu_hybrid_share=share, gpu_engine_ahead=True)  # the share's calls then on the engine's thread
     with pytest.raises(ValueError, match="batch_size"):
         stoke.Loader(str(folder), 0, device="cpu")
     with pytest.raises((ValueError, RuntimeError), match="no_such_dir"):

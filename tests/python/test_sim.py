@@ -405,7 +405,8 @@ def test_two_engine_lanes_keep_every_batch_bit_for_bit(drv, tmp_path):
 def test_the_engine_a_batch_ahead_keeps_every_batch_bit_for_bit(drv, tmp_path):
     # Loader(gpu_engine_ahead=True): the hardware engine's calls on a thread of their own, each
     # batch's queued while the batch before it decoded; the epoch equals the default Loader's
-    # bit for bit, the same images on the engine, and stats() counts the batches queued ahead.
+    # bit for bit, the same images on the engine, and stats() counts the batches queued ahead;
+    # and so with a batched GPU-hybrid share beside the engine.
     folder = write_image_folder(tmp_path, 2, 20, (64, 160), 6, 90, seed=7)
     drv.make_current()
     s = drv.stream()
@@ -422,6 +423,15 @@ def test_the_engine_a_batch_ahead_keeps_every_batch_bit_for_bit(drv, tmp_path):
     assert len(ahead) == len(base) > 0
     for (x, y), (x0, y0) in zip(ahead, base):
         assert np.array_equal(x, x0) and np.array_equal(y, y0), "a batch made with the engine ahead differs"
+    # With a pinned batched GPU-hybrid share too (its calls then made on the engine's thread):
+    # the epoch of the same share without the engine ahead, the same images on the route.
+    shared, st2 = epoch(gpu_hybrid_share=0.5)
+    both, st3 = epoch(gpu_hybrid_share=0.5, gpu_engine_ahead=True)
+    assert st2["decoded_gpu_hybrid_batched"] > 0, st2
+    assert st3["decoded_gpu_hybrid_batched"] == st2["decoded_gpu_hybrid_batched"] and st3["engine_queued_ahead"] >= 1, (st2, st3)
+    assert len(both) == len(shared) == len(base)
+    for (x, y), (x0, y0) in zip(both, shared):
+        assert np.array_equal(x, x0) and np.array_equal(y, y0), "a batch made with the engine ahead and a hybrid share differs"
     drv.check(drv.lib.cuStreamDestroy_v2(s), "cuStreamDestroy_v2")
 
 

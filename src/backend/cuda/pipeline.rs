@@ -375,8 +375,9 @@ impl CudaBackend {
     }
 
     /// Drop the batch prepared ahead, if any: its engine calls (queued with the engine ahead)
-    /// done first, then its bytes released after the engine's stream, which read them (without
-    /// the engine ahead nothing read them on a stream).
+    /// done first, then its bytes released after the engine's stream and the batched
+    /// GPU-hybrid route's, which read them (without the engine ahead nothing read them on a
+    /// stream).
     fn forget_ahead(&mut self) -> Result<()> {
         if let Some(mut p) = self.ahead.take() {
             // Dropped here, which waits for its engine calls; its canaries' stream waited too.
@@ -384,9 +385,15 @@ impl CudaBackend {
             if let Some(placer) = &self.placer {
                 placer.settle();
             }
-            let engine: Vec<&cudarc::driver::CudaStream> =
-                self.decoder.engine_stream().filter(|_| queued).map(|s| &**s).into_iter().collect();
-            self.staging.release(p.staged, &engine)?;
+            let side: Vec<&cudarc::driver::CudaStream> = self.decoder.side_streams().into_iter().filter(|_| queued).map(|s| &**s).collect();
+            // The batched GPU-hybrid route's call writes the arena the batch was placed in,
+            // stream-ordered (the engine's calls are done when its task is): done before
+            // another batch is placed there. Rare (a new epoch, a resume, a failure), so the
+            // host waits.
+            for s in &side {
+                s.synchronize().map_err(crate::error::driver_err("cuStreamSynchronize"))?;
+            }
+            self.staging.release(p.staged, &side)?;
         }
         Ok(())
     }
@@ -473,10 +480,10 @@ impl CudaBackend {
             None => {}
         }
         // The decode stream covers every read of the batch's bytes once the decode returned:
-        // with the engine ahead it waited for the engine thread's stream. A decode that failed
-        // may not have got there: then the guard follows the engine's stream too.
-        let engine = self.decoder.engine_stream().filter(|_| decoded.is_err());
-        let streams: Vec<&cudarc::driver::CudaStream> = std::iter::once(self.decoder.stream()).chain(engine).map(|s| &**s).collect();
+        // it waited for the engine thread's stream and the batched GPU-hybrid route's. A decode
+        // that failed may not have got there: then the guard follows those streams too.
+        let side = self.decoder.side_streams().into_iter().filter(|_| decoded.is_err());
+        let streams: Vec<&cudarc::driver::CudaStream> = std::iter::once(self.decoder.stream()).chain(side).map(|s| &**s).collect();
         let release = self.staging.release(staged, &streams);
         let arena = decoded?;
         release?;

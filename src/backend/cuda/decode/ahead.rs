@@ -29,6 +29,7 @@
 //! - The producer's stream waits for the task's end event before the canary check, so the
 //!   check and everything after it see the engine's pixels.
 
+use super::batched_hybrid::{chooser, BatchedHybrid, HybridRan, SharedChooser};
 use super::hardware::HwPath;
 use super::*;
 use crate::augment::params::AugParams;
@@ -271,7 +272,7 @@ impl PlacedAhead {
 /// What a batch's engine task did: the images whose calls failed (with why), the host seconds
 /// inside the calls (wall, CPU), when its first call began and its last returned, the worker's
 /// idle time before it (since its previous task's last call returned; `None` for the first),
-/// and the device bitstreams' counters so far.
+/// the device bitstreams' counters so far, and the batched GPU-hybrid call it made first.
 pub(super) struct EngineDone {
     pub(super) failed: Vec<(usize, String)>,
     pub(super) in_calls: (f64, f64),
@@ -279,6 +280,7 @@ pub(super) struct EngineDone {
     pub(super) engine_end: Instant,
     pub(super) idle_before: Option<f64>,
     pub(super) bitstreams: (u64, u64),
+    pub(super) hybrid: Option<HybridRan>,
 }
 
 /// A queued engine task's result, to wait for. Dropped unreceived, it waits anyway: the task
@@ -337,6 +339,8 @@ struct Task {
     a: usize,
     arena: u64,
     list: Vec<usize>,
+    // The batched GPU-hybrid route's share of the batch (`gpu_hybrid_share`).
+    batched: Vec<usize>,
     bytes: Vec<Raw>,
     span: Option<Raw>,
     out: Vec<Result<Decoded, SlotError>>,
@@ -351,6 +355,12 @@ struct Task {
 struct SentHw(HwPath);
 // SAFETY: see the struct's doc.
 unsafe impl Send for SentHw {}
+
+/// The batched GPU-hybrid route's call, moved to the engine's thread. SAFETY of `Send`: as
+/// [`SentHw`] (its state is used by the worker thread alone after the move).
+pub(super) struct SentHybrid(BatchedHybrid);
+// SAFETY: see the struct's doc.
+unsafe impl Send for SentHybrid {}
 
 /// The per-arena timing events of the worker's tasks (start, end: recorded on its stream
 /// around the calls; the producer's stream waits for the end before the canary check).
@@ -370,6 +380,8 @@ pub(super) struct EngineWorker {
 
 enum Msg {
     Task(Box<Task>),
+    // The batched GPU-hybrid route's call from now on (`None`: the route is off).
+    Hybrid(Option<SentHybrid>),
     // The worker's end (its owner's drop): senders may outlive it (a helper's submitter).
     Stop,
 }
@@ -392,19 +404,37 @@ impl EngineWorker {
             .name("stoke-gpu-engine".into())
             .spawn(move || {
                 let hw = &mut hw.0;
+                let mut hybrid: Option<BatchedHybrid> = None;
                 let mut last_end: Option<Instant> = None;
+                // A route's call dropped only after its stream ran (its state's buffers).
+                let retire = |h: Option<BatchedHybrid>| {
+                    if let Some(Err(e)) = h.map(|h| h.stream.synchronize()) {
+                        log::error!("waiting for the batched GPU-hybrid route's stream before dropping it: {e}");
+                    }
+                };
                 for msg in rx {
-                    let Msg::Task(task) = msg else { break };
-                    let mut r = run_task(&ctx, hw, &arenas, &ev, &task, last_end);
+                    let task = match msg {
+                        Msg::Task(task) => task,
+                        Msg::Hybrid(h) => {
+                            retire(std::mem::replace(&mut hybrid, h.map(|h| h.0)));
+                            continue;
+                        }
+                        Msg::Stop => break,
+                    };
+                    let mut r = run_task(&ctx, hw, hybrid.as_mut(), &arenas, &ev, &task, last_end);
                     if let Ok(d) = &r {
                         last_end = Some(d.engine_end);
                     }
-                    // The engine's reads of a pooled buffer are stream-ordered: its guard goes
-                    // after them before the hold ends (a batch never run is refilled then).
+                    // The engine's and the route's reads of a pooled buffer are stream-ordered:
+                    // its guard goes after them before the hold ends (a batch never run is
+                    // refilled then).
                     if let Some(h) = &task.hold {
-                        if let Err(e) = h.guard_after(&ev.stream) {
-                            if let Err(w) = ev.stream.synchronize() {
-                                log::error!("guarding a pooled batch after the engine's reads ({e}), then waiting for them: {w}");
+                        let streams: Vec<&CudaStream> = std::iter::once(&*ev.stream).chain(hybrid.as_ref().map(|b| &*b.stream)).collect();
+                        if let Err(e) = h.guard_after(&streams) {
+                            for s in &streams {
+                                if let Err(w) = s.synchronize() {
+                                    log::error!("guarding a pooled batch after the engine's reads ({e}), then waiting for them: {w}");
+                                }
                             }
                             r = r.and(Err(e));
                         }
@@ -412,6 +442,7 @@ impl EngineWorker {
                     drop(task.hold);
                     let _ = task.reply.send(r);
                 }
+                retire(hybrid);
             })
             .map_err(|e| GpuError::Cuda { call: "starting the hardware engine's thread", message: e.to_string() })?;
         Ok(Self { submitter: EngineSubmitter { tasks: tx }, thread: Some(thread), events })
@@ -425,6 +456,12 @@ impl EngineWorker {
     /// A sender of tasks for the helper that places the next batch (it queues what it placed).
     pub(super) fn submitter(&self) -> EngineSubmitter {
         self.submitter.clone()
+    }
+
+    /// The batched GPU-hybrid route's call for the tasks queued from now on (`None`: off; the
+    /// call it replaces is dropped after its stream ran).
+    pub(super) fn set_hybrid(&self, h: Option<BatchedHybrid>) -> Result<(), GpuError> {
+        self.submitter.tasks.send(Msg::Hybrid(h.map(SentHybrid))).map_err(|_| worker_gone())
     }
 }
 
@@ -466,6 +503,7 @@ impl EngineSubmitter {
             a: p.a,
             arena: p.arena,
             list: p.hw_list.clone(),
+            batched: p.batched_list.clone(),
             bytes: jobs.iter().map(|j| Raw::of(j.0)).collect(),
             span: span.map(Raw::of),
             out: p.out.clone(),
@@ -480,6 +518,7 @@ impl EngineSubmitter {
 fn run_task(
     ctx: &Arc<cudarc::driver::CudaContext>,
     hw: &mut HwPath,
+    hybrid: Option<&mut BatchedHybrid>,
     arenas: &Arenas,
     ev: &TaskEvents,
     task: &Task,
@@ -491,31 +530,48 @@ fn run_task(
     let jobs: Vec<(&[u8], AugParams)> = task.bytes.iter().map(|r| (unsafe { r.get() }, AugParams::default())).collect();
     // SAFETY: as above.
     let span = task.span.map(|r| unsafe { r.get() });
-    ev.start[task.a].record(&ev.stream).map_err(driver_err("cuEventRecord"))?;
     let mut failed = Vec::new();
-    let (in_calls, first_call) =
-        hw.decode(&ev.stream, &arenas.canaries_set[task.a], &task.list, &jobs, span, task.arena, &task.out, &mut failed)?;
+    let canaries_set = &arenas.canaries_set[task.a];
+    // The batched GPU-hybrid share first, as the producer makes it without the worker: queued
+    // on its stream, it decodes while the engine does.
+    let hybrid = match hybrid {
+        _ if task.batched.is_empty() => None,
+        Some(h) => h.decode(task.a, canaries_set, &task.batched, &jobs, task.arena, &task.out, &mut failed)?,
+        None => {
+            let why = "the batched GPU-hybrid route was turned off before its call";
+            failed.extend(task.batched.iter().map(|&i| (i, why.to_string())));
+            None
+        }
+    };
+    ev.start[task.a].record(&ev.stream).map_err(driver_err("cuEventRecord"))?;
+    let (in_calls, first_call) = match task.list.is_empty() {
+        // Only the route's share (a pinned share of 1).
+        true => ((0.0, 0.0), Instant::now()),
+        false => hw.decode(&ev.stream, canaries_set, &task.list, &jobs, span, task.arena, &task.out, &mut failed)?,
+    };
     let engine_end = Instant::now();
     ev.end[task.a].record(&ev.stream).map_err(driver_err("cuEventRecord"))?;
     let bitstreams = hw.bitstreams.as_ref().map_or((0, 0), |b| (b.copies, b.overflow));
     let idle_before = last_end.map(|e| first_call.saturating_duration_since(e).as_secs_f64());
-    Ok(EngineDone { failed, in_calls, first_call, engine_end, idle_before, bitstreams })
+    Ok(EngineDone { failed, in_calls, first_call, engine_end, idle_before, bitstreams, hybrid })
 }
 
 /// What the helper preparing the next batch needs to place it and queue its engine calls
 /// ([`GpuDecoder::ahead_placer`]; `gpu_engine_ahead` only): the arenas, the device, a stream
-/// of its own for the canaries, and the engine thread's queue.
+/// of its own for the canaries, the engine thread's queue, and the batched GPU-hybrid share's
+/// chooser (the batch's share is taken as it is placed).
 pub struct AheadPlacer {
     arenas: Arc<Arenas>,
     gpu: Arc<Gpu>,
     stream: Arc<CudaStream>,
     engine: EngineSubmitter,
+    chooser: SharedChooser,
 }
 
 impl AheadPlacer {
-    pub(super) fn new(arenas: Arc<Arenas>, gpu: Arc<Gpu>, engine: EngineSubmitter) -> Result<Self, GpuError> {
+    pub(super) fn new(arenas: Arc<Arenas>, gpu: Arc<Gpu>, engine: EngineSubmitter, chooser: SharedChooser) -> Result<Self, GpuError> {
         let stream = gpu.ctx().new_stream().map_err(driver_err("cuStreamCreate"))?;
-        Ok(Self { arenas, gpu, stream, engine })
+        Ok(Self { arenas, gpu, stream, engine, chooser })
     }
 
     /// Place the batch routed `routes` (jobs `jobs`, all in `span` when one place holds them)
@@ -531,8 +587,10 @@ impl AheadPlacer {
         hold: Option<PoolHold>,
     ) -> Result<PlacedAhead, GpuError> {
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
-        let placed = place(&self.arenas, a, &self.gpu, &self.stream, routes, &[]).and_then(|placement| {
-            let engine = match placement.hw_list.is_empty() {
+        // The batched GPU-hybrid route's share, from the meter as the batches before left it.
+        let moved = chooser(&self.chooser).as_mut().map_or_else(Vec::new, |c| c.take(jobs, routes, self.arenas.bytes));
+        let placed = place(&self.arenas, a, &self.gpu, &self.stream, routes, &moved).and_then(|placement| {
+            let engine = match placement.hw_list.is_empty() && placement.batched_list.is_empty() {
                 true => None,
                 false => Some(self.engine.submit(&placement, jobs, span, hold)?),
             };

@@ -37,9 +37,14 @@
 //! (tests/gpu_decode.rs bounds it).
 //!
 //! One bad image fails the whole call (as the engine's): all of its images are retried on the
-//! CPU, and the meter backs off ([`ShareMeter::route_ran`]). The call is made on the
-//! producer's thread before the engine's calls: its host part (parsing) delays them by that
-//! much, which the route's measured time includes.
+//! CPU, and the meter backs off ([`ShareMeter::route_ran`]). The call is made just before the
+//! engine's calls of the same batch, on the thread that makes them: the producer's, or with
+//! `gpu_engine_ahead` the engine's own ([`super::ahead`]), where a batch placed ahead took its
+//! share as it was placed ([`ShareChooser`], shared with the helper placing it: the meter then
+//! lags one batch). Its host part (parsing) delays the engine's calls by that much, which the
+//! route's measured time includes; the route's one nvJPEG state waits for its last call before
+//! the next (`nvjpegDecodeBatchedInitialize`), so with the engine ahead a route still decoding
+//! the batch before holds the engine's start on the next by that much.
 //!
 //! Runs on the simulated device (sim/: which images, call semantics, buffers); not
 //! GPU-verified: no figure of its rate exists yet (BENCHMARKS.md, GPU run plan).
@@ -107,48 +112,33 @@ pub fn coefficient_bytes(info: &JpegInfo) -> u64 {
     2 * (w * h + 2 * chroma)
 }
 
-/// The route's nvJPEG objects, its stream, and its meter.
-pub(super) struct BatchedHybrid {
-    state: JpegState,
-    pub(super) stream: Arc<CudaStream>,
-    // Timing events around the call, and the event after it (waited before the next
-    // nvjpegDecodeBatchedInitialize).
-    timers: [CudaEvent; 2],
-    idle: CudaEvent,
+/// How many of a batch's engine images the route takes, and the meter that decides it: one
+/// per decoder, shared with the helper that places the next batch when the engine's calls run
+/// a batch ahead ([`SharedChooser`]), so a batch placed ahead takes its share as it is placed.
+pub(super) struct ShareChooser {
     share: HybridShare,
     meter: ShareMeter,
-    // This batch's call: its stored megapixels and whether nvJPEG accepted it.
-    ran: Option<(f64, bool)>,
     max_bytes: u64,
-    // Batches waiting for the trainer before this one (`GpuDecoder::set_waiting_batches`).
+    // Batches waiting for the trainer (`GpuDecoder::set_waiting_batches`).
     pub(super) waiting: usize,
     // Batches in which the `auto` share yielded to the trainer.
     pub(super) yielded: u64,
 }
 
-impl BatchedHybrid {
-    /// The route's nvJPEG handle.
-    pub(super) fn handle(&self) -> &Arc<NvjpegHandle> {
-        self.state.handle()
-    }
+/// The decoder's [`ShareChooser`], `None` while the route is off; the helper placing the next
+/// batch ahead holds a clone.
+pub(super) type SharedChooser = Arc<std::sync::Mutex<Option<ShareChooser>>>;
 
-    /// A GPU-hybrid handle (`flags`: the decoder's upsampling), a state and a stream;
-    /// `max_bytes` bounds a call's coefficients plus bitstreams (one arena).
-    pub(super) fn new(ctx: &Arc<CudaContext>, flags: u32, share: HybridShare, max_bytes: u64) -> Result<Self, GpuError> {
-        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, flags)?;
-        let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
-        Ok(Self {
-            state: JpegState::new(&handle)?,
-            stream: ctx.new_stream().map_err(driver_err("cuStreamCreate"))?,
-            timers: [timing_event(ctx)?, timing_event(ctx)?],
-            idle: ev()?,
-            share,
-            meter: ShareMeter::default(),
-            ran: None,
-            max_bytes,
-            waiting: 0,
-            yielded: 0,
-        })
+/// Lock a [`SharedChooser`] (a panic elsewhere leaves its meter usable).
+pub(super) fn chooser(c: &SharedChooser) -> std::sync::MutexGuard<'_, Option<ShareChooser>> {
+    c.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ShareChooser {
+    /// A chooser for `share`; `max_bytes` bounds a call's coefficients plus bitstreams (one
+    /// arena).
+    pub(super) fn new(share: HybridShare, max_bytes: u64) -> Self {
+        Self { share, meter: ShareMeter::default(), max_bytes, waiting: 0, yielded: 0 }
     }
 
     /// The images of a routed batch this route takes from the engine (slot indices): among the
@@ -211,20 +201,89 @@ impl BatchedHybrid {
         candidates
     }
 
-    /// Queue the call for `list` (placed whole in the arena at `arena`) on the route's stream,
-    /// after the canaries (`canaries_set`). A refused call sends every image of it to `failed`.
+    /// After a batch's decodes finished: feed the meter with the engine's `(seconds, stored
+    /// megapixels)` and the route's call (`ran`, timed by `timers`). Returns the route's
+    /// seconds (CUDA events; 0 when it did not run or failed).
+    pub(super) fn measured(&mut self, engine: (f64, f64), ran: Option<HybridRan>, timers: &HybridTimers) -> Result<f64, GpuError> {
+        self.meter.engine_ran(engine.0, engine.1);
+        let Some(ran) = ran else { return Ok(0.0) };
+        let secs = if ran.ok { timers.secs(ran.a)? } else { 0.0 };
+        self.meter.route_ran(secs, ran.mpx, ran.ok);
+        Ok(secs)
+    }
+}
+
+/// A batch's call of the route: the arena it decoded into, its images' stored megapixels, and
+/// whether nvJPEG accepted it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct HybridRan {
+    pub(super) a: usize,
+    mpx: f64,
+    ok: bool,
+}
+
+/// Timing events around the route's call, one pair per arena (recorded on the route's stream;
+/// the second is also what the decode stream waits for): the batch placed ahead may be called
+/// while the batch before it is measured.
+pub(super) struct HybridTimers([[CudaEvent; 2]; 2]);
+
+impl HybridTimers {
+    /// The event recorded after arena `a`'s call.
+    pub(super) fn end(&self, a: usize) -> &CudaEvent {
+        &self.0[a][1]
+    }
+
+    fn secs(&self, a: usize) -> Result<f64, GpuError> {
+        elapsed_secs(&self.0[a][0], &self.0[a][1])
+    }
+}
+
+/// The route's nvJPEG objects and its stream. It is called on one thread at a time: the
+/// producer's, or, with the engine's calls a batch ahead, the engine's thread, which calls it
+/// just before the engine's calls of the same batch ([`super::ahead`]).
+pub(super) struct BatchedHybrid {
+    state: JpegState,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) timers: Arc<HybridTimers>,
+    // The event after the last call (waited before the next nvjpegDecodeBatchedInitialize).
+    idle: CudaEvent,
+}
+
+impl BatchedHybrid {
+    /// The route's nvJPEG handle.
+    pub(super) fn handle(&self) -> &Arc<NvjpegHandle> {
+        self.state.handle()
+    }
+
+    /// A GPU-hybrid handle (`flags`: the decoder's upsampling), a state and a stream.
+    pub(super) fn new(ctx: &Arc<CudaContext>, flags: u32) -> Result<Self, GpuError> {
+        let handle = NvjpegHandle::new(nvjpegBackend_t::NVJPEG_BACKEND_GPU_HYBRID, flags)?;
+        let ev = || ctx.new_event(None).map_err(driver_err("cuEventCreate"));
+        let timers = [[timing_event(ctx)?, timing_event(ctx)?], [timing_event(ctx)?, timing_event(ctx)?]];
+        Ok(Self {
+            state: JpegState::new(&handle)?,
+            stream: ctx.new_stream().map_err(driver_err("cuStreamCreate"))?,
+            timers: Arc::new(HybridTimers(timers)),
+            idle: ev()?,
+        })
+    }
+
+    /// Queue the call for `list` (placed whole in arena `a`, at `arena`) on the route's
+    /// stream, after the canaries (`canaries_set`); `None` when `list` is empty. A refused call
+    /// sends every image of it to `failed`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &mut self,
+        a: usize,
         canaries_set: &CudaEvent,
         list: &[usize],
         jobs: &[(&[u8], AugParams)],
         arena: u64,
         out: &[Result<Decoded, SlotError>],
         failed: &mut Vec<(usize, String)>,
-    ) -> Result<(), GpuError> {
-        self.ran = None;
+    ) -> Result<Option<HybridRan>, GpuError> {
         if list.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         // nvJPEG: any running batched decoding must finish before nvjpegDecodeBatchedInitialize.
         self.idle.synchronize().map_err(driver_err("cuEventSynchronize"))?;
@@ -241,34 +300,41 @@ impl BatchedHybrid {
             dests.push(img);
             mpx += d.stored.0 as f64 * d.stored.1 as f64 / 1e6;
         }
-        self.timers[0].record(&self.stream).map_err(driver_err("cuEventRecord"))?;
+        let [start, end] = &self.timers.0[a];
+        start.record(&self.stream).map_err(driver_err("cuEventRecord"))?;
         let stream = self.stream.cu_stream() as _;
         let st = &mut self.state;
         let r = st.batched_initialize(list.len(), 1, RGBI).and_then(|()| {
             // SAFETY: one input and one destination per image; each destination is the whole
             // image's RGBI region inside the arena (placed whole by the decoder); the staged
-            // bytes stay alive and unchanged until `decode_routed` has waited for this stream
-            // (joined into the decode stream before its `done` event); our stream.
+            // bytes stay alive and unchanged until the decode stream has waited for this call's
+            // `end` event (before its `done` event), or, when the batch fails first, until the
+            // route's stream has run (`GpuDecoder::side_streams`); our stream.
             unsafe { st.decode_batched(&images, &mut dests, stream) }
         });
-        self.timers[1].record(&self.stream).map_err(driver_err("cuEventRecord"))?;
+        // The state's guard whatever became of the timer: the next call's initialize waits on it.
+        let ended = end.record(&self.stream).map_err(driver_err("cuEventRecord"));
         crate::backend::cuda::record_guard(&self.idle, &self.stream, "the batched GPU-hybrid state")?;
+        ended?;
         if let Err(e) = &r {
             failed.extend(list.iter().map(|&i| (i, format!("batched GPU-hybrid decode call failed: {e}"))));
         }
-        self.ran = Some((mpx, r.is_ok()));
-        Ok(())
+        Ok(Some(HybridRan { a, mpx, ok: r.is_ok() }))
     }
+}
 
-    /// After the batch's decodes finished: feed the meter with the engine's `(seconds, stored
-    /// megapixels)` and the route's call. Returns the route's seconds (CUDA events; 0 when it
-    /// did not run or failed).
-    pub(super) fn measured(&mut self, engine: (f64, f64)) -> Result<f64, GpuError> {
-        self.meter.engine_ran(engine.0, engine.1);
-        let Some((mpx, ok)) = self.ran.take() else { return Ok(0.0) };
-        let secs = if ok { elapsed_secs(&self.timers[0], &self.timers[1])? } else { 0.0 };
-        self.meter.route_ran(secs, mpx, ok);
-        Ok(secs)
+/// The route as the decoder holds it: its call (`None` once moved to the engine's thread, with
+/// `gpu_engine_ahead`), and what the producer needs of it wherever it is called.
+pub(super) struct HybridRoute {
+    pub(super) here: Option<BatchedHybrid>,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) timers: Arc<HybridTimers>,
+    pub(super) handle: Arc<NvjpegHandle>,
+}
+
+impl HybridRoute {
+    pub(super) fn new(b: BatchedHybrid) -> Self {
+        Self { stream: b.stream.clone(), timers: b.timers.clone(), handle: b.handle().clone(), here: Some(b) }
     }
 }
 

@@ -4,7 +4,7 @@
 //! Needs a GPU. Not yet verified on one: written against the nvJPEG 13.0 header and
 //! documentation and cudarc 0.19.10 on a machine without one.
 
-use super::batched_hybrid::BatchedHybrid;
+use super::batched_hybrid::{chooser, BatchedHybrid, HybridRan, HybridRoute, ShareChooser, SharedChooser};
 use super::hardware::EngineLane;
 use super::hybrid::{LaneCpu, RouteHelpers};
 use super::*;
@@ -95,8 +95,10 @@ pub struct GpuDecoder {
     pub(super) cpu_pool: Arc<CpuPool>,
     // The threads the CUDA route runs on beside the producer's.
     pub(super) helpers: RouteHelpers,
-    // The batched GPU-hybrid route, when turned on (`Self::enable_batched_hybrid`).
-    pub(super) batched_hybrid: Option<BatchedHybrid>,
+    // The batched GPU-hybrid route, when turned on (`Self::enable_batched_hybrid`), and its
+    // share's chooser (shared with the helper placing a batch ahead).
+    pub(super) hybrid: Option<HybridRoute>,
+    pub(super) chooser: SharedChooser,
     // Why the engine reads host bitstreams although device ones were asked for.
     pub(super) bitstream_refused: Option<String>,
     // The host marks the engine's idle time between batches is measured from.
@@ -130,6 +132,7 @@ struct GpuQueued {
     lanes_cpu: LaneCpu,
     marks: Option<[std::time::Instant; 3]>,
     worker: Option<(Option<f64>, (u64, u64))>,
+    hybrid: Option<HybridRan>,
 }
 
 // SAFETY: every raw nvJPEG/CUDA object inside is owned by this value and used from one thread
@@ -144,7 +147,7 @@ impl Drop for GpuDecoder {
         self.arenas.wait_all();
         // The engine's thread ends (its queued tasks done) and its stream is waited for.
         self.engine = None;
-        let batched = self.batched_hybrid.as_ref().map(|b| &b.stream);
+        let batched = self.hybrid.as_ref().map(|b| &b.stream);
         let engine_lane = self.hw.as_ref().and_then(|h| h.second.as_ref()).map(|l| &l.stream);
         for s in self.cuda_lane_streams.iter().chain(engine_lane).chain([&self.cuda_stream, &self.hw_stream]).chain(batched) {
             if let Err(e) = s.synchronize() {
@@ -292,7 +295,8 @@ impl GpuDecoder {
             routes: Vec::new(),
             cpu_pool: Arc::new(CpuPool::new(plan.cpu_threads)?),
             helpers: RouteHelpers::new()?,
-            batched_hybrid: None,
+            hybrid: None,
+            chooser: SharedChooser::default(),
             bitstream_refused,
             marks: IdleMarks::default(),
         })
@@ -302,14 +306,31 @@ impl GpuDecoder {
     /// (`Off` turns it off). Only with the hardware engine: the route takes a share of the
     /// engine's images. Its buffers are bounded by one arena's bytes (the memory plan's
     /// `hybrid` part).
+    ///
+    /// With the engine's calls a batch ahead (`gpu_engine_ahead`) the route's calls move to the
+    /// engine's thread, which makes a batch's just before the engine's calls of the same batch
+    /// (both start as the batch before is done with the engine); the share is taken where the
+    /// batch is placed, by the producer or by the helper placing it ahead.
     pub fn enable_batched_hybrid(&mut self, share: crate::config::HybridShare) -> Result<(), GpuError> {
-        self.batched_hybrid = None;
+        *chooser(&self.chooser) = None;
+        if let Some(old) = self.hybrid.take() {
+            if let Some(w) = &self.engine {
+                // The engine's thread drops its call after the route's stream ran.
+                w.set_hybrid(None)?;
+            }
+            old.stream.synchronize().map_err(driver_err("cuStreamSynchronize"))?;
+        }
         if share == crate::config::HybridShare::Off || self.hw_info.is_none() {
             return Ok(());
         }
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         let flags = nvjpeg_flags(self.plan.interpolated);
-        self.batched_hybrid = Some(BatchedHybrid::new(self.gpu.ctx(), flags, share, self.plan.arena.bytes)?);
+        let mut route = HybridRoute::new(BatchedHybrid::new(self.gpu.ctx(), flags)?);
+        if let Some(w) = &self.engine {
+            w.set_hybrid(route.here.take())?;
+        }
+        self.hybrid = Some(route);
+        *chooser(&self.chooser) = Some(ShareChooser::new(share, self.plan.arena.bytes));
         log::info!("batched GPU-hybrid route on: share {share} of the hardware engine's images");
         Ok(())
     }
@@ -318,8 +339,8 @@ impl GpuDecoder {
     /// output ring's [`waiting`](crate::backend::cuda::ring::OutputRing::waiting)): the batched
     /// GPU-hybrid route's `auto` share yields while one does ([`super::batched_hybrid`]).
     pub fn set_waiting_batches(&mut self, n: usize) {
-        if let Some(b) = self.batched_hybrid.as_mut() {
-            b.waiting = n;
+        if let Some(c) = chooser(&self.chooser).as_mut() {
+            c.waiting = n;
         }
     }
 
@@ -339,15 +360,17 @@ impl GpuDecoder {
     /// engine present): what the helper preparing the next batch places and queues it with.
     pub fn ahead_placer(&self) -> Result<Option<AheadPlacer>, GpuError> {
         match &self.engine {
-            Some(w) => Ok(Some(AheadPlacer::new(self.arenas.clone(), self.gpu.clone(), w.submitter())?)),
+            Some(w) => Ok(Some(AheadPlacer::new(self.arenas.clone(), self.gpu.clone(), w.submitter(), self.chooser.clone())?)),
             None => Ok(None),
         }
     }
 
-    /// The engine's thread's stream (`gpu_engine_ahead`), on which its calls read the bytes of
-    /// the batches queued to it: a batch dropped unrun is released after it.
-    pub fn engine_stream(&self) -> Option<&Arc<CudaStream>> {
-        self.engine.as_ref().map(|e| &e.events.stream)
+    /// The streams other than the decode stream ([`Self::stream`]) that may still read a
+    /// batch's bytes when its decode did not get to wait for them (it failed, or it was placed
+    /// ahead and never run): the engine's thread's (`gpu_engine_ahead`) and the batched
+    /// GPU-hybrid route's. Such a batch is released after them.
+    pub fn side_streams(&self) -> Vec<&Arc<CudaStream>> {
+        self.engine.as_ref().map(|e| &e.events.stream).into_iter().chain(self.hybrid.as_ref().map(|h| &h.stream)).collect()
     }
 
     /// The arena the next batch not placed ahead decodes into (a batch placed ahead while it
@@ -391,7 +414,7 @@ impl GpuDecoder {
             None => self.engine_bitstreams,
         };
         DecodeStats {
-            gpu_hybrid_yielded: self.batched_hybrid.as_ref().map_or(0, |b| b.yielded),
+            gpu_hybrid_yielded: chooser(&self.chooser).as_ref().map_or(0, |c| c.yielded),
             bitstream_copies: copies,
             bitstream_overflow: overflow,
             ..self.stats
@@ -428,7 +451,7 @@ impl GpuDecoder {
             .as_ref()
             .map_or(0, |h| 2 * h.per_call as u64 * 3 * h.prealloc.0 as u64 * h.prealloc.1 as u64 + h.bitstream_bytes.unwrap_or(0));
         // The batched GPU-hybrid route keeps a call's buffers within one arena's bytes.
-        let batched = self.batched_hybrid.as_ref().map_or(0, |_| self.plan.arena.bytes);
+        let batched = self.hybrid.as_ref().map_or(0, |_| self.plan.arena.bytes);
         2 * self.plan.arena.bytes + 2 * n * (std::mem::size_of::<DecodeTarget>() as u64 + 4) + hw + self.slot_buffer_bytes() + batched
     }
 
@@ -438,7 +461,7 @@ impl GpuDecoder {
     /// batches mean memory the plan did not reserve.
     pub fn nvjpeg_memory(&self) -> crate::backend::NvjpegMemoryStats {
         let mut handles: Vec<&Arc<NvjpegHandle>> = Vec::new();
-        let batched = self.batched_hybrid.as_ref().map(|b| b.handle());
+        let batched = self.hybrid.as_ref().map(|b| &b.handle);
         for h in self.hw_info.as_ref().map(|h| &h.handle).into_iter().chain(self.cuda.decoders.first().map(|d| d.0.handle())).chain(batched)
         {
             if !handles.iter().any(|k| Arc::ptr_eq(k, h)) {
@@ -526,13 +549,13 @@ impl GpuDecoder {
             None => {
                 let a = self.next;
                 self.next ^= 1;
-                let moved = match self.batched_hybrid.as_mut() {
-                    Some(b) if self.hw_info.is_some() => b.take(jobs, routes, self.plan.arena.bytes),
+                let moved = match chooser(&self.chooser).as_mut() {
+                    Some(c) if self.hw_info.is_some() => c.take(jobs, routes, self.plan.arena.bytes),
                     _ => Vec::new(),
                 };
                 let p = place(&self.arenas, a, &self.gpu, &self.hw_stream, routes, &moved)?;
                 let queued = match &self.engine {
-                    Some(w) if !p.hw_list.is_empty() => Some(w.queue().submit(&p, jobs, span, None)?),
+                    Some(w) if !p.hw_list.is_empty() || !p.batched_list.is_empty() => Some(w.queue().submit(&p, jobs, span, None)?),
                     _ => None,
                 };
                 (p, queued)
@@ -551,9 +574,11 @@ impl GpuDecoder {
 
         // 3-5. CPU route on worker threads while the host enqueues the GPU decodes.
         let mut gpu_failed: Vec<(usize, String)> = Vec::new();
-        // The batched GPU-hybrid call first: queued on its stream, it decodes while the engine does.
-        if let Some(b) = self.batched_hybrid.as_mut() {
-            b.decode(&self.arenas.canaries_set[a], &batched_list, jobs, arena, out, &mut gpu_failed)?;
+        // The batched GPU-hybrid call first: queued on its stream, it decodes while the engine
+        // does (with the engine ahead, the engine's thread makes it with the engine's calls).
+        let mut hybrid_ran = None;
+        if let Some(b) = self.hybrid.as_mut().and_then(|h| h.here.as_mut()) {
+            hybrid_ran = b.decode(a, &self.arenas.canaries_set[a], &batched_list, jobs, arena, out, &mut gpu_failed)?;
         }
         let max_pixels = self.plan.max_pixels;
         let pool = self.cpu_pool.clone();
@@ -583,9 +608,11 @@ impl GpuDecoder {
                     t3.record(cuda_stream).map_err(driver_err("cuEventRecord"))?;
                     failed
                 };
+                // A task queued on the engine's thread is waited for even without engine images
+                // (it made the batched GPU-hybrid call).
                 let work = match (queued, hw.as_mut()) {
-                    _ if hw_list.is_empty() => None,
                     (Some(p), _) => Some(EngineWork::Queued(p)),
+                    _ if hw_list.is_empty() => None,
                     (None, Some(hw)) => Some(EngineWork::Here(hw)),
                     (None, None) => None,
                 };
@@ -604,24 +631,25 @@ impl GpuDecoder {
                             hw.decode(hw_stream, canaries_set, &hw_list, jobs, span, arena, out, &mut gpu_failed)?;
                         let engine_end = std::time::Instant::now();
                         t1.record(hw_stream).map_err(driver_err("cuEventRecord"))?;
-                        Ok::<_, GpuError>((in_calls, [first_call, engine_end], None))
+                        Ok::<_, GpuError>((in_calls, [first_call, engine_end], None, None))
                     }
                     EngineWork::Queued(p) => {
                         let d = p.wait()?;
                         gpu_failed.extend(d.failed);
-                        Ok((d.in_calls, [d.first_call, d.engine_end], Some((d.idle_before, d.bitstreams))))
+                        Ok((d.in_calls, [d.first_call, d.engine_end], Some((d.idle_before, d.bitstreams)), d.hybrid))
                     }
                 };
                 // Both done before returning either way: the CUDA side's work is queued on its
                 // stream, which step 6 joins.
                 let (cuda_done, hw_done) =
                     if cuda_list.is_empty() { (Ok(Default::default()), engine()) } else { helpers.cuda.beside(cuda_route, engine) };
-                let (in_calls, [first_call, engine_end], worker) = hw_done?;
+                let (in_calls, [first_call, engine_end], worker, hybrid) = hw_done?;
                 let (failed, lanes_cpu) = cuda_done?;
                 gpu_failed.extend(failed);
-                Ok(GpuQueued { in_calls, lanes_cpu, marks: Some([first_call, engine_end, std::time::Instant::now()]), worker })
+                Ok(GpuQueued { in_calls, lanes_cpu, marks: Some([first_call, engine_end, std::time::Instant::now()]), worker, hybrid })
             });
-        let GpuQueued { in_calls: (hw_host, hw_host_cpu), lanes_cpu, marks: engine_marks, worker } = gpu_queued?;
+        let GpuQueued { in_calls: (hw_host, hw_host_cpu), lanes_cpu, marks: engine_marks, worker, hybrid } = gpu_queued?;
+        let hybrid_ran = hybrid_ran.or(hybrid);
         if let Some((_, bitstreams)) = worker {
             self.engine_bitstreams = bitstreams;
             if let (Some([first_call, ..]), Some(started)) = (engine_marks, self.marks.started()) {
@@ -643,8 +671,9 @@ impl GpuDecoder {
             // The engine's calls (and their colour conversions) ran on its thread's stream.
             self.hw_stream.wait(&e.events.end[a]).map_err(driver_err("cuStreamWaitEvent"))?;
         }
-        if let Some(b) = &self.batched_hybrid {
-            self.hw_stream.join(&b.stream).map_err(driver_err("cuStreamWaitEvent"))?;
+        if let (Some(h), Some(ran)) = (&self.hybrid, hybrid_ran) {
+            // This batch's call (the route's stream may hold the next batch's after it).
+            self.hw_stream.wait(h.timers.end(ran.a)).map_err(driver_err("cuStreamWaitEvent"))?;
         }
         let mut canaries = self.arenas.canaries(a);
         if !gpu_list.is_empty() {
@@ -665,10 +694,10 @@ impl GpuDecoder {
         if !cuda_list.is_empty() {
             self.stage_times.cuda_decode = elapsed_secs(&self.timers[2], &self.timers[3])?;
         }
-        if let Some(b) = self.batched_hybrid.as_mut() {
+        if let (Some(h), Some(c)) = (&self.hybrid, chooser(&self.chooser).as_mut()) {
             let mpx =
                 |l: &[usize]| l.iter().filter_map(|&i| out[i].as_ref().ok()).map(|d| d.stored.0 as f64 * d.stored.1 as f64 / 1e6).sum();
-            self.stage_times.hybrid_decode = b.measured((self.stage_times.hw_decode, mpx(&hw_list)))?;
+            self.stage_times.hybrid_decode = c.measured((self.stage_times.hw_decode, mpx(&hw_list)), hybrid_ran, &h.timers)?;
         }
         let intact = canaries.intact_host.as_slice().map_err(driver_err("cuEventSynchronize"))?;
         for (k, &i) in gpu_list.iter().enumerate() {

@@ -54,11 +54,11 @@ pub struct PoolHold {
 }
 
 impl PoolHold {
-    /// The holder's reads of the allocation are queued on `stream` (the engine's batched call
-    /// reads its bitstreams stream-ordered): record its guard after them, so that a refill
-    /// once the hold ends waits for them too.
-    pub fn guard_after(&self, stream: &CudaStream) -> Result<(), GpuError> {
-        self.pool.guard(self.base as *const u8, &[stream])
+    /// The holder's reads of the allocation are queued on `streams` (the engine's batched call
+    /// and the batched GPU-hybrid route read their bitstreams stream-ordered): record its guard
+    /// after them, so that a refill once the hold ends waits for them too.
+    pub fn guard_after(&self, streams: &[&CudaStream]) -> Result<(), GpuError> {
+        self.pool.guard(self.base as *const u8, streams)
     }
 }
 
