@@ -31,7 +31,7 @@ QUESTIONS = [
     ("engine-lanes", "two threads calling the hardware engine at once (gpu_engine_lanes = 2): CPU over wall time inside the engine's calls with one lane and with two (above 1 with two: the calls overlap)", "tests"),
     ("nvjpeg-memory", "nvJPEG's own memory through stoke's allocators: bytes, allocations after the first epoch", "tests"),
     ("stages", "per-batch stage times: classify, HW decode, CUDA decode, CPU route, augment", "bench"),
-    ("engine-idle", "the hardware engine's idle time on the host between batches' calls, by part (join / cpu / check / retry / tail / outside / arena / head, ms per batch; with --gpu-engine-ahead only worker, its thread's own): the head room of a deeper decode pipeline", "any"),
+    ("engine-idle", "the hardware engine's idle time on the host between batches' calls, by part (join / cpu / check / retry / tail / outside / arena / head / hybrid, ms per batch; with --gpu-engine-ahead only worker, its thread's own, and hybrid, the GPU-hybrid share's call it makes first): the head room of a deeper decode pipeline", "any"),
     ("concurrency", "HW+CUDA decoders together vs each alone (decode-only images/s)", "bench"),
     ("python-cuda", "Python Loader on CUDA: batches in torch through DLPack (pytest tests/python)", "python"),
     ("trainer", "ResNet-50 (AMP, channels_last) fed by stoke: images/s, data wait, GPU utilization, fed/alone", "python"),
@@ -134,7 +134,7 @@ def answer(key, mode, logs, gpu):
             return "not measured: the CUDA backend does not fill Stats.gpu_stages yet (all zero)"
         return ", ".join(f"{k} {v * 1e3 / n:.2f} ms" for k, v in parts) + f" per batch (over {n} batches)"
     if key == "engine-idle":
-        parts = ("join", "cpu", "check", "retry", "tail", "outside", "arena", "head", "worker")
+        parts = ("join", "cpu", "check", "retry", "tail", "outside", "arena", "head", "hybrid", "worker")
         hits = []
         for path in sorted(glob.glob(os.path.join(logs, "bench-*.json"))):
             r = last_json(path)

@@ -664,7 +664,8 @@ fn epochs_through_every_route_make_no_thread_after_the_first() {
 /// line) says where the producer spent it: counted once for each batch that called the engine,
 /// no part negative, all of it within the run — and a trainer that holds each batch a while
 /// shows in the parts that wait for it (the hand-over outside the backend, the ring slot in
-/// its tail, the arena behind the augment that waits for that slot), not in the decode's.
+/// its tail, the arena behind the augment that waits for that slot), not in the decode's. The
+/// batched GPU-hybrid share's call is its own part.
 #[test]
 fn the_engines_idle_time_names_a_trainer_that_holds_its_batches() {
     let _serial = serial();
@@ -706,6 +707,27 @@ fn the_engines_idle_time_names_a_trainer_that_holds_its_batches() {
         grew >= 0.25 * 8.0 * hold.as_secs_f64(),
         "holding each batch {hold:?} added {grew:.3} s to the waits for the trainer: quick {quick:?}, held {held:?}"
     );
+    // With a pinned batched GPU-hybrid share its call, made just before the engine's first call
+    // of each batch on the thread that makes them, is a part of its own (`hybrid`, out of the
+    // head, or with the engine ahead out of the worker's idle time).
+    for engine_ahead in [false, true] {
+        let mut c = config(&ds, 31);
+        c.backend = stoke::config::BackendKind::Cuda;
+        (c.batch_size, c.ring_depth, c.prefetch_batches) = (8, 2, 1);
+        (c.gpu_hybrid_share, c.gpu_engine_ahead) = (stoke::config::HybridShare::Pinned(0.5), engine_ahead);
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        p.start_epoch(0, 0);
+        let mut routed = 0;
+        while let Some(b) = p.next_batch() {
+            routed += b.unwrap().decoders.gpu_hybrid_batched;
+        }
+        let idle = p.stats().gpu_stages.idle;
+        assert!(routed > 0, "engine ahead {engine_ahead}: the route took nothing");
+        assert!(idle.hybrid > 0.0 && idle.rows().iter().all(|r| r.1 >= 0.0), "engine ahead {engine_ahead}: {idle:?}");
+        if engine_ahead {
+            assert_eq!(idle.head, 0.0, "with the engine ahead the producer's parts are not counted: {idle:?}");
+        }
+    }
 }
 
 /// This process's threads: each one's name (`comm`: at most 15 bytes; an unnamed thread

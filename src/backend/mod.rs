@@ -293,8 +293,8 @@ pub struct GpuStageTimes {
 /// before them (`outside`, `head`); a batch without engine images counts none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct EngineIdle {
-    /// After the engine's last call returned: waiting for the CUDA decoders' host phase (and
-    /// the batched GPU-hybrid call) on their threads.
+    /// After the engine's last call returned: waiting for the CUDA decoders' host phase on
+    /// their threads.
     pub join: f64,
     /// Then waiting for the CPU route's decodes.
     pub cpu: f64,
@@ -316,6 +316,11 @@ pub struct EngineIdle {
     /// when not prepared ahead, placing, the canaries and the wait for them (and the device
     /// bitstreams' copy).
     pub head: f64,
+    /// With the batched GPU-hybrid share (`gpu_hybrid_share`): the route's call, made on the
+    /// engine's calling thread just before the engine's first call of the batch (its host
+    /// part: the wait for its previous call, parsing, queuing), carved out of `head` or, with
+    /// the engine ahead, out of `worker`.
+    pub hybrid: f64,
     /// With the engine's calls on a thread of their own (`gpu_engine_ahead`): that thread's
     /// idle time before the batch's calls, since its previous batch's last call returned (the
     /// other parts are the producer's, no longer between the engine's calls, and not counted).
@@ -326,7 +331,7 @@ pub struct EngineIdle {
 
 impl EngineIdle {
     /// (name, seconds) of each part, in the producer's order.
-    pub fn rows(&self) -> [(&'static str, f64); 9] {
+    pub fn rows(&self) -> [(&'static str, f64); 10] {
         [
             ("join", self.join),
             ("cpu", self.cpu),
@@ -336,6 +341,7 @@ impl EngineIdle {
             ("outside", self.outside),
             ("arena", self.arena),
             ("head", self.head),
+            ("hybrid", self.hybrid),
             ("worker", self.worker),
         ]
     }
@@ -355,6 +361,7 @@ impl EngineIdle {
             outside: f(self.outside, o.outside),
             arena: f(self.arena, o.arena),
             head: f(self.head, o.head),
+            hybrid: f(self.hybrid, o.hybrid),
             worker: f(self.worker, o.worker),
             batches: f(self.batches, o.batches),
         }

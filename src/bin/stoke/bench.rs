@@ -606,7 +606,7 @@ mod tests {
         };
         assert_eq!((b - a).rows().map(|r| r.1), [0.5, 2.0, 0.75, 0.125, 0.25, 0.5, 0.0, 1.0, 0.5, 0.0, 1.0, 2.0]);
         assert_eq!(((b - a).ahead_batches, (b - a).copied_batches), (3.0, 0.0));
-        assert_eq!((b - a).idle.rows().map(|r| r.1), [0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5, 0.0]);
+        assert_eq!((b - a).idle.rows().map(|r| r.1), [0.5, 0.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.5, 0.0, 0.0]);
         assert_eq!(((b - a).idle.batches, (b - a).idle.total()), (3.0, 3.0));
         let mut sum = a;
         sum += b - a;

@@ -213,13 +213,15 @@ impl ShareChooser {
     }
 }
 
-/// A batch's call of the route: the arena it decoded into, its images' stored megapixels, and
-/// whether nvJPEG accepted it.
+/// A batch's call of the route: the arena it decoded into, its images' stored megapixels,
+/// whether nvJPEG accepted it, and the host seconds the call took on its thread (the wait for
+/// the previous call, parsing, queuing: [`crate::backend::EngineIdle::hybrid`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct HybridRan {
     pub(super) a: usize,
     mpx: f64,
     ok: bool,
+    pub(super) host: f64,
 }
 
 /// Timing events around the route's call, one pair per arena (recorded on the route's stream;
@@ -285,6 +287,7 @@ impl BatchedHybrid {
         if list.is_empty() {
             return Ok(None);
         }
+        let t = std::time::Instant::now();
         // nvJPEG: any running batched decoding must finish before nvjpegDecodeBatchedInitialize.
         self.idle.synchronize().map_err(driver_err("cuEventSynchronize"))?;
         self.stream.wait(canaries_set).map_err(driver_err("cuStreamWaitEvent"))?;
@@ -319,7 +322,7 @@ impl BatchedHybrid {
         if let Err(e) = &r {
             failed.extend(list.iter().map(|&i| (i, format!("batched GPU-hybrid decode call failed: {e}"))));
         }
-        Ok(Some(HybridRan { a, mpx, ok: r.is_ok() }))
+        Ok(Some(HybridRan { a, mpx, ok: r.is_ok(), host: t.elapsed().as_secs_f64() }))
     }
 }
 

@@ -774,13 +774,16 @@ impl GpuDecoder {
             }
         }
         match (engine_marks, worker) {
-            // The engine on its own thread: its idle time is the thread's, between its tasks.
+            // The engine on its own thread: its idle time is the thread's, between its tasks
+            // (less the batched GPU-hybrid call it made first).
             (Some(_), Some((idle_before, _))) => {
-                self.stage_times.idle =
-                    crate::backend::EngineIdle { worker: idle_before.unwrap_or(0.0), batches: 1.0, ..Default::default() };
+                let idle = idle_before.unwrap_or(0.0);
+                let hybrid = idle_before.map_or(0.0, |w| hybrid_ran.map_or(0.0, |r| r.host.min(w)));
+                self.stage_times.idle = crate::backend::EngineIdle { worker: idle - hybrid, hybrid, batches: 1.0, ..Default::default() };
             }
             (Some([first_call, engine_end, joined]), None) => {
-                self.stage_times.idle = self.marks.decoded(arena_wait, [first_call, engine_end, joined, cpu_done, checked]);
+                let hybrid = hybrid_ran.map_or(0.0, |r| r.host);
+                self.stage_times.idle = self.marks.decoded(arena_wait, hybrid, [first_call, engine_end, joined, cpu_done, checked]);
             }
             _ => {}
         }

@@ -36,12 +36,13 @@ impl IdleMarks {
 
     /// The batch that called the engine is decoded now: its parts, from its marks in the
     /// producer's order (first call, last call's return, CUDA route joined, CPU route done,
-    /// canaries checked) and the seconds it waited for its arena ([`idle_parts`]).
-    pub(super) fn decoded(&mut self, arena_wait: f64, marks: [Instant; 5]) -> crate::backend::EngineIdle {
+    /// canaries checked), the seconds it waited for its arena and those of the batched
+    /// GPU-hybrid call before its first engine call ([`idle_parts`]).
+    pub(super) fn decoded(&mut self, arena_wait: f64, hybrid: f64, marks: [Instant; 5]) -> crate::backend::EngineIdle {
         let now = Instant::now();
         let [first_call, engine_end, joined, cpu_done, checked] = marks;
         self.decoded = Some(now);
-        idle_parts(self.prev_returned, self.started, arena_wait, [first_call, engine_end, joined, cpu_done, checked, now])
+        idle_parts(self.prev_returned, self.started, (arena_wait, hybrid), [first_call, engine_end, joined, cpu_done, checked, now])
     }
 }
 
@@ -57,21 +58,24 @@ fn between(a: Option<Instant>, b: Option<Instant>) -> f64 {
 /// `tail`, which the backend measures): from its marks in the producer's order — the previous
 /// batch's return from the backend, this batch's start, its first engine call, the last call's
 /// return, the CUDA route joined, the CPU route done, the canaries checked, the decode done —
-/// and the seconds the batch waited for its arena between its start and its first call.
+/// and the seconds the batch waited for its arena, then spent in the batched GPU-hybrid call,
+/// between its start and its first call (`(arena, hybrid)`, each carved out of the head).
 pub(super) fn idle_parts(
     prev_returned: Option<Instant>,
     started: Option<Instant>,
-    arena_wait: f64,
+    (arena_wait, hybrid_call): (f64, f64),
     marks: [Instant; 6],
 ) -> crate::backend::EngineIdle {
     let [first_call, engine_end, joined, cpu_done, checked, decoded] = marks.map(Some);
     let head = between(started, first_call);
     // Within the head when the batch started (the decoder alone has no start mark: all head).
     let arena = if started.is_some() { arena_wait.min(head) } else { 0.0 };
+    let hybrid = if started.is_some() { hybrid_call.min(head - arena) } else { 0.0 };
     crate::backend::EngineIdle {
         outside: between(prev_returned, started),
         arena,
-        head: head - arena,
+        hybrid,
+        head: head - arena - hybrid,
         join: between(engine_end, joined),
         cpu: between(joined, cpu_done),
         check: between(cpu_done, checked),

@@ -536,7 +536,7 @@ fn engine_idle_parts_are_the_gaps_between_the_marks() {
     // returned 0, started 2, first call 10 (arena waited 3 ms of it), engine done 50, joined 51,
     // CPU done 54, checked 55, decoded 59.
     let marks = [ms(10), ms(50), ms(51), ms(54), ms(55), ms(59)];
-    let i = super::idle::idle_parts(Some(ms(0)), Some(ms(2)), 0.003, marks);
+    let i = super::idle::idle_parts(Some(ms(0)), Some(ms(2)), (0.003, 0.0), marks);
     let got = i.rows().map(|r| (r.0, (r.1 * 1e6).round() / 1e3));
     let want = [
         ("join", 1.0),
@@ -547,17 +547,23 @@ fn engine_idle_parts_are_the_gaps_between_the_marks() {
         ("outside", 2.0),
         ("arena", 3.0),
         ("head", 5.0),
+        ("hybrid", 0.0),
         ("worker", 0.0),
     ];
     assert_eq!(got, want);
     assert_eq!(i.batches, 1.0);
+    // The batched GPU-hybrid call made before the first engine call: 2 ms of the head.
+    let h = super::idle::idle_parts(Some(ms(0)), Some(ms(2)), (0.003, 0.002), marks);
+    assert_eq!(((h.arena * 1e6).round(), (h.hybrid * 1e6).round(), (h.head * 1e6).round()), (3000.0, 2000.0, 3000.0));
+    assert!((h.total() - i.total()).abs() < 1e-12, "the call is carved out of the head, not added");
     // The first batch: nothing returned before it; without a start mark the head is unsplit
     // and the arena's wait is not taken out of a head it was not measured in.
-    let first = super::idle::idle_parts(None, Some(ms(2)), 0.003, marks);
+    let first = super::idle::idle_parts(None, Some(ms(2)), (0.003, 0.0), marks);
     assert_eq!(first.outside, 0.0);
-    let unstarted = super::idle::idle_parts(Some(ms(0)), None, 0.003, marks);
-    assert_eq!((unstarted.outside, unstarted.arena, unstarted.head), (0.0, 0.0, 0.0));
-    // An arena wait longer than the head measured (clocks read apart) is held to the head.
-    let long = super::idle::idle_parts(None, Some(ms(2)), 1.0, marks);
-    assert_eq!(((long.arena * 1e3).round(), long.head), (8.0, 0.0));
+    let unstarted = super::idle::idle_parts(Some(ms(0)), None, (0.003, 0.002), marks);
+    assert_eq!((unstarted.outside, unstarted.arena, unstarted.hybrid, unstarted.head), (0.0, 0.0, 0.0, 0.0));
+    // An arena wait longer than the head measured (clocks read apart) is held to the head, and
+    // the call to what is left of it.
+    let long = super::idle::idle_parts(None, Some(ms(2)), (1.0, 1.0), marks);
+    assert_eq!(((long.arena * 1e3).round(), long.hybrid, long.head), (8.0, 0.0, 0.0));
 }
