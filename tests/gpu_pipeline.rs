@@ -555,6 +555,8 @@ fn batches_prepared_ahead_are_the_batches_made_in_turn() {
         // Announced and never run: dropped with the backend, its engine calls waited for.
         run_read_batch_ahead(&mut backend, &rbs[0], Some(&rbs[1]), Some(&ds), &mut batch).unwrap();
         drop(backend);
+        // Made and dropped without a batch: what the engine's thread holds goes with it.
+        drop(CudaBackend::new(&c, &ds).unwrap());
 
         // Through the pipeline, two epochs: every batch as made in turn.
         let mut p = stoke::pipeline::Pipeline::with_dataset(c.clone(), ds.clone()).unwrap();

@@ -403,6 +403,11 @@ impl EngineWorker {
         let thread = std::thread::Builder::new()
             .name("stoke-gpu-engine".into())
             .spawn(move || {
+                // Current from the start: what the thread drops at its end (the engine's route,
+                // the GPU-hybrid route's state) frees through the driver, tasks or not.
+                if let Err(e) = ctx.bind_to_thread() {
+                    log::error!("making the device's context current on the hardware engine's thread: {e}");
+                }
                 let hw = &mut hw.0;
                 let mut hybrid: Option<BatchedHybrid> = None;
                 let mut last_end: Option<Instant> = None;
