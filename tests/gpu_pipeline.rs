@@ -730,6 +730,35 @@ fn the_engines_idle_time_names_a_trainer_that_holds_its_batches() {
             assert_eq!(idle.head, 0.0, "with the engine ahead the producer's parts are not counted: {idle:?}");
         }
     }
+    // With the whole share pinned to the route the engine takes only what the route refuses: a
+    // batch without engine images is not counted either way (with the engine ahead its task
+    // made only the route's call), and the engine's idle time runs on across it.
+    for engine_ahead in [false, true] {
+        let mut c = config(&ds, 31);
+        c.backend = stoke::config::BackendKind::Cuda;
+        (c.batch_size, c.ring_depth, c.prefetch_batches) = (8, 2, 1);
+        (c.gpu_hybrid_share, c.gpu_engine_ahead) = (stoke::config::HybridShare::Pinned(1.0), engine_ahead);
+        let mut p = stoke::pipeline::Pipeline::with_dataset(c, ds.clone()).unwrap();
+        let t = std::time::Instant::now();
+        p.start_epoch(0, 0);
+        let (mut routed, mut engine_batches, mut taken) = (0, 0.0, 0.0);
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            routed += b.decoders.gpu_hybrid_batched;
+            engine_batches += f64::from(u8::from(b.decoders.hardware > 0));
+            taken += 1.0;
+        }
+        let stats = p.stats();
+        let idle = stats.gpu_stages.idle;
+        assert!(routed > 0, "engine ahead {engine_ahead}: the route took nothing");
+        assert!(engine_batches < taken, "engine ahead {engine_ahead}: every batch had engine images: the case went untested");
+        assert!(
+            (engine_batches..=engine_batches + stats.batches as f64 - taken).contains(&idle.batches),
+            "engine ahead {engine_ahead}: one count per batch that called the engine ({engine_batches} of {taken}): {idle:?}"
+        );
+        assert!(idle.rows().iter().all(|r| r.1 >= 0.0), "engine ahead {engine_ahead}: {idle:?}");
+        assert!(idle.total() < t.elapsed().as_secs_f64(), "engine ahead {engine_ahead}: {idle:?}");
+    }
 }
 
 /// This process's threads: each one's name (`comm`: at most 15 bytes; an unnamed thread

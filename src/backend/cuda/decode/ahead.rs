@@ -271,7 +271,8 @@ impl PlacedAhead {
 
 /// What a batch's engine task did: the images whose calls failed (with why), the host seconds
 /// inside the calls (wall, CPU), when its first call began and its last returned, the worker's
-/// idle time before it (since its previous task's last call returned; `None` for the first),
+/// idle time before it (since the last call of the previous task that called the engine
+/// returned; `None` for the first, and for a task without engine images),
 /// the device bitstreams' counters so far, and the batched GPU-hybrid call it made first.
 pub(super) struct EngineDone {
     pub(super) failed: Vec<(usize, String)>,
@@ -427,7 +428,9 @@ impl EngineWorker {
                         Msg::Stop => break,
                     };
                     let mut r = run_task(&ctx, hw, hybrid.as_mut(), &arenas, &ev, &task, last_end);
-                    if let Ok(d) = &r {
+                    // A task without engine images (only the GPU-hybrid share's call) leaves the
+                    // engine idle on: the next call's idle time runs from the last call's end.
+                    if let (Ok(d), false) = (&r, task.list.is_empty()) {
                         last_end = Some(d.engine_end);
                     }
                     // The engine's and the route's reads of a pooled buffer are stream-ordered:
@@ -557,7 +560,10 @@ fn run_task(
     let engine_end = Instant::now();
     ev.end[task.a].record(&ev.stream).map_err(driver_err("cuEventRecord"))?;
     let bitstreams = hw.bitstreams.as_ref().map_or((0, 0), |b| (b.copies, b.overflow));
-    let idle_before = last_end.map(|e| first_call.saturating_duration_since(e).as_secs_f64());
+    let idle_before = match task.list.is_empty() {
+        true => None,
+        false => last_end.map(|e| first_call.saturating_duration_since(e).as_secs_f64()),
+    };
     Ok(EngineDone { failed, in_calls, first_call, engine_end, idle_before, bitstreams, hybrid })
 }
 

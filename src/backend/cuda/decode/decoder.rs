@@ -652,7 +652,7 @@ impl GpuDecoder {
         let hybrid_ran = hybrid_ran.or(hybrid);
         if let Some((_, bitstreams)) = worker {
             self.engine_bitstreams = bitstreams;
-            if let (Some([first_call, ..]), Some(started)) = (engine_marks, self.marks.started()) {
+            if let (Some([first_call, ..]), Some(started), false) = (engine_marks, self.marks.started(), hw_list.is_empty()) {
                 self.stats.engine_began_early += u64::from(first_call < started);
             }
         }
@@ -775,7 +775,9 @@ impl GpuDecoder {
         }
         match (engine_marks, worker) {
             // The engine on its own thread: its idle time is the thread's, between its tasks
-            // (less the batched GPU-hybrid call it made first).
+            // (less the batched GPU-hybrid call it made first); a task that made only that
+            // call did not call the engine and is not counted, as without the thread.
+            (Some(_), Some(_)) if hw_list.is_empty() => {}
             (Some(_), Some((idle_before, _))) => {
                 let idle = idle_before.unwrap_or(0.0);
                 let hybrid = idle_before.map_or(0.0, |w| hybrid_ran.map_or(0.0, |r| r.host.min(w)));
