@@ -537,14 +537,15 @@ fn the_gpu_hybrid_route_leaves_the_cpu_routes_images_their_room() {
 /// bit for bit (its images took the plain routes: on any device); once it is taken, the route
 /// is asked again. A pinned share never yields. Through `Pipeline`: the first batch is made with
 /// nothing waiting and probes the route; the second, made while the first sits in the queue
-/// untaken, yields and is the plain path's batch.
+/// untaken, yields and is the plain path's batch. With the engine's calls a batch ahead, a
+/// yield is counted with the batch that yielded.
 #[test]
 fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
     use stoke::backend::cuda::decode::GPU_HUFFMAN_MIN_CALL;
     use stoke::backend::cuda::pipeline::CudaBackend;
     use stoke::batch::Batch;
     use stoke::config::{DType, HybridShare};
-    use stoke::pipeline::run_read_batch;
+    use stoke::pipeline::{run_read_batch, run_read_batch_ahead};
     use stoke::reader::Reader;
     let _serial = serial();
     let Some(_gpu) = gpu_or_skip("gpu_decode") else { return };
@@ -601,6 +602,30 @@ fn the_auto_gpu_hybrid_share_yields_while_a_batch_waits_for_the_trainer() {
         let yielded = u64::from(share == HybridShare::Auto);
         assert_eq!(backend.decode_stats().gpu_hybrid_yielded, yielded, "{share}");
     }
+
+    // With the engine's calls a batch ahead (`gpu_engine_ahead`) the next batch takes its share
+    // as it is placed, while the one before decodes: the yield is counted with the batch that
+    // yielded, not the one decoding then. The first call places its batch now and the next
+    // ahead, nothing waiting: both take. The second, with the first alive, runs the batch
+    // placed ahead (it took) and places the third ahead (it yields); the third is the plain
+    // path's batch.
+    let mut c = config(HybridShare::Auto);
+    c.gpu_engine_ahead = true;
+    let mut backend = CudaBackend::new(&c, &ds).unwrap();
+    let (mut first, mut second, mut third) = (fresh(), fresh(), fresh());
+    run_read_batch_ahead(&mut backend, &rbs[0], Some(&rbs[1]), Some(&ds), &mut first).unwrap();
+    let d = first.decoders;
+    assert!(d.gpu_hybrid_batched >= GPU_HUFFMAN_MIN_CALL as u64 && d.gpu_hybrid_yielded == 0, "engine ahead: nothing waits: {d:?}");
+    run_read_batch_ahead(&mut backend, &rbs[1], Some(&rbs[0]), Some(&ds), &mut second).unwrap();
+    let d = second.decoders;
+    assert_eq!(d.engine_queued_ahead, 1, "engine ahead: the second batch was not placed ahead: {d:?}");
+    assert!(d.gpu_hybrid_batched > 0 && d.gpu_hybrid_yielded == 0, "engine ahead: placed with nothing waiting, it took: {d:?}");
+    drop((first, second));
+    run_read_batch_ahead(&mut backend, &rbs[0], None, Some(&ds), &mut third).unwrap();
+    let d = third.decoders;
+    assert_eq!((d.gpu_hybrid_batched, d.gpu_hybrid_yielded), (0, 1), "engine ahead: placed while a batch waited: {d:?}");
+    assert!(host(&third) == want[0], "engine ahead: the yielded batch differs from the plain path's");
+    assert_eq!(backend.decode_stats().gpu_hybrid_yielded, 1);
 
     // Through the pipeline: the first batch is made with nothing waiting; the second while the
     // first waits in the queue (the consumer has not asked yet): it yields.

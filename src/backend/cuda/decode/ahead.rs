@@ -172,6 +172,8 @@ pub(super) struct Placement {
     pub(super) cpu_list: Vec<usize>,
     pub(super) batched_list: Vec<usize>,
     pub(super) gpu_list: Vec<usize>,
+    // The batched GPU-hybrid route's `auto` share yielded this batch to the trainer.
+    pub(super) yielded: bool,
     // Seconds waited for the arena, then spent placing and writing the canaries.
     pub(super) arena_wait: f64,
     pub(super) secs: f64,
@@ -245,6 +247,7 @@ pub(super) fn place(
         cpu_list,
         batched_list,
         gpu_list,
+        yielded: false,
         arena_wait,
         secs: t.elapsed().as_secs_f64(),
     })
@@ -599,8 +602,9 @@ impl AheadPlacer {
     ) -> Result<PlacedAhead, GpuError> {
         self.gpu.ctx().bind_to_thread().map_err(driver_err("cuCtxSetCurrent"))?;
         // The batched GPU-hybrid route's share, from the meter as the batches before left it.
-        let moved = chooser(&self.chooser).as_mut().map_or_else(Vec::new, |c| c.take(jobs, routes, self.arenas.bytes));
-        let placed = place(&self.arenas, a, &self.gpu, &self.stream, routes, &moved).and_then(|placement| {
+        let (moved, yielded) = chooser(&self.chooser).as_mut().map_or_else(Default::default, |c| c.take(jobs, routes, self.arenas.bytes));
+        let placed = place(&self.arenas, a, &self.gpu, &self.stream, routes, &moved).and_then(|mut placement| {
+            placement.yielded = yielded;
             let engine = match placement.hw_list.is_empty() && placement.batched_list.is_empty() {
                 true => None,
                 false => Some(self.engine.submit(&placement, jobs, span, hold)?),

@@ -121,8 +121,6 @@ pub(super) struct ShareChooser {
     max_bytes: u64,
     // Batches waiting for the trainer (`GpuDecoder::set_waiting_batches`).
     pub(super) waiting: usize,
-    // Batches in which the `auto` share yielded to the trainer.
-    pub(super) yielded: u64,
 }
 
 /// The decoder's [`ShareChooser`], `None` while the route is off; the helper placing the next
@@ -138,19 +136,25 @@ impl ShareChooser {
     /// A chooser for `share`; `max_bytes` bounds a call's coefficients plus bitstreams (one
     /// arena).
     pub(super) fn new(share: HybridShare, max_bytes: u64) -> Self {
-        Self { share, meter: ShareMeter::default(), max_bytes, waiting: 0, yielded: 0 }
+        Self { share, meter: ShareMeter::default(), max_bytes, waiting: 0 }
     }
 
     /// The images of a routed batch this route takes from the engine (slot indices): among the
     /// engine's images that [`batched_gpu_hybrid_takes`], from the last slot back, while the
     /// arena (`arena_bytes`) holds every image of the batch (the CPU route's too) with these
     /// ones whole and the call's buffers stay within `max_bytes`; as many as the share says
-    /// (`auto`: none while a batch waits for the trainer, module doc).
-    pub(super) fn take(&mut self, jobs: &[(&[u8], AugParams)], routes: &[Result<Classified, SlotError>], arena_bytes: u64) -> Vec<usize> {
+    /// (`auto`: none while a batch waits for the trainer, module doc) — and whether it yielded
+    /// so, which the batch carries (it is counted when the batch decodes: a batch placed
+    /// ahead takes its share while the one before it decodes).
+    pub(super) fn take(
+        &mut self,
+        jobs: &[(&[u8], AugParams)],
+        routes: &[Result<Classified, SlotError>],
+        arena_bytes: u64,
+    ) -> (Vec<usize>, bool) {
         if self.share == HybridShare::Auto && self.waiting >= YIELD_WHEN_WAITING {
-            self.yielded += 1;
             self.meter.route_idle();
-            return Vec::new();
+            return (Vec::new(), true);
         }
         // Every image the arena will hold: the GPU routes' regions, and the CPU route's, placed
         // after the GPU decodes.
@@ -198,7 +202,7 @@ impl ShareChooser {
             self.meter.route_idle();
         }
         candidates.truncate(k);
-        candidates
+        (candidates, false)
     }
 
     /// After a batch's decodes finished: feed the meter with the engine's `(seconds, stored

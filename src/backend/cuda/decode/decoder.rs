@@ -413,12 +413,7 @@ impl GpuDecoder {
             Some(b) => (b.copies, b.overflow),
             None => self.engine_bitstreams,
         };
-        DecodeStats {
-            gpu_hybrid_yielded: chooser(&self.chooser).as_ref().map_or(0, |c| c.yielded),
-            bitstream_copies: copies,
-            bitstream_overflow: overflow,
-            ..self.stats
-        }
+        DecodeStats { bitstream_copies: copies, bitstream_overflow: overflow, ..self.stats }
     }
 
     /// Where the hardware engine reads its bitstreams (`gpu_bitstream`): `"device"`,
@@ -549,11 +544,11 @@ impl GpuDecoder {
             None => {
                 let a = self.next;
                 self.next ^= 1;
-                let moved = match chooser(&self.chooser).as_mut() {
+                let (moved, yielded) = match chooser(&self.chooser).as_mut() {
                     Some(c) if self.hw_info.is_some() => c.take(jobs, routes, self.plan.arena.bytes),
-                    _ => Vec::new(),
+                    _ => Default::default(),
                 };
-                let p = place(&self.arenas, a, &self.gpu, &self.hw_stream, routes, &moved)?;
+                let p = Placement { yielded, ..place(&self.arenas, a, &self.gpu, &self.hw_stream, routes, &moved)? };
                 let queued = match &self.engine {
                     Some(w) if !p.hw_list.is_empty() || !p.batched_list.is_empty() => Some(w.queue().submit(&p, jobs, span, None)?),
                     _ => None,
@@ -561,8 +556,21 @@ impl GpuDecoder {
                 (p, queued)
             }
         };
-        let Placement { a, arena, mut cursor, out: placed_out, hw_list, cuda_list, cpu_list, batched_list, gpu_list, arena_wait, secs } =
-            placement;
+        let Placement {
+            a,
+            arena,
+            mut cursor,
+            out: placed_out,
+            hw_list,
+            cuda_list,
+            cpu_list,
+            batched_list,
+            gpu_list,
+            yielded,
+            arena_wait,
+            secs,
+        } = placement;
+        self.stats.gpu_hybrid_yielded += u64::from(yielded);
         self.last_arena = a;
         *out = placed_out;
         if !gpu_list.is_empty() {
